@@ -1,0 +1,33 @@
+/**
+ * The `rollout` command: a thin dispatcher. Each subcommand lives in `commands/<name>.ts` and
+ * exports `run(argv): Promise<number>`; it is imported only when called, so `rollout
+ * sandbox-host` does not load the HTTP server and vice versa.
+ */
+const commands: Record<string, { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number> }> }> = {
+  run: { summary: 'run a task file end to end and print a summary (the main job)', load: () => import('./commands/run.js') },
+  serve: { summary: 'HTTP + WebSocket service (ProRL-compatible)', load: () => import('./commands/serve.js') },
+  'sandbox-host': { summary: 'a process that owns many sandboxes (started by the runtime)', load: () => import('./commands/sandbox-host.js') },
+  'fake-llm': { summary: 'a fake inference server with the real tokenizer', load: () => import('./commands/fake-llm.js') },
+  'llm-serve': { summary: 'serve a GGUF model with node-llama-cpp over the same protocols', load: () => import('./commands/llm-serve.js') },
+};
+
+function usage(): string {
+  const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(14)} ${c.summary}`);
+  return `usage: rollout <command> [options]\n\ncommands:\n${lines.join('\n')}\n\nrollout <command> --help for its options\n`;
+}
+
+/** Runs the command line; returns the exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h') {
+    process.stdout.write(usage());
+    return name ? 0 : 2;
+  }
+  const cmd = commands[name];
+  if (!cmd) {
+    process.stderr.write(`rollout: unknown command '${name}'\n\n${usage()}`);
+    return 2;
+  }
+  const mod = await cmd.load();
+  return mod.run(rest);
+}

@@ -1,0 +1,97 @@
+import type { Instance, SamplingParams } from '../protocol/instance.js';
+import type { Message, ToolCall, ToolSchema } from '../protocol/messages.js';
+import type { Sandbox, SandboxSpec } from '../sandbox/sandbox.js';
+import type { FinishReason } from '../protocol/trajectory.js';
+
+/** What every handler hook receives. */
+export interface HandlerContext {
+  rolloutId: string;
+  instance: Instance;
+  sampling: SamplingParams;
+  /** Aborted on cancel, timeout and stale; pass it to every sandbox call. */
+  signal: AbortSignal;
+  /**
+   * Starts a sandbox owned by this rollout. The runtime closes every sandbox made here when the
+   * rollout ends, on every path; a handler never has to (and may, early).
+   */
+  createSandbox(spec: SandboxSpec): Promise<Sandbox>;
+}
+
+export interface InitResult {
+  /** The first messages (system, user). */
+  messages: Message[];
+  /** The tools offered to the model. */
+  tools: ToolSchema[];
+  /** The sandbox the agent acts in, if any (made with `ctx.createSandbox`). */
+  sandbox?: Sandbox | undefined;
+  /** Handler state carried to `act` and `eval`. */
+  state?: unknown;
+}
+
+/** One tool's outcome, as the agent loop turns it into a `tool` message. */
+export interface Observation {
+  callId: string;
+  name: string;
+  /** What the model reads. */
+  content: string;
+  exitCode?: number | null | undefined;
+  /** The call failed: bad arguments, refused edit, unknown tool, timeout. */
+  error?: boolean | undefined;
+  /** The failure is the policy's own (malformed call): trainable, not an infra fault. */
+  policyError?: boolean | undefined;
+  latencyMs?: number | undefined;
+}
+
+export interface ActContext extends HandlerContext {
+  sandbox: Sandbox | undefined;
+  state: unknown;
+  /** 0-based index of the assistant turn being acted on. */
+  turn: number;
+  /** The assistant message just sampled, with its parsed tool calls. */
+  assistant: Message & { tool_calls: ToolCall[] };
+  /** Malformed tool-call blocks of that turn. */
+  malformed: { raw: string; error: string }[];
+  /** Called as each tool call starts and ends, for the event stream. */
+  onToolCall?(call: { callId: string; name: string; arguments: Record<string, unknown> }): void;
+  onToolResult?(obs: Observation): void;
+}
+
+export interface ActResult {
+  /** New messages for the model (usually one `tool` message per call). */
+  messages: Message[];
+  observations: Observation[];
+  /** Set to stop the loop: the finish tool, or a turn with no tool call. Null to continue. */
+  stop: Extract<FinishReason, 'finish_tool' | 'no_tool_call'> | null;
+  state?: unknown;
+}
+
+export interface EvalContext extends HandlerContext {
+  /** The run's sandbox, still open. */
+  sandbox: Sandbox | undefined;
+  state: unknown;
+  messages: Message[];
+  finish: FinishReason;
+}
+
+export interface EvalResult {
+  reward: number;
+  resolved: boolean;
+  details?: Record<string, unknown> | undefined;
+}
+
+/**
+ * A task family. `init` makes the sandbox and first messages; `act` runs one assistant turn's tool
+ * calls (most handlers use the shared tool agent's `act`); `eval` scores the result.
+ *
+ * Throw TaskError for bad instance data (not retried), SandboxError / InfraError for
+ * infrastructure faults (retried). Anything else thrown counts as an infra fault.
+ */
+export interface AgentHandler {
+  /** The `data_source` it serves. */
+  readonly name: string;
+  /** Other `data_source` values routed here (e.g. `deepscaler` → math). */
+  readonly aliases?: readonly string[];
+  init(ctx: HandlerContext): Promise<InitResult>;
+  act(ctx: ActContext): Promise<ActResult>;
+  eval(ctx: EvalContext): Promise<EvalResult>;
+}

@@ -1,0 +1,89 @@
+import { z } from 'zod';
+import { MessageSchema, ToolSchemaSchema } from './messages.js';
+
+/** How a rollout ended. Exactly one per rollout. */
+export const OutcomeSchema = z.enum(['completed', 'truncated', 'timed-out', 'cancelled', 'infra-error', 'task-error']);
+export type Outcome = z.infer<typeof OutcomeSchema>;
+
+/** Why the agent loop stopped (the ProRL `finish` field): the finish tool, max turns, full context, ... */
+export const FinishReasonSchema = z.enum(['finish_tool', 'no_tool_call', 'max_iterations', 'context_full', 'error', 'timeout', 'cancelled']);
+export type FinishReason = z.infer<typeof FinishReasonSchema>;
+
+/** One assistant turn as sampled. */
+export const AssistantTurnSchema = z.object({
+  /** The full prompt the model saw. */
+  promptIds: z.array(z.number().int()),
+  /** The ids it sampled. */
+  outputIds: z.array(z.number().int()),
+  /** One logprob per output id. */
+  logprobs: z.array(z.number()),
+  backendId: z.string(),
+  /** The policy / weight version of the backend when it sampled. */
+  weightVersion: z.union([z.string(), z.number()]).nullable(),
+  finishReason: z.enum(['stop', 'length', 'abort']),
+  latencyMs: z.number(),
+});
+export type AssistantTurn = z.infer<typeof AssistantTurnSchema>;
+
+/** A drift detector finding: where the incremental ids differ from a full re-render. */
+export const DriftSchema = z.object({ turn: z.number().int(), position: z.number().int(), expected: z.number().int().nullable(), actual: z.number().int().nullable() });
+
+/** The whole rollout in tokens. `tokens`, `lossMask` and `logprobs` are aligned. */
+export const TrajectorySchema = z.object({
+  turns: z.array(AssistantTurnSchema),
+  /** Last prompt + last output: every token of the conversation, in order. */
+  tokens: z.array(z.number().int()),
+  /** 1 on tokens the policy sampled, 0 on prompt, template and tool tokens. */
+  lossMask: z.array(z.union([z.literal(0), z.literal(1)])),
+  /** The sampled token's logprob where the mask is 1, 0 elsewhere. */
+  logprobs: z.array(z.number()),
+  messages: z.array(MessageSchema),
+  tools: z.array(ToolSchemaSchema),
+  diagnostics: z.object({ drift: z.array(DriftSchema) }).passthrough(),
+});
+export type Trajectory = z.infer<typeof TrajectorySchema>;
+
+/** Milliseconds spent in each stage; `countedMs` is what the time budget counts. */
+export const TimingSchema = z.object({
+  queueMs: z.number(),
+  initMs: z.number(),
+  runMs: z.number(),
+  evalMs: z.number(),
+  countedMs: z.number(),
+  wallMs: z.number(),
+  timeoutTriggered: z.boolean(),
+});
+export type Timing = z.infer<typeof TimingSchema>;
+
+export const SerializedErrorSchema: z.ZodType<import('../errors.js').SerializedError> = z.lazy(() =>
+  z.object({
+    name: z.string(),
+    code: z.string(),
+    message: z.string(),
+    retryable: z.boolean(),
+    stage: z.enum(['init', 'run', 'eval']).optional(),
+    details: z.record(z.string(), z.unknown()).optional(),
+    cause: SerializedErrorSchema.optional(),
+  }),
+);
+
+/** The result of one rollout. */
+export const RolloutResultSchema = z.object({
+  id: z.string(),
+  instanceId: z.string().nullable(),
+  trajectoryId: z.string().nullable(),
+  groupId: z.string().nullable(),
+  dataSource: z.string(),
+  outcome: OutcomeSchema,
+  finish: FinishReasonSchema.nullable(),
+  reward: z.number().nullable(),
+  resolved: z.boolean(),
+  /** The handler's evaluation details (test output, parsed answer, ...). */
+  evalDetails: z.record(z.string(), z.unknown()).nullable(),
+  error: SerializedErrorSchema.nullable(),
+  /** Attempts made: 1 plus the retries. */
+  attempts: z.number().int(),
+  trajectory: TrajectorySchema,
+  timing: TimingSchema,
+});
+export type RolloutResult = z.infer<typeof RolloutResultSchema>;

@@ -1,0 +1,89 @@
+/**
+ * The runtime-side view of a sandbox: what handlers and the agent loop call. The real
+ * implementation talks to a sandbox-host process over a msgpack Unix-socket channel
+ * (`sandbox-client.ts`); `src/testing/memory-sandbox.ts` is the in-process fake.
+ *
+ * Every method throws {@link import('../errors.js').SandboxError} when the sandbox is lost or
+ * the host is gone (an infra fault, retried), and honours its `signal` by interrupting the
+ * running command and rejecting with a CancelledError.
+ */
+
+/** What a sandbox is made from. */
+export interface SandboxSpec {
+  /** Files to write into `/workspace` before anything runs: relative path → content. */
+  files?: Record<string, string> | undefined;
+  /** A host directory copied (never shared) into `/workspace`. */
+  seedDir?: string | undefined;
+  /** A git repository (path or URL reachable without network: a local path) cloned into `/workspace`. */
+  gitRepo?: string | undefined;
+  /** Shell commands run in `/workspace` once the sandbox is up; a non-zero exit is a TaskError. */
+  setup?: string[] | undefined;
+  /** Network access; off by default. */
+  network?: boolean | undefined;
+  /** Environment variables for the shell. */
+  env?: Record<string, string> | undefined;
+}
+
+export interface BashRequest {
+  /** The command; empty means "wait for more output of the running one". */
+  command: string;
+  /** Send `command` as input to the running process (or `C-c`, `C-z`, `C-d`). */
+  isInput?: boolean | undefined;
+  /** Per-command timeout in ms (default: the sandbox's, 30 s). */
+  timeoutMs?: number | undefined;
+}
+
+export interface BashResult {
+  /** Output with ANSI sequences stripped, truncated in the middle when long. */
+  output: string;
+  /** The exit code, or null when the command is still running (timeout / no new output). */
+  exitCode: number | null;
+  /** The shell's working directory after the command. */
+  cwd: string;
+  /** True when the command did not finish in time; the model may wait, send input or interrupt. */
+  timedOut: boolean;
+  /** True when output was cut. */
+  truncated: boolean;
+}
+
+export interface PythonResult {
+  /** stdout + stderr of the cell, then the repr of a final expression. */
+  output: string;
+  /** The traceback when the cell raised. */
+  error: string | null;
+  timedOut: boolean;
+}
+
+export type EditorRequest =
+  | { command: 'view'; path: string; view_range?: [number, number] | undefined }
+  | { command: 'create'; path: string; file_text: string }
+  | { command: 'str_replace'; path: string; old_str: string; new_str?: string | undefined }
+  | { command: 'insert'; path: string; insert_line: number; new_str: string }
+  | { command: 'undo_edit'; path: string };
+
+export interface EditorResult {
+  output: string;
+  /** True when the edit was refused (no match, several matches, path outside the workspace...). */
+  error: boolean;
+}
+
+export interface Sandbox {
+  readonly id: string;
+  bash(req: BashRequest, signal?: AbortSignal): Promise<BashResult>;
+  python(code: string, opts?: { timeoutMs?: number }, signal?: AbortSignal): Promise<PythonResult>;
+  editor(req: EditorRequest, signal?: AbortSignal): Promise<EditorResult>;
+  /** Reads a file of the workspace (relative path). */
+  readFile(path: string): Promise<string>;
+  /** Writes a file of the workspace (relative path), creating directories. */
+  writeFile(path: string, content: string): Promise<void>;
+  /** Kills every process of the sandbox and removes its workdir. Idempotent; never throws. */
+  close(): Promise<void>;
+}
+
+/** Makes sandboxes. One per runtime. */
+export interface SandboxProvider {
+  /** Starts a sandbox for a rollout. Throws SandboxError (retried) or TaskError (bad spec). */
+  create(spec: SandboxSpec, opts: { rolloutId: string; signal?: AbortSignal | undefined }): Promise<Sandbox>;
+  /** Closes every sandbox it made and its host processes. */
+  close(): Promise<void>;
+}
