@@ -36,3 +36,41 @@ export interface LlmClient {
   /** Stops probes and closes connections. */
   close?(): Promise<void>;
 }
+
+/** How to reach one inference server. */
+export interface BackendSpec {
+  /** Stable id; derived from the URL when absent. */
+  id?: string | undefined;
+  /** `http://host:port`. */
+  url: string;
+  protocol: 'prorl' | 'vllm' | 'sglang';
+  /** Model name for OpenAI-style routes (vLLM). */
+  model?: string | undefined;
+  weightVersion?: string | number | null | undefined;
+}
+
+/** A backend as the pool sees it. */
+export interface BackendInfo {
+  id: string;
+  url: string;
+  protocol: 'prorl' | 'vllm' | 'sglang';
+  state: 'probing' | 'healthy' | 'degraded' | 'draining' | 'removed';
+  inFlight: number;
+  served: number;
+  failures: number;
+  weightVersion: string | number | null;
+  /** Moving average of call latency. */
+  latencyMs: number | null;
+}
+
+/** An {@link LlmClient} whose backends change at run time (the backend pool). */
+export interface ManagedLlmClient extends LlmClient {
+  addBackend(spec: BackendSpec): BackendInfo;
+  /** Stops new calls to it; in-flight calls finish. */
+  drainBackend(id: string): boolean;
+  /** Removes it now; its in-flight calls are retried elsewhere. */
+  removeBackend(id: string): boolean;
+  listBackends(): BackendInfo[];
+  /** Sets the weight version recorded on turns sampled from then on (all backends, or one). */
+  setWeightVersion(version: string | number, backendId?: string): void;
+}
