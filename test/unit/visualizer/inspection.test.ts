@@ -1,0 +1,113 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { createActor, createMachine } from 'xstate';
+import { createInspector, type RuntimeInspector } from '../../../src/runtime/inspection.js';
+
+const toggle = createMachine({
+  id: 'toggle',
+  initial: 'off',
+  context: { count: 0 },
+  states: { off: { on: { FLIP: 'on' } }, on: { on: { FLIP: 'off' } } },
+});
+
+interface Received {
+  type: string;
+  [key: string]: unknown;
+}
+
+let server: WebSocketServer | null = null;
+let inspector: RuntimeInspector | null = null;
+
+async function startServer(): Promise<{ url: string; received: Received[]; waitFor: (pred: (r: Received[]) => boolean) => Promise<void> }> {
+  const received: Received[] = [];
+  const waiters: Array<() => void> = [];
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+  server = wss;
+  await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
+  wss.on('connection', (socket: WebSocket) => {
+    socket.on('message', (data) => {
+      received.push(JSON.parse(String(data)) as Received);
+      for (const w of waiters.splice(0)) w();
+    });
+  });
+  const address = wss.address();
+  if (typeof address === 'string') throw new Error('unexpected pipe address');
+  const waitFor = async (pred: (r: Received[]) => boolean): Promise<void> => {
+    while (!pred(received)) await new Promise<void>((resolve) => waiters.push(resolve));
+  };
+  return { url: `ws://127.0.0.1:${address.port}`, received, waitFor };
+}
+
+afterEach(async () => {
+  await inspector?.close();
+  inspector = null;
+  if (server !== null) {
+    for (const client of server.clients) client.terminate();
+    await new Promise<void>((resolve) => server!.close(() => resolve()));
+    server = null;
+  }
+});
+
+describe('createInspector', () => {
+  it('sends @xstate.actor, @xstate.event and @xstate.snapshot frames in the @statelyai/inspect shape', async () => {
+    const { url, received, waitFor } = await startServer();
+    inspector = createInspector(url);
+    const actor = createActor(toggle, { inspect: inspector.inspect }).start();
+    actor.send({ type: 'FLIP' });
+    await waitFor((r) => r.some((e) => e.type === '@xstate.snapshot' && (e.snapshot as { value?: unknown }).value === 'on'));
+    actor.stop();
+
+    const actorEvent = received.find((e) => e.type === '@xstate.actor');
+    expect(actorEvent).toMatchObject({ type: '@xstate.actor', name: 'toggle', sessionId: actor.sessionId, _version: expect.any(String) });
+    expect(JSON.parse(actorEvent!.definition as string)).toMatchObject({ id: 'toggle', initial: 'off' });
+    const flip = received.find((e) => e.type === '@xstate.event' && (e.event as { type: string }).type === 'FLIP');
+    expect(flip).toMatchObject({ sessionId: actor.sessionId, rootId: actor.sessionId, createdAt: expect.any(String) });
+    const snap = received.find((e) => e.type === '@xstate.snapshot' && (e.snapshot as { value?: unknown }).value === 'on');
+    expect(snap).toMatchObject({ sessionId: actor.sessionId, event: { type: 'FLIP' }, snapshot: { status: 'active', context: { count: 0 } } });
+  });
+
+  it('delivers events emitted before the connection opened once it opens', async () => {
+    const { url, waitFor, received } = await startServer();
+    inspector = createInspector(url);
+    // The socket is still connecting: these go to the deferred buffer.
+    const actor = createActor(toggle, { inspect: inspector.inspect }).start();
+    actor.send({ type: 'FLIP' });
+    actor.send({ type: 'FLIP' });
+    await waitFor((r) => r.filter((e) => e.type === '@xstate.event' && (e.event as { type: string }).type === 'FLIP').length === 2);
+    actor.stop();
+    expect(received[0]?.type).toBe('@xstate.actor');
+  });
+
+  it('keeps at most maxDeferredEvents while no inspector is listening, dropping the oldest', async () => {
+    // Port 9 (discard) on localhost refuses the connection, so everything is deferred.
+    inspector = createInspector('ws://127.0.0.1:9', { maxDeferredEvents: 3, reconnectMs: 60_000 });
+    const actor = createActor(toggle, { inspect: inspector.inspect }).start();
+    for (let i = 0; i < 10; i++) actor.send({ type: 'FLIP' });
+    actor.stop();
+    // @statelyai/inspect converts on a setTimeout(0); let those run.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const stats = inspector.stats();
+    expect(stats.deferred).toBe(3);
+    expect(stats.dropped).toBeGreaterThan(0);
+    expect(stats.sent).toBe(0);
+  });
+
+  it('stops sending and closes its socket on close()', async () => {
+    const { url, received, waitFor } = await startServer();
+    inspector = createInspector(url);
+    const actor = createActor(toggle, { inspect: inspector.inspect }).start();
+    await waitFor((r) => r.length > 0);
+    await inspector.close();
+    const count = received.length;
+    actor.send({ type: 'FLIP' });
+    actor.stop();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(received.length).toBe(count);
+    while (server!.clients.size > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(server!.clients.size).toBe(0);
+  });
+
+  it('refuses a URL that is not ws: or wss:', () => {
+    expect(() => createInspector('http://127.0.0.1:1234')).toThrow(TypeError);
+  });
+});
