@@ -1,0 +1,150 @@
+import type { RolloutResult } from '../../protocol/trajectory.js';
+
+/**
+ * The summary `rollout run` prints and writes as `summary.json`. Pure functions over results.
+ */
+
+/**
+ * The unbiased pass@k estimator of Chen et al. (2021): the probability that at least one of k
+ * samples drawn without replacement from n, of which c are correct, is correct:
+ * `1 - C(n-c, k) / C(n, k)`, computed as a product so it never overflows.
+ * Throws RangeError when k > n, or c is outside 0..n.
+ */
+export function passAtK(n: number, c: number, k: number): number {
+  if (!Number.isInteger(n) || !Number.isInteger(c) || !Number.isInteger(k) || k < 1 || k > n || c < 0 || c > n) {
+    throw new RangeError(`passAtK: need 1 <= k <= n and 0 <= c <= n (n=${n}, c=${c}, k=${k})`);
+  }
+  if (n - c < k) return 1;
+  let prob = 1;
+  for (let i = n - c + 1; i <= n; i++) prob *= 1 - k / i;
+  return 1 - prob;
+}
+
+/** The q-quantile (0..1) of `values` by the nearest-rank method; null when empty. */
+export function quantile(values: number[], q: number): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.min(sorted.length, Math.max(1, Math.ceil(q * sorted.length)));
+  return sorted[rank - 1] as number;
+}
+
+/** p50 / p95 of one stage, in milliseconds. */
+export interface StageTiming {
+  p50: number | null;
+  p95: number | null;
+}
+
+/** What `summary.json` holds. */
+export interface RunSummary {
+  rollouts: number;
+  tasks: number;
+  /** Samples per task. */
+  n: number;
+  outcomes: Record<string, number>;
+  resolved: number;
+  /** Mean reward over rollouts that have one (completed / truncated). */
+  meanReward: number | null;
+  /** Mean over tasks of the unbiased pass@1 (c / n). Rollouts that failed for infra count as not passed. */
+  passAt1: number;
+  /** Mean over tasks of pass@n (1 when any sample resolved). */
+  passAtN: number;
+  timings: { queue: StageTiming; init: StageTiming; run: StageTiming; eval: StageTiming; wall: StageTiming };
+  tokens: { total: number; sampled: number; perRollout: number | null };
+  turns: { total: number; perRollout: number | null };
+  elapsedMs: number;
+  rolloutsPerMinute: number;
+  /** Per data_source: rollouts, resolved, mean reward. */
+  byDataSource: Record<string, { rollouts: number; resolved: number; meanReward: number | null }>;
+}
+
+function stage(values: number[]): StageTiming {
+  return { p50: quantile(values, 0.5), p95: quantile(values, 0.95) };
+}
+
+function mean(values: number[]): number | null {
+  return values.length === 0 ? null : values.reduce((a, b) => a + b, 0) / values.length;
+}
+
+/**
+ * Summarizes one run. `taskKey` groups the n samples of one task (the caller's task index, so
+ * two lines with the same instance_id stay two tasks). `n` is the samples per task.
+ */
+export function summarize(results: { taskKey: string; result: RolloutResult }[], n: number, elapsedMs: number): RunSummary {
+  const outcomes: Record<string, number> = {};
+  const perTask = new Map<string, { n: number; c: number }>();
+  const rewards: number[] = [];
+  const byDs: Record<string, { rollouts: number; resolved: number; rewards: number[] }> = {};
+  let tokens = 0;
+  let sampled = 0;
+  let turns = 0;
+  let resolved = 0;
+  for (const { taskKey, result: r } of results) {
+    outcomes[r.outcome] = (outcomes[r.outcome] ?? 0) + 1;
+    const t = perTask.get(taskKey) ?? { n: 0, c: 0 };
+    t.n++;
+    if (r.resolved) t.c++;
+    perTask.set(taskKey, t);
+    if (r.resolved) resolved++;
+    if (r.reward !== null) rewards.push(r.reward);
+    const ds = (byDs[r.dataSource] ??= { rollouts: 0, resolved: 0, rewards: [] });
+    ds.rollouts++;
+    if (r.resolved) ds.resolved++;
+    if (r.reward !== null) ds.rewards.push(r.reward);
+    tokens += r.trajectory.tokens.length;
+    for (const turn of r.trajectory.turns) sampled += turn.outputIds.length;
+    turns += r.trajectory.turns.length;
+  }
+  const tasks = [...perTask.values()];
+  const total = results.length;
+  return {
+    rollouts: total,
+    tasks: tasks.length,
+    n,
+    outcomes,
+    resolved,
+    meanReward: mean(rewards),
+    passAt1: mean(tasks.map((t) => passAtK(t.n, t.c, 1))) ?? 0,
+    passAtN: mean(tasks.map((t) => passAtK(t.n, t.c, t.n))) ?? 0,
+    timings: {
+      queue: stage(results.map((x) => x.result.timing.queueMs)),
+      init: stage(results.map((x) => x.result.timing.initMs)),
+      run: stage(results.map((x) => x.result.timing.runMs)),
+      eval: stage(results.map((x) => x.result.timing.evalMs)),
+      wall: stage(results.map((x) => x.result.timing.wallMs)),
+    },
+    tokens: { total: tokens, sampled, perRollout: total ? tokens / total : null },
+    turns: { total: turns, perRollout: total ? turns / total : null },
+    elapsedMs,
+    rolloutsPerMinute: elapsedMs > 0 ? (total * 60_000) / elapsedMs : 0,
+    byDataSource: Object.fromEntries(
+      Object.entries(byDs).map(([k, v]) => [k, { rollouts: v.rollouts, resolved: v.resolved, meanReward: mean(v.rewards) }]),
+    ),
+  };
+}
+
+const fmtMs = (v: number | null): string => (v === null ? '-' : v < 10 ? `${v.toFixed(1)} ms` : v < 10_000 ? `${Math.round(v)} ms` : `${(v / 1000).toFixed(1)} s`);
+const fmtNum = (v: number | null, digits = 3): string => (v === null ? '-' : v.toFixed(digits));
+
+/** The summary as the plain-text table printed at the end of a run. */
+export function formatSummary(s: RunSummary): string {
+  const lines: string[] = [];
+  const row = (k: string, v: string) => lines.push(`  ${k.padEnd(22)} ${v}`);
+  lines.push('', 'Summary', '-------');
+  row('rollouts', `${s.rollouts} (${s.tasks} tasks × n=${s.n})`);
+  row('outcomes', Object.entries(s.outcomes).map(([k, v]) => `${k} ${v}`).join(', ') || '-');
+  row('resolved', `${s.resolved}/${s.rollouts}`);
+  row('mean reward', fmtNum(s.meanReward));
+  row('pass@1', fmtNum(s.passAt1));
+  row(`pass@${s.n}`, fmtNum(s.passAtN));
+  row('tokens', `${s.tokens.total} total, ${s.tokens.sampled} sampled, ${fmtNum(s.tokens.perRollout, 0)} per rollout`);
+  row('turns', `${s.turns.total} total, ${fmtNum(s.turns.perRollout, 1)} per rollout`);
+  row('elapsed', fmtMs(s.elapsedMs));
+  row('rollouts per minute', s.rolloutsPerMinute.toFixed(1));
+  lines.push('', `  ${'stage'.padEnd(10)} ${'p50'.padStart(10)} ${'p95'.padStart(10)}`);
+  for (const [name, t] of Object.entries(s.timings)) lines.push(`  ${name.padEnd(10)} ${fmtMs(t.p50).padStart(10)} ${fmtMs(t.p95).padStart(10)}`);
+  lines.push('', `  ${'data_source'.padEnd(14)} ${'rollouts'.padStart(8)} ${'resolved'.padStart(8)} ${'reward'.padStart(8)}`);
+  for (const [name, d] of Object.entries(s.byDataSource)) {
+    lines.push(`  ${name.padEnd(14)} ${String(d.rollouts).padStart(8)} ${String(d.resolved).padStart(8)} ${fmtNum(d.meanReward).padStart(8)}`);
+  }
+  return lines.join('\n') + '\n';
+}

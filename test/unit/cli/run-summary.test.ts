@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import { formatSummary, passAtK, quantile, summarize } from '../../../src/cli/commands/run-summary.js';
+import type { RolloutResult } from '../../../src/protocol/trajectory.js';
+
+function result(over: Partial<RolloutResult> & { runMs?: number }): RolloutResult {
+  return {
+    id: 'r',
+    instanceId: 't',
+    trajectoryId: '0',
+    groupId: null,
+    dataSource: 'math',
+    outcome: 'completed',
+    finish: 'finish_tool',
+    reward: 1,
+    resolved: true,
+    evalDetails: null,
+    error: null,
+    attempts: 1,
+    trajectory: {
+      turns: [{ promptIds: [1, 2], outputIds: [3, 4, 5], logprobs: [0, 0, 0], backendId: 'b', weightVersion: null, finishReason: 'stop', latencyMs: 1 }],
+      tokens: [1, 2, 3, 4, 5],
+      lossMask: [0, 0, 1, 1, 1],
+      logprobs: [0, 0, 0, 0, 0],
+      messages: [],
+      tools: [],
+      diagnostics: { drift: [] },
+    },
+    timing: { queueMs: 0, initMs: 1, runMs: over.runMs ?? 10, evalMs: 2, countedMs: 13, wallMs: 13, timeoutTriggered: false },
+    ...over,
+  };
+}
+
+describe('passAtK', () => {
+  it('is c/n for k = 1', () => {
+    expect(passAtK(4, 1, 1)).toBeCloseTo(0.25, 12);
+  });
+  it('is 1 when fewer than k samples failed', () => {
+    expect(passAtK(4, 2, 3)).toBe(1);
+  });
+  it('matches the closed form 1 - C(n-c,k)/C(n,k)', () => {
+    // 1 - C(8,2)/C(10,2) = 1 - 28/45
+    expect(passAtK(10, 2, 2)).toBeCloseTo(1 - 28 / 45, 12);
+  });
+  it('is 0 when no sample passed', () => {
+    expect(passAtK(5, 0, 5)).toBe(0);
+  });
+  it('throws a RangeError when k exceeds n', () => {
+    expect(() => passAtK(2, 1, 3)).toThrow(RangeError);
+  });
+});
+
+describe('quantile', () => {
+  it('returns the nearest-rank median', () => {
+    expect(quantile([5, 1, 3, 2, 4], 0.5)).toBe(3);
+  });
+  it('returns null for no values', () => {
+    expect(quantile([], 0.95)).toBeNull();
+  });
+});
+
+describe('summarize', () => {
+  const results = [
+    { taskKey: '0', result: result({}) },
+    { taskKey: '0', result: result({ resolved: false, reward: 0, runMs: 30 }) },
+    { taskKey: '1', result: result({ resolved: false, reward: 0, dataSource: 'stem' }) },
+    { taskKey: '1', result: result({ resolved: false, reward: null, outcome: 'infra-error', dataSource: 'stem' }) },
+  ];
+  const s = summarize(results, 2, 30_000);
+  it('counts each outcome', () => {
+    expect(s.outcomes).toEqual({ completed: 3, 'infra-error': 1 });
+  });
+  it('averages reward only over rollouts that have one', () => {
+    expect(s.meanReward).toBeCloseTo(1 / 3, 12);
+  });
+  it('averages pass@1 and pass@n over tasks', () => {
+    expect([s.passAt1, s.passAtN]).toEqual([0.25, 0.5]);
+  });
+  it('computes rollouts per minute from the elapsed time', () => {
+    expect(s.rolloutsPerMinute).toBe(8);
+  });
+  it('sums sampled tokens from the turns', () => {
+    expect(s.tokens).toEqual({ total: 20, sampled: 12, perRollout: 5 });
+  });
+  it('formats a table naming pass@n with the group size', () => {
+    expect(formatSummary(s)).toContain('pass@2');
+  });
+});
