@@ -1,0 +1,2 @@
+export * from './frame-codec.js';
+export * from './uds-channel.js';

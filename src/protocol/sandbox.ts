@@ -1,0 +1,167 @@
+import { z } from 'zod';
+
+/**
+ * Messages between the runtime (the sandbox client) and a sandbox host, over the msgpack
+ * Unix-socket channel of src/ipc/. Requests go runtime → host; each answer is
+ * `<type>.result` or `error`. The host also sends one notification, `sandbox.lost`.
+ * Field names are snake_case-free camelCase; every map is a plain msgpack map.
+ */
+
+/** What a sandbox is made from (mirrors `SandboxSpec` of src/sandbox/sandbox.ts). */
+export const SandboxSpecSchema = z.object({
+  files: z.record(z.string(), z.string()).optional(),
+  seedDir: z.string().optional(),
+  gitRepo: z.string().optional(),
+  setup: z.array(z.string()).optional(),
+  network: z.boolean().optional(),
+  env: z.record(z.string(), z.string()).optional(),
+});
+
+export const BashResultSchema = z.object({
+  output: z.string(),
+  exitCode: z.number().int().nullable(),
+  cwd: z.string(),
+  timedOut: z.boolean(),
+  truncated: z.boolean(),
+});
+
+export const PythonResultSchema = z.object({
+  output: z.string(),
+  error: z.string().nullable(),
+  timedOut: z.boolean(),
+});
+
+export const EditorRequestSchema = z.discriminatedUnion('command', [
+  z.object({ command: z.literal('view'), path: z.string(), view_range: z.tuple([z.number().int(), z.number().int()]).optional() }),
+  z.object({ command: z.literal('create'), path: z.string(), file_text: z.string() }),
+  z.object({ command: z.literal('str_replace'), path: z.string(), old_str: z.string(), new_str: z.string().optional() }),
+  z.object({ command: z.literal('insert'), path: z.string(), insert_line: z.number().int(), new_str: z.string() }),
+  z.object({ command: z.literal('undo_edit'), path: z.string() }),
+]);
+
+export const EditorResultSchema = z.object({ output: z.string(), error: z.boolean() });
+
+/** Limits applied to one sandbox's process tree. */
+export const SandboxLimitsSchema = z.object({
+  /** Processes (and threads) at once: cgroup pids.max, or RLIMIT_NPROC without a cgroup. */
+  maxProcesses: z.number().int().positive(),
+  /** RLIMIT_AS per process, bytes. */
+  memoryBytes: z.number().int().positive(),
+  /** RLIMIT_FSIZE, bytes: the largest file a process may write. */
+  fileSizeBytes: z.number().int().positive(),
+  /** RLIMIT_CPU per process, seconds. */
+  cpuSeconds: z.number().int().positive(),
+});
+
+/** Tool settings a host applies to one sandbox. */
+export const SandboxToolSettingsSchema = z.object({
+  bashTimeoutMs: z.number().int().positive(),
+  noOutputTimeoutMs: z.number().int().positive(),
+  pythonTimeoutMs: z.number().int().positive(),
+  maxOutputChars: z.number().int().positive(),
+  startTimeoutMs: z.number().int().positive(),
+});
+
+// ---- requests (runtime → host) ----
+
+/** First message on a connection: who owns the host. */
+export const HostHelloSchema = z.object({
+  type: z.literal('host.hello'),
+  id: z.number().int(),
+  runtimeId: z.string(),
+  ownerPid: z.number().int(),
+  ownerStart: z.string().nullable(),
+});
+export const HostHelloResultSchema = z.object({
+  type: z.literal('host.hello.result'),
+  id: z.number().int(),
+  pid: z.number().int(),
+});
+
+export const SandboxCreateSchema = z.object({
+  type: z.literal('sandbox.create'),
+  id: z.number().int(),
+  sandboxId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+  rolloutId: z.string(),
+  spec: SandboxSpecSchema,
+  driver: z.enum(['bwrap', 'unshare', 'none']),
+  rootfs: z.string().nullable(),
+  limits: SandboxLimitsSchema,
+  tools: SandboxToolSettingsSchema,
+});
+export const SandboxCreateResultSchema = z.object({
+  type: z.literal('sandbox.create.result'),
+  id: z.number().int(),
+  sandboxId: z.string(),
+  workdir: z.string(),
+});
+
+export const SandboxBashSchema = z.object({
+  type: z.literal('sandbox.bash'),
+  id: z.number().int(),
+  sandboxId: z.string(),
+  command: z.string(),
+  isInput: z.boolean().optional(),
+  timeoutMs: z.number().int().positive().optional(),
+});
+export const SandboxBashResultSchema = z.object({ type: z.literal('sandbox.bash.result'), id: z.number().int(), result: BashResultSchema });
+
+export const SandboxPythonSchema = z.object({
+  type: z.literal('sandbox.python'),
+  id: z.number().int(),
+  sandboxId: z.string(),
+  code: z.string(),
+  timeoutMs: z.number().int().positive().optional(),
+});
+export const SandboxPythonResultSchema = z.object({ type: z.literal('sandbox.python.result'), id: z.number().int(), result: PythonResultSchema });
+
+export const SandboxEditorSchema = z.object({
+  type: z.literal('sandbox.editor'),
+  id: z.number().int(),
+  sandboxId: z.string(),
+  request: EditorRequestSchema,
+});
+export const SandboxEditorResultSchema = z.object({ type: z.literal('sandbox.editor.result'), id: z.number().int(), result: EditorResultSchema });
+
+export const SandboxReadSchema = z.object({ type: z.literal('sandbox.read'), id: z.number().int(), sandboxId: z.string(), path: z.string() });
+export const SandboxReadResultSchema = z.object({ type: z.literal('sandbox.read.result'), id: z.number().int(), content: z.string() });
+
+export const SandboxWriteSchema = z.object({
+  type: z.literal('sandbox.write'),
+  id: z.number().int(),
+  sandboxId: z.string(),
+  path: z.string(),
+  content: z.string(),
+});
+export const SandboxWriteResultSchema = z.object({ type: z.literal('sandbox.write.result'), id: z.number().int() });
+
+/** Kills every process of the sandbox except its shell (and Python REPL): used on cancel. */
+export const SandboxInterruptSchema = z.object({ type: z.literal('sandbox.interrupt'), id: z.number().int(), sandboxId: z.string() });
+export const SandboxInterruptResultSchema = z.object({ type: z.literal('sandbox.interrupt.result'), id: z.number().int(), killed: z.number().int() });
+
+export const SandboxCloseSchema = z.object({ type: z.literal('sandbox.close'), id: z.number().int(), sandboxId: z.string() });
+export const SandboxCloseResultSchema = z.object({ type: z.literal('sandbox.close.result'), id: z.number().int() });
+
+/** Every request a host accepts. */
+export const HostRequestSchema = z.discriminatedUnion('type', [
+  HostHelloSchema,
+  SandboxCreateSchema,
+  SandboxBashSchema,
+  SandboxPythonSchema,
+  SandboxEditorSchema,
+  SandboxReadSchema,
+  SandboxWriteSchema,
+  SandboxInterruptSchema,
+  SandboxCloseSchema,
+]);
+export type HostRequest = z.infer<typeof HostRequestSchema>;
+
+// ---- notifications (host → runtime) ----
+
+/** The sandbox's processes died under it; every later call fails with SandboxError. */
+export const SandboxLostSchema = z.object({ type: z.literal('sandbox.lost'), sandboxId: z.string(), reason: z.string() });
+export type SandboxLost = z.infer<typeof SandboxLostSchema>;
+
+export type SandboxLimits = z.infer<typeof SandboxLimitsSchema>;
+export type SandboxToolSettings = z.infer<typeof SandboxToolSettingsSchema>;
+export type SandboxCreate = z.infer<typeof SandboxCreateSchema>;
