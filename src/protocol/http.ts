@@ -1,0 +1,197 @@
+import { z } from 'zod';
+import { InstanceSchema, SamplingParamsSchema } from './instance.js';
+import { MessageSchema, ToolSchemaSchema } from './messages.js';
+import { RolloutStateSchema } from './events.js';
+import { FinishReasonSchema, OutcomeSchema } from './trajectory.js';
+
+/**
+ * Every body the HTTP service accepts or answers, and every WebSocket message, as zod schemas.
+ * Request schemas are strict (unknown top-level keys are a 400 naming the key); the instance and
+ * sampling params pass unknown keys through to the task handler, as ProRL does.
+ */
+
+/** A job / rollout id as a client may choose it. */
+const IdSchema = z.string().min(1).max(200).regex(/^[A-Za-z0-9._:@-]+$/, 'only letters, digits and . _ : @ -');
+
+/** `POST /process` (ProRL): one rollout, answered when it ends. */
+export const ProcessRequestSchema = z
+  .object({
+    instance: InstanceSchema,
+    sampling_params: SamplingParamsSchema.optional(),
+    /** ProRL's job id, used by `/cancel`; generated when absent. */
+    job_id: IdSchema.optional(),
+  })
+  .strict();
+export type ProcessRequest = z.infer<typeof ProcessRequestSchema>;
+
+/** `POST /cancel` (ProRL). */
+export const CancelRequestSchema = z.object({ job_id: IdSchema }).strict();
+
+/** `POST /add_llm_server` (ProRL): a backend address (`http://h:p`, `vllm+http://h:p`, `scripted`). */
+export const AddLlmServerRequestSchema = z.object({ address: z.string().min(1).max(2048) }).strict();
+
+/** `critical_error` of the ProRL result: which stage failed for a reason other than the policy. */
+export const CriticalErrorSchema = z.enum(['init', 'run', 'eval', 'timeout']).nullable();
+
+/** The `/process` answer: the ProRL result shape, plus `job_id`, `outcome` and `attempts`. */
+export const ProcessResponseSchema = z.object({
+  job_id: z.string(),
+  messages: z.array(MessageSchema),
+  tools: z.array(ToolSchemaSchema),
+  resolved: z.boolean(),
+  reward: z.number().nullable(),
+  critical_error: CriticalErrorSchema,
+  /** Drop this sample from training: never true for a completed or truncated rollout. */
+  filter: z.boolean(),
+  finish: FinishReasonSchema.nullable(),
+  /** The rollout ran through evaluation (outcome completed or truncated). */
+  success: z.boolean(),
+  /** `Name: message` of the error that ended it, or null. */
+  error: z.string().nullable(),
+  git_patch: z.string().nullable(),
+  instance_id: z.string().nullable(),
+  trajectory_id: z.string().nullable(),
+  timing: z.object({
+    init_time: z.number(),
+    run_time: z.number(),
+    eval_time: z.number(),
+    others_time: z.number(),
+    counted_elapsed: z.number(),
+    timeout_triggered: z.boolean(),
+  }),
+  outcome: OutcomeSchema,
+  attempts: z.number().int(),
+});
+export type ProcessResponse = z.infer<typeof ProcessResponseSchema>;
+
+/** `{status}` answers of the ProRL control routes. */
+export const StatusResponseSchema = z.object({ status: z.string() }).passthrough();
+
+/** `POST /v1/rollouts`: submit one rollout; answered at once with its id. */
+export const SubmitRequestSchema = z
+  .object({
+    instance: InstanceSchema,
+    sampling_params: SamplingParamsSchema.optional(),
+    id: IdSchema.optional(),
+    group_id: IdSchema.optional(),
+  })
+  .strict();
+export type SubmitRequest = z.infer<typeof SubmitRequestSchema>;
+
+export const SubmitResponseSchema = z.object({ id: z.string(), group_id: z.string().nullable(), state: RolloutStateSchema });
+
+/** `POST /v1/batches`: every instance submitted as a GRPO group of `n` rollouts. */
+export const BatchRequestSchema = z
+  .object({
+    instances: z.array(InstanceSchema).min(1).max(10_000),
+    sampling_params: SamplingParamsSchema.optional(),
+    n: z.number().int().min(1).max(1024).default(1),
+  })
+  .strict();
+export type BatchRequest = z.infer<typeof BatchRequestSchema>;
+
+export const BatchResponseSchema = z.object({
+  groups: z.array(z.object({ group_id: z.string(), instance_id: z.string().nullable(), rollout_ids: z.array(z.string()) })),
+  rollout_ids: z.array(z.string()),
+});
+
+/** Query of `GET /v1/rollouts`. */
+export const ListQuerySchema = z
+  .object({
+    state: RolloutStateSchema.optional(),
+    outcome: OutcomeSchema.optional(),
+    group: IdSchema.optional(),
+    limit: z.coerce.number().int().min(1).max(100_000).default(1000),
+  })
+  .strict();
+
+/** A rollout as listed: its summary and, once it ended, the outcome (without the trajectory). */
+export const RolloutSummaryResponseSchema = z.object({
+  id: z.string(),
+  instance_id: z.string().nullable(),
+  group_id: z.string().nullable(),
+  trajectory_id: z.string().nullable(),
+  data_source: z.string(),
+  state: RolloutStateSchema,
+  turn: z.number().int(),
+  tokens: z.number().int(),
+  attempt: z.number().int(),
+  submitted_at: z.number(),
+  outcome: OutcomeSchema.nullable(),
+  reward: z.number().nullable(),
+  resolved: z.boolean().nullable(),
+});
+
+/** `POST /v1/backends`. */
+export const AddBackendRequestSchema = z
+  .object({
+    address: z.string().min(1).max(2048),
+    id: IdSchema.optional(),
+    model: z.string().min(1).max(500).optional(),
+    weight_version: z.union([z.string().max(200), z.number()]).nullable().optional(),
+  })
+  .strict();
+export type AddBackendRequest = z.infer<typeof AddBackendRequestSchema>;
+
+export const BackendInfoSchema = z.object({
+  id: z.string(),
+  url: z.string(),
+  protocol: z.enum(['prorl', 'vllm', 'sglang']),
+  state: z.enum(['probing', 'healthy', 'degraded', 'draining', 'removed']),
+  inFlight: z.number().int(),
+  served: z.number().int(),
+  failures: z.number().int(),
+  weightVersion: z.union([z.string(), z.number()]).nullable(),
+  latencyMs: z.number().nullable(),
+});
+
+/** Every error answer: a stable code, a message, and the fields at fault. */
+export const ErrorResponseSchema = z.object({
+  error: z.object({
+    code: z.string(),
+    message: z.string(),
+    issues: z.array(z.object({ path: z.string(), message: z.string() })),
+  }),
+});
+export type ErrorResponse = z.infer<typeof ErrorResponseSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// WebSocket /v1/events
+
+/**
+ * Client → server. `subscribe` opens a subscription named `sub` (the client's choice) to one
+ * rollout, one group, or everything (neither given); `after` resumes after a `seq`.
+ */
+export const WsClientMessageSchema = z.discriminatedUnion('type', [
+  z
+    .object({
+      type: z.literal('subscribe'),
+      sub: z.string().min(1).max(100).default('default'),
+      rollout: IdSchema.optional(),
+      group: IdSchema.optional(),
+      after: z.number().int().min(-1).optional(),
+    })
+    .strict(),
+  z.object({ type: z.literal('unsubscribe'), sub: z.string().min(1).max(100) }).strict(),
+  z.object({ type: z.literal('ping'), nonce: z.union([z.string().max(200), z.number()]).optional() }).strict(),
+]);
+export type WsClientMessage = z.infer<typeof WsClientMessageSchema>;
+
+/**
+ * Server → client. `event` carries a rollout event (its `seq` is the resume cursor); `gap` says
+ * events `from..to` (inclusive) were not delivered on that subscription (retention passed, or the
+ * client was too slow) — resubscribe with `after: from - 1` to try to replay them; `heartbeat`
+ * comes every heartbeat interval with the latest seq; `backends` is the backend load snapshot.
+ */
+export const WsServerMessageSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('hello'), epoch: z.number().int(), seq: z.number().int(), heartbeat_ms: z.number().int() }),
+  z.object({ type: z.literal('subscribed'), sub: z.string(), rollout: z.string().nullable(), group: z.string().nullable(), after: z.number().int().nullable() }),
+  z.object({ type: z.literal('unsubscribed'), sub: z.string() }),
+  z.object({ type: z.literal('event'), sub: z.string(), event: z.record(z.string(), z.unknown()) }),
+  z.object({ type: z.literal('gap'), sub: z.string(), from: z.number().int(), to: z.number().int(), reason: z.enum(['retention', 'slow-client']) }),
+  z.object({ type: z.literal('heartbeat'), ts: z.number(), seq: z.number().int() }),
+  z.object({ type: z.literal('pong'), nonce: z.union([z.string(), z.number()]).nullable() }),
+  z.object({ type: z.literal('backends'), ts: z.number(), backends: z.array(BackendInfoSchema) }),
+  z.object({ type: z.literal('error'), error: ErrorResponseSchema.shape.error }),
+]);
+export type WsServerMessage = z.infer<typeof WsServerMessageSchema>;

@@ -1,0 +1,74 @@
+import type { IncomingMessage } from 'node:http';
+import { HttpError } from './http-error.js';
+
+/** Limits on a request body. */
+export interface BodyLimits {
+  /** Bytes; larger bodies get 413 without being buffered. */
+  maxBytes: number;
+  /** Nesting of arrays and objects; deeper bodies get 400 before JSON.parse sees them. */
+  maxDepth: number;
+}
+
+/**
+ * Reads and parses a JSON body within `limits`. An empty body is `undefined`.
+ * Throws {@link HttpError}: 413 over `maxBytes` (checked against Content-Length first, then while
+ * streaming, so a lying client cannot make us buffer more), 415 for a non-JSON content type,
+ * 400 for malformed JSON or nesting deeper than `maxDepth`.
+ */
+export async function readJsonBody(req: IncomingMessage, limits: BodyLimits): Promise<unknown> {
+  const type = req.headers['content-type'];
+  if (type !== undefined && !/^application\/(?:[\w.+-]*\+)?json\b/i.test(type) && !/^text\/plain\b/i.test(type)) {
+    drain(req);
+    throw new HttpError(415, 'UNSUPPORTED_MEDIA_TYPE', `content-type must be application/json, got ${type.slice(0, 100)}`);
+  }
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limits.maxBytes) {
+    drain(req);
+    throw new HttpError(413, 'PAYLOAD_TOO_LARGE', `body of ${declared} bytes is over the limit of ${limits.maxBytes}`);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limits.maxBytes) {
+      drain(req);
+      throw new HttpError(413, 'PAYLOAD_TOO_LARGE', `body is over the limit of ${limits.maxBytes} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text.trim() === '') return undefined;
+  const depth = jsonDepth(text);
+  if (depth > limits.maxDepth) throw new HttpError(400, 'TOO_DEEP', `JSON nesting of ${depth} is over the limit of ${limits.maxDepth}`);
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new HttpError(400, 'INVALID_JSON', `malformed JSON: ${(err as Error).message.slice(0, 200)}`);
+  }
+}
+
+/**
+ * Maximum bracket nesting of a JSON text, skipping strings. One linear pass, no recursion: a
+ * body of a million `[` must not reach a recursive parser or validator.
+ */
+export function jsonDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92 /* \ */) i++;
+      else if (c === 34 /* " */) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 91 /* [ */ || c === 123 /* { */) {
+      if (++depth > max) max = depth;
+    } else if (c === 93 /* ] */ || c === 125 /* } */) depth--;
+  }
+  return max;
+}
+
+/** Discards the rest of a request we refused, keeping the socket usable for the answer. */
+function drain(req: IncomingMessage): void {
+  req.resume();
+}

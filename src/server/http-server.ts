@@ -1,0 +1,72 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { isAuthorized } from './auth.js';
+import { readJsonBody } from './body.js';
+import { HttpError, sendError, sendJson, toHttpError } from './http-error.js';
+import type { Router } from './router.js';
+import type { ServiceContext } from './service-context.js';
+
+/**
+ * The visualizer's static-file handler, mounted under `/visualizer`: answers true when it wrote
+ * the response. (src/server/visualizer-assets.ts exports `serveVisualizer` with this shape.)
+ */
+export type VisualizerHook = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+/**
+ * The node:http request listener: routing, bearer-token check, body limits, and one error shape
+ * for everything. A handler that throws never takes the server down: the error is answered as
+ * `{error: {code, message, issues}}` with the status of {@link toHttpError}.
+ */
+export function createRequestListener(service: ServiceContext, router: Router, visualizer?: VisualizerHook): RequestListener {
+  const limits = { maxBytes: service.options.bodyLimitBytes, maxDepth: service.options.maxJsonDepth };
+  return (req, res) => {
+    let label = 'unmatched';
+    res.on('finish', () => service.metrics.httpRequests.inc({ route: label, status: String(res.statusCode) }));
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://localhost');
+    } catch {
+      return sendError(res, new HttpError(400, 'BAD_URL', 'malformed request URL'));
+    }
+    const method = req.method ?? 'GET';
+    if (visualizer && (url.pathname === '/visualizer' || url.pathname.startsWith('/visualizer/'))) {
+      label = '/visualizer';
+      if (!isAuthorized(req, service.options.token, url)) return unauthorized(res);
+      try {
+        if (visualizer(req, res)) return;
+      } catch (err) {
+        return sendError(res, toHttpError(err));
+      }
+    }
+    const m = router.match(method === 'HEAD' ? 'GET' : method, url.pathname);
+    if (m.kind === 'not-found') {
+      req.resume();
+      return sendError(res, new HttpError(404, 'NOT_FOUND', `no route ${method} ${url.pathname.slice(0, 200)}`));
+    }
+    if (m.kind === 'method-not-allowed') {
+      req.resume();
+      return sendError(res, new HttpError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${url.pathname.slice(0, 200)}`, [], { allow: m.allow.join(', ') }));
+    }
+    label = m.route.path;
+    if (!m.route.open && !isAuthorized(req, service.options.token, url)) {
+      req.resume();
+      return unauthorized(res);
+    }
+    Promise.resolve()
+      .then(() => m.route.handler({ req, res, url, params: m.params, body: () => readJsonBody(req, limits) }))
+      .then(
+        (answer) => {
+          if (answer) sendJson(res, answer.status, answer.body, answer.headers);
+        },
+        (err: unknown) => {
+          const e = toHttpError(err);
+          // Close a connection whose body we refused mid-stream, so the client stops sending.
+          sendError(res, e);
+          if (e.status === 413) res.once('finish', () => req.socket.destroySoon?.());
+        },
+      );
+  };
+}
+
+function unauthorized(res: ServerResponse): void {
+  sendError(res, new HttpError(401, 'UNAUTHORIZED', 'missing or wrong bearer token', [], { 'www-authenticate': 'Bearer' }));
+}

@@ -1,0 +1,183 @@
+import { randomUUID } from 'node:crypto';
+import { AddBackendRequestSchema, BatchRequestSchema, ListQuerySchema, SubmitRequestSchema } from '../protocol/http.js';
+import type { RolloutSummary } from '../runtime/runtime-api.js';
+import type { GroupHandle } from '../runtime/runtime-api.js';
+import { checkDataSource } from './data-source.js';
+import { HttpError, parseOr400 } from './http-error.js';
+import type { Route } from './router.js';
+import type { ServiceContext } from './service-context.js';
+import type { BackendControl, ServiceRuntime } from './service-runtime.js';
+
+function running(service: ServiceContext): ServiceRuntime {
+  const rt = service.runtime;
+  if (!rt) throw new HttpError(503, 'STOPPED', 'the service is stopped; POST /start first');
+  return rt;
+}
+
+function backends(service: ServiceContext): ServiceRuntime & BackendControl {
+  const rt = running(service);
+  if (!rt.addBackend || !rt.listBackends || !rt.drainBackend || !rt.removeBackend) {
+    throw new HttpError(501, 'NOT_IMPLEMENTED', 'this runtime has no backend pool');
+  }
+  return rt as ServiceRuntime & BackendControl;
+}
+
+/** A summary in the wire's snake_case, with the outcome but without the trajectory. */
+export function summaryBody(s: RolloutSummary): Record<string, unknown> {
+  return {
+    id: s.id,
+    instance_id: s.instanceId,
+    group_id: s.groupId,
+    trajectory_id: s.trajectoryId,
+    data_source: s.dataSource,
+    state: s.state,
+    turn: s.turn,
+    tokens: s.tokens,
+    attempt: s.attempt,
+    submitted_at: s.submittedAt,
+    outcome: s.result?.outcome ?? null,
+    reward: s.result?.reward ?? null,
+    resolved: s.result ? s.result.resolved : null,
+  };
+}
+
+/**
+ * The native API under `/v1`, plus `/healthz` and `/metrics`. Submissions answer at once (202)
+ * with ids; results are fetched or watched over WebSocket. A batch is validated whole before any
+ * rollout is admitted, and a batch the queue cannot take whole is cancelled whole (429).
+ */
+export function nativeRoutes(service: ServiceContext): Route[] {
+  return [
+    {
+      method: 'GET',
+      path: '/healthz',
+      // Open without the token: load balancers and supervisors probe it, and it tells nothing
+      // beyond "the process answers" and whether a runtime is running.
+      open: true,
+      handler: () => ({ status: 200, body: { status: 'ok', runtime: service.runtime ? 'running' : 'stopped', epoch: service.epoch } }),
+    },
+    {
+      method: 'GET',
+      path: '/metrics',
+      handler: async (r) => {
+        const { contentType, body } = await service.metrics.text();
+        r.res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+        r.res.end(body);
+        return undefined;
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/rollouts',
+      handler: async (r) => {
+        const body = parseOr400(SubmitRequestSchema, await r.body());
+        const rt = running(service);
+        checkDataSource(rt, body.instance.data_source, 'instance.data_source');
+        const handle = rt.submit(body.instance, body.sampling_params ?? {}, { id: body.id, groupId: body.group_id });
+        handle.result.catch(() => undefined);
+        return { status: 202, body: { id: handle.id, group_id: body.group_id ?? null, state: rt.get(handle.id)?.state ?? 'queued' } };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/batches',
+      handler: async (r) => {
+        const body = parseOr400(BatchRequestSchema, await r.body());
+        const rt = running(service);
+        body.instances.forEach((inst, i) => checkDataSource(rt, inst.data_source, `instances.${i}.data_source`));
+        const groups: GroupHandle[] = [];
+        try {
+          for (const inst of body.instances) {
+            const g = rt.submitGroup(inst, body.sampling_params ?? {}, body.n, { groupId: `g-${randomUUID()}` });
+            g.results.catch(() => undefined);
+            groups.push(g);
+          }
+        } catch (err) {
+          // All or nothing: what was admitted before the refusal is withdrawn.
+          await Promise.all(groups.map((g) => g.cancel('batch refused').catch(() => undefined)));
+          throw err;
+        }
+        return {
+          status: 202,
+          body: {
+            groups: groups.map((g, i) => ({
+              group_id: g.groupId,
+              instance_id: body.instances[i]!.instance_id ?? null,
+              rollout_ids: g.rollouts.map((h) => h.id),
+            })),
+            rollout_ids: groups.flatMap((g) => g.rollouts.map((h) => h.id)),
+          },
+        };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/rollouts',
+      handler: (r) => {
+        const raw: Record<string, string> = Object.fromEntries(r.url.searchParams);
+        delete raw['token'];
+        const q = parseOr400(ListQuerySchema, raw, 'query');
+        const rt = running(service);
+        const all = rt.list({
+          ...(q.state ? { state: q.state } : {}),
+          ...(q.outcome ? { outcome: q.outcome } : {}),
+          ...(q.group ? { groupId: q.group } : {}),
+        });
+        const limit = Math.min(q.limit, service.options.listLimit);
+        return { status: 200, body: { rollouts: all.slice(0, limit).map(summaryBody), total: all.length } };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/rollouts/:id',
+      handler: (r) => {
+        const s = running(service).get(r.params.id!);
+        if (!s) throw new HttpError(404, 'NOT_FOUND', `no rollout ${r.params.id!.slice(0, 200)}`);
+        return { status: 200, body: { ...summaryBody(s), result: s.result } };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/rollouts/:id/cancel',
+      handler: async (r) => {
+        await r.body();
+        const ok = await running(service).cancel(r.params.id!, 'cancelled by API');
+        if (!ok) throw new HttpError(404, 'NOT_FOUND', `no live rollout ${r.params.id!.slice(0, 200)}`);
+        return { status: 200, body: { id: r.params.id, cancelled: true } };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/backends',
+      handler: () => ({ status: 200, body: { backends: backends(service).listBackends() } }),
+    },
+    {
+      method: 'POST',
+      path: '/v1/backends',
+      handler: async (r) => {
+        const body = parseOr400(AddBackendRequestSchema, await r.body());
+        backends(service);
+        const info = service.addBackend({ address: body.address, id: body.id, model: body.model, weightVersion: body.weight_version });
+        return { status: 201, body: info };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/backends/:id/drain',
+      handler: async (r) => {
+        await r.body();
+        if (!backends(service).drainBackend(r.params.id!)) throw new HttpError(404, 'NOT_FOUND', `no backend ${r.params.id!.slice(0, 200)}`);
+        return { status: 200, body: { id: r.params.id, state: 'draining' } };
+      },
+    },
+    {
+      method: 'DELETE',
+      path: '/v1/backends/:id',
+      handler: (r) => {
+        if (!backends(service).removeBackend(r.params.id!)) throw new HttpError(404, 'NOT_FOUND', `no backend ${r.params.id!.slice(0, 200)}`);
+        service.forgetBackend(r.params.id!);
+        return { status: 200, body: { id: r.params.id, removed: true } };
+      },
+    },
+  ];
+}

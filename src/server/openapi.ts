@@ -1,0 +1,112 @@
+import { z } from 'zod';
+import {
+  AddBackendRequestSchema,
+  AddLlmServerRequestSchema,
+  BackendInfoSchema,
+  BatchRequestSchema,
+  BatchResponseSchema,
+  CancelRequestSchema,
+  ErrorResponseSchema,
+  ListQuerySchema,
+  ProcessRequestSchema,
+  ProcessResponseSchema,
+  RolloutSummaryResponseSchema,
+  StatusResponseSchema,
+  SubmitRequestSchema,
+  SubmitResponseSchema,
+  WsClientMessageSchema,
+  WsServerMessageSchema,
+} from '../protocol/http.js';
+import { RolloutResultSchema } from '../protocol/trajectory.js';
+import type { Route, Router } from './router.js';
+
+interface Op {
+  summary: string;
+  request?: z.ZodType;
+  response?: z.ZodType;
+  status?: number;
+}
+
+/** Request and response schemas per `METHOD path`; routes not listed here get a bare entry. */
+const OPS: Record<string, Op> = {
+  'POST /start': { summary: 'Start the runtime (ProRL)', response: StatusResponseSchema },
+  'POST /stop': { summary: 'Stop: pending jobs fail, sandboxes are killed (ProRL)', response: StatusResponseSchema },
+  'GET /status': { summary: 'Queue and stage counts; 503 when stopped (ProRL)', response: StatusResponseSchema },
+  'POST /process': { summary: 'Run one rollout; held open until it ends (ProRL)', request: ProcessRequestSchema, response: ProcessResponseSchema },
+  'POST /cancel': { summary: 'Cancel a job (ProRL)', request: CancelRequestSchema, response: StatusResponseSchema },
+  'POST /add_llm_server': { summary: 'Register a backend; buffered while stopped (ProRL)', request: AddLlmServerRequestSchema, response: StatusResponseSchema },
+  'POST /clear_llm_server': { summary: 'Remove every backend (ProRL)', response: StatusResponseSchema },
+  'GET /healthz': { summary: 'Liveness; open without the token', response: StatusResponseSchema },
+  'GET /metrics': { summary: 'Prometheus text exposition' },
+  'POST /v1/rollouts': { summary: 'Submit one rollout', request: SubmitRequestSchema, response: SubmitResponseSchema, status: 202 },
+  'POST /v1/batches': { summary: 'Submit instances as GRPO groups of n', request: BatchRequestSchema, response: BatchResponseSchema, status: 202 },
+  'GET /v1/rollouts': { summary: 'List rollouts (query: state, outcome, group, limit)', response: z.object({ rollouts: z.array(RolloutSummaryResponseSchema), total: z.number().int() }) },
+  'GET /v1/rollouts/:id': { summary: 'One rollout: state and result', response: RolloutSummaryResponseSchema.extend({ result: RolloutResultSchema.nullable() }) },
+  'POST /v1/rollouts/:id/cancel': { summary: 'Cancel one rollout' },
+  'GET /v1/backends': { summary: 'Backends with health and load', response: z.object({ backends: z.array(BackendInfoSchema) }) },
+  'POST /v1/backends': { summary: 'Add a backend', request: AddBackendRequestSchema, response: BackendInfoSchema, status: 201 },
+  'POST /v1/backends/:id/drain': { summary: 'Drain a backend: no new calls, in-flight ones finish' },
+  'DELETE /v1/backends/:id': { summary: 'Remove a backend now; its in-flight calls move elsewhere' },
+};
+
+function schema(s: z.ZodType, io: 'input' | 'output'): unknown {
+  return z.toJSONSchema(s, { io, unrepresentable: 'any', target: 'openapi-3.0' });
+}
+
+/**
+ * The OpenAPI 3.0 document of every route in `routes`, with bodies generated from the zod schemas
+ * of src/protocol/http.ts (so the document cannot drift from validation). The WebSocket messages
+ * are under `x-websocket` (OpenAPI has no WebSocket operations).
+ */
+export function buildOpenApi(routes: readonly Route[]): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const r of routes) {
+    const key = `${r.method} ${r.path}`;
+    const op = OPS[key];
+    const oaPath = r.path.replace(/:(\w+)/g, '{$1}');
+    const params = [...r.path.matchAll(/:(\w+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
+    if (key === 'GET /v1/rollouts') {
+      const q = schema(ListQuerySchema, 'input') as { properties?: Record<string, unknown> };
+      for (const [name, s] of Object.entries(q.properties ?? {})) params.push({ name, in: 'query', required: false, schema: s as { type: string } });
+    }
+    const entry: Record<string, unknown> = {
+      summary: op?.summary ?? key,
+      ...(params.length ? { parameters: params } : {}),
+      ...(r.open ? { security: [] } : {}),
+      responses: {
+        [String(op?.status ?? 200)]: {
+          description: 'success',
+          ...(op?.response ? { content: { 'application/json': { schema: schema(op.response, 'output') } } } : {}),
+        },
+        default: { description: 'error', content: { 'application/json': { schema: schema(ErrorResponseSchema, 'output') } } },
+      },
+    };
+    if (op?.request) entry.requestBody = { required: true, content: { 'application/json': { schema: schema(op.request, 'input') } } };
+    (paths[oaPath] ??= {})[r.method.toLowerCase()] = entry;
+  }
+  return {
+    openapi: '3.0.3',
+    info: { title: 'rollout-runtime service', version: '0.1.0', description: 'ProRL-compatible rollout service with a native /v1 API. See docs/service.md.' },
+    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+    security: [{ bearer: [] }],
+    paths,
+    'x-websocket': {
+      path: '/v1/events',
+      client: schema(WsClientMessageSchema, 'input'),
+      server: schema(WsServerMessageSchema, 'output'),
+    },
+  };
+}
+
+/** `GET /v1/openapi.json`, built once on first request from the router's routes. */
+export function openapiRoute(router: Router): Route {
+  let cached: Record<string, unknown> | null = null;
+  return {
+    method: 'GET',
+    path: '/v1/openapi.json',
+    handler: () => {
+      cached ??= buildOpenApi(router.list());
+      return { status: 200, body: cached };
+    },
+  };
+}

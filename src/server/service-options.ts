@@ -1,0 +1,54 @@
+import { z } from 'zod';
+import { ValidationError } from '../errors.js';
+
+/**
+ * Options of the HTTP + WebSocket service, parsed once and frozen. Every field has a default, so
+ * `parseServiceOptions({})` is a working local service.
+ */
+export const ServiceOptionsSchema = z
+  .object({
+    /** Interface to bind. Loopback unless told otherwise: the API runs code in sandboxes. */
+    host: z.string().min(1).default('127.0.0.1'),
+    /** Port; 0 picks a free one (tests). */
+    port: z.number().int().min(0).max(65_535).default(8006),
+    /** When set, every route but `/healthz` needs `Authorization: Bearer <token>`. */
+    token: z.string().min(1).optional(),
+    /** Request body limit in bytes (413 above it). */
+    bodyLimitBytes: z.number().int().positive().default(10 * 1024 * 1024),
+    /** Maximum JSON nesting of a body (400 above it). */
+    maxJsonDepth: z.number().int().positive().default(64),
+    /** WebSocket ping and app-level heartbeat interval. A peer silent for two intervals is dropped. */
+    heartbeatMs: z.number().int().positive().default(15_000),
+    /** How often backend load snapshots are pushed to WebSocket clients; 0 turns them off. */
+    backendsIntervalMs: z.number().int().min(0).default(1_000),
+    /** Bytes queued on one WebSocket above which its events are dropped and reported as a gap. */
+    wsSoftLimitBytes: z.number().int().positive().default(1024 * 1024),
+    /** A client that stays above the soft limit this long is closed (1008, "slow consumer"). */
+    wsSlowCloseMs: z.number().int().positive().default(30_000),
+    /** Events one subscription may hold inside the runtime before the oldest are dropped as a gap. */
+    wsSubscriptionBuffer: z.number().int().positive().default(10_000),
+    /** Subscriptions per WebSocket connection. */
+    wsMaxSubscriptions: z.number().int().positive().default(64),
+    /** Open WebSocket connections; more are refused with 503. */
+    wsMaxConnections: z.number().int().positive().default(2_000),
+    /** Largest WebSocket message a client may send. */
+    wsMaxPayloadBytes: z.number().int().positive().default(64 * 1024),
+    /** Rollouts a `/v1/rollouts` listing returns at most. */
+    listLimit: z.number().int().positive().default(100_000),
+  })
+  .strict();
+
+export type ServiceOptions = Readonly<z.output<typeof ServiceOptionsSchema>>;
+export type ServiceOptionsInput = z.input<typeof ServiceOptionsSchema>;
+
+/** Parses and freezes service options. Throws ValidationError naming the bad field. */
+export function parseServiceOptions(input: ServiceOptionsInput = {}): ServiceOptions {
+  const r = ServiceOptionsSchema.safeParse(input);
+  if (!r.success) {
+    throw new ValidationError(
+      'invalid service options',
+      r.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message })),
+    );
+  }
+  return Object.freeze(r.data);
+}

@@ -1,0 +1,27 @@
+import type { Runtime } from '../runtime/runtime-api.js';
+import type { BackendInfo, BackendSpec } from '../llm/llm-client.js';
+
+/**
+ * Backend management the service needs from a runtime. The runtime delegates these to its
+ * backend pool (a ManagedLlmClient); a runtime without them answers the backend routes with 501.
+ */
+export interface BackendControl {
+  addBackend(spec: BackendSpec): BackendInfo;
+  drainBackend(id: string): boolean;
+  removeBackend(id: string): boolean;
+  listBackends(): BackendInfo[];
+  setWeightVersion?(version: string | number, backendId?: string): void;
+}
+
+/**
+ * The runtime as the service sees it: the embedded {@link Runtime}, plus — when the runtime has
+ * them — backend control and the list of data sources its handler registry knows (used to
+ * refuse an unknown `data_source` with a 400 at submit).
+ */
+export type ServiceRuntime = Runtime &
+  Partial<BackendControl> & {
+    dataSources?(): readonly string[];
+  };
+
+/** Makes a fresh runtime: once at start-up and again on each ProRL `/start` after a `/stop`. */
+export type RuntimeFactory = () => Promise<ServiceRuntime>;

@@ -1,0 +1,251 @@
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, WebSocket, type RawData } from 'ws';
+import { WsClientMessageSchema, type WsServerMessage } from '../protocol/http.js';
+import type { RolloutEvent } from '../protocol/events.js';
+import { isAuthorized } from './auth.js';
+import { zodIssues } from './http-error.js';
+import type { ServiceContext } from './service-context.js';
+
+/** The path of the event stream. */
+export const EVENTS_PATH = '/v1/events';
+
+type StreamItem = RolloutEvent | { type: 'gap'; from: number; to: number };
+
+interface Subscription {
+  id: string;
+  abort: AbortController;
+  /** Events dropped because the socket was over its soft limit, not yet reported. */
+  gapFrom: number | null;
+  gapTo: number;
+}
+
+interface Connection {
+  ws: WebSocket;
+  subs: Map<string, Subscription>;
+  alive: boolean;
+  /** When the socket went over the soft limit (null while under it). */
+  slowSince: number | null;
+}
+
+/**
+ * The WebSocket hub at `/v1/events`.
+ *
+ * Each subscription is one runtime `events()` iterator (with its own bounded buffer inside the
+ * runtime), so a subscriber never holds up a rollout: the runtime drops a lagging subscriber's
+ * oldest events and reports a gap. On top of that the hub watches each socket's `bufferedAmount`:
+ * above `wsSoftLimitBytes` it stops writing, counts what it skipped, and reports it as one
+ * `{type:'gap', reason:'slow-client'}` once the socket drains; a socket above the limit for
+ * `wsSlowCloseMs` is closed with 1008 "slow consumer". Memory per client is therefore bounded by
+ * the soft limit plus one message.
+ *
+ * Heartbeats: a WebSocket ping every `heartbeatMs` (a peer that missed the previous pong is
+ * terminated) and an app-level `{type:'heartbeat', ts, seq}` carrying the latest seq. Backend load
+ * snapshots go out every `backendsIntervalMs` as `{type:'backends'}`.
+ */
+export class EventHub {
+  private readonly wss: WebSocketServer;
+  private readonly conns = new Set<Connection>();
+  private readonly heartbeat: NodeJS.Timeout;
+  private readonly backendsTimer: NodeJS.Timeout | null;
+  /** Serialized events, shared by every subscriber (an event is stringified once, not once per socket). */
+  private readonly cache = new WeakMap<object, string>();
+
+  constructor(private readonly service: ServiceContext) {
+    const o = service.options;
+    this.wss = new WebSocketServer({ noServer: true, maxPayload: o.wsMaxPayloadBytes, perMessageDeflate: false });
+    this.heartbeat = setInterval(() => this.tick(), o.heartbeatMs);
+    this.heartbeat.unref();
+    this.backendsTimer = o.backendsIntervalMs > 0 ? setInterval(() => this.pushBackends(), o.backendsIntervalMs) : null;
+    this.backendsTimer?.unref();
+  }
+
+  /** Open connections (for tests and metrics). */
+  get size(): number {
+    return this.conns.size;
+  }
+
+  /** The server's `upgrade` listener: authenticates, then hands the socket to `ws`. */
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://localhost');
+    } catch {
+      return refuse(socket, 400, 'Bad Request');
+    }
+    if (url.pathname !== EVENTS_PATH) return refuse(socket, 404, 'Not Found');
+    if (!isAuthorized(req, this.service.options.token, url)) return refuse(socket, 401, 'Unauthorized');
+    if (this.conns.size >= this.service.options.wsMaxConnections) return refuse(socket, 503, 'Service Unavailable');
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws));
+  }
+
+  /** A new runtime is running: connections stay, and get a fresh hello with the new epoch. */
+  onRuntimeStarted(): void {
+    for (const c of this.conns) this.sendHello(c);
+  }
+
+  /** The runtime is going away: every subscription ends (clients resubscribe after `/start`). */
+  onRuntimeStopped(): void {
+    for (const c of this.conns) {
+      for (const s of c.subs.values()) s.abort.abort();
+      c.subs.clear();
+      send(c.ws, { type: 'error', error: { code: 'STOPPED', message: 'the runtime stopped; subscriptions ended', issues: [] } });
+    }
+  }
+
+  /** Closes every connection and stops the timers. */
+  close(): void {
+    clearInterval(this.heartbeat);
+    if (this.backendsTimer) clearInterval(this.backendsTimer);
+    for (const c of this.conns) {
+      for (const s of c.subs.values()) s.abort.abort();
+      c.ws.close(1001, 'server closing');
+      setTimeout(() => c.ws.terminate(), 1000).unref();
+    }
+    this.wss.close();
+  }
+
+  private accept(ws: WebSocket): void {
+    const conn: Connection = { ws, subs: new Map(), alive: true, slowSince: null };
+    this.conns.add(conn);
+    this.service.metrics.wsConnections.set(this.conns.size);
+    ws.on('pong', () => {
+      conn.alive = true;
+    });
+    ws.on('message', (data, isBinary) => this.onMessage(conn, data, isBinary));
+    ws.on('error', () => ws.terminate());
+    ws.on('close', () => {
+      for (const s of conn.subs.values()) s.abort.abort();
+      conn.subs.clear();
+      this.conns.delete(conn);
+      this.service.metrics.wsConnections.set(this.conns.size);
+    });
+    this.sendHello(conn);
+  }
+
+  private sendHello(c: Connection): void {
+    send(c.ws, { type: 'hello', epoch: this.service.epoch, seq: this.service.lastSeq, heartbeat_ms: this.service.options.heartbeatMs });
+  }
+
+  private onMessage(conn: Connection, data: RawData, isBinary: boolean): void {
+    const fail = (message: string, issues: { path: string; message: string }[] = []): void =>
+      send(conn.ws, { type: 'error', error: { code: 'BAD_MESSAGE', message, issues } });
+    if (isBinary) return fail('binary messages are not accepted');
+    let json: unknown;
+    try {
+      json = JSON.parse(data.toString());
+    } catch {
+      return fail('malformed JSON');
+    }
+    const r = WsClientMessageSchema.safeParse(json);
+    if (!r.success) return fail('invalid message', zodIssues(r.error));
+    const msg = r.data;
+    if (msg.type === 'ping') return send(conn.ws, { type: 'pong', nonce: msg.nonce ?? null });
+    if (msg.type === 'unsubscribe') {
+      conn.subs.get(msg.sub)?.abort.abort();
+      conn.subs.delete(msg.sub);
+      return send(conn.ws, { type: 'unsubscribed', sub: msg.sub });
+    }
+    const rt = this.service.runtime;
+    if (!rt) return send(conn.ws, { type: 'error', error: { code: 'STOPPED', message: 'the service is stopped; POST /start first', issues: [] } });
+    if (conn.subs.has(msg.sub)) return fail(`subscription '${msg.sub}' exists; unsubscribe first`, [{ path: 'sub', message: 'already in use' }]);
+    if (conn.subs.size >= this.service.options.wsMaxSubscriptions) return fail('too many subscriptions on this connection');
+    const sub: Subscription = { id: msg.sub, abort: new AbortController(), gapFrom: null, gapTo: 0 };
+    conn.subs.set(sub.id, sub);
+    send(conn.ws, { type: 'subscribed', sub: sub.id, rollout: msg.rollout ?? null, group: msg.group ?? null, after: msg.after ?? null });
+    const iter = rt.events({
+      rolloutId: msg.rollout,
+      groupId: msg.group,
+      after: msg.after,
+      bufferSize: this.service.options.wsSubscriptionBuffer,
+      signal: sub.abort.signal,
+    });
+    void this.pump(conn, sub, iter);
+  }
+
+  private async pump(conn: Connection, sub: Subscription, iter: AsyncIterable<StreamItem>): Promise<void> {
+    try {
+      for await (const item of iter) {
+        if (sub.abort.signal.aborted || conn.ws.readyState !== WebSocket.OPEN) break;
+        this.deliver(conn, sub, item);
+      }
+    } catch {
+      // The runtime closed or the subscription was aborted: the connection itself stays.
+    }
+  }
+
+  private deliver(conn: Connection, sub: Subscription, item: StreamItem): void {
+    const ws = conn.ws;
+    if (item.type === 'gap') {
+      this.flushGap(conn, sub);
+      return sendRaw(ws, JSON.stringify({ type: 'gap', sub: sub.id, from: item.from, to: item.to, reason: 'retention' }));
+    }
+    if (ws.bufferedAmount > this.service.options.wsSoftLimitBytes) {
+      if (sub.gapFrom === null) sub.gapFrom = item.seq;
+      sub.gapTo = item.seq;
+      conn.slowSince ??= Date.now();
+      this.service.metrics.wsDropped.inc({ reason: 'slow-client' });
+      return;
+    }
+    conn.slowSince = null;
+    this.flushGap(conn, sub);
+    let text = this.cache.get(item);
+    if (text === undefined) {
+      text = JSON.stringify(item);
+      this.cache.set(item, text);
+    }
+    sendRaw(ws, `{"type":"event","sub":${JSON.stringify(sub.id)},"event":${text}}`);
+  }
+
+  private flushGap(conn: Connection, sub: Subscription): void {
+    if (sub.gapFrom === null) return;
+    sendRaw(conn.ws, JSON.stringify({ type: 'gap', sub: sub.id, from: sub.gapFrom, to: sub.gapTo, reason: 'slow-client' }));
+    sub.gapFrom = null;
+  }
+
+  private tick(): void {
+    const now = Date.now();
+    const o = this.service.options;
+    const hb = JSON.stringify({ type: 'heartbeat', ts: now, seq: this.service.lastSeq });
+    for (const c of this.conns) {
+      if (!c.alive) {
+        c.ws.terminate();
+        continue;
+      }
+      c.alive = false;
+      c.ws.ping();
+      if (c.ws.bufferedAmount > o.wsSoftLimitBytes) {
+        c.slowSince ??= now;
+        if (now - c.slowSince >= o.wsSlowCloseMs) {
+          this.service.metrics.wsDropped.inc({ reason: 'closed' });
+          c.ws.close(1008, 'slow consumer');
+          setTimeout(() => c.ws.terminate(), 1000).unref();
+        }
+        continue;
+      }
+      c.slowSince = null;
+      for (const s of c.subs.values()) this.flushGap(c, s);
+      sendRaw(c.ws, hb);
+    }
+  }
+
+  private pushBackends(): void {
+    const rt = this.service.runtime;
+    if (this.conns.size === 0 || !rt?.listBackends) return;
+    const text = JSON.stringify({ type: 'backends', ts: Date.now(), backends: rt.listBackends() });
+    for (const c of this.conns) if (c.ws.bufferedAmount <= this.service.options.wsSoftLimitBytes) sendRaw(c.ws, text);
+  }
+}
+
+function send(ws: WebSocket, msg: WsServerMessage): void {
+  sendRaw(ws, JSON.stringify(msg));
+}
+
+function sendRaw(ws: WebSocket, text: string): void {
+  if (ws.readyState === WebSocket.OPEN) ws.send(text);
+}
+
+function refuse(socket: Duplex, status: number, text: string): void {
+  const body = JSON.stringify({ error: { code: text.toUpperCase().replace(/ /g, '_'), message: text, issues: [] } });
+  socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+}
