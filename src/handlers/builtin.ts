@@ -1,7 +1,13 @@
 import type { AgentHandler } from './agent-handler.js';
+import { codeHandler } from './tasks/code.js';
+import { mathHandler } from './tasks/math.js';
+import { shellHandler } from './tasks/shell.js';
+import { stemHandler } from './tasks/stem.js';
+import { sweHandler } from './tasks/swe.js';
 
 /**
- * The task handlers a runtime registers by default (math, code, swe, stem, shell). Filled by
- * the service issue; users add their own with the `handlers` option.
+ * The task handlers a runtime registers by default, with the `data_source` values they serve:
+ * `math` (`deepscaler`), `code` (`deepcoder`), `swe` (`swebench`), `stem` (`gpqa`, `mmlu`) and
+ * `shell`. Users add their own with the `handlers` option. See docs/tasks.md.
  */
-export const builtinHandlers: AgentHandler[] = [];
+export const builtinHandlers: AgentHandler[] = [mathHandler, codeHandler, sweHandler, stemHandler, shellHandler];

@@ -1,0 +1,107 @@
+import { z } from 'zod';
+import { SandboxError } from '../../errors.js';
+import type { AgentHandler } from '../agent-handler.js';
+import { CODE_RUNNER_PY } from './code-runner.js';
+import { clip, parseInstance } from './task-kit.js';
+import { bashTool, defineTaskHandler, editorTool, finishTool, pythonTool } from './task-agent.js';
+
+const TestSchema = z.union([
+  z.object({ input: z.string(), output: z.string() }).strict(),
+  z.object({ code: z.string().min(1), name: z.string().optional() }).strict(),
+]);
+
+/**
+ * A code instance: `problem` (or `prompt` / `question`), hidden `tests` — each either
+ * `{input, output}` (the solution reads stdin, its stdout must match) or `{code}` (a Python script
+ * that imports the solution module and exits 0 when it passes) — and optionally
+ * `solution_file` (default `solution.py`), `starter_code` (written to the solution file),
+ * `files` (extra workspace files), `timeout_s` per test (default 10) and `reward_mode`.
+ */
+export const CodeInstanceSchema = z
+  .object({
+    problem: z.string().min(1).optional(),
+    prompt: z.string().min(1).optional(),
+    question: z.string().min(1).optional(),
+    tests: z.array(TestSchema).min(1),
+    solution_file: z
+      .string()
+      .regex(/^[\w][\w./-]*\.py$/, 'a relative .py path')
+      .refine((p) => !p.split('/').includes('..'), 'must stay inside the workspace')
+      .default('solution.py'),
+    starter_code: z.string().optional(),
+    files: z.record(z.string().min(1), z.string()).optional(),
+    timeout_s: z.number().positive().max(600).default(10),
+    /** `all` (default): reward 1 only when every test passes. `fraction`: passed / total. */
+    reward_mode: z.enum(['all', 'fraction']).default('all'),
+  })
+  .transform((v, ctx) => {
+    const problem = v.problem ?? v.prompt ?? v.question;
+    if (problem === undefined) ctx.addIssue({ code: 'custom', path: ['problem'], message: "required: the problem text ('problem', 'prompt' or 'question')" });
+    return { ...v, problem: problem ?? '' };
+  });
+type CodeInstance = z.output<typeof CodeInstanceSchema>;
+
+const system = (file: string) =>
+  'You are an expert Python programmer working in /workspace. Write a complete solution to the ' +
+  `problem in ${file}. You may run code with execute_bash or execute_ipython_cell to test it. ` +
+  'Hidden tests will run your file after you call finish.';
+
+/**
+ * `code` (alias `deepcoder`): the agent writes a solution file with bash / editor / Python; the
+ * eval copies that one file into a FRESH sandbox together with the hidden tests (never seen by the
+ * agent, who cannot tamper with them) and runs them there. Reward: 1 when all tests pass, 0
+ * otherwise (`reward_mode: "fraction"` gives passed / total); `resolved` means all passed.
+ * Throws SandboxError when the eval sandbox does not report a result.
+ */
+export const codeHandler: AgentHandler = defineTaskHandler({
+  name: 'code',
+  aliases: ['deepcoder'],
+  tools: [bashTool, editorTool, pythonTool, finishTool],
+  async init(ctx) {
+    const inst = parseInstance('code', CodeInstanceSchema, ctx.instance);
+    const files = { ...inst.files, ...(inst.starter_code !== undefined ? { [inst.solution_file]: inst.starter_code } : {}) };
+    const sandbox = await ctx.createSandbox({ files });
+    return {
+      sandbox,
+      messages: [
+        { role: 'system', content: system(inst.solution_file) },
+        { role: 'user', content: inst.problem },
+      ],
+      state: inst,
+    };
+  },
+  async eval(ctx) {
+    const inst = ctx.state as CodeInstance;
+    let solution: string;
+    try {
+      if (!ctx.sandbox) throw new Error('no sandbox');
+      solution = await ctx.sandbox.readFile(inst.solution_file);
+    } catch {
+      return { reward: 0, resolved: false, details: { passed: 0, total: inst.tests.length, error: `no ${inst.solution_file} was written` } };
+    }
+    const sb = await ctx.createSandbox({
+      files: {
+        ...inst.files,
+        [inst.solution_file]: solution,
+        '.eval/run.py': CODE_RUNNER_PY,
+        '.eval/tests.json': JSON.stringify({ solution_file: inst.solution_file, timeout_s: inst.timeout_s, tests: inst.tests }),
+      },
+    });
+    try {
+      const budget = (inst.timeout_s * inst.tests.length + 30) * 1000;
+      const r = await sb.bash({ command: 'python3 .eval/run.py', timeoutMs: budget }, ctx.signal);
+      let raw: string;
+      try {
+        raw = await sb.readFile('.eval/result.json');
+      } catch (err) {
+        throw new SandboxError(`code eval: the test runner gave no result (exit ${r.exitCode}): ${clip(r.output, 500)}`, { stage: 'eval', cause: err });
+      }
+      const res = JSON.parse(raw) as { passed: number; total: number; results: { ok: boolean; why: string }[] };
+      const resolved = res.total > 0 && res.passed === res.total;
+      const reward = inst.reward_mode === 'fraction' ? res.passed / res.total : resolved ? 1 : 0;
+      return { reward, resolved, details: { passed: res.passed, total: res.total, failures: res.results.map((x, i) => ({ test: i, why: x.why })).filter((x) => x.why) } };
+    } finally {
+      await sb.close();
+    }
+  },
+});

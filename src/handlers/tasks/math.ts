@@ -1,0 +1,62 @@
+import { z } from 'zod';
+import type { AgentHandler } from '../agent-handler.js';
+import { extractMathAnswer, mathAnswersMatch } from './answer-check.js';
+import { findAnswer, parseInstance } from './task-kit.js';
+import { defineTaskHandler, finishTool, pythonTool } from './task-agent.js';
+
+/**
+ * A math instance (DeepScaleR's fields, plus the usual aliases): the problem text in `problem`
+ * (or `prompt` / `question`), the ground truth in `answer` (or `ground_truth`, or
+ * `reward_model.ground_truth` as veRL datasets carry it).
+ */
+export const MathInstanceSchema = z
+  .object({
+    problem: z.string().min(1).optional(),
+    prompt: z.string().min(1).optional(),
+    question: z.string().min(1).optional(),
+    answer: z.union([z.string(), z.number()]).optional(),
+    ground_truth: z.union([z.string(), z.number()]).optional(),
+    reward_model: z.object({ ground_truth: z.union([z.string(), z.number()]) }).optional(),
+  })
+  .transform((v, ctx) => {
+    const problem = v.problem ?? v.prompt ?? v.question;
+    const truth = v.answer ?? v.ground_truth ?? v.reward_model?.ground_truth;
+    if (problem === undefined) ctx.addIssue({ code: 'custom', path: ['problem'], message: "required: the problem text ('problem', 'prompt' or 'question')" });
+    if (truth === undefined) ctx.addIssue({ code: 'custom', path: ['answer'], message: "required: the ground truth ('answer', 'ground_truth' or 'reward_model.ground_truth')" });
+    return { problem: problem ?? '', groundTruth: String(truth ?? '') };
+  });
+
+const SYSTEM =
+  'You are a careful mathematician. Solve the problem step by step. You may run Python with the ' +
+  'execute_ipython_cell tool to check computations. When you are done, call finish with your ' +
+  'final answer written as \\boxed{...}.';
+
+/**
+ * `math` (aliases `deepscaler`): a Python tool and `finish`; the answer is the last `\boxed{}`
+ * of the finish message (or the last assistant text), compared with the ground truth by
+ * {@link mathAnswersMatch}. Reward 1 when it matches, else 0.
+ */
+export const mathHandler: AgentHandler = defineTaskHandler({
+  name: 'math',
+  aliases: ['deepscaler'],
+  tools: [pythonTool, finishTool],
+  async init(ctx) {
+    const inst = parseInstance('math', MathInstanceSchema, ctx.instance);
+    // The Python tool needs a sandbox; an empty one starts in milliseconds.
+    const sandbox = await ctx.createSandbox({});
+    return {
+      sandbox,
+      messages: [
+        { role: 'system', content: SYSTEM },
+        { role: 'user', content: inst.problem },
+      ],
+      state: { groundTruth: inst.groundTruth },
+    };
+  },
+  async eval(ctx) {
+    const { groundTruth } = ctx.state as { groundTruth: string };
+    const found = findAnswer(ctx.messages, extractMathAnswer);
+    const resolved = found !== null && mathAnswersMatch(found.value, groundTruth);
+    return { reward: resolved ? 1 : 0, resolved, details: { answer: found?.value ?? null, ground_truth: groundTruth } };
+  },
+});

@@ -1,0 +1,66 @@
+import type { z } from 'zod';
+import { TaskError } from '../../errors.js';
+import type { Instance } from '../../protocol/instance.js';
+import type { Message } from '../../protocol/messages.js';
+
+/**
+ * Small helpers every built-in task handler shares: instance validation that names the bad
+ * field, and reading the agent's final answer out of the conversation.
+ */
+
+/**
+ * Parses a handler's own instance fields with `schema`. Throws a {@link TaskError} (a broken
+ * task: never retried) whose message names the family and each bad field, e.g.
+ * `math instance: field 'answer': expected string or number`.
+ */
+export function parseInstance<S extends z.ZodType>(family: string, schema: S, instance: Instance): z.infer<S> {
+  const parsed = schema.safeParse(instance);
+  if (parsed.success) return parsed.data;
+  const issues = parsed.error.issues.map((i) => ({ path: i.path.map(String).join('.') || '(instance)', message: i.message }));
+  const text = issues.map((i) => `field '${i.path}': ${i.message}`).join('; ');
+  throw new TaskError(`${family} instance ${instance.instance_id ?? ''}: ${text}`.replace(/ :/, ':'), { stage: 'init', details: { issues } });
+}
+
+/**
+ * The texts an answer may be read from, most authoritative first: the `message` of the last
+ * `finish` call, then the content of each assistant turn from the last back.
+ */
+export function answerTexts(messages: Message[]): string[] {
+  const out: string[] = [];
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i] as Message;
+    if (m.role !== 'assistant') continue;
+    const fin = m.tool_calls?.find((c) => c.name === 'finish');
+    const msg = fin?.arguments.message;
+    if (typeof msg === 'string' && msg.trim()) {
+      out.unshift(msg);
+      break;
+    }
+  }
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i] as Message;
+    if (m.role === 'assistant' && m.content.trim()) out.push(m.content);
+  }
+  return out;
+}
+
+/** Returns the first non-null result of `extract` over {@link answerTexts}, with the text it came from. */
+export function findAnswer<T>(messages: Message[], extract: (text: string) => T | null): { value: T; from: string } | null {
+  for (const text of answerTexts(messages)) {
+    const value = extract(text);
+    if (value !== null) return { value, from: text };
+  }
+  return null;
+}
+
+/** Clips long text (test output in eval details) to its head and tail. */
+export function clip(text: string, max = 2000): string {
+  if (text.length <= max) return text;
+  const half = Math.floor(max / 2);
+  return `${text.slice(0, half)}\n[... ${text.length - max} characters cut ...]\n${text.slice(-half)}`;
+}
+
+/** Quotes a string for a POSIX shell. */
+export function shellQuote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
