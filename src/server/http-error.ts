@@ -66,6 +66,6 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 }
 
 /** Writes an {@link HttpError} as `{error: {code, message, issues}}`. */
-export function sendError(res: ServerResponse, err: HttpError, extra: Record<string, unknown> = {}): void {
-  sendJson(res, err.status, { ...extra, error: { code: err.code, message: err.message, issues: err.issues } }, err.headers);
+export function sendError(res: ServerResponse, err: HttpError, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): void {
+  sendJson(res, err.status, { ...extra, error: { code: err.code, message: err.message, issues: err.issues } }, { ...err.headers, ...headers });
 }

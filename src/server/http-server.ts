@@ -59,9 +59,9 @@ export function createRequestListener(service: ServiceContext, router: Router, v
         },
         (err: unknown) => {
           const e = toHttpError(err);
-          // Close a connection whose body we refused mid-stream, so the client stops sending.
-          sendError(res, e);
-          if (e.status === 413) res.once('finish', () => req.socket.destroySoon?.());
+          // A connection whose body we refused mid-stream is closed after the answer, so the
+          // client stops sending and the rest is never buffered.
+          sendError(res, e, {}, e.status === 413 ? { connection: 'close' } : {});
         },
       );
   };

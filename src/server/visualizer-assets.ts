@@ -26,6 +26,7 @@ export interface GraphState {
 
 /** One transition; one entry per (source, event, target) triple. */
 export interface GraphTransition {
+  /** The source state's `id`; '' for a transition on the machine root (taken from any state). */
   source: string;
   /** Null for a targetless (self, no re-entry) transition. */
   target: string | null;
@@ -119,6 +120,19 @@ export function machineGraph(machine: MachineLike): MachineGraph {
   const states: GraphState[] = [];
   const transitions: GraphTransition[] = [];
 
+  const addAll = (node: StateNodeLike, id: string): void => {
+    const invokeNames = new Map<string, string>();
+    for (const inv of node.invoke ?? []) if (inv.id !== undefined) invokeNames.set(inv.id, invokeName(inv.src, inv.id));
+    const add = (t: TransitionLike): void => {
+      const targets = t.target ?? [];
+      const base = { source: id, event: t.eventType, label: labelOf(t.eventType, invokeNames), guard: guardName(t.guard) };
+      if (targets.length === 0) transitions.push({ ...base, target: null });
+      for (const target of targets) transitions.push({ ...base, target: pathId(target) });
+    };
+    for (const list of node.transitions.values()) for (const t of list) add(t);
+    for (const t of node.always ?? []) add({ ...t, eventType: '' });
+  };
+
   const visit = (node: StateNodeLike, parent: string | null): void => {
     const id = pathId(node);
     const initialTarget = node.initial?.target?.[0];
@@ -133,18 +147,10 @@ export function machineGraph(machine: MachineLike): MachineGraph {
       tags: [...(node.tags ?? [])],
       description: node.description ?? null,
     });
-    const invokeNames = new Map<string, string>();
-    for (const inv of node.invoke ?? []) if (inv.id !== undefined) invokeNames.set(inv.id, invokeName(inv.src, inv.id));
-    const add = (t: TransitionLike): void => {
-      const targets = t.target ?? [];
-      const base = { source: id, event: t.eventType, label: labelOf(t.eventType, invokeNames), guard: guardName(t.guard) };
-      if (targets.length === 0) transitions.push({ ...base, target: null });
-      for (const target of targets) transitions.push({ ...base, target: pathId(target) });
-    };
-    for (const list of node.transitions.values()) for (const t of list) add(t);
-    for (const t of node.always ?? []) add({ ...t, eventType: '' });
+    addAll(node, id);
     for (const child of Object.values(node.states)) visit(child, id);
   };
+  addAll(root, '');
   for (const child of Object.values(root.states)) visit(child, null);
 
   const rootInitial = root.initial?.target?.[0];

@@ -1,0 +1,98 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { startHarness, post, get, mathInstance, waitFor, type Harness } from './harness.js';
+
+let h: Harness;
+afterEach(async () => {
+  await h?.close();
+});
+
+describe('native /v1 routes', () => {
+  it('accepts one rollout with 202 and its id at once', async () => {
+    h = await startHarness();
+    const r = await post(`${h.url}/v1/rollouts`, { instance: mathInstance({ fake: { hold: true } }), id: 'a1' });
+    expect(r).toMatchObject({ status: 202, body: { id: 'a1', group_id: null, state: 'queued' } });
+  });
+
+  it('answers a rollout with its state and, once ended, its result', async () => {
+    h = await startHarness();
+    await post(`${h.url}/v1/rollouts`, { instance: mathInstance(), id: 'a2' });
+    await waitFor(() => h.rt().get('a2')?.result !== null);
+    const r = await get(`${h.url}/v1/rollouts/a2`);
+    expect(r.body).toMatchObject({ id: 'a2', state: 'done', outcome: 'completed', reward: 1 });
+    expect(r.body.result.trajectory.tokens).toEqual([1, 2, 3, 4]);
+  });
+
+  it('answers 404 for an unknown rollout', async () => {
+    h = await startHarness();
+    expect((await get(`${h.url}/v1/rollouts/none`)).status).toBe(404);
+  });
+
+  it('submits a batch as GRPO groups of n with trajectory ids', async () => {
+    h = await startHarness();
+    const r = await post(`${h.url}/v1/batches`, { instances: [mathInstance({ instance_id: 'x' }), mathInstance({ instance_id: 'y' })], n: 4 });
+    expect(r.status).toBe(202);
+    expect(r.body.groups).toHaveLength(2);
+    expect(r.body.rollout_ids).toHaveLength(8);
+    expect(r.body.groups[1].instance_id).toBe('y');
+    const members = h.rt().list({ groupId: r.body.groups[0].group_id });
+    expect(members.map((m) => m.trajectoryId)).toEqual(['0', '1', '2', '3']);
+  });
+
+  it('refuses a whole batch naming the index of an unknown data source, admitting nothing', async () => {
+    h = await startHarness();
+    const r = await post(`${h.url}/v1/batches`, { instances: [mathInstance(), { data_source: 'nope' }], n: 2 });
+    expect(r.status).toBe(400);
+    expect(r.body.error.issues[0].path).toBe('instances.1.data_source');
+    expect(h.rt().list()).toEqual([]);
+  });
+
+  it('lists rollouts filtered by group and outcome', async () => {
+    h = await startHarness();
+    const b = await post(`${h.url}/v1/batches`, { instances: [mathInstance()], n: 2 });
+    await post(`${h.url}/v1/rollouts`, { instance: mathInstance({ fake: { outcome: 'infra-error' } }) });
+    await waitFor(() => h.rt().live() === 0);
+    const byGroup = await get(`${h.url}/v1/rollouts?group=${b.body.groups[0].group_id}`);
+    expect(byGroup.body.total).toBe(2);
+    const failed = await get(`${h.url}/v1/rollouts?outcome=infra-error`);
+    expect(failed.body.rollouts.map((x: { outcome: string }) => x.outcome)).toEqual(['infra-error']);
+  });
+
+  it('refuses an unknown list filter with 400 naming it', async () => {
+    h = await startHarness();
+    const r = await get(`${h.url}/v1/rollouts?state=sleeping`);
+    expect(r.status).toBe(400);
+    expect(r.body.error.issues[0].path).toBe('state');
+  });
+
+  it('cancels a live rollout', async () => {
+    h = await startHarness();
+    await post(`${h.url}/v1/rollouts`, { instance: mathInstance({ fake: { hold: true } }), id: 'c1' });
+    expect((await post(`${h.url}/v1/rollouts/c1/cancel`)).body).toEqual({ id: 'c1', cancelled: true });
+    expect(h.rt().get('c1')?.state).toBe('cancelled');
+  });
+
+  it('adds, lists, drains and removes backends', async () => {
+    h = await startHarness();
+    const add = await post(`${h.url}/v1/backends`, { address: 'http://127.0.0.1:9100', id: 'b1', weight_version: 3 });
+    expect(add).toMatchObject({ status: 201, body: { id: 'b1', weightVersion: 3 } });
+    expect((await post(`${h.url}/v1/backends/b1/drain`)).status).toBe(200);
+    expect((await get(`${h.url}/v1/backends`)).body.backends).toMatchObject([{ id: 'b1', state: 'draining' }]);
+    const del = await fetch(`${h.url}/v1/backends/b1`, { method: 'DELETE' });
+    expect(del.status).toBe(200);
+    expect((await get(`${h.url}/v1/backends`)).body.backends).toEqual([]);
+  });
+
+  it('does not re-apply a deleted backend after a restart', async () => {
+    h = await startHarness();
+    await post(`${h.url}/v1/backends`, { address: 'http://127.0.0.1:9100', id: 'b1' });
+    await fetch(`${h.url}/v1/backends/b1`, { method: 'DELETE' });
+    await post(`${h.url}/stop`);
+    await post(`${h.url}/start`);
+    expect(h.rt().listBackends()).toEqual([]);
+  });
+
+  it('answers /healthz with the runtime state', async () => {
+    h = await startHarness();
+    expect((await get(`${h.url}/healthz`)).body).toMatchObject({ status: 'ok', runtime: 'running' });
+  });
+});

@@ -1,0 +1,106 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import http from 'node:http';
+import { startHarness, post, get, mathInstance, waitFor, type Harness } from './harness.js';
+
+let h: Harness;
+afterEach(async () => {
+  await h?.close();
+});
+
+describe('ProRL routes', () => {
+  it('answers /process with the ProRL result shape when the rollout completes', async () => {
+    h = await startHarness();
+    const r = await post(`${h.url}/process`, { instance: mathInstance(), sampling_params: { max_iterations: 5 }, job_id: 'job-1' });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ job_id: 'job-1', resolved: true, reward: 1, critical_error: null, filter: false, success: true, instance_id: 'm1' });
+    expect(r.body.messages[1]).toMatchObject({ role: 'assistant', input_ids: [1, 2], token_ids: [3, 4], logprobs: [-0.5, -0.25] });
+    expect(r.body.timing).toMatchObject({ init_time: 1, run_time: 2, eval_time: 0.5 });
+  });
+
+  it('answers an infra failure as a filtered critical error, not a trainable sample', async () => {
+    h = await startHarness();
+    const r = await post(`${h.url}/process`, { instance: mathInstance({ fake: { outcome: 'infra-error', stage: 'eval' } }) });
+    expect(r.body).toMatchObject({ critical_error: 'eval', filter: true, resolved: false, success: false });
+  });
+
+  it('cancels a held /process job through /cancel and answers it as filtered', async () => {
+    h = await startHarness();
+    const pending = post(`${h.url}/process`, { instance: mathInstance({ fake: { hold: true } }), job_id: 'held' });
+    await waitFor(() => h.rt().get('held') !== undefined);
+    const c = await post(`${h.url}/cancel`, { job_id: 'held' });
+    expect(c).toMatchObject({ status: 200, body: { status: 'cancelled' } });
+    expect((await pending).body).toMatchObject({ outcome: 'cancelled', filter: true, critical_error: null });
+  });
+
+  it('answers 404 to /cancel of an unknown job', async () => {
+    h = await startHarness();
+    expect((await post(`${h.url}/cancel`, { job_id: 'nope' })).status).toBe(404);
+  });
+
+  it('cancels the rollout of a client that disconnects from /process', async () => {
+    h = await startHarness();
+    const req = http.request(`${h.url}/process`, { method: 'POST', headers: { 'content-type': 'application/json' } });
+    req.on('error', () => undefined);
+    req.end(JSON.stringify({ instance: mathInstance({ fake: { hold: true } }), job_id: 'gone' }));
+    await waitFor(() => h.rt().get('gone') !== undefined);
+    req.destroy();
+    await waitFor(() => h.rt().get('gone')?.result?.outcome === 'cancelled');
+    expect(h.rt().get('gone')?.state).toBe('cancelled');
+  });
+
+  it('answers 503 on /status after /stop and 200 after /start', async () => {
+    h = await startHarness();
+    expect((await get(`${h.url}/status`)).body).toMatchObject({ status: 'running', pending_jobs: 0 });
+    expect((await post(`${h.url}/stop`)).body).toEqual({ status: 'stopped' });
+    expect((await get(`${h.url}/status`)).status).toBe(503);
+    expect((await post(`${h.url}/start`)).body).toEqual({ status: 'started' });
+    expect((await get(`${h.url}/status`)).status).toBe(200);
+  });
+
+  it('answers /start on a running service with already running', async () => {
+    h = await startHarness();
+    expect(await post(`${h.url}/start`)).toMatchObject({ status: 200, body: { status: 'already running' } });
+  });
+
+  it('fails pending jobs on /stop by closing the runtime without draining', async () => {
+    h = await startHarness();
+    const pending = post(`${h.url}/process`, { instance: mathInstance({ fake: { hold: true } }), job_id: 'p1' });
+    await waitFor(() => h.rt().get('p1') !== undefined);
+    await post(`${h.url}/stop`);
+    expect((await pending).body).toMatchObject({ filter: true, outcome: 'cancelled' });
+    expect(h.runtimes[0]!.closedWith).toEqual({ drain: false });
+  });
+
+  it('refuses /process with 503 while stopped', async () => {
+    h = await startHarness({}, { startStopped: true });
+    expect((await post(`${h.url}/process`, { instance: mathInstance() })).status).toBe(503);
+  });
+
+  it('buffers /add_llm_server while stopped and applies it at /start', async () => {
+    h = await startHarness({}, { startStopped: true });
+    expect((await post(`${h.url}/add_llm_server`, { address: 'http://127.0.0.1:9001' })).body).toEqual({ status: 'buffered' });
+    await post(`${h.url}/start`);
+    expect(h.rt().listBackends().map((b) => b.url)).toEqual(['http://127.0.0.1:9001']);
+  });
+
+  it('keeps registered backends across /stop and /start', async () => {
+    h = await startHarness({}, { backends: [{ address: 'vllm+http://127.0.0.1:9002' }] });
+    await post(`${h.url}/stop`);
+    await post(`${h.url}/start`);
+    expect(h.rt().listBackends()).toMatchObject([{ url: 'http://127.0.0.1:9002', protocol: 'vllm' }]);
+  });
+
+  it('removes every backend on /clear_llm_server', async () => {
+    h = await startHarness({}, { backends: [{ address: 'http://127.0.0.1:9001' }] });
+    await post(`${h.url}/add_llm_server`, { address: 'sglang+http://127.0.0.1:9003' });
+    expect((await post(`${h.url}/clear_llm_server`)).body).toMatchObject({ status: 'cleared', removed: 2 });
+    expect(h.rt().listBackends()).toEqual([]);
+  });
+
+  it('refuses a malformed backend address with 400 naming the field', async () => {
+    h = await startHarness();
+    const r = await post(`${h.url}/add_llm_server`, { address: 'ftp://x' });
+    expect(r.status).toBe(400);
+    expect(r.body.error.issues[0].path).toBe('address');
+  });
+});
