@@ -31,7 +31,7 @@ async function startServer(): Promise<{ url: string; received: Received[]; waitF
     });
   });
   const address = wss.address();
-  if (typeof address === 'string') throw new Error('unexpected pipe address');
+  if (address === null || typeof address === 'string') throw new Error('unexpected pipe address');
   const waitFor = async (pred: (r: Received[]) => boolean): Promise<void> => {
     while (!pred(received)) await new Promise<void>((resolve) => waiters.push(resolve));
   };

@@ -1,0 +1,448 @@
+// The visualizer page: one WebSocket to /v1/events folds every message into the Store as it
+// arrives (cheap), and one requestAnimationFrame callback renders whatever changed since the
+// last frame (the expensive part), so a burst of events from 1,000 live rollouts costs one
+// render per frame, not one per event. The table is virtualized: only the rows in view exist.
+
+import { Store, FINAL_STATES, OUTCOMES, STATES } from './store.js';
+import { renderGraph } from './graph.js';
+import { renderTimeline } from './timeline.js';
+import { TerminalReplay, bashSteps } from './terminal.js';
+import { drawThroughput, drawBackends, drawSplitBar, OUTCOME_COLORS } from './charts.js';
+
+const params = new URLSearchParams(location.search);
+/** Where the HTTP API lives; the page's own origin unless `?api=` says otherwise. */
+const apiBase = (params.get('api') ?? location.origin).replace(/\/$/, '');
+const wsUrl = params.get('ws') ?? `${apiBase.replace(/^http/, 'ws')}/v1/events`;
+const ROW_H = 24;
+const OVERSCAN = 6;
+const CHART_INTERVAL_MS = 250;
+const STATE_COLORS = {
+  queued: '#6e7681', initializing: '#39c5cf', waitingRun: '#484f58', llmCalling: '#1f6feb', acting: '#8957e5',
+  waitingEval: '#30363d', evaluating: '#1b7c83', done: '#3fb950', failed: '#f85149', timedOut: '#db6d28', cancelled: '#8b949e',
+};
+
+const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
+const store = new Store();
+/** Frame-work figures, read by the browser test. */
+const stats = { frames: 0, frameMsMax: 0, frameMsTotal: 0, recentFrameMs: [], messages: 0, connects: 0, renderedRows: 0 };
+
+const ui = {
+  rows: $('rows'),
+  spacer: $('rows-spacer'),
+  rowCount: $('row-count'),
+  counts: $('counts'),
+  conn: $('conn'),
+  gaps: $('gaps'),
+  detail: $('detail'),
+  filterState: /** @type {HTMLSelectElement} */ ($('filter-state')),
+  filterOutcome: /** @type {HTMLSelectElement} */ ($('filter-outcome')),
+  filterTask: /** @type {HTMLInputElement} */ ($('filter-task')),
+};
+for (const s of STATES) ui.filterState.append(new Option(s, s));
+for (const o of OUTCOMES) ui.filterOutcome.append(new Option(o, o));
+
+// ---------------------------------------------------------------------------------------------
+// Clock: elapsed times use the runtime's clock (event ts), not the browser's.
+
+let clockOffset = 0;
+let heartbeatSeen = false;
+let offsetKnown = false;
+function observeTs(ts, authoritative) {
+  if (typeof ts !== 'number') return;
+  const off = ts - Date.now();
+  if (authoritative) {
+    heartbeatSeen = true;
+    clockOffset = off;
+  } else if (!heartbeatSeen) {
+    // Replayed events are older than now: the latest one is the best estimate of now.
+    clockOffset = offsetKnown ? Math.max(clockOffset, off) : off;
+  }
+  offsetKnown = true;
+}
+const runtimeNow = () => Date.now() + clockOffset;
+
+// ---------------------------------------------------------------------------------------------
+// WebSocket: subscribe to everything; on reconnect resume after the last seq seen.
+
+let ws = null;
+let backoffMs = 500;
+let subN = 0;
+function setConn(state) {
+  ui.conn.dataset.state = state;
+  ui.conn.className = `conn conn-${state}`;
+  ui.conn.textContent = state === 'open' ? 'live' : state;
+}
+function subscribe(socket) {
+  subN += 1;
+  socket.send(JSON.stringify({ type: 'subscribe', sub: `viz-${subN}`, after: store.lastSeq }));
+}
+function connect() {
+  setConn('connecting');
+  const socket = new WebSocket(wsUrl);
+  ws = socket;
+  socket.onopen = () => {
+    backoffMs = 500;
+    stats.connects += 1;
+    setConn('open');
+    subscribe(socket);
+  };
+  socket.onmessage = (m) => {
+    let data;
+    try {
+      data = JSON.parse(m.data);
+    } catch {
+      return;
+    }
+    for (const msg of Array.isArray(data) ? data : [data]) handle(msg, socket);
+    schedule();
+  };
+  socket.onclose = () => {
+    if (ws !== socket) return;
+    setConn('closed');
+    setTimeout(connect, backoffMs);
+    backoffMs = Math.min(backoffMs * 2, 5000);
+  };
+}
+function handle(msg, socket) {
+  stats.messages += 1;
+  if (msg === null || typeof msg !== 'object') return;
+  if (msg.type === 'hello' && store.epoch !== null && msg.epoch !== store.epoch) {
+    // The runtime restarted: its seq numbers start over, so our cursor means nothing.
+    store.reset();
+    store.epoch = msg.epoch;
+    selectedVersion = -1;
+    if (socket.readyState === WebSocket.OPEN) {
+      socket.send(JSON.stringify({ type: 'unsubscribe', sub: `viz-${subN}` }));
+      subscribe(socket);
+    }
+    return;
+  }
+  if (msg.type === 'heartbeat' || msg.type === 'backends') observeTs(msg.ts, true);
+  else if (msg.type === 'event') observeTs(msg.event?.ts, false);
+  else if (typeof msg.rolloutId === 'string') observeTs(msg.ts, false);
+  const r = store.apply(msg);
+  if (r !== null && r.id === selectedId && r.endTs !== null && !results.has(r.id)) fetchResult(r.id);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Render loop.
+
+let rafPending = false;
+let seenVersion = -1;
+let filtersChanged = true;
+let filtered = [];
+let lastChartDraw = 0;
+let seenChartVersion = -1;
+let tick = 0;
+let seenTick = -1;
+const pool = [];
+
+function schedule() {
+  if (rafPending) return;
+  rafPending = true;
+  requestAnimationFrame(frame);
+}
+
+function frame() {
+  rafPending = false;
+  const t0 = performance.now();
+  const ticked = tick !== seenTick;
+  seenTick = tick;
+  let rowsDirty = ticked;
+  if (store.version !== seenVersion || filtersChanged) {
+    filtered = store.filter({ state: ui.filterState.value, outcome: ui.filterOutcome.value, task: ui.filterTask.value });
+    seenVersion = store.version;
+    filtersChanged = false;
+    rowsDirty = true;
+    renderCounts();
+  }
+  if (rowsDirty || scrolled) renderRows(ticked);
+  scrolled = false;
+  const now = performance.now();
+  if ((store.chartVersion !== seenChartVersion || ticked) && now - lastChartDraw >= CHART_INTERVAL_MS) {
+    renderCharts();
+    seenChartVersion = store.chartVersion;
+    lastChartDraw = now;
+  } else if (store.chartVersion !== seenChartVersion) {
+    // Charts are throttled: come back for them once the interval has passed.
+    setTimeout(schedule, CHART_INTERVAL_MS);
+  }
+  renderDetail(ticked);
+  const ms = performance.now() - t0;
+  stats.frames += 1;
+  stats.frameMsTotal += ms;
+  stats.frameMsMax = Math.max(stats.frameMsMax, ms);
+  stats.recentFrameMs.push(ms);
+  if (stats.recentFrameMs.length > 600) stats.recentFrameMs.shift();
+}
+
+function fmtElapsed(ms) {
+  if (ms < 0) ms = 0;
+  if (ms < 10_000) return `${(ms / 1000).toFixed(1)}s`;
+  if (ms < 3_600_000) return `${Math.floor(ms / 60_000)}m${String(Math.floor((ms % 60_000) / 1000)).padStart(2, '0')}s`;
+  return `${Math.floor(ms / 3_600_000)}h${String(Math.floor((ms % 3_600_000) / 60_000)).padStart(2, '0')}m`;
+}
+
+function renderCounts() {
+  let live = 0;
+  for (const s of STATES) if (!FINAL_STATES.has(s)) live += store.stateCounts[s] ?? 0;
+  const ended = store.rollouts.size - live;
+  const now = store.latestTs;
+  let recent = 0;
+  for (let k = Math.floor(now / store.bucketMs) - 9; k <= Math.floor(now / store.bucketMs); k++) {
+    const b = store.buckets.get(k);
+    if (b) for (const n of Object.values(b.outcomes)) recent += n;
+  }
+  ui.counts.textContent = `${live} live · ${ended} ended · ${(recent / 10).toFixed(1)} ended/s`;
+  ui.rowCount.textContent = `${filtered.length} of ${store.rollouts.size} rollouts`;
+  ui.rowCount.dataset.shown = String(filtered.length);
+  ui.rowCount.dataset.total = String(store.rollouts.size);
+  if (store.gaps > 0) {
+    ui.gaps.hidden = false;
+    ui.gaps.textContent = `${store.gaps} gap(s): some events were not delivered`;
+  }
+}
+
+function makeRow() {
+  const row = document.createElement('div');
+  row.className = 'row';
+  for (let i = 0; i < 8; i++) {
+    const cell = document.createElement('span');
+    if (i === 3 || i === 4 || i === 5 || i === 7) cell.className = 'num';
+    row.append(cell);
+  }
+  ui.rows.append(row);
+  return row;
+}
+
+let scrolled = false;
+ui.rows.addEventListener('scroll', () => {
+  scrolled = true;
+  schedule();
+});
+
+function renderRows(ticked) {
+  ui.spacer.style.height = `${filtered.length * ROW_H}px`;
+  const top = ui.rows.scrollTop;
+  const height = ui.rows.clientHeight || 400;
+  const first = Math.max(0, Math.floor(top / ROW_H) - OVERSCAN);
+  const last = Math.min(filtered.length, Math.ceil((top + height) / ROW_H) + OVERSCAN);
+  const count = last - first;
+  while (pool.length < count) pool.push(makeRow());
+  const now = runtimeNow();
+  for (let j = 0; j < pool.length; j++) {
+    const row = pool[j];
+    const r = j < count ? filtered[first + j] : undefined;
+    if (r === undefined) {
+      if (row.style.display !== 'none') row.style.display = 'none';
+      row._key = null;
+      continue;
+    }
+    if (row.style.display === 'none') row.style.display = '';
+    const elapsed = (r.endTs ?? now) - r.submittedTs;
+    // Only rewrite a row when something it shows changed: its rollout, position or elapsed.
+    const key = `${r.id}|${r.version}|${first + j}|${r.endTs === null ? Math.floor(elapsed / 100) : 'end'}|${r.id === selectedId}`;
+    if (row._key === key) continue;
+    row._key = key;
+    row.style.transform = `translateY(${(first + j) * ROW_H}px)`;
+    row.dataset.id = r.id;
+    row.classList.toggle('selected', r.id === selectedId);
+    const c = row.children;
+    c[0].textContent = r.id;
+    c[0].title = r.id;
+    c[1].textContent = Store.taskOf(r);
+    c[2].textContent = r.state;
+    c[2].className = `state-${r.state}`;
+    c[3].textContent = String(r.turn);
+    c[4].textContent = String(r.tokens);
+    c[5].textContent = fmtElapsed(elapsed);
+    c[6].textContent = r.outcome ?? '';
+    c[6].className = r.outcome ? `outcome-${r.outcome}` : '';
+    c[7].textContent = r.reward === null || r.reward === undefined ? '' : String(Math.round(r.reward * 1000) / 1000);
+  }
+  stats.renderedRows = count;
+  void ticked;
+}
+
+function renderCharts() {
+  const now = Math.max(store.latestTs, offsetKnown ? runtimeNow() : 0);
+  drawThroughput($('chart-throughput'), store.buckets, store.bucketMs, now, 60);
+  drawBackends($('chart-backends'), store.backendHistory, store.backends);
+  drawSplitBar($('chart-states'), store.stateCounts, STATE_COLORS, 'rollouts by state');
+  drawSplitBar($('chart-outcomes'), store.outcomeCounts, OUTCOME_COLORS, 'outcomes');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Filters and selection.
+
+for (const input of [ui.filterState, ui.filterOutcome, ui.filterTask]) {
+  input.addEventListener('input', () => {
+    filtersChanged = true;
+    ui.rows.scrollTop = 0;
+    schedule();
+  });
+}
+
+let selectedId = null;
+let selectedVersion = -1;
+let graphData = null;
+let graphHandle = null;
+const results = new Map();
+const terminal = new TerminalReplay($('terminal'));
+
+ui.rows.addEventListener('click', (e) => {
+  const row = /** @type {HTMLElement} */ (e.target).closest('.row');
+  if (row && row.dataset.id) select(row.dataset.id);
+});
+$('detail-close').addEventListener('click', () => select(null));
+
+function select(id) {
+  const changed = id !== selectedId;
+  selectedId = id;
+  selectedVersion = -1;
+  ui.detail.hidden = id === null;
+  if (changed) terminal.setSteps([], false);
+  if (id !== null) {
+    history.replaceState(null, '', `#rollout=${encodeURIComponent(id)}`);
+    const r = store.rollouts.get(id);
+    if (r && r.endTs !== null && !results.has(id)) fetchResult(id);
+  } else history.replaceState(null, '', location.pathname + location.search);
+  seenVersion = -1;
+  schedule();
+}
+
+async function fetchResult(id) {
+  results.set(id, null);
+  try {
+    const res = await fetch(`${apiBase}/v1/rollouts/${encodeURIComponent(id)}`);
+    if (!res.ok) throw new Error(String(res.status));
+    results.set(id, await res.json());
+  } catch {
+    // Not fatal: the conversation falls back to what the events carried.
+    results.set(id, { unavailable: true });
+  }
+  if (id === selectedId) {
+    selectedVersion = -1;
+    schedule();
+  }
+}
+
+function messagesOf(body) {
+  if (body === null || typeof body !== 'object') return null;
+  for (const candidate of [body.trajectory?.messages, body.result?.trajectory?.messages, body.messages, body.result?.messages]) {
+    if (Array.isArray(candidate)) return candidate;
+  }
+  return null;
+}
+
+async function loadGraph() {
+  try {
+    const res = await fetch('/visualizer/graph.json');
+    if (!res.ok) throw new Error(`graph.json: ${res.status}`);
+    graphData = await res.json();
+    document.body.dataset.graph = 'ready';
+  } catch (err) {
+    document.body.dataset.graph = 'unavailable';
+    $('graph').replaceChildren();
+    console.warn(err);
+  }
+  selectedVersion = -1;
+  schedule();
+}
+
+function renderDetail(ticked) {
+  if (selectedId === null) return;
+  const r = store.rollouts.get(selectedId);
+  if (r === undefined) return;
+  const live = r.endTs === null;
+  if (r.version === selectedVersion && !(ticked && live)) return;
+  const versionChanged = r.version !== selectedVersion;
+  selectedVersion = r.version;
+
+  $('detail-title').textContent = r.id;
+  $('detail').dataset.rollout = r.id;
+  $('detail').dataset.state = r.state;
+  const parts = [
+    `task ${Store.taskOf(r) || '?'}`,
+    `state ${r.state}`,
+    `turn ${r.turn}`,
+    `${r.tokens} tokens`,
+    `attempt ${r.attempt}`,
+    r.groupId ? `group ${r.groupId}` : '',
+    r.outcome ? `outcome ${r.outcome}` : '',
+    r.reward !== null ? `reward ${r.reward}` : '',
+    r.finish ? `finish ${r.finish}` : '',
+    r.error ? `error ${r.error.name ?? ''}: ${r.error.message ?? ''}` : '',
+    r.droppedEvents > 0 ? `${r.droppedEvents} early events not kept` : '',
+  ];
+  $('detail-summary').textContent = parts.filter(Boolean).join(' · ');
+
+  if (graphData !== null) {
+    if (graphHandle === null) graphHandle = renderGraph(/** @type {any} */ ($('graph')), graphData);
+    const visited = [];
+    const taken = [];
+    for (const ev of r.events) {
+      if (ev.type !== 'rollout.state') continue;
+      visited.push(ev.state);
+      if (ev.prev) taken.push([ev.prev, ev.state]);
+    }
+    graphHandle.highlight(r.state, visited, taken);
+  }
+  renderTimeline($('timeline'), r.events, live ? runtimeNow() : r.endTs);
+  if (versionChanged) {
+    terminal.setSteps(bashSteps(r.events), true);
+    renderConversation(r);
+  }
+}
+
+function renderConversation(r) {
+  const root = $('conversation');
+  const full = messagesOf(results.get(r.id));
+  const msgs = [];
+  if (full !== null) {
+    for (const m of full) msgs.push({ role: m.role, name: m.name, content: m.content, toolCalls: m.tool_calls ?? [] });
+    $('conv-source').textContent = '(full trajectory)';
+  } else {
+    for (const ev of r.events) {
+      if (ev.type === 'llm.end') msgs.push({ role: 'assistant', name: `turn ${ev.turn}`, content: ev.content, toolCalls: ev.toolCalls ?? [] });
+      else if (ev.type === 'tool.result') msgs.push({ role: 'tool', name: `${ev.name}${ev.exitCode !== null ? ` · exit ${ev.exitCode}` : ''}`, content: ev.output, toolCalls: [] });
+    }
+    $('conv-source').textContent = r.endTs === null ? '(live, from events)' : '(from events)';
+  }
+  const shown = msgs.slice(-200);
+  const frag = document.createDocumentFragment();
+  for (const m of shown) {
+    const div = document.createElement('div');
+    div.className = `msg msg-${m.role}`;
+    const role = document.createElement('div');
+    role.className = 'role';
+    role.textContent = m.name ? `${m.role} · ${m.name}` : m.role;
+    div.append(role);
+    if (m.content) {
+      const pre = document.createElement('pre');
+      pre.textContent = m.content.length > 8000 ? `${m.content.slice(0, 8000)}\n… (${m.content.length - 8000} more chars)` : m.content;
+      div.append(pre);
+    }
+    for (const call of m.toolCalls) {
+      const c = document.createElement('pre');
+      c.className = 'call';
+      c.textContent = `→ ${call.name}(${JSON.stringify(call.arguments)})`;
+      div.append(c);
+    }
+    frag.append(div);
+  }
+  root.replaceChildren(frag);
+}
+
+// Elapsed times and open timeline spans move with the clock even when no event arrives.
+setInterval(() => {
+  tick += 1;
+  schedule();
+}, 1000);
+
+window.__viz = { store, stats, wsUrl, select, get selectedId() { return selectedId; } };
+
+const initial = /^#rollout=(.+)$/.exec(location.hash);
+if (initial) select(decodeURIComponent(initial[1]));
+loadGraph();
+connect();

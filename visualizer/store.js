@@ -1,0 +1,246 @@
+// The page's data model: every rollout event folds into a Map of rollout records, per-second
+// buckets for the charts, and incremental state counts. Pure (no DOM), so the render loop can
+// read it once per animation frame however many events arrived in between.
+
+/** States after which a rollout never changes. */
+export const FINAL_STATES = new Set(['done', 'failed', 'timedOut', 'cancelled']);
+
+/** Outcomes in the order the charts stack them. */
+export const OUTCOMES = ['completed', 'truncated', 'timed-out', 'cancelled', 'infra-error', 'task-error'];
+
+/** Rollout machine states in their usual order, for the filter and the state bar. */
+export const STATES = ['queued', 'initializing', 'waitingRun', 'llmCalling', 'acting', 'waitingEval', 'evaluating', 'done', 'failed', 'timedOut', 'cancelled'];
+
+export class Store {
+  /**
+   * @param {{ maxEventsPerRollout?: number, bucketMs?: number, maxBuckets?: number, maxRollouts?: number }} [opts]
+   */
+  constructor(opts = {}) {
+    this.maxEventsPerRollout = opts.maxEventsPerRollout ?? 2000;
+    this.bucketMs = opts.bucketMs ?? 1000;
+    this.maxBuckets = opts.maxBuckets ?? 600;
+    // Ended rollouts beyond this are forgotten oldest-first, so a long-lived tab stays bounded.
+    this.maxRollouts = opts.maxRollouts ?? 20000;
+    this.reset();
+  }
+
+  /** Forgets everything (a server restart: a new epoch means seq starts over). */
+  reset() {
+    /** @type {Map<string, any>} */
+    this.rollouts = new Map();
+    this.lastSeq = -1;
+    this.epoch = null;
+    /** Bumped whenever a table-visible field of any rollout changes. */
+    this.version = 0;
+    /** Bumped whenever the chart data changes. */
+    this.chartVersion = 0;
+    /** @type {Map<number, {t: number, outcomes: Record<string, number>, llm: number, tools: number}>} */
+    this.buckets = new Map();
+    /** @type {Record<string, number>} */
+    this.stateCounts = Object.fromEntries(STATES.map((s) => [s, 0]));
+    /** @type {Record<string, number>} */
+    this.outcomeCounts = Object.fromEntries(OUTCOMES.map((o) => [o, 0]));
+    /** Latest backend snapshot. */
+    this.backends = [];
+    /** Recent snapshots: {ts, load: {id: inFlight}}. */
+    this.backendHistory = [];
+    this.latestTs = 0;
+    this.gaps = 0;
+    this.eventsApplied = 0;
+  }
+
+  _rollout(id, ts) {
+    let r = this.rollouts.get(id);
+    if (r === undefined) {
+      r = {
+        id,
+        dataSource: '',
+        instanceId: null,
+        groupId: null,
+        trajectoryId: null,
+        attempt: 0,
+        state: 'queued',
+        turn: 0,
+        tokens: 0,
+        submittedTs: ts,
+        lastTs: ts,
+        endTs: null,
+        outcome: null,
+        reward: null,
+        finish: null,
+        error: null,
+        events: [],
+        droppedEvents: 0,
+        version: 0,
+      };
+      this.rollouts.set(id, r);
+      this.stateCounts[r.state] = (this.stateCounts[r.state] ?? 0) + 1;
+      if (this.rollouts.size > this.maxRollouts) this._evict();
+    }
+    return r;
+  }
+
+  _evict() {
+    for (const [id, r] of this.rollouts) {
+      if (r.endTs === null) continue;
+      this.rollouts.delete(id);
+      this.stateCounts[r.state] -= 1;
+      if (this.rollouts.size <= this.maxRollouts) return;
+    }
+  }
+
+  _bucket(ts) {
+    const key = Math.floor(ts / this.bucketMs);
+    let b = this.buckets.get(key);
+    if (b === undefined) {
+      b = { t: key * this.bucketMs, outcomes: {}, llm: 0, tools: 0 };
+      this.buckets.set(key, b);
+      if (this.buckets.size > this.maxBuckets) {
+        const oldest = this.buckets.keys().next().value;
+        if (oldest !== undefined) this.buckets.delete(oldest);
+      }
+    }
+    return b;
+  }
+
+  _setState(r, state) {
+    if (r.state === state) return;
+    this.stateCounts[r.state] = (this.stateCounts[r.state] ?? 1) - 1;
+    this.stateCounts[state] = (this.stateCounts[state] ?? 0) + 1;
+    r.state = state;
+  }
+
+  /**
+   * Folds one server message in. Accepts the service's envelope (`{type:'event', event}`),
+   * bare rollout events, `backends`, `gap`, `hello` and `heartbeat`; ignores anything else.
+   * Returns the rollout the message changed, or null.
+   */
+  apply(msg) {
+    if (msg === null || typeof msg !== 'object') return null;
+    switch (msg.type) {
+      case 'event':
+        return this.applyEvent(msg.event);
+      case 'hello':
+        // seq restarts with each runtime epoch: a different epoch is a different history.
+        if (this.epoch !== null && msg.epoch !== this.epoch) this.reset();
+        this.epoch = msg.epoch;
+        return null;
+      case 'heartbeat':
+        if (typeof msg.ts === 'number') this.latestTs = Math.max(this.latestTs, msg.ts);
+        return null;
+      case 'gap':
+        this.gaps += 1;
+        return null;
+      case 'backends':
+        this.applyBackends(msg.ts ?? this.latestTs, msg.backends ?? []);
+        return null;
+      default:
+        if (typeof msg.type === 'string' && typeof msg.rolloutId === 'string') return this.applyEvent(msg);
+        return null;
+    }
+  }
+
+  applyBackends(ts, backends) {
+    this.backends = backends;
+    const load = {};
+    for (const b of backends) load[b.id] = b.inFlight;
+    this.backendHistory.push({ ts, load });
+    if (this.backendHistory.length > 300) this.backendHistory.shift();
+    this.chartVersion++;
+  }
+
+  /** Folds one rollout event in; events at or before the last seq seen are ignored (resume overlap). */
+  applyEvent(ev) {
+    if (ev === null || typeof ev !== 'object' || typeof ev.rolloutId !== 'string') return null;
+    if (typeof ev.seq === 'number') {
+      if (ev.seq <= this.lastSeq) return null;
+      this.lastSeq = ev.seq;
+    }
+    const ts = typeof ev.ts === 'number' ? ev.ts : this.latestTs;
+    if (ts > this.latestTs) this.latestTs = ts;
+    const r = this._rollout(ev.rolloutId, ts);
+    this.eventsApplied++;
+    r.lastTs = ts;
+    r.version++;
+    if (r.events.length >= this.maxEventsPerRollout) {
+      r.events.shift();
+      r.droppedEvents++;
+    }
+    r.events.push(ev);
+    switch (ev.type) {
+      case 'rollout.submitted':
+        r.dataSource = ev.dataSource ?? '';
+        r.instanceId = ev.instanceId ?? null;
+        r.groupId = ev.groupId ?? null;
+        r.trajectoryId = ev.trajectoryId ?? null;
+        r.attempt = ev.attempt ?? 0;
+        r.submittedTs = ts;
+        break;
+      case 'rollout.state':
+        this._setState(r, ev.state);
+        r.turn = ev.turn ?? r.turn;
+        if (FINAL_STATES.has(ev.state) && r.endTs === null) r.endTs = ts;
+        break;
+      case 'llm.start':
+        r.turn = ev.turn;
+        break;
+      case 'llm.end':
+        r.tokens = Math.max(r.tokens, (ev.promptTokens ?? 0) + (ev.outputTokens ?? 0));
+        this._bucket(ts).llm++;
+        this.chartVersion++;
+        break;
+      case 'tool.result':
+        this._bucket(ts).tools++;
+        this.chartVersion++;
+        break;
+      case 'rollout.retry':
+        r.attempt = ev.attempt ?? r.attempt;
+        break;
+      case 'rollout.result':
+        r.outcome = ev.outcome;
+        r.reward = ev.reward ?? null;
+        r.finish = ev.finish ?? null;
+        r.error = ev.error ?? null;
+        r.tokens = ev.tokens ?? r.tokens;
+        r.turn = ev.turns ?? r.turn;
+        if (r.endTs === null) r.endTs = ts;
+        this.outcomeCounts[ev.outcome] = (this.outcomeCounts[ev.outcome] ?? 0) + 1;
+        {
+          const b = this._bucket(ts);
+          b.outcomes[ev.outcome] = (b.outcomes[ev.outcome] ?? 0) + 1;
+        }
+        this.chartVersion++;
+        break;
+      default:
+        break;
+    }
+    this.version++;
+    return r;
+  }
+
+  /** A readable task label: the data source and instance id. */
+  static taskOf(r) {
+    if (r.instanceId) return r.dataSource ? `${r.dataSource}/${r.instanceId}` : r.instanceId;
+    return r.dataSource;
+  }
+
+  /**
+   * The rollouts passing the filters, in arrival order.
+   * @param {{ state?: string, outcome?: string, task?: string }} f
+   */
+  filter(f) {
+    const task = (f.task ?? '').trim().toLowerCase();
+    const out = [];
+    for (const r of this.rollouts.values()) {
+      if (f.state) {
+        if (f.state === 'live' ? FINAL_STATES.has(r.state) : f.state === 'ended' ? !FINAL_STATES.has(r.state) : r.state !== f.state) continue;
+      }
+      if (f.outcome) {
+        if (f.outcome === 'none' ? r.outcome !== null : r.outcome !== f.outcome) continue;
+      }
+      if (task && !Store.taskOf(r).toLowerCase().includes(task) && !r.id.toLowerCase().includes(task)) continue;
+      out.push(r);
+    }
+    return out;
+  }
+}
