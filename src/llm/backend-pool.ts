@@ -1,0 +1,285 @@
+import { setMaxListeners } from 'node:events';
+import { Heap } from 'heap-js';
+import { createActor, fromCallback, type Actor } from 'xstate';
+import { backendMachine, type BackendMachineEvent, type BackendStateName } from '../../machines/backend.machine.js';
+import { BackendError, CancelledError, RolloutError, ValidationError } from '../errors.js';
+import { parseBackendPoolOptions, type BackendPoolOptions, type BackendPoolOptionsInput } from './backend-pool-options.js';
+import { HttpBackend, realTimers, type Timers } from './http-backend.js';
+import type { BackendInfo, BackendSpec, GenerateRequest, GenerateResult, ManagedLlmClient } from './llm-client.js';
+
+/** Injected time, so tests drive probes and timeouts. */
+export interface BackendPoolDeps {
+  timers?: Timers | undefined;
+  now?: (() => number) | undefined;
+}
+
+interface Slot {
+  readonly id: string;
+  readonly order: number;
+  readonly spec: BackendSpec;
+  readonly http: HttpBackend;
+  actor: Actor<typeof backendMachine>;
+  state: BackendStateName;
+  inFlight: number;
+  /** Virtual load a newly admitted backend starts with, so it is not flooded; decays per completed call. */
+  bias: number;
+  /** Calls ever assigned (the reference's heap key). */
+  assigned: number;
+  /** Sequence number of the last pick (round-robin key). */
+  lastPick: number;
+  served: number;
+  failures: number;
+  weightVersion: string | number | null;
+  latencyMs: number | null;
+  inHeap: boolean;
+  /** Aborted when the backend is removed: its in-flight calls fail over. */
+  readonly removal: AbortController;
+}
+
+/**
+ * The backend pool: an {@link ManagedLlmClient} over many inference servers.
+ *
+ * Selection: a heap-js min-heap of the healthy backends keyed by requests in flight (plus a
+ * decaying join bias), then registration order; O(log n) per pick, and the heap is re-keyed on
+ * every acquire / release (backends are few, so heap-js's linear `remove` is fine). A request
+ * whose `preferredBackendId` is healthy and within `stickySlack` of the minimum stays there.
+ * A backend admitted (added, or re-admitted after an eviction) joins at the current minimum
+ * load: its bias is the minimum key, and each of its completed calls takes one off.
+ *
+ * Each backend is one root XState actor of `backendMachine` (probing → healthy ⇄ degraded →
+ * draining → removed); the pool provides its prober (GET of the protocol's health route on the
+ * injected timers) and follows its state.
+ *
+ * `generate` retries a failed call (refused, reset, 5xx, timeout, malformed answer, backend
+ * removed mid-call) on another backend with the same prompt ids, up to `retries` times, and
+ * then throws `BackendError` (the runtime retries the rollout). It rethrows `TaskError` (a 4xx:
+ * code `CONTEXT_FULL` or `BACKEND_REJECTED`) and `CancelledError` (the request's signal aborted;
+ * the HTTP request is destroyed) at once.
+ */
+export class BackendPool implements ManagedLlmClient {
+  readonly options: BackendPoolOptions;
+  private readonly slots = new Map<string, Slot>();
+  private readonly heap: Heap<Slot>;
+  private readonly timers: Timers;
+  private readonly now: () => number;
+  private order = 0;
+  private pickSeq = 0;
+  private closed = false;
+
+  constructor(options: BackendPoolOptionsInput = {}, deps: BackendPoolDeps = {}) {
+    this.options = parseBackendPoolOptions(options);
+    this.timers = deps.timers ?? realTimers;
+    this.now = deps.now ?? (() => performance.now());
+    const key = this.options.policy === 'least-loaded' ? (s: Slot) => s.inFlight + s.bias : this.options.policy === 'cumulative-count' ? (s: Slot) => s.assigned : (s: Slot) => s.lastPick;
+    this.heap = new Heap<Slot>((a, b) => key(a) - key(b) || a.order - b.order);
+  }
+
+  /**
+   * Adds a backend; it is selectable once its first probe passes (at once when probes are off).
+   * @throws ValidationError when a live backend already has this id, or the pool is closed.
+   */
+  addBackend(spec: BackendSpec): BackendInfo {
+    if (this.closed) throw new ValidationError('the backend pool is closed');
+    const id = spec.id ?? new URL(spec.url).host;
+    if (this.slots.has(id)) throw new ValidationError(`backend ${id} is already in the pool`, [{ path: 'id', message: 'duplicate backend id' }]);
+    const slot: Slot = {
+      id,
+      order: this.order++,
+      spec,
+      http: new HttpBackend({ ...spec, id }, this.timers),
+      actor: undefined as never,
+      state: 'probing',
+      inFlight: 0,
+      bias: 0,
+      assigned: 0,
+      lastPick: 0,
+      served: 0,
+      failures: 0,
+      weightVersion: spec.weightVersion ?? null,
+      latencyMs: null,
+      inHeap: false,
+      removal: new AbortController(),
+    };
+    // Every in-flight call listens on it: no listener cap.
+    setMaxListeners(0, slot.removal.signal);
+    this.slots.set(id, slot);
+    slot.actor = createActor(
+      backendMachine.provide({
+        actors: { prober: this.prober(slot) },
+        actions: { stateEntered: (_, p) => this.onState(slot, p.state) },
+      }),
+      { input: { backendId: id, failureThreshold: this.options.failureThreshold } },
+    );
+    slot.actor.start();
+    return this.info(slot);
+  }
+
+  drainBackend(id: string): boolean {
+    const slot = this.slots.get(id);
+    if (!slot || slot.state === 'draining' || slot.state === 'removed') return false;
+    slot.actor.send({ type: 'DRAIN' });
+    if (slot.inFlight === 0) slot.actor.send({ type: 'IDLE' });
+    return true;
+  }
+
+  removeBackend(id: string): boolean {
+    const slot = this.slots.get(id);
+    if (!slot) return false;
+    slot.actor.send({ type: 'REMOVE' });
+    return true;
+  }
+
+  listBackends(): BackendInfo[] {
+    return [...this.slots.values()].map((s) => this.info(s));
+  }
+
+  setWeightVersion(version: string | number, backendId?: string): void {
+    for (const s of this.slots.values()) if (backendId === undefined || s.id === backendId) s.weightVersion = version;
+  }
+
+  async generate(req: GenerateRequest): Promise<GenerateResult> {
+    const attempts: { backendId: string; error: string }[] = [];
+    const tried = new Set<Slot>();
+    for (let attempt = 0; attempt <= this.options.retries; attempt++) {
+      if (req.signal.aborted) throw new CancelledError('LLM call cancelled');
+      if (this.closed) break;
+      const slot = this.pick(attempt === 0 ? req.preferredBackendId : undefined, tried);
+      if (!slot) break;
+      tried.add(slot);
+      this.acquire(slot);
+      const t0 = this.now();
+      try {
+        const r = await slot.http.generate(req, this.options.callTimeoutMs, slot.removal.signal);
+        const ms = this.now() - t0;
+        slot.served++;
+        slot.latencyMs = slot.latencyMs === null ? ms : slot.latencyMs + this.options.latencyAlpha * (ms - slot.latencyMs);
+        if (slot.state === 'healthy' || slot.state === 'probing') slot.actor.send({ type: 'CALL_OK' });
+        return {
+          outputIds: r.outputIds,
+          logprobs: r.logprobs,
+          finishReason: r.finishReason,
+          backendId: slot.id,
+          weightVersion: r.weightVersion ?? slot.weightVersion,
+        };
+      } catch (e) {
+        if (!(e instanceof RolloutError) || !e.retryable) throw e;
+        slot.failures++;
+        attempts.push({ backendId: slot.id, error: e.message });
+        if (slot.state !== 'removed' && slot.state !== 'draining') slot.actor.send({ type: 'CALL_FAIL' });
+      } finally {
+        this.release(slot);
+      }
+    }
+    throw new BackendError(attempts.length === 0 ? 'no LLM backend is available' : `no LLM backend could serve the call after ${attempts.length} attempt(s): ${attempts.at(-1)!.error}`, {
+      code: attempts.length === 0 ? 'NO_BACKEND' : 'BACKEND',
+      stage: 'run',
+      details: { attempts },
+    });
+  }
+
+  /** Stops every backend actor and its probes, fails in-flight calls over to nothing, closes sockets. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const id of [...this.slots.keys()]) this.removeBackend(id);
+  }
+
+  private pick(preferredId: string | undefined, tried: Set<Slot>): Slot | undefined {
+    const top = this.heap.peek();
+    if (preferredId !== undefined && top) {
+      const p = this.slots.get(preferredId);
+      if (p && p.inHeap && !tried.has(p) && p.inFlight + p.bias <= top.inFlight + top.bias + this.options.stickySlack) return p;
+    }
+    if (top && !tried.has(top)) return top;
+    // A retry: the least loaded healthy backend not tried yet, else any healthy one, else one
+    // still probing (its first call doubles as its probe).
+    let best: Slot | undefined;
+    // heap-js's iterator pops; walk a copy.
+    for (const s of this.heap.toArray()) if (!tried.has(s) && (!best || this.heap.compare(s, best) < 0)) best = s;
+    if (best) return best;
+    if (top) return top;
+    for (const s of this.slots.values()) if (s.state === 'probing' && !tried.has(s)) return s;
+    return undefined;
+  }
+
+  private acquire(slot: Slot): void {
+    if (slot.inHeap) this.heap.remove(slot);
+    slot.inFlight++;
+    slot.assigned++;
+    slot.lastPick = ++this.pickSeq;
+    if (slot.inHeap) this.heap.push(slot);
+  }
+
+  private release(slot: Slot): void {
+    if (slot.inHeap) this.heap.remove(slot);
+    slot.inFlight--;
+    if (slot.bias > 0) slot.bias--;
+    if (slot.inHeap) this.heap.push(slot);
+    if (slot.state === 'draining' && slot.inFlight === 0) slot.actor.send({ type: 'IDLE' });
+  }
+
+  private onState(slot: Slot, state: BackendStateName): void {
+    slot.state = state;
+    if (state === 'healthy') {
+      if (!slot.inHeap) {
+        const top = this.heap.peek();
+        // Join at the current minimum load: no burst of every new request onto the newcomer.
+        slot.bias = top && this.options.policy === 'least-loaded' ? Math.max(0, top.inFlight + top.bias - slot.inFlight) : 0;
+        if (top && this.options.policy === 'cumulative-count') slot.assigned = Math.max(slot.assigned, top.assigned);
+        if (top && this.options.policy === 'round-robin') slot.lastPick = Math.max(slot.lastPick, top.lastPick);
+        slot.inHeap = true;
+        this.heap.push(slot);
+      }
+      return;
+    }
+    if (slot.inHeap) {
+      this.heap.remove(slot);
+      slot.inHeap = false;
+    }
+    if (state === 'removed') {
+      slot.removal.abort();
+      slot.http.close();
+      this.slots.delete(slot.id);
+      // Stopping from inside the actor's own action would re-enter it: defer.
+      queueMicrotask(() => slot.actor.stop());
+    }
+  }
+
+  private prober(slot: Slot) {
+    const { probeIntervalMs, probeTimeoutMs } = this.options;
+    return fromCallback<BackendMachineEvent, { backendId: string; immediate: boolean }>(({ sendBack, input }) => {
+      if (probeIntervalMs === 0) {
+        if (input.immediate) sendBack({ type: 'PROBE_OK' });
+        return () => {};
+      }
+      let stopped = false;
+      let timer: unknown;
+      const run = async (): Promise<void> => {
+        const ok = await slot.http.probe(probeTimeoutMs);
+        if (stopped) return;
+        sendBack({ type: ok ? 'PROBE_OK' : 'PROBE_FAIL' });
+        if (!stopped) timer = this.timers.setTimeout(() => void run(), probeIntervalMs);
+      };
+      // A new backend (or an evicted one) is probed at once; a healthy one after a period.
+      if (input.immediate) void run();
+      else timer = this.timers.setTimeout(() => void run(), probeIntervalMs);
+      return () => {
+        stopped = true;
+        if (timer !== undefined) this.timers.clearTimeout(timer);
+      };
+    });
+  }
+
+  private info(s: Slot): BackendInfo {
+    return {
+      id: s.id,
+      url: s.spec.url,
+      protocol: s.spec.protocol,
+      state: s.state,
+      inFlight: s.inFlight,
+      served: s.served,
+      failures: s.failures,
+      weightVersion: s.weightVersion,
+      latencyMs: s.latencyMs,
+    };
+  }
+}

@@ -1,0 +1,213 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** A generation request as every protocol carries it, after the wire format is read. */
+export interface EngineRequest {
+  protocol: 'prorl' | 'vllm' | 'sglang';
+  promptIds: number[];
+  maxTokens: number;
+  temperature: number;
+  topP: number;
+  topK: number;
+  seed: number | null;
+  /** `x-rollout-instance-id`, when the caller sent it. */
+  instanceId: string | null;
+  /** `x-rollout-turn`, when the caller sent it. */
+  turn: number | null;
+  /** Aborts when the client goes away. */
+  signal: AbortSignal;
+}
+
+/** What an engine answers. */
+export interface EngineResult {
+  outputIds: number[];
+  logprobs: number[];
+  finishReason: 'stop' | 'length';
+}
+
+/** Something that samples: the fake policies, or node-llama-cpp. */
+export interface Engine {
+  generate(req: EngineRequest): Promise<EngineResult>;
+  /** Text of ids, for the `text` fields of vLLM / SGLang answers. */
+  decode?(ids: number[]): string;
+}
+
+/** An engine error that becomes an HTTP status (a 4xx the client caused, or a 5xx). */
+export class EngineHttpError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+/** Options of {@link startLlmHttpServer}. */
+export interface LlmHttpServerOptions {
+  engine: Engine;
+  host?: string | undefined;
+  /** 0 (default) picks a free port. */
+  port?: number | undefined;
+  /** Which protocols to answer; `all` (default) serves the three (ProRL and SGLang share `/generate` and are told apart by body). */
+  protocol?: 'prorl' | 'vllm' | 'sglang' | 'all' | undefined;
+  weightVersion?: string | number | null | undefined;
+  modelName?: string | undefined;
+  /** Extra GET routes (e.g. `/debug/samples`), answered as JSON. */
+  getRoutes?: Record<string, () => unknown> | undefined;
+  /** Called before each generation is handed to the engine; may answer instead (failure injection). */
+  intercept?: ((n: number, res: http.ServerResponse) => 'pass' | 'handled') | undefined;
+}
+
+/** A running server. */
+export interface LlmHttpServer {
+  readonly url: string;
+  readonly port: number;
+  /** Generation requests received so far. */
+  readonly requests: number;
+  weightVersion: string | number | null;
+  /** Stops listening and destroys every connection (keep-alive ones included). */
+  close(): Promise<void>;
+}
+
+/**
+ * An HTTP inference server speaking the ProRL `/generate`, vLLM `/v1/completions` and SGLang
+ * native `/generate` token protocols over one {@link Engine}, with the health routes of each
+ * (`GET /health`, `/health_generate`, `/v1/models`) and `GET /weight_version` /
+ * `POST /update_weight_version {weight_version}`. Used by `rollout fake-llm` and
+ * `rollout llm-serve`. Resolves once listening.
+ */
+export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<LlmHttpServer> {
+  const protocol = opts.protocol ?? 'all';
+  const serves = (p: 'prorl' | 'vllm' | 'sglang') => protocol === 'all' || protocol === p;
+  let requests = 0;
+  const state = { weightVersion: opts.weightVersion ?? null };
+  const modelName = opts.modelName ?? 'default';
+
+  const server = http.createServer((req, res) => {
+    const url = req.url ?? '/';
+    if (req.method === 'GET') {
+      const path = url.split('?')[0]!;
+      if (path === '/health' || path === '/health_generate') return json(res, 200, { status: 'ok' });
+      if (path === '/v1/models') return json(res, 200, { object: 'list', data: [{ id: modelName, object: 'model' }] });
+      if (path === '/weight_version' || path === '/get_weight_version') return json(res, 200, { weight_version: state.weightVersion });
+      const extra = opts.getRoutes?.[path];
+      if (extra) return json(res, 200, extra());
+      return json(res, 404, { error: `no route GET ${path}` });
+    }
+    if (req.method !== 'POST') return json(res, 405, { error: 'method not allowed' });
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      let body: Record<string, unknown>;
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+      } catch {
+        return json(res, 400, { error: 'body is not JSON' });
+      }
+      if (url === '/update_weight_version') {
+        state.weightVersion = (body.weight_version as string | number | undefined) ?? null;
+        return json(res, 200, { weight_version: state.weightVersion });
+      }
+      let p: 'prorl' | 'vllm' | 'sglang';
+      if (url === '/v1/completions' && serves('vllm')) p = 'vllm';
+      else if (url === '/generate' && Array.isArray(body.prompt_ids) && serves('prorl')) p = 'prorl';
+      else if (url === '/generate' && Array.isArray(body.input_ids) && serves('sglang')) p = 'sglang';
+      else return json(res, url === '/generate' || url === '/v1/completions' ? 400 : 404, { error: `no ${protocol} route for POST ${url} with this body` });
+      const n = ++requests;
+      if (opts.intercept?.(n, res) === 'handled') return;
+      void handle(p, body, req, res);
+    });
+  });
+
+  async function handle(p: 'prorl' | 'vllm' | 'sglang', body: Record<string, unknown>, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const sp = (p === 'sglang' ? (body.sampling_params ?? {}) : body) as Record<string, unknown>;
+    const promptIds = (p === 'prorl' ? body.prompt_ids : p === 'vllm' ? body.prompt : body.input_ids) as unknown;
+    const maxTokens = Number(p === 'sglang' ? sp.max_new_tokens : sp.max_tokens);
+    if (!Array.isArray(promptIds) || !promptIds.every((x) => Number.isInteger(x))) return json(res, 400, { error: 'prompt must be a list of token ids' });
+    if (!Number.isInteger(maxTokens) || maxTokens < 1) return json(res, 400, { error: 'max_tokens must be a positive integer' });
+    const ac = new AbortController();
+    res.on('close', () => ac.abort());
+    const header = (name: string): string | null => {
+      const v = req.headers[name];
+      return typeof v === 'string' ? v : null;
+    };
+    const turnHeader = header('x-rollout-turn');
+    const num = (v: unknown, d: number): number => (typeof v === 'number' && Number.isFinite(v) ? v : d);
+    const seedRaw = p === 'sglang' ? sp.sampling_seed : sp.seed;
+    let out: EngineResult;
+    try {
+      out = await opts.engine.generate({
+        protocol: p,
+        promptIds: promptIds as number[],
+        maxTokens,
+        temperature: num(sp.temperature, 1),
+        topP: num(sp.top_p, 1),
+        topK: num(sp.top_k, -1),
+        seed: typeof seedRaw === 'number' ? seedRaw : null,
+        instanceId: header('x-rollout-instance-id'),
+        turn: turnHeader === null ? null : Number(turnHeader),
+        signal: ac.signal,
+      });
+    } catch (e) {
+      if (ac.signal.aborted) return;
+      const status = e instanceof EngineHttpError ? e.status : 500;
+      return json(res, status, { error: (e as Error).message, object: 'error' });
+    }
+    if (ac.signal.aborted) return;
+    const text = p === 'prorl' ? '' : (opts.engine.decode?.(out.outputIds) ?? '');
+    if (p === 'prorl') return json(res, 200, { response_ids: out.outputIds, logprobs: out.logprobs, finish_reason: out.finishReason, weight_version: state.weightVersion });
+    if (p === 'vllm') {
+      return json(res, 200, {
+        id: `cmpl-${requests}`,
+        object: 'text_completion',
+        model: modelName,
+        choices: [{ index: 0, text, token_ids: out.outputIds, logprobs: { tokens: out.outputIds.map((i) => `token_id:${i}`), token_logprobs: out.logprobs, top_logprobs: null, text_offset: [] }, finish_reason: out.finishReason }],
+        usage: { prompt_tokens: (promptIds as number[]).length, completion_tokens: out.outputIds.length, total_tokens: (promptIds as number[]).length + out.outputIds.length },
+      });
+    }
+    return json(res, 200, {
+      text,
+      output_ids: out.outputIds,
+      meta_info: {
+        finish_reason: { type: out.finishReason },
+        prompt_tokens: (promptIds as number[]).length,
+        completion_tokens: out.outputIds.length,
+        output_token_logprobs: out.outputIds.map((id, i) => [out.logprobs[i], id, null]),
+        weight_version: state.weightVersion,
+      },
+    });
+  }
+
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => resolve());
+  });
+  const addr = server.address() as AddressInfo;
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${host}:${addr.port}`,
+    port: addr.port,
+    get requests() {
+      return requests;
+    },
+    get weightVersion() {
+      return state.weightVersion;
+    },
+    set weightVersion(v) {
+      state.weightVersion = v;
+    },
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      return closing;
+    },
+  };
+}
+
+function json(res: http.ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent || res.destroyed) return;
+  const s = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) });
+  res.end(s);
+}

@@ -1,0 +1,161 @@
+import { readFileSync } from 'node:fs';
+import type http from 'node:http';
+import { InstanceSchema, type Instance } from '../protocol/instance.js';
+import type { HfChatCodec } from '../llm/hf-codec.js';
+import { createQwen3Codec } from '../llm/qwen3-codec.js';
+import { EngineHttpError, startLlmHttpServer, type Engine, type EngineRequest, type EngineResult } from '../llm/llm-http-server.js';
+import { hashString, randomEngine, scriptedEngine, xorshift32 } from './fake-llm-policies.js';
+
+/** Options of {@link startFakeLlmServer} (the flags of `rollout fake-llm`). */
+export interface FakeLlmServerOptions {
+  /** 0 (default) picks a free port. */
+  port?: number | undefined;
+  host?: string | undefined;
+  protocol?: 'prorl' | 'vllm' | 'sglang' | 'all' | undefined;
+  /** Instances for the scripted policy: an array, or a JSONL file path (keyed by `instance_id`). */
+  tasks?: Instance[] | string | undefined;
+  /** `scripted` (default when tasks are given) or `random` (default otherwise), or any engine. */
+  policy?: 'scripted' | 'random' | Engine | undefined;
+  /** Fixed latency per request. */
+  latencyMs?: number | undefined;
+  /** Latency per output token, added to `latencyMs`. */
+  perTokenMs?: number | undefined;
+  /**
+   * Requests served at once, like an inference engine's batch capacity; later ones wait in
+   * arrival order (their wait counts in their latency). Default unlimited.
+   */
+  maxConcurrent?: number | undefined;
+  /** Fraction of generation requests answered with a 500. */
+  errorRate?: number | undefined;
+  /** Fraction of generation requests never answered (until the client gives up). */
+  hangRate?: number | undefined;
+  /** After this many generation requests the server goes away: connections destroyed, port closed, `onExit` called. */
+  exitAfter?: number | undefined;
+  onExit?: (() => void) | undefined;
+  /** Seeds the random policy and the failure draws. */
+  seed?: number | undefined;
+  weightVersion?: string | number | null | undefined;
+  /** Prompt + max_tokens beyond this is refused with a 400 ("maximum context length"), as vLLM does. */
+  maxModelLen?: number | undefined;
+  /** The codec; default Qwen3 (the real tokenizer). */
+  codec?: HfChatCodec | undefined;
+}
+
+/** A running fake server. */
+export interface FakeLlmServer {
+  readonly url: string;
+  readonly port: number;
+  /** Generation requests received. */
+  readonly requests: number;
+  weightVersion: string | number | null;
+  close(): Promise<void>;
+}
+
+/** Reads a JSONL task file into instances keyed by `instance_id` (lines without one are skipped). */
+export function loadTaskFile(path: string): Instance[] {
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim().length > 0)
+    .map((l) => InstanceSchema.parse(JSON.parse(l)));
+}
+
+/**
+ * An HTTP inference server for tests, benchmarks and the demo, tokenizing with the real
+ * tokenizer and speaking the ProRL, vLLM and SGLang token protocols (see `llm-http-server.ts`).
+ * Failure injection draws from a generator seeded by `seed` in request order. Resolves once
+ * listening; `close()` destroys every connection.
+ */
+export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promise<FakeLlmServer> {
+  const codec = opts.codec ?? createQwen3Codec();
+  const tasks = typeof opts.tasks === 'string' ? loadTaskFile(opts.tasks) : (opts.tasks ?? []);
+  const byId = new Map<string, Instance>();
+  for (const t of tasks) if (t.instance_id !== undefined) byId.set(String(t.instance_id), t);
+  const policy = opts.policy ?? (tasks.length > 0 ? 'scripted' : 'random');
+  const inner: Engine = typeof policy === 'object' ? policy : policy === 'scripted' ? scriptedEngine(codec, byId) : randomEngine(codec, { seed: opts.seed ?? 0 });
+  const latencyMs = opts.latencyMs ?? 0;
+  const perTokenMs = opts.perTokenMs ?? 0;
+  const maxConcurrent = opts.maxConcurrent ?? Infinity;
+  let active = 0;
+  const waiting: (() => void)[] = [];
+  let waitHead = 0;
+
+  const engine: Engine = {
+    decode: inner.decode ?? ((ids) => codec.decode(ids)),
+    async generate(req: EngineRequest): Promise<EngineResult> {
+      if (opts.maxModelLen !== undefined && req.promptIds.length + req.maxTokens > opts.maxModelLen) {
+        throw new EngineHttpError(400, `This model's maximum context length is ${opts.maxModelLen} tokens; the prompt has ${req.promptIds.length} and max_tokens is ${req.maxTokens}`);
+      }
+      // A finishing request hands its slot straight to the next waiter, so capacity is never exceeded.
+      if (active < maxConcurrent) active++;
+      else await new Promise<void>((resolve) => waiting.push(resolve));
+      try {
+        const out = await inner.generate(req);
+        const ms = latencyMs + perTokenMs * out.outputIds.length;
+        if (ms > 0) await delay(ms, req.signal);
+        return out;
+      } finally {
+        if (waitHead < waiting.length) {
+          waiting[waitHead++]!();
+          if (waitHead > 1024 && waitHead * 2 > waiting.length) {
+            waiting.splice(0, waitHead);
+            waitHead = 0;
+          }
+        } else active--;
+      }
+    },
+  };
+
+  const faults = xorshift32(hashString(`faults|${opts.seed ?? 0}`));
+  let server: Awaited<ReturnType<typeof startLlmHttpServer>> | undefined;
+  const hung = new Set<http.ServerResponse>();
+  const intercept = (n: number, res: http.ServerResponse): 'pass' | 'handled' => {
+    if (opts.exitAfter !== undefined && n > opts.exitAfter) {
+      res.destroy();
+      return 'handled';
+    }
+    if (opts.exitAfter !== undefined && n === opts.exitAfter) {
+      // Serve nothing more: the process "exits" right after this request arrives.
+      res.destroy();
+      void server?.close().then(() => opts.onExit?.());
+      return 'handled';
+    }
+    if (opts.errorRate && faults() < opts.errorRate) {
+      res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'injected failure' }));
+      return 'handled';
+    }
+    if (opts.hangRate && faults() < opts.hangRate) {
+      hung.add(res);
+      res.on('close', () => hung.delete(res));
+      return 'handled';
+    }
+    return 'pass';
+  };
+  server = await startLlmHttpServer({ engine, host: opts.host, port: opts.port, protocol: opts.protocol, weightVersion: opts.weightVersion ?? null, intercept });
+  const s = server;
+  return {
+    url: s.url,
+    port: s.port,
+    get requests() {
+      return s.requests;
+    },
+    get weightVersion() {
+      return s.weightVersion;
+    },
+    set weightVersion(v) {
+      s.weightVersion = v;
+    },
+    close: () => s.close(),
+  };
+}
+
+function delay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+    function done(): void {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+  });
+}
