@@ -1,0 +1,179 @@
+import { assign, setup, fromPromise } from 'xstate';
+
+/**
+ * The lifecycle of one rollout attempt, as a pure XState machine.
+ *
+ * ```
+ * queued ─SLOT(init)→ initializing → waitingRun ─SLOT(run)→ running{ llmCalling ⇄ acting }
+ *        → waitingEval ─SLOT(eval)→ evaluating → done
+ * finals: done, failed, timedOut, cancelled
+ * ```
+ *
+ * Every side effect is a named actor (`initRollout`, `callLlm`, `actTools`, `evaluate`) or a
+ * named action (`requestSlot`, `withdrawSlot`, `releaseSlot`, `stageEntered`, `stageExited`,
+ * `stateEntered`, `recordError`, `ended`); the stubs here do nothing and the runtime provides
+ * the real ones once with `.provide()`. Context holds only scalars: per-rollout data lives in the
+ * supervisor's session map, looked up by `rolloutId`.
+ *
+ * Deadlines are not timers in here: the supervisor's sweep sends `TIMEOUT` or `FAIL`.
+ */
+
+/** A stage pool: INIT, RUN or EVAL. */
+export type Stage = 'init' | 'run' | 'eval';
+
+/** Machine context: scalars only. */
+export interface RolloutContext {
+  rolloutId: string;
+  /** Assistant turns sampled so far in this attempt. */
+  turn: number;
+}
+
+/** Input of the machine. */
+export interface RolloutInput {
+  rolloutId: string;
+}
+
+/** Events the supervisor sends. */
+export type RolloutMachineEvent =
+  | { type: 'SLOT'; stage: Stage }
+  | { type: 'CANCEL'; reason?: string | undefined }
+  | { type: 'TIMEOUT'; error: unknown }
+  | { type: 'FAIL'; error: unknown };
+
+/** What `callLlm` resolves with. */
+export interface CallLlmOutput {
+  /** True when no room was left for another turn: the loop stops as `context_full`. */
+  contextFull: boolean;
+}
+
+/** What `actTools` resolves with. */
+export interface ActOutput {
+  /** True when the loop stops (finish tool, no tool call, max iterations, context full). */
+  stop: boolean;
+}
+
+/** The final state names. */
+export type FinalState = 'done' | 'failed' | 'timedOut' | 'cancelled';
+
+const notProvided = (name: string) =>
+  fromPromise<never, { rolloutId: string; turn: number }>(() => Promise.reject(new Error(`actor ${name} not provided`)));
+
+/** The machine with stub implementations; provide real ones with `.provide()`. */
+export const rolloutMachine = setup({
+  types: {
+    context: {} as RolloutContext,
+    input: {} as RolloutInput,
+    events: {} as RolloutMachineEvent,
+  },
+  actors: {
+    initRollout: notProvided('initRollout') as unknown as ReturnType<typeof fromPromise<void, { rolloutId: string; turn: number }>>,
+    callLlm: notProvided('callLlm') as unknown as ReturnType<typeof fromPromise<CallLlmOutput, { rolloutId: string; turn: number }>>,
+    actTools: notProvided('actTools') as unknown as ReturnType<typeof fromPromise<ActOutput, { rolloutId: string; turn: number }>>,
+    evaluate: notProvided('evaluate') as unknown as ReturnType<typeof fromPromise<void, { rolloutId: string; turn: number }>>,
+  },
+  actions: {
+    /** Ask the stage pool for a slot; the supervisor answers with `SLOT`. */
+    requestSlot: (_: unknown, _params: { stage: Stage }) => {},
+    /** Leave the stage's wait queue (no-op when the slot was granted). */
+    withdrawSlot: (_: unknown, _params: { stage: Stage }) => {},
+    /** Give a held slot back. */
+    releaseSlot: (_: unknown, _params: { stage: Stage }) => {},
+    /** A stage whose time counts against the budget starts. */
+    stageEntered: (_: unknown, _params: { stage: Stage }) => {},
+    stageExited: (_: unknown, _params: { stage: Stage }) => {},
+    /** Every state entry, for events and progress tracking. */
+    stateEntered: (_: unknown, _params: { state: string }) => {},
+    /** Keep the error that ends the attempt (from an actor's rejection or a supervisor event). */
+    recordError: (_: unknown, _params: { error: unknown; stage: Stage | null }) => {},
+    /** The attempt reached a final state. */
+    ended: (_: unknown, _params: { state: FinalState }) => {},
+  },
+  guards: {
+    contextFull: ({ event }) => (event as unknown as { output: CallLlmOutput }).output.contextFull,
+    loopStopped: ({ event }) => (event as unknown as { output: ActOutput }).output.stop,
+    slotIs: ({ event }, params: { stage: Stage }) => event.type === 'SLOT' && event.stage === params.stage,
+  },
+}).createMachine({
+  id: 'rollout',
+  context: ({ input }) => ({ rolloutId: input.rolloutId, turn: 0 }),
+  initial: 'queued',
+  on: {
+    CANCEL: '.cancelled',
+    TIMEOUT: { target: '.timedOut', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: null }) } },
+    FAIL: { target: '.failed', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: null }) } },
+  },
+  states: {
+    queued: {
+      entry: [{ type: 'stateEntered', params: { state: 'queued' } }, { type: 'requestSlot', params: { stage: 'init' } }],
+      exit: { type: 'withdrawSlot', params: { stage: 'init' } },
+      on: { SLOT: { guard: { type: 'slotIs', params: { stage: 'init' } }, target: 'initializing' } },
+    },
+    initializing: {
+      entry: [{ type: 'stateEntered', params: { state: 'initializing' } }, { type: 'stageEntered', params: { stage: 'init' } }],
+      exit: [{ type: 'stageExited', params: { stage: 'init' } }, { type: 'releaseSlot', params: { stage: 'init' } }],
+      invoke: {
+        src: 'initRollout',
+        input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn }),
+        onDone: 'waitingRun',
+        onError: { target: 'failed', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: 'init' as const }) } },
+      },
+    },
+    waitingRun: {
+      entry: [{ type: 'stateEntered', params: { state: 'waitingRun' } }, { type: 'requestSlot', params: { stage: 'run' } }],
+      exit: { type: 'withdrawSlot', params: { stage: 'run' } },
+      on: { SLOT: { guard: { type: 'slotIs', params: { stage: 'run' } }, target: 'running' } },
+    },
+    // The RUN slot is held across the whole llmCalling ⇄ acting loop, so it is taken and given
+    // back by this parent state rather than by each turn.
+    running: {
+      entry: { type: 'stageEntered', params: { stage: 'run' } },
+      exit: [{ type: 'stageExited', params: { stage: 'run' } }, { type: 'releaseSlot', params: { stage: 'run' } }],
+      initial: 'llmCalling',
+      states: {
+        llmCalling: {
+          entry: { type: 'stateEntered', params: { state: 'llmCalling' } },
+          invoke: {
+            src: 'callLlm',
+            input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn }),
+            onDone: [
+              { guard: 'contextFull', target: '#rollout.waitingEval' },
+              { target: 'acting', actions: assign({ turn: ({ context }) => context.turn + 1 }) },
+            ],
+            onError: { target: '#rollout.failed', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: 'run' as const }) } },
+          },
+        },
+        acting: {
+          entry: { type: 'stateEntered', params: { state: 'acting' } },
+          invoke: {
+            src: 'actTools',
+            input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn - 1 }),
+            onDone: [{ guard: 'loopStopped', target: '#rollout.waitingEval' }, { target: 'llmCalling' }],
+            onError: { target: '#rollout.failed', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: 'run' as const }) } },
+          },
+        },
+      },
+    },
+    waitingEval: {
+      entry: [{ type: 'stateEntered', params: { state: 'waitingEval' } }, { type: 'requestSlot', params: { stage: 'eval' } }],
+      exit: { type: 'withdrawSlot', params: { stage: 'eval' } },
+      on: { SLOT: { guard: { type: 'slotIs', params: { stage: 'eval' } }, target: 'evaluating' } },
+    },
+    evaluating: {
+      entry: [{ type: 'stateEntered', params: { state: 'evaluating' } }, { type: 'stageEntered', params: { stage: 'eval' } }],
+      exit: [{ type: 'stageExited', params: { stage: 'eval' } }, { type: 'releaseSlot', params: { stage: 'eval' } }],
+      invoke: {
+        src: 'evaluate',
+        input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn }),
+        onDone: 'done',
+        onError: { target: 'failed', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: 'eval' as const }) } },
+      },
+    },
+    done: { type: 'final', entry: [{ type: 'stateEntered', params: { state: 'done' } }, { type: 'ended', params: { state: 'done' } }] },
+    failed: { type: 'final', entry: [{ type: 'stateEntered', params: { state: 'failed' } }, { type: 'ended', params: { state: 'failed' } }] },
+    timedOut: { type: 'final', entry: [{ type: 'stateEntered', params: { state: 'timedOut' } }, { type: 'ended', params: { state: 'timedOut' } }] },
+    cancelled: { type: 'final', entry: [{ type: 'stateEntered', params: { state: 'cancelled' } }, { type: 'ended', params: { state: 'cancelled' } }] },
+  },
+});
+
+/** The machine's type, for `.provide()` callers. */
+export type RolloutMachine = typeof rolloutMachine;

@@ -1,0 +1,99 @@
+import type { ActContext, ActResult, AgentHandler, EvalContext, EvalResult, HandlerContext, InitResult, Observation } from './agent-handler.js';
+import type { Message, ToolSchema } from '../protocol/messages.js';
+import { runToolCall } from './tools.js';
+
+/**
+ * The shared agent step: runs the tool calls of the last assistant turn one after the other
+ * against the sandbox, and turns each result into a `tool` message.
+ *
+ * - a `finish` call stops the loop with `finish_tool` (calls after it in the same turn are not run);
+ * - a turn with neither tool calls nor malformed blocks stops it with `no_tool_call`;
+ * - malformed tool-call blocks and bad arguments come back to the model as error observations
+ *   marked `policyError` (trainable mistakes, not faults) and the loop goes on;
+ * - sandbox faults and cancellation propagate (the runtime retries or ends the rollout).
+ *
+ * Tools not among `ctx`'s offered tools are refused (policyError). Tool calls without an id
+ * get `call_<turn>_<index>`.
+ */
+export async function toolAgentAct(ctx: ActContext, offeredTools: readonly ToolSchema[]): Promise<ActResult> {
+  const offered = new Set(offeredTools.map((t) => t.function.name));
+  const messages: Message[] = [];
+  const observations: Observation[] = [];
+  let stop: ActResult['stop'] = null;
+
+  ctx.malformed.forEach((m, i) => {
+    const obs: Observation = {
+      callId: `malformed_${ctx.turn}_${i}`,
+      name: 'invalid_tool_call',
+      content: `Error: could not parse the tool call (${m.error}). Write each call as <tool_call>{"name": ..., "arguments": {...}}</tool_call>.`,
+      error: true,
+      policyError: true,
+      exitCode: null,
+    };
+    observations.push(obs);
+    messages.push({ role: 'tool', content: obs.content, name: obs.name, tool_call_id: obs.callId });
+    ctx.onToolResult?.(obs);
+  });
+
+  const calls = ctx.assistant.tool_calls;
+  for (let i = 0; i < calls.length; i++) {
+    const c = calls[i]!;
+    const id = c.id ?? `call_${ctx.turn}_${i}`;
+    c.id = id;
+    ctx.onToolCall?.({ callId: id, name: c.name, arguments: c.arguments });
+    const obs = await runToolCall(ctx.sandbox, { ...c, id }, offered, ctx.signal);
+    ctx.onToolResult?.(obs);
+    observations.push(obs);
+    if (c.name === 'finish' && !obs.error) {
+      stop = 'finish_tool';
+      break;
+    }
+    messages.push({ role: 'tool', content: obs.content, name: c.name, tool_call_id: id });
+  }
+  if (stop === null && calls.length === 0 && ctx.malformed.length === 0) stop = 'no_tool_call';
+  return { messages, observations, stop, state: ctx.state };
+}
+
+/** What {@link defineToolAgent} needs: a name, and `init` + `eval`. */
+export interface ToolAgentDefinition {
+  name: string;
+  aliases?: readonly string[] | undefined;
+  /**
+   * Builds the first messages and the sandbox. `tools` in the result overrides the
+   * definition's default tools.
+   */
+  init(ctx: HandlerContext): Promise<Omit<InitResult, 'tools'> & { tools?: ToolSchema[] | undefined }>;
+  eval(ctx: EvalContext): Promise<EvalResult>;
+  /** The tools offered when `init` gives none (default: none). */
+  tools?: readonly ToolSchema[] | undefined;
+}
+
+/**
+ * Builds an {@link AgentHandler} from `init` + `eval`, using the shared {@link toolAgentAct}.
+ * The tools offered are remembered in the handler state, so `act` refuses tools the model was
+ * not given.
+ */
+export function defineToolAgent(def: ToolAgentDefinition): AgentHandler {
+  return {
+    name: def.name,
+    ...(def.aliases ? { aliases: def.aliases } : {}),
+    async init(ctx) {
+      const r = await def.init(ctx);
+      const tools = r.tools ?? [...(def.tools ?? [])];
+      return { messages: r.messages, tools, sandbox: r.sandbox, state: { tools, user: r.state } satisfies ToolAgentState };
+    },
+    async act(ctx) {
+      const st = ctx.state as ToolAgentState;
+      const r = await toolAgentAct({ ...ctx, state: st }, st.tools);
+      return { ...r, state: st };
+    },
+    async eval(ctx) {
+      return def.eval({ ...ctx, state: (ctx.state as ToolAgentState).user });
+    },
+  };
+}
+
+interface ToolAgentState {
+  tools: ToolSchema[];
+  user: unknown;
+}

@@ -1,0 +1,180 @@
+import type { ChatCodec } from './chat-codec.js';
+import type { Message, ToolSchema } from '../protocol/messages.js';
+import type { AssistantTurn, Trajectory } from '../protocol/trajectory.js';
+
+/** One sampled turn, as the LLM client returned it plus its measured latency. */
+export interface SampledTurn {
+  outputIds: number[];
+  logprobs: number[];
+  backendId: string;
+  weightVersion: string | number | null;
+  finishReason: 'stop' | 'length' | 'abort';
+  latencyMs: number;
+}
+
+/** Options of {@link TrajectoryBuilder}. */
+export interface TrajectoryBuilderOptions {
+  /** Used for drift checks only. */
+  codec?: ChatCodec | undefined;
+  /** Compare each prompt with `codec.renderFull` of the conversation (costs a full render per turn). */
+  detectDrift?: boolean | undefined;
+  enableThinking?: boolean | undefined;
+}
+
+interface TurnRecord extends Omit<SampledTurn, 'outputIds'> {
+  /** Prompt = tokens[0, promptLen); output = tokens[promptLen, promptLen + outputLen). */
+  promptLen: number;
+  outputLen: number;
+  messageIndex: number;
+}
+
+/**
+ * Accumulates one rollout's tokens append-only: the first prompt, then per turn the sampled ids
+ * (loss mask 1, their logprobs) and the templated continuation (mask 0, logprob 0). Per-turn
+ * prompts are stored as lengths into the flat list, so memory stays linear in the conversation;
+ * {@link build} materializes the {@link Trajectory}.
+ *
+ * Invariants: `tokens`, the mask and the logprobs always have the same length; the prompt of
+ * turn k is a prefix of the prompt of turn k+1 (earlier turns are never re-tokenized).
+ *
+ * Messages view: assistant messages carry `input_ids` (their full prompt), `token_ids` (the
+ * sampled ids) and `logprobs`. A continuation's templated ids are put on its last message as
+ * `token_ids` (covering every message of that continuation); the first prompt's ids are not
+ * split per message.
+ */
+export class TrajectoryBuilder {
+  private readonly tokens: number[] = [];
+  private readonly mask: (0 | 1)[] = [];
+  private readonly lps: number[] = [];
+  private readonly turns: TurnRecord[] = [];
+  private readonly messages: Message[] = [];
+  private readonly contIds = new Map<number, [number, number]>();
+  private tools: ToolSchema[] = [];
+  private readonly drift: { turn: number; position: number; expected: number | null; actual: number | null }[] = [];
+  private lastOutput: number[] = [];
+
+  constructor(private readonly opts: TrajectoryBuilderOptions = {}) {}
+
+  /** Number of tokens so far (the length of the next prompt). */
+  get length(): number {
+    return this.tokens.length;
+  }
+
+  /** Assistant turns recorded. */
+  get turnCount(): number {
+    return this.turns.length;
+  }
+
+  /**
+   * The current prompt: every token so far. A live view — callers must not mutate it, and it
+   * changes on the next append.
+   */
+  get promptIds(): readonly number[] {
+    return this.tokens;
+  }
+
+  /** What the model sampled last (for `codec.encodeContinuation`). */
+  get lastOutputIds(): number[] {
+    return this.lastOutput;
+  }
+
+  /** The conversation so far (the live array; do not mutate). */
+  get messageView(): readonly Message[] {
+    return this.messages;
+  }
+
+  /** Starts the trajectory with the first messages, the tools and their prompt ids. Call once. */
+  start(messages: Message[], tools: ToolSchema[], promptIds: number[]): void {
+    if (this.tokens.length || this.messages.length) throw new Error('TrajectoryBuilder.start called twice');
+    this.tools = tools;
+    this.messages.push(...messages);
+    this.append(promptIds, 0);
+    this.checkDrift();
+  }
+
+  /**
+   * Records a sampled turn and its parsed assistant message. Throws when the logprobs do not
+   * align with the output ids (a backend fault).
+   */
+  addTurn(turn: SampledTurn, assistant: Message): void {
+    if (turn.logprobs.length !== turn.outputIds.length) {
+      throw new Error(`logprobs (${turn.logprobs.length}) do not align with output ids (${turn.outputIds.length})`);
+    }
+    const { outputIds, ...rest } = turn;
+    this.turns.push({ ...rest, promptLen: this.tokens.length, outputLen: outputIds.length, messageIndex: this.messages.length });
+    this.messages.push(assistant);
+    for (let i = 0; i < outputIds.length; i++) {
+      this.tokens.push(outputIds[i]!);
+      this.mask.push(1);
+      this.lps.push(turn.logprobs[i]!);
+    }
+    this.lastOutput = outputIds;
+  }
+
+  /** Appends the observation messages and their templated ids (mask 0). */
+  addContinuation(messages: Message[], ids: number[]): void {
+    const start = this.tokens.length;
+    this.messages.push(...messages);
+    this.append(ids, 0);
+    if (messages.length) this.contIds.set(this.messages.length - 1, [start, this.tokens.length]);
+    this.checkDrift();
+  }
+
+  /** Appends messages that were not templated (e.g. an observation that no longer fit the context). */
+  addUntokenizedMessages(messages: Message[]): void {
+    this.messages.push(...messages);
+  }
+
+  /** Materializes the trajectory. Cheap to call more than once; each call copies. */
+  build(): Trajectory {
+    const turns: AssistantTurn[] = this.turns.map((t) => ({
+      promptIds: this.tokens.slice(0, t.promptLen),
+      outputIds: this.tokens.slice(t.promptLen, t.promptLen + t.outputLen),
+      logprobs: this.lps.slice(t.promptLen, t.promptLen + t.outputLen),
+      backendId: t.backendId,
+      weightVersion: t.weightVersion,
+      finishReason: t.finishReason,
+      latencyMs: t.latencyMs,
+    }));
+    const messages = this.messages.map((m) => ({ ...m }));
+    this.turns.forEach((t, i) => {
+      const m = messages[t.messageIndex]!;
+      m.input_ids = turns[i]!.promptIds;
+      m.token_ids = turns[i]!.outputIds;
+      m.logprobs = turns[i]!.logprobs;
+    });
+    for (const [idx, [a, b]] of this.contIds) messages[idx]!.token_ids = this.tokens.slice(a, b);
+    return {
+      turns,
+      tokens: this.tokens.slice(),
+      lossMask: this.mask.slice(),
+      logprobs: this.lps.slice(),
+      messages,
+      tools: this.tools,
+      diagnostics: { drift: this.drift.slice() },
+    };
+  }
+
+  private append(ids: number[], m: 0 | 1): void {
+    for (const id of ids) {
+      this.tokens.push(id);
+      this.mask.push(m);
+      this.lps.push(0);
+    }
+  }
+
+  /** Compares the incremental ids with a full re-render; records the first differing position. */
+  private checkDrift(): void {
+    const codec = this.opts.codec;
+    if (!this.opts.detectDrift || !codec?.renderFull) return;
+    const expected = codec.renderFull(this.messages, this.tools, this.opts.enableThinking === undefined ? undefined : { enableThinking: this.opts.enableThinking });
+    const actual = this.tokens;
+    const n = Math.max(expected.length, actual.length);
+    for (let i = 0; i < n; i++) {
+      if (expected[i] !== actual[i]) {
+        this.drift.push({ turn: this.turns.length, position: i, expected: expected[i] ?? null, actual: actual[i] ?? null });
+        return;
+      }
+    }
+  }
+}

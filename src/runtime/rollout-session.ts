@@ -1,0 +1,103 @@
+import type { Actor } from 'xstate';
+import type { RolloutMachine, Stage } from '../../machines/rollout.machine.js';
+import type { AgentHandler, EvalResult, HandlerContext } from '../handlers/agent-handler.js';
+import type { TrajectoryBuilder } from '../llm/trajectory-builder.js';
+import type { Instance, SamplingParams } from '../protocol/instance.js';
+import type { Message, ToolCall } from '../protocol/messages.js';
+import type { RolloutState } from '../protocol/events.js';
+import type { FinishReason, RolloutResult } from '../protocol/trajectory.js';
+import type { Sandbox } from '../sandbox/sandbox.js';
+import type { RolloutError } from '../errors.js';
+
+/**
+ * One attempt of a rollout: everything a retry starts afresh (actor, sandbox, tokens). The
+ * actors of the machine capture the attempt they started in and check {@link ended} after each
+ * await, so a late answer never touches a newer attempt.
+ */
+export class Attempt {
+  actor: Actor<RolloutMachine> | null = null;
+  readonly abort = new AbortController();
+  ended = false;
+  handler: AgentHandler | null = null;
+  handlerState: unknown = undefined;
+  sandbox: Sandbox | undefined = undefined;
+  /** Every sandbox made through ctx.createSandbox; all closed when the attempt ends. */
+  readonly sandboxes = new Set<Sandbox>();
+  /** ctx.createSandbox calls still running, so the end of the attempt can wait for their clean-up. */
+  readonly pendingCreates = new Set<Promise<unknown>>();
+  ctx: HandlerContext | null = null;
+  assistant: (Message & { tool_calls: ToolCall[] }) | null = null;
+  malformed: { raw: string; error: string }[] = [];
+  finish: FinishReason | null = null;
+  evalResult: EvalResult | null = null;
+  error: RolloutError | null = null;
+  /** Budget time used in this attempt (closed stage intervals). */
+  countedMs = 0;
+  activeStage: Stage | null = null;
+  stageStart = 0;
+  lastProgress = 0;
+  /** Deadlines as data; Infinity when not set. */
+  budgetAt = Infinity;
+  callAt = Infinity;
+  callKind: 'llm' | 'action' = 'llm';
+  lastBackendId: string | undefined = undefined;
+
+  constructor(
+    readonly number: number,
+    readonly builder: TrajectoryBuilder,
+    readonly maxIterations: number,
+    readonly maxOutputTokens: number,
+    readonly maxModelLen: number,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+}
+
+/**
+ * A rollout across its attempts: identity, the result promise, timings and the current
+ * {@link Attempt}. Held in the supervisor's Map; the machine context only has its id.
+ */
+export class RolloutSession {
+  /** Per-rollout event counter (rseq), bumped by the event hub. */
+  rseq = 0;
+  state: RolloutState = 'queued';
+  attempt: Attempt | null = null;
+  attempts = 0;
+  /** True once the outcome is decided (the result may still wait for sandboxes to close). */
+  settled = false;
+  result: RolloutResult | null = null;
+  retryTimer: unknown = null;
+  wallAt: number;
+  /** The time of this rollout's live deadline-index entry; Infinity when none. */
+  armedAt = Infinity;
+  readonly timing = { initMs: 0, runMs: 0, evalMs: 0 };
+  readonly promise: Promise<RolloutResult>;
+  resolve!: (r: RolloutResult) => void;
+  cancelReason: string | null = null;
+
+  constructor(
+    readonly id: string,
+    readonly instance: Instance,
+    readonly sampling: SamplingParams,
+    readonly groupId: string | null,
+    readonly submittedAt: number,
+    wallClockMs: number,
+  ) {
+    this.wallAt = submittedAt + wallClockMs;
+    this.promise = new Promise<RolloutResult>((r) => (this.resolve = r));
+  }
+
+  get instanceId(): string | null {
+    return this.instance.instance_id ?? null;
+  }
+
+  get trajectoryId(): string | null {
+    return this.instance.trajectory_id ?? null;
+  }
+
+  get dataSource(): string {
+    return this.instance.data_source;
+  }
+}

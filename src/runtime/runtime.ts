@@ -1,0 +1,130 @@
+import { randomUUID } from 'node:crypto';
+import { builtinHandlers } from '../handlers/builtin.js';
+import { HandlerRegistry } from '../handlers/registry.js';
+import type { BackendInfo, BackendSpec, LlmClient, ManagedLlmClient } from '../llm/llm-client.js';
+import type { RolloutResult } from '../protocol/trajectory.js';
+import { ValidationError } from '../errors.js';
+import { systemClock } from './clock.js';
+import { defaults } from './defaults.js';
+import type { EventsOptions, GroupHandle, RolloutHandle, RolloutSummary, Runtime, RuntimeStatus, SubmitOptions } from './runtime-api.js';
+import { parseRuntimeOptions, type RuntimeOptions, type RuntimeOptionsInput } from './runtime-options.js';
+import { Supervisor } from './supervisor.js';
+import type { RolloutSession } from './rollout-session.js';
+
+/**
+ * The embedded runtime: {@link Runtime} plus backend management that delegates to the LLM
+ * client when it is a {@link ManagedLlmClient} (the backend pool).
+ */
+export interface EmbeddedRuntime extends Runtime {
+  /** The parsed, frozen options. */
+  readonly options: RuntimeOptions;
+  /** Adds an inference backend. Throws TypeError when the LLM client is not a backend pool. */
+  addBackend(spec: BackendSpec): BackendInfo;
+  /** Removes a backend now (its in-flight calls move elsewhere). Same throw as addBackend. */
+  removeBackend(id: string): boolean;
+  /** Stops new calls to a backend; in-flight ones finish. Same throw as addBackend. */
+  drainBackend(id: string): boolean;
+  listBackends(): BackendInfo[];
+  /** Sets the weight version stamped on turns sampled from now on. Same throw as addBackend. */
+  setWeightVersion(version: string | number, backendId?: string): void;
+}
+
+function isManaged(llm: LlmClient): llm is ManagedLlmClient {
+  const m = llm as Partial<ManagedLlmClient>;
+  return typeof m.addBackend === 'function' && typeof m.removeBackend === 'function' && typeof m.listBackends === 'function';
+}
+
+/**
+ * Creates a runtime. Options are validated once (ValidationError names the bad field) and
+ * frozen. Parts left out (`llm`, `sandboxes`, `codec`) come from `defaults.ts` and are closed by
+ * `close()`; parts the caller passes in stay the caller's (a trainer may share one backend
+ * pool between runtimes) and are not closed.
+ */
+export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime {
+  const options = parseRuntimeOptions(input);
+  const clock = options.clock ?? systemClock;
+  const codec = options.codec ?? defaults.codec();
+  const ownsLlm = !options.llm;
+  const ownsSandboxes = !options.sandboxes;
+  const llm = options.llm ?? defaults.llm(codec, clock);
+  const sandboxes = options.sandboxes ?? defaults.sandboxes(clock);
+  const registry = new HandlerRegistry(options.builtinHandlers ? builtinHandlers : []);
+  for (const h of options.handlers) registry.register(h);
+  const sup = new Supervisor(options, { llm, sandboxes, codec, registry, clock });
+  let closing: Promise<void> | null = null;
+
+  const handle = (s: RolloutSession): RolloutHandle => ({
+    id: s.id,
+    result: s.promise,
+    cancel: async (reason?: string) => {
+      await sup.cancel(s.id, reason);
+      await s.promise;
+    },
+  });
+
+  const managed = (): ManagedLlmClient => {
+    if (!isManaged(llm)) throw new TypeError('the runtime\'s LLM client does not manage backends (pass a backend pool as options.llm)');
+    return llm;
+  };
+
+  const runtime: EmbeddedRuntime = {
+    options,
+    submit(instance: unknown, sampling?: unknown, opts: SubmitOptions = {}): RolloutHandle {
+      const v = sup.validate(instance, sampling);
+      sup.checkAdmission(1);
+      return handle(sup.admit(v.instance, v.sampling, opts.id, opts.groupId ?? null));
+    },
+    submitGroup(instance: unknown, sampling: unknown, n: number, opts: { groupId?: string } = {}): GroupHandle {
+      if (!Number.isInteger(n) || n < 1) throw new ValidationError('group size n must be a positive integer', [{ path: 'n', message: 'must be a positive integer' }]);
+      const v = sup.validate(instance, sampling);
+      // All or nothing: a group is only useful whole.
+      sup.checkAdmission(n);
+      const groupId = opts.groupId ?? randomUUID();
+      const rollouts: RolloutHandle[] = [];
+      for (let i = 0; i < n; i++) {
+        rollouts.push(handle(sup.admit({ ...v.instance, trajectory_id: String(i) }, v.sampling, undefined, groupId)));
+      }
+      return {
+        groupId,
+        rollouts,
+        results: Promise.all(rollouts.map((r) => r.result)) as Promise<RolloutResult[]>,
+        cancel: async (reason?: string) => {
+          await Promise.all(rollouts.map((r) => r.cancel(reason)));
+        },
+      };
+    },
+    cancel: (id, reason) => sup.cancel(id, reason),
+    get(id: string): RolloutSummary | undefined {
+      const s = sup.find(id);
+      return s ? sup.summary(s) : undefined;
+    },
+    list(filter = {}): RolloutSummary[] {
+      const out: RolloutSummary[] = [];
+      for (const s of sup.all()) {
+        if (filter.state && s.state !== filter.state) continue;
+        if (filter.groupId && s.groupId !== filter.groupId) continue;
+        if (filter.outcome && s.result?.outcome !== filter.outcome) continue;
+        out.push(sup.summary(s));
+      }
+      return out;
+    },
+    events: (opts: EventsOptions = {}) => sup.hub.subscribe(opts),
+    status: (): RuntimeStatus => sup.status(),
+    close(opts: { drain?: boolean } = {}): Promise<void> {
+      closing ??= (async () => {
+        await sup.shutdown(opts.drain ?? false);
+        const closes: Promise<unknown>[] = [];
+        if (ownsLlm && llm.close) closes.push(llm.close().catch(() => {}));
+        if (ownsSandboxes) closes.push(sandboxes.close().catch(() => {}));
+        await Promise.all(closes);
+      })();
+      return closing;
+    },
+    addBackend: (spec) => managed().addBackend(spec),
+    removeBackend: (id) => managed().removeBackend(id),
+    drainBackend: (id) => managed().drainBackend(id),
+    listBackends: () => (isManaged(llm) ? llm.listBackends() : []),
+    setWeightVersion: (version, backendId) => managed().setWeightVersion(version, backendId),
+  };
+  return runtime;
+}

@@ -1,0 +1,71 @@
+/**
+ * A concurrency limit with a FIFO wait queue: at most `limit` holders at a time. Waiters are
+ * kept in an insertion-ordered Map, so both "grant the oldest" and "withdraw one" are O(1).
+ * The pool never calls back into a rollout itself; `onGrant` does (the supervisor sends `SLOT`).
+ */
+export class StagePool {
+  private readonly holders = new Set<string>();
+  private readonly waiters = new Map<string, true>();
+  /** The most holders seen at once (tests assert it never exceeds the limit). */
+  highWater = 0;
+
+  constructor(
+    readonly name: string,
+    readonly limit: number,
+    private readonly onGrant: (id: string) => void,
+  ) {}
+
+  get active(): number {
+    return this.holders.size;
+  }
+
+  get waiting(): number {
+    return this.waiters.size;
+  }
+
+  holds(id: string): boolean {
+    return this.holders.has(id);
+  }
+
+  isWaiting(id: string): boolean {
+    return this.waiters.has(id);
+  }
+
+  /** Asks for a slot: granted now (onGrant called synchronously) or queued. Idempotent. */
+  request(id: string): void {
+    if (this.holders.has(id) || this.waiters.has(id)) return;
+    if (this.holders.size < this.limit && this.waiters.size === 0) this.grant(id);
+    else this.waiters.set(id, true);
+  }
+
+  /** Leaves the wait queue; no-op when not waiting. */
+  withdraw(id: string): void {
+    this.waiters.delete(id);
+  }
+
+  /** Gives a held slot back and grants it to the oldest waiter. No-op when not held. */
+  release(id: string): void {
+    if (!this.holders.delete(id)) return;
+    this.pump();
+  }
+
+  /** Withdraws and releases: the safety net when a rollout ends. */
+  forget(id: string): void {
+    this.waiters.delete(id);
+    this.release(id);
+  }
+
+  private pump(): void {
+    while (this.holders.size < this.limit && this.waiters.size > 0) {
+      const next = this.waiters.keys().next().value as string;
+      this.waiters.delete(next);
+      this.grant(next);
+    }
+  }
+
+  private grant(id: string): void {
+    this.holders.add(id);
+    if (this.holders.size > this.highWater) this.highWater = this.holders.size;
+    this.onGrant(id);
+  }
+}

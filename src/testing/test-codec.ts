@@ -1,0 +1,99 @@
+import type { ChatCodec, ParsedAssistant } from '../llm/chat-codec.js';
+import type { Message, ToolCall, ToolSchema } from '../protocol/messages.js';
+
+/** Special ids of the {@link TestCodec}. Text ids start at {@link TEXT_OFFSET}. */
+export const TEST_TOKENS = { imStart: 1, imEnd: 2 } as const;
+/** Id of a character is its code point plus this offset. */
+export const TEXT_OFFSET = 16;
+
+const SPECIAL_TEXT: Record<number, string> = { 1: '<|im_start|>', 2: '<|im_end|>' };
+const TOOL_CALL_RE = /<tool_call>([\s\S]*?)<\/tool_call>/g;
+
+/**
+ * A fast, deterministic {@link ChatCodec} for tests and benchmarks: one id per character
+ * (code point + 16), `<|im_start|>` = 1 and `<|im_end|>` = 2 (end of turn), a ChatML-like
+ * layout, and tool calls as `<tool_call>{"name":…,"arguments":…}</tool_call>` in the text.
+ * It is append-only by construction and has `renderFull`, so drift checks pass unless a test
+ * makes them fail on purpose.
+ */
+export class TestCodec implements ChatCodec {
+  readonly name = 'test';
+
+  encode(text: string): number[] {
+    const out: number[] = [];
+    for (const ch of text) out.push(ch.codePointAt(0)! + TEXT_OFFSET);
+    return out;
+  }
+
+  decode(ids: number[]): string {
+    let s = '';
+    for (const id of ids) s += id < TEXT_OFFSET ? (SPECIAL_TEXT[id] ?? '') : String.fromCodePoint(id - TEXT_OFFSET);
+    return s;
+  }
+
+  encodePrompt(messages: Message[], tools: ToolSchema[]): number[] {
+    const ids: number[] = [];
+    if (tools.length > 0) ids.push(...this.block('system', `tools: ${tools.map((t) => t.function.name).join(',')}`));
+    for (const m of messages) ids.push(...this.renderMessage(m));
+    ids.push(...this.generationPrompt());
+    return ids;
+  }
+
+  encodeContinuation(newMessages: Message[], lastOutputIds: number[]): number[] {
+    const ids: number[] = [];
+    // A turn cut by max_tokens has no end-of-turn id yet; close it the way a full render would.
+    if (lastOutputIds[lastOutputIds.length - 1] !== TEST_TOKENS.imEnd) ids.push(TEST_TOKENS.imEnd);
+    ids.push(...this.encode('\n'));
+    for (const m of newMessages) ids.push(...this.renderMessage(m));
+    ids.push(...this.generationPrompt());
+    return ids;
+  }
+
+  encodeAssistant(turn: { content?: string | undefined; tool_calls?: { name: string; arguments: Record<string, unknown> }[] | undefined }): number[] {
+    return [...this.encode(assistantText(turn.content ?? '', turn.tool_calls ?? [])), TEST_TOKENS.imEnd];
+  }
+
+  parseAssistant(outputIds: number[]): ParsedAssistant {
+    let end = outputIds.indexOf(TEST_TOKENS.imEnd);
+    if (end < 0) end = outputIds.length;
+    const text = this.decode(outputIds.slice(0, end));
+    const toolCalls: ToolCall[] = [];
+    const malformed: { raw: string; error: string }[] = [];
+    const content = text.replace(TOOL_CALL_RE, (raw, body: string) => {
+      try {
+        const v = JSON.parse(body) as { name?: unknown; arguments?: unknown };
+        if (typeof v.name !== 'string' || !v.name) throw new Error('missing "name"');
+        const args = v.arguments ?? {};
+        if (typeof args !== 'object' || args === null || Array.isArray(args)) throw new Error('"arguments" is not an object');
+        toolCalls.push({ name: v.name, arguments: args as Record<string, unknown> });
+      } catch (e) {
+        malformed.push({ raw, error: e instanceof Error ? e.message : String(e) });
+      }
+      return '';
+    });
+    return { content, toolCalls, malformed };
+  }
+
+  renderFull(messages: Message[], tools: ToolSchema[]): number[] {
+    return this.encodePrompt(messages, tools);
+  }
+
+  private renderMessage(m: Message): number[] {
+    if (m.role === 'assistant') {
+      return [TEST_TOKENS.imStart, ...this.encode('assistant\n'), ...this.encodeAssistant({ content: m.content, tool_calls: m.tool_calls }), ...this.encode('\n')];
+    }
+    return this.block(m.role, m.content);
+  }
+
+  private block(role: string, content: string): number[] {
+    return [TEST_TOKENS.imStart, ...this.encode(`${role}\n${content}`), TEST_TOKENS.imEnd, ...this.encode('\n')];
+  }
+
+  private generationPrompt(): number[] {
+    return [TEST_TOKENS.imStart, ...this.encode('assistant\n')];
+  }
+}
+
+function assistantText(content: string, calls: { name: string; arguments: Record<string, unknown> }[]): string {
+  return content + calls.map((c) => `<tool_call>${JSON.stringify({ name: c.name, arguments: c.arguments })}</tool_call>`).join('');
+}
