@@ -1,34 +1,27 @@
 import type { BackendSpec } from '../llm/llm-client.js';
+import { parseBackendAddress } from '../llm/backend-address.js';
 import { ValidationError } from '../errors.js';
 
 /**
- * Parses a backend address as the service accepts it: `http://host:port` (ProRL protocol),
- * `vllm+http://…`, `sglang+http://…`, `prorl+http://…`, or `scripted` (the in-process oracle
- * replay; its spec has `url: 'scripted:'` and the runtime's pool routes it to the scripted
- * policy). Throws ValidationError on anything else, naming `address`.
+ * Parses a backend address as the service accepts it: everything `parseBackendAddress` of the
+ * LLM area takes (`http://host:port`, `host:port`, `vllm+http://…`, `sglang+http://…`,
+ * `prorl+http://…`, `?model=`), or `scripted` — the in-process oracle replay, whose spec has
+ * `url: 'scripted:'` (see {@link ServiceLlm}). `extras` (from `POST /v1/backends`) override the
+ * id, model and weight version. Throws ValidationError naming `address`.
  */
 export function parseAddress(address: string, extras: { id?: string | undefined; model?: string | undefined; weightVersion?: string | number | null | undefined } = {}): BackendSpec {
   const a = address.trim();
-  const base = {
+  const over = {
     ...(extras.id !== undefined ? { id: extras.id } : {}),
     ...(extras.model !== undefined ? { model: extras.model } : {}),
     ...(extras.weightVersion !== undefined ? { weightVersion: extras.weightVersion } : {}),
   };
-  if (a === 'scripted') return { id: extras.id ?? 'scripted', url: 'scripted:', protocol: 'prorl', ...base };
-  const m = /^(?:(prorl|vllm|sglang)\+)?(https?:\/\/.+)$/i.exec(a);
-  let url: URL | null = null;
-  if (m) {
-    try {
-      url = new URL(m[2]!);
-    } catch {
-      url = null;
-    }
-  }
-  if (!m || !url || !url.hostname) {
+  if (a === 'scripted') return { id: 'scripted', url: 'scripted:', protocol: 'prorl', ...over };
+  // A scheme other than http(s) would otherwise be read as a host name (`http://ftp://x`).
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(a) && !/^(?:(?:prorl|vllm|sglang)\+)?https?:\/\//i.test(a)) {
     throw new ValidationError(`invalid backend address '${a.slice(0, 200)}'`, [
       { path: 'address', message: "expected 'http://host:port', 'vllm+http://…', 'sglang+http://…' or 'scripted'" },
     ]);
   }
-  const protocol = (m[1]?.toLowerCase() ?? 'prorl') as BackendSpec['protocol'];
-  return { url: url.origin + url.pathname.replace(/\/$/, ''), protocol, ...base };
+  return { ...parseBackendAddress(a), ...over };
 }

@@ -72,7 +72,7 @@ describe('ServiceLlm', () => {
 
 describe('parseAddress', () => {
   it('reads protocol prefixes', () => {
-    expect(parseAddress('sglang+http://10.0.0.1:30000/')).toEqual({ url: 'http://10.0.0.1:30000', protocol: 'sglang' });
+    expect(parseAddress('sglang+http://10.0.0.1:30000/')).toMatchObject({ url: 'http://10.0.0.1:30000', protocol: 'sglang' });
   });
 
   it('refuses a non-http address naming the field', () => {
