@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { SandboxError } from '../../errors.js';
 import type { AgentHandler } from '../agent-handler.js';
-import { clip, parseInstance } from './task-kit.js';
+import { clip, parseInstance, settleShell } from './task-kit.js';
 import { bashTool, defineTaskHandler, editorTool, finishTool } from './task-agent.js';
 
 /**
@@ -47,6 +47,7 @@ export const shellHandler: AgentHandler = defineTaskHandler({
   async eval(ctx) {
     const st = ctx.state as { evalCommand: string; evalTimeoutMs: number };
     if (!ctx.sandbox) throw new SandboxError('shell eval: the run left no sandbox', { stage: 'eval' });
+    await settleShell(ctx.sandbox, ctx.signal);
     const r = await ctx.sandbox.bash({ command: st.evalCommand, timeoutMs: st.evalTimeoutMs }, ctx.signal);
     const resolved = r.exitCode === 0;
     return { reward: resolved ? 1 : 0, resolved, details: { exit_code: r.exitCode, timed_out: r.timedOut, output: clip(r.output) } };

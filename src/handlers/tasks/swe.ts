@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { SandboxError } from '../../errors.js';
 import type { AgentHandler } from '../agent-handler.js';
 import type { Sandbox, SandboxSpec } from '../../sandbox/sandbox.js';
-import { clip, parseInstance, shellQuote } from './task-kit.js';
+import { clip, parseInstance, settleShell, shellQuote } from './task-kit.js';
 import { bashTool, defineTaskHandler, editorTool, finishTool } from './task-agent.js';
 
 /**
@@ -100,6 +100,7 @@ export const sweHandler: AgentHandler = defineTaskHandler({
   async eval(ctx) {
     const inst = ctx.state as SweInstance;
     if (!ctx.sandbox) throw new SandboxError('swe eval: the run left no sandbox', { stage: 'eval' });
+    await settleShell(ctx.sandbox, ctx.signal);
     // Into .git, so the patch file is not part of the diff; read back as a file because the bash
     // tool truncates long output.
     await mustRun(ctx.sandbox, `git add -A && git diff --cached --binary ${BASE_TAG} > .git/rollout.patch`, 'git diff', ctx.signal);

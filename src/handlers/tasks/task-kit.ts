@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { TaskError } from '../../errors.js';
 import type { Instance } from '../../protocol/instance.js';
 import type { Message } from '../../protocol/messages.js';
+import type { Sandbox } from '../../sandbox/sandbox.js';
 
 /**
  * Small helpers every built-in task handler shares: instance validation that names the bad
@@ -58,6 +59,14 @@ export function clip(text: string, max = 2000): string {
   if (text.length <= max) return text;
   const half = Math.floor(max / 2);
   return `${text.slice(0, half)}\n[... ${text.length - max} characters cut ...]\n${text.slice(-half)}`;
+}
+
+/**
+ * Interrupts a command the agent left running (a server, a `sleep`), so the eval's own command is
+ * not refused as "a command is still running". Harmless when the shell is idle.
+ */
+export async function settleShell(sandbox: Sandbox, signal: AbortSignal): Promise<void> {
+  await sandbox.bash({ command: 'C-c', isInput: true, timeoutMs: 5_000 }, signal);
 }
 
 /** Quotes a string for a POSIX shell. */

@@ -40,7 +40,8 @@ export async function createLocalSandbox(spec: SandboxSpec, root: string): Promi
   }
   return {
     id: dir,
-    bash: (req) => exec('bash', ['-c', req.command], req.timeoutMs),
+    // Input to a running command has no meaning here: every command runs to its end.
+    bash: async (req) => (req.isInput ? { output: '', exitCode: 0, cwd: '/workspace', timedOut: false, truncated: false } : exec('bash', ['-c', req.command], req.timeoutMs)),
     async python(code) {
       const r = await exec('python3', ['-c', code]);
       return { output: r.output, error: r.exitCode === 0 ? null : r.output, timedOut: r.timedOut };
