@@ -3,7 +3,8 @@ import { SandboxError } from '../../errors.js';
 import type { AgentHandler } from '../agent-handler.js';
 import { CODE_RUNNER_PY } from './code-runner.js';
 import { clip, parseInstance } from './task-kit.js';
-import { bashTool, defineTaskHandler, editorTool, finishTool, pythonTool } from './task-agent.js';
+import { defineToolAgent } from '../tool-agent.js';
+import { toolSchemas } from '../tools.js';
 
 const TestSchema = z.union([
   z.object({ input: z.string(), output: z.string() }).strict(),
@@ -53,10 +54,10 @@ const system = (file: string) =>
  * otherwise (`reward_mode: "fraction"` gives passed / total); `resolved` means all passed.
  * Throws SandboxError when the eval sandbox does not report a result.
  */
-export const codeHandler: AgentHandler = defineTaskHandler({
+export const codeHandler: AgentHandler = defineToolAgent({
   name: 'code',
   aliases: ['deepcoder'],
-  tools: [bashTool, editorTool, pythonTool, finishTool],
+  tools: toolSchemas(['execute_bash', 'str_replace_editor', 'execute_ipython_cell', 'finish']),
   async init(ctx) {
     const inst = parseInstance('code', CodeInstanceSchema, ctx.instance);
     const files = { ...inst.files, ...(inst.starter_code !== undefined ? { [inst.solution_file]: inst.starter_code } : {}) };

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import type { AgentHandler } from '../agent-handler.js';
 import { extractMathAnswer, mathAnswersMatch } from './answer-check.js';
 import { findAnswer, parseInstance } from './task-kit.js';
-import { defineTaskHandler, finishTool, pythonTool } from './task-agent.js';
+import { defineToolAgent } from '../tool-agent.js';
+import { toolSchemas } from '../tools.js';
 
 /**
  * A math instance (DeepScaleR's fields, plus the usual aliases): the problem text in `problem`
@@ -36,10 +37,10 @@ const SYSTEM =
  * of the finish message (or the last assistant text), compared with the ground truth by
  * {@link mathAnswersMatch}. Reward 1 when it matches, else 0.
  */
-export const mathHandler: AgentHandler = defineTaskHandler({
+export const mathHandler: AgentHandler = defineToolAgent({
   name: 'math',
   aliases: ['deepscaler'],
-  tools: [pythonTool, finishTool],
+  tools: toolSchemas(['execute_ipython_cell', 'finish']),
   async init(ctx) {
     const inst = parseInstance('math', MathInstanceSchema, ctx.instance);
     // The Python tool needs a sandbox; an empty one starts in milliseconds.

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { SandboxError } from '../../errors.js';
 import type { AgentHandler } from '../agent-handler.js';
 import { clip, parseInstance, settleShell } from './task-kit.js';
-import { bashTool, defineTaskHandler, editorTool, finishTool } from './task-agent.js';
+import { defineToolAgent } from '../tool-agent.js';
+import { toolSchemas } from '../tools.js';
 
 /**
  * The generic task: `{data_source: "shell", instance_id, prompt, files?, setup?, eval_command,
@@ -29,9 +30,9 @@ const SYSTEM =
  * anything else (or no exit before `eval_timeout_s`) → reward 0. Throws SandboxError when the
  * run left no sandbox to evaluate in.
  */
-export const shellHandler: AgentHandler = defineTaskHandler({
+export const shellHandler: AgentHandler = defineToolAgent({
   name: 'shell',
-  tools: [bashTool, editorTool, finishTool],
+  tools: toolSchemas(['execute_bash', 'str_replace_editor', 'finish']),
   async init(ctx) {
     const inst = parseInstance('shell', ShellInstanceSchema, ctx.instance);
     const sandbox = await ctx.createSandbox({ files: inst.files, setup: inst.setup, network: inst.network ?? false });

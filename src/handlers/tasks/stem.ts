@@ -2,7 +2,8 @@ import { z } from 'zod';
 import type { AgentHandler } from '../agent-handler.js';
 import { choiceLetters, extractChoice } from './answer-check.js';
 import { findAnswer, parseInstance } from './task-kit.js';
-import { defineTaskHandler, finishTool } from './task-agent.js';
+import { defineToolAgent } from '../tool-agent.js';
+import { toolSchemas } from '../tools.js';
 
 /**
  * A multiple-choice instance: `question` (or `problem` / `prompt`), `choices` as a list (lettered
@@ -40,10 +41,10 @@ const SYSTEM =
  * finish message (or the last assistant text): `\boxed{X}`, "the answer is (X)", a bare letter,
  * or a choice's exact text. Reward 1 for the right letter, else 0.
  */
-export const stemHandler: AgentHandler = defineTaskHandler({
+export const stemHandler: AgentHandler = defineToolAgent({
   name: 'stem',
   aliases: ['gpqa', 'mmlu'],
-  tools: [finishTool],
+  tools: toolSchemas(['finish']),
   async init(ctx) {
     const inst = parseInstance('stem', StemInstanceSchema, ctx.instance);
     const body = `${inst.question}\n\n${inst.entries.map(([l, c]) => `${l}. ${c}`).join('\n')}`;

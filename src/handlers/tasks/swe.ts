@@ -4,7 +4,8 @@ import { SandboxError } from '../../errors.js';
 import type { AgentHandler } from '../agent-handler.js';
 import type { Sandbox, SandboxSpec } from '../../sandbox/sandbox.js';
 import { clip, parseInstance, settleShell, shellQuote } from './task-kit.js';
-import { bashTool, defineTaskHandler, editorTool, finishTool } from './task-agent.js';
+import { defineToolAgent } from '../tool-agent.js';
+import { toolSchemas } from '../tools.js';
 
 /**
  * A software-engineering instance: a small repository with a bug and tests that fail on it.
@@ -81,10 +82,10 @@ async function mustRun(sb: Sandbox, command: string, what: string, signal: Abort
  * `test_files`, and runs `test_command` there: exit 0 → resolved, reward 1. A patch that does not
  * apply scores 0 (the policy's doing). Git failures outside the patch are SandboxErrors.
  */
-export const sweHandler: AgentHandler = defineTaskHandler({
+export const sweHandler: AgentHandler = defineToolAgent({
   name: 'swe',
   aliases: ['swebench'],
-  tools: [bashTool, editorTool, finishTool],
+  tools: toolSchemas(['execute_bash', 'str_replace_editor', 'finish']),
   async init(ctx) {
     const inst = parseInstance('swe', SweInstanceSchema, ctx.instance);
     const sandbox = await ctx.createSandbox(repoSpec(inst));

@@ -140,6 +140,6 @@ describe('eval', () => {
       inst({ data_source: 'math', problem: 'p', answer: '1', oracle: [{ tool_calls: [{ name: 'rm_rf', arguments: {} }] }, { tool_calls: [fin('\\boxed{1}')] }] }),
       root,
     );
-    expect(r.messages.find((m) => m.role === 'tool')?.content).toMatch(/Unknown tool 'rm_rf'/);
+    expect(r.messages.find((m) => m.role === 'tool')?.content).toMatch(/unknown tool 'rm_rf'/);
   });
 });
