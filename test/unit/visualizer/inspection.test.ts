@@ -2,6 +2,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { createActor, createMachine } from 'xstate';
 import { createInspector, type RuntimeInspector } from '../../../src/runtime/inspection.js';
+import { createRuntime } from '../../../src/index.js';
+import { createTestHandler, ManualClock, MemorySandboxProvider, ScriptedPolicy, TestCodec } from '../../../src/testing/index.js';
 
 const toggle = createMachine({
   id: 'toggle',
@@ -109,5 +111,35 @@ describe('createInspector', () => {
 
   it('refuses a URL that is not ws: or wss:', () => {
     expect(() => createInspector('http://127.0.0.1:1234')).toThrow(TypeError);
+  });
+
+  it("carries a runtime's rollout actors, their events and snapshots when passed as the runtime's inspect option", async () => {
+    const { url, received, waitFor } = await startServer();
+    inspector = createInspector(url);
+    const clock = new ManualClock();
+    const codec = new TestCodec();
+    const rt = createRuntime({
+      handlers: [createTestHandler()],
+      clock,
+      codec,
+      llm: new ScriptedPolicy({ codec, clock }),
+      sandboxes: new MemorySandboxProvider({ clock }),
+      inspect: inspector.inspect,
+    });
+    try {
+      const oracle = [{ tool_calls: [{ name: 'finish', arguments: { message: 'done' } }] }];
+      const h = rt.submit({ data_source: 'scripted', instance_id: 't1', oracle });
+      await clock.advance(1);
+      await h.result;
+      const value = (e: Received): unknown => (e.snapshot as { value?: unknown } | undefined)?.value;
+      await waitFor((r) => r.some((e) => e.type === '@xstate.snapshot' && value(e) === 'done'));
+      const actor = received.find((e) => e.type === '@xstate.actor' && e.name === 'rollout');
+      expect(actor).toBeDefined();
+      const states = received.filter((e) => e.type === '@xstate.snapshot' && e.sessionId === actor!.sessionId).map(value);
+      expect(states).toContainEqual({ running: 'llmCalling' });
+      expect(states.at(-1)).toBe('done');
+    } finally {
+      await rt.close();
+    }
   });
 });
