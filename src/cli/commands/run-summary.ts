@@ -53,7 +53,7 @@ export interface RunSummary {
   turns: { total: number; perRollout: number | null };
   elapsedMs: number;
   rolloutsPerMinute: number;
-  /** Per data_source: rollouts, resolved, mean reward. */
+  /** Per task family (the handler's name, so `deepscaler` counts as `math`): rollouts, resolved, mean reward. */
   byDataSource: Record<string, { rollouts: number; resolved: number; meanReward: number | null }>;
 }
 
@@ -67,9 +67,15 @@ function mean(values: number[]): number | null {
 
 /**
  * Summarizes one run. `taskKey` groups the n samples of one task (the caller's task index, so
- * two lines with the same instance_id stay two tasks). `n` is the samples per task.
+ * two lines with the same instance_id stay two tasks). `n` is the samples per task. `familyOf`
+ * maps a data_source to the family it is reported under (default: itself).
  */
-export function summarize(results: { taskKey: string; result: RolloutResult }[], n: number, elapsedMs: number): RunSummary {
+export function summarize(
+  results: { taskKey: string; result: RolloutResult }[],
+  n: number,
+  elapsedMs: number,
+  familyOf: (dataSource: string) => string = (d) => d,
+): RunSummary {
   const outcomes: Record<string, number> = {};
   const perTask = new Map<string, { n: number; c: number }>();
   const rewards: number[] = [];
@@ -86,7 +92,7 @@ export function summarize(results: { taskKey: string; result: RolloutResult }[],
     perTask.set(taskKey, t);
     if (r.resolved) resolved++;
     if (r.reward !== null) rewards.push(r.reward);
-    const ds = (byDs[r.dataSource] ??= { rollouts: 0, resolved: 0, rewards: [] });
+    const ds = (byDs[familyOf(r.dataSource)] ??= { rollouts: 0, resolved: 0, rewards: [] });
     ds.rollouts++;
     if (r.resolved) ds.resolved++;
     if (r.reward !== null) ds.rewards.push(r.reward);
@@ -142,7 +148,7 @@ export function formatSummary(s: RunSummary): string {
   row('rollouts per minute', s.rolloutsPerMinute.toFixed(1));
   lines.push('', `  ${'stage'.padEnd(10)} ${'p50'.padStart(10)} ${'p95'.padStart(10)}`);
   for (const [name, t] of Object.entries(s.timings)) lines.push(`  ${name.padEnd(10)} ${fmtMs(t.p50).padStart(10)} ${fmtMs(t.p95).padStart(10)}`);
-  lines.push('', `  ${'data_source'.padEnd(14)} ${'rollouts'.padStart(8)} ${'resolved'.padStart(8)} ${'reward'.padStart(8)}`);
+  lines.push('', `  ${'task family'.padEnd(14)} ${'rollouts'.padStart(8)} ${'resolved'.padStart(8)} ${'reward'.padStart(8)}`);
   for (const [name, d] of Object.entries(s.byDataSource)) {
     lines.push(`  ${name.padEnd(14)} ${String(d.rollouts).padStart(8)} ${String(d.resolved).padStart(8)} ${fmtNum(d.meanReward).padStart(8)}`);
   }

@@ -85,3 +85,10 @@ describe('summarize', () => {
     expect(formatSummary(s)).toContain('pass@2');
   });
 });
+
+describe('summarize by family', () => {
+  it('reports aliases under the family familyOf names', () => {
+    const s = summarize([{ taskKey: '0', result: result({ dataSource: 'deepscaler' }) }, { taskKey: '1', result: result({ dataSource: 'math' }) }], 1, 1000, () => 'math');
+    expect(Object.keys(s.byDataSource)).toEqual(['math']);
+  });
+});
