@@ -1,5 +1,158 @@
-/** `rollout serve` — not written yet (see the issues); replaced by its owner. */
-export async function run(_argv: string[]): Promise<number> {
-  process.stderr.write('rollout serve: not available yet\n');
-  return 1;
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import type { SandboxProvider } from '../../sandbox/sandbox.js';
+import { createQwen3Codec } from '../../llm/qwen3-codec.js';
+import { createInspector, type RuntimeInspector } from '../../runtime/inspection.js';
+import { MemorySandboxProvider } from '../../testing/memory-sandbox.js';
+import { RolloutError } from '../../errors.js';
+import { serviceRuntimeFactory } from '../../server/runtime-factory.js';
+import { createService } from '../../server/service.js';
+import { serveVisualizer } from '../../server/visualizer-assets.js';
+import type { ServiceOptionsInput } from '../../server/service-options.js';
+
+const USAGE = `usage: rollout serve [options]
+
+  --host HOST          interface to bind (default 127.0.0.1)
+  --port PORT          port (default 8006; 0 picks a free one)
+  --backend ADDRESS    LLM backend, repeatable: http://h:p, vllm+http://h:p, sglang+http://h:p, scripted
+  --config FILE        JSON {"service": {...}, "runtime": {...}, "pool": {...}, "backends": [...]}
+  --token SECRET       require Authorization: Bearer SECRET (also ROLLOUT_TOKEN); /healthz stays open
+  --sandbox DRIVER     auto | bwrap | unshare | none | memory (default auto)
+  --inspect URL        send XState inspection events to a ws:// inspector
+  --state-dir DIR      sandbox leases (default: the OS temp dir)
+  --retain N           events kept for WebSocket resume (default 50000)
+  --body-limit BYTES   request body limit (default 10485760)
+  --stopped            start without a runtime until POST /start (the reference's behaviour)
+`;
+
+/** The `--config` file. */
+const ConfigSchema = z
+  .object({
+    service: z.record(z.string(), z.unknown()).optional(),
+    runtime: z.record(z.string(), z.unknown()).optional(),
+    pool: z.record(z.string(), z.unknown()).optional(),
+    backends: z.array(z.string()).optional(),
+  })
+  .strict();
+
+/**
+ * `rollout serve`: the HTTP + WebSocket service. Prints `listening on http://host:port` once it
+ * accepts connections; SIGINT / SIGTERM close it (live rollouts cancelled, sandboxes killed) and
+ * the process exits 0. Returns 2 on bad flags or config.
+ */
+export async function run(argv: string[]): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        host: { type: 'string' },
+        port: { type: 'string' },
+        backend: { type: 'string', multiple: true },
+        config: { type: 'string' },
+        token: { type: 'string' },
+        sandbox: { type: 'string' },
+        inspect: { type: 'string' },
+        'state-dir': { type: 'string' },
+        retain: { type: 'string' },
+        'body-limit': { type: 'string' },
+        stopped: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }));
+  } catch (err) {
+    process.stderr.write(`rollout serve: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+
+  let config: z.infer<typeof ConfigSchema> = {};
+  if (values.config) {
+    try {
+      const r = ConfigSchema.safeParse(JSON.parse(readFileSync(values.config, 'utf8')));
+      if (!r.success) throw new Error(r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+      config = r.data;
+    } catch (err) {
+      process.stderr.write(`rollout serve: bad --config ${values.config}: ${(err as Error).message}\n`);
+      return 2;
+    }
+  }
+
+  const num = (s: string | undefined, name: string): number | undefined => {
+    if (s === undefined) return undefined;
+    const n = Number(s);
+    if (!Number.isInteger(n) || n < 0) throw new RolloutError(`--${name} must be a non-negative integer`, { code: 'USAGE', retryable: false });
+    return n;
+  };
+
+  let inspector: RuntimeInspector | null = null;
+  try {
+    const serviceOptions: ServiceOptionsInput = {
+      ...(config.service as ServiceOptionsInput | undefined),
+      ...(values.host ? { host: values.host } : {}),
+      ...(values.port !== undefined ? { port: num(values.port, 'port') } : {}),
+      ...(values['body-limit'] !== undefined ? { bodyLimitBytes: num(values['body-limit'], 'body-limit') } : {}),
+    };
+    const token = values.token ?? process.env['ROLLOUT_TOKEN'];
+    if (token) serviceOptions.token = token;
+    inspector = values.inspect ? createInspector(values.inspect) : null;
+    const driver = values.sandbox ?? 'auto';
+    const stateDir = values['state-dir'];
+    const factory = serviceRuntimeFactory({
+      codec: createQwen3Codec(),
+      sandboxes: () => makeSandboxes(driver, stateDir),
+      runtime: config.runtime as never,
+      pool: config.pool as never,
+      inspect: inspector?.inspect,
+      retainEvents: num(values.retain, 'retain') ?? 50_000,
+    });
+    const backends = [...(config.backends ?? []), ...(values.backend ?? [])].map((address) => ({ address }));
+    const service = createService(
+      { createRuntime: factory, backends, startStopped: values.stopped ?? false, visualizer: serveVisualizer },
+      serviceOptions,
+    );
+    const url = await service.listen();
+    process.stdout.write(`listening on ${url}\n`);
+    if (backends.length === 0) process.stdout.write('no backend yet: POST /add_llm_server {"address": ...} or /v1/backends\n');
+
+    await new Promise<void>((resolve) => {
+      let closing = false;
+      const stop = (sig: string): void => {
+        if (closing) return;
+        closing = true;
+        process.stderr.write(`rollout serve: ${sig}, closing\n`);
+        resolve();
+      };
+      process.once('SIGINT', () => stop('SIGINT'));
+      process.once('SIGTERM', () => stop('SIGTERM'));
+    });
+    await service.close();
+    await inspector?.close();
+    return 0;
+  } catch (err) {
+    await inspector?.close();
+    const e = err as Error & { issues?: { path: string; message: string }[] };
+    const detail = e.issues?.length ? `: ${e.issues.map((i) => `${i.path}: ${i.message}`).join('; ')}` : '';
+    process.stderr.write(`rollout serve: ${e.message}${detail}\n`);
+    return e instanceof RolloutError ? 2 : 1;
+  }
+}
+
+/**
+ * The sandbox provider for `--sandbox`. `memory` is the in-process fake (development only: it
+ * runs a handful of shell builtins). The others come from the sandbox area's
+ * `createSandboxProvider` (src/sandbox/index.ts), loaded by path so this command still starts
+ * where that module is missing.
+ */
+async function makeSandboxes(driver: string, stateDir: string | undefined): Promise<SandboxProvider> {
+  if (driver === 'memory') return new MemorySandboxProvider();
+  const path = '../../sandbox/index.js';
+  const mod = (await import(path)) as { createSandboxProvider?: (opts: Record<string, unknown>) => SandboxProvider | Promise<SandboxProvider> };
+  if (!mod.createSandboxProvider) throw new Error('the sandbox module has no createSandboxProvider');
+  return mod.createSandboxProvider({ driver, ...(stateDir ? { stateDir } : {}) });
 }

@@ -1,0 +1,81 @@
+import { builtinHandlers } from '../handlers/builtin.js';
+import { HandlerRegistry } from '../handlers/registry.js';
+import type { AgentHandler } from '../handlers/agent-handler.js';
+import { BackendPool } from '../llm/backend-pool.js';
+import type { BackendPoolOptionsInput } from '../llm/backend-pool-options.js';
+import type { ChatCodec } from '../llm/chat-codec.js';
+import { createRuntime } from '../runtime/runtime.js';
+import type { RuntimeOptionsInput } from '../runtime/runtime-options.js';
+import type { SandboxProvider } from '../sandbox/sandbox.js';
+import { ScriptedPolicy } from '../testing/scripted-policy.js';
+import { ServiceLlm } from './service-llm.js';
+import type { RuntimeFactory, ServiceRuntime } from './service-runtime.js';
+
+/** What the service's runtime is made of. */
+export interface ServiceRuntimeParts {
+  /** The chat codec shared by the runtime and the scripted policy (must match the backends' tokenizer). */
+  codec: ChatCodec;
+  /** A fresh sandbox provider per runtime (closed with it). */
+  sandboxes: () => SandboxProvider | Promise<SandboxProvider>;
+  /** Runtime options from the config file (stages, budgets, retries...). */
+  runtime?: Omit<RuntimeOptionsInput, 'llm' | 'sandboxes' | 'codec' | 'inspect'> | undefined;
+  /** Backend pool options from the config file. */
+  pool?: BackendPoolOptionsInput | undefined;
+  /** Extra task handlers. */
+  handlers?: AgentHandler[] | undefined;
+  /** An XState inspection observer (`--inspect`). */
+  inspect?: unknown;
+  /** Events retained for WebSocket resume. Default 50,000. */
+  retainEvents?: number | undefined;
+}
+
+/**
+ * A {@link RuntimeFactory} for `rollout serve`: each call makes a backend pool wrapped in
+ * {@link ServiceLlm} (so the address `scripted` works), a sandbox provider, and an embedded
+ * runtime retaining events for resume. The returned runtime's `close()` also closes the pool and
+ * the sandbox provider, which the runtime does not own — so a ProRL `/stop` leaves no sandbox,
+ * host process or probe timer behind.
+ */
+export function serviceRuntimeFactory(parts: ServiceRuntimeParts): RuntimeFactory {
+  const registry = new HandlerRegistry(parts.runtime?.builtinHandlers === false ? [] : builtinHandlers);
+  for (const h of parts.handlers ?? []) registry.register(h);
+  const known = Object.freeze(registry.keys());
+  return async () => {
+    const pool = new BackendPool(parts.pool ?? {});
+    const llm = new ServiceLlm(pool, (spec) => new ScriptedPolicy({ codec: parts.codec, backendId: spec.id ?? 'scripted', weightVersion: spec.weightVersion ?? null }));
+    let sandboxes: SandboxProvider;
+    try {
+      sandboxes = await parts.sandboxes();
+    } catch (err) {
+      await llm.close();
+      throw err;
+    }
+    let rt: ReturnType<typeof createRuntime>;
+    try {
+      rt = createRuntime({
+        ...(parts.runtime ?? {}),
+        events: { retain: parts.retainEvents ?? 50_000, ...(parts.runtime?.events ?? {}) },
+        handlers: [...(parts.runtime?.handlers ?? []), ...(parts.handlers ?? [])],
+        llm,
+        sandboxes,
+        codec: parts.codec,
+        ...(parts.inspect ? { inspect: parts.inspect } : {}),
+      });
+    } catch (err) {
+      await Promise.all([llm.close(), sandboxes.close()]);
+      throw err;
+    }
+    const close = rt.close.bind(rt);
+    const service: ServiceRuntime = Object.assign(rt, {
+      dataSources: () => known,
+      close: async (opts?: { drain?: boolean }) => {
+        try {
+          await close(opts);
+        } finally {
+          await Promise.all([llm.close().catch(() => undefined), sandboxes.close().catch(() => undefined)]);
+        }
+      },
+    });
+    return service;
+  };
+}
