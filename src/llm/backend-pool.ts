@@ -185,7 +185,8 @@ export class BackendPool implements ManagedLlmClient {
 
   private pick(preferredId: string | undefined, tried: Set<Slot>): Slot | undefined {
     const top = this.heap.peek();
-    if (preferredId !== undefined && top) {
+    // Stickiness is a least-loaded refinement; the comparison policies behave like the reference.
+    if (preferredId !== undefined && top && this.options.policy === 'least-loaded') {
       const p = this.slots.get(preferredId);
       if (p && p.inHeap && !tried.has(p) && p.inFlight + p.bias <= top.inFlight + top.bias + this.options.stickySlack) return p;
     }

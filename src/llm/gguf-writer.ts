@@ -34,12 +34,7 @@ type Kv = [key: string, type: number, value: unknown, elemType?: number];
  * repeat its input token). Returns the bytes.
  */
 export function buildTinyGguf(opts: TinyGgufOptions = {}): Buffer {
-  const seed = opts.seed ?? 1;
-  const nEmbd = opts.embedding ?? 16;
-  const nHead = opts.heads ?? 2;
-  const nLayer = opts.layers ?? 1;
-  const nFf = opts.feedForward ?? 32;
-  const nCtx = opts.contextLength ?? 4096;
+  const { seed, embedding: nEmbd, heads: nHead, layers: nLayer, feedForward: nFf, contextLength: nCtx } = resolve(opts);
 
   const tj = tokenizerJSON as unknown as { model: { vocab: Record<string, number>; merges: (string | [string, string])[] }; added_tokens: { id: number; content: string; special: boolean }[] };
   const tokens: string[] = [];
@@ -139,7 +134,7 @@ export function buildTinyGguf(opts: TinyGgufOptions = {}): Buffer {
  * so concurrent callers never read a half-written model.
  */
 export function ensureTinyGguf(opts: TinyGgufOptions = {}, cacheDir = join(process.cwd(), '.cache', 'models')): string {
-  const key = createHash('sha256').update(JSON.stringify({ v: 1, ...opts })).digest('hex').slice(0, 12);
+  const key = createHash('sha256').update(JSON.stringify({ v: 1, ...resolve(opts) })).digest('hex').slice(0, 12);
   const path = join(cacheDir, `tiny-qwen3-${key}.gguf`);
   if (existsSync(path)) return path;
   mkdirSync(dirname(path), { recursive: true });
@@ -147,6 +142,10 @@ export function ensureTinyGguf(opts: TinyGgufOptions = {}, cacheDir = join(proce
   writeFileSync(tmp, buildTinyGguf(opts));
   renameSync(tmp, path);
   return path;
+}
+
+function resolve(o: TinyGgufOptions): Required<TinyGgufOptions> {
+  return { seed: o.seed ?? 1, embedding: o.embedding ?? 16, heads: o.heads ?? 2, layers: o.layers ?? 1, feedForward: o.feedForward ?? 32, contextLength: o.contextLength ?? 4096 };
 }
 
 function pad(n: number): number {

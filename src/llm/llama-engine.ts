@@ -1,0 +1,111 @@
+import { EngineHttpError, type Engine, type EngineRequest, type EngineResult } from './llm-http-server.js';
+
+/** Options of {@link createLlamaEngine}. */
+export interface LlamaEngineOptions {
+  modelPath: string;
+  /** Requests evaluated at once (context sequences). Default 4. */
+  parallel?: number | undefined;
+  /** Tokens per sequence. Default 4096. */
+  contextSize?: number | undefined;
+  /** CPU threads; 1 by default so tests stay deterministic in cost and light on CI. */
+  threads?: number | undefined;
+  /** Samples kept for `GET /debug/samples` (oldest dropped first). Default 10,000. */
+  keepSamples?: number | undefined;
+}
+
+/** One generation as the engine sampled it, for a test to compare with what the client got. */
+export interface LlamaSample {
+  seq: number;
+  instanceId: string | null;
+  turn: number | null;
+  promptIds: number[];
+  outputIds: number[];
+  logprobs: number[];
+  finishReason: 'stop' | 'length';
+}
+
+/** A node-llama-cpp engine with its sample log. */
+export interface LlamaEngine extends Engine {
+  /** Recorded samples, oldest first. */
+  samples(): LlamaSample[];
+  close(): Promise<void>;
+}
+
+/**
+ * Serves a GGUF model with node-llama-cpp 3.21.1 from its prebuilt CPU binary (`build: 'never'`,
+ * nothing downloaded). Each request takes a free context sequence (waiting in arrival order when
+ * all are busy), resets it to the prompt, and samples token by token with `topK: 0, topP: 1,
+ * minP: 0` so the reported probability of each sampled token is over the full vocabulary (the
+ * logprob is its log). Generation stops after an end-of-generation token (kept in the output,
+ * as the chat codec expects) or at `max_tokens`. A prompt that does not fit is a 400.
+ *
+ * @throws Error when the binary cannot load or the model file is not a valid GGUF.
+ */
+export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<LlamaEngine> {
+  const { getLlama } = await import('node-llama-cpp');
+  const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, logLevel: 'error' as never });
+  const model = await llama.loadModel({ modelPath: opts.modelPath });
+  const parallel = opts.parallel ?? 4;
+  const contextSize = opts.contextSize ?? 4096;
+  const context = await model.createContext({ contextSize, sequences: parallel, threads: opts.threads ?? 1 });
+  const free = Array.from({ length: parallel }, () => context.getSequence());
+  const waiting: ((s: (typeof free)[number]) => void)[] = [];
+  const keep = opts.keepSamples ?? 10_000;
+  const log: LlamaSample[] = [];
+  let seq = 0;
+  let closed = false;
+
+  const acquire = async () => free.pop() ?? new Promise<(typeof free)[number]>((resolve) => waiting.push(resolve));
+  const release = (s: (typeof free)[number]): void => {
+    const next = waiting.shift();
+    if (next) next(s);
+    else free.push(s);
+  };
+
+  return {
+    decode: (ids) => model.detokenize(ids as never, true),
+    samples: () => log.slice(),
+    async generate(req: EngineRequest): Promise<EngineResult> {
+      if (closed) throw new EngineHttpError(503, 'engine is closing');
+      if (req.promptIds.length + req.maxTokens > contextSize) {
+        throw new EngineHttpError(400, `maximum context length is ${contextSize} tokens; the prompt has ${req.promptIds.length} and max_tokens is ${req.maxTokens}`);
+      }
+      const s = await acquire();
+      try {
+        await s.clearHistory();
+        const outputIds: number[] = [];
+        const logprobs: number[] = [];
+        let finishReason: 'stop' | 'length' = 'length';
+        const it = s.evaluateWithMetadata(req.promptIds as never, { confidence: true }, {
+          temperature: req.temperature,
+          topK: 0,
+          topP: 1,
+          minP: 0,
+          ...(req.seed !== null ? { seed: req.seed } : {}),
+        });
+        for await (const r of it) {
+          const id = r.token as unknown as number;
+          outputIds.push(id);
+          logprobs.push(Math.log(r.confidence));
+          if (model.isEogToken(r.token)) {
+            finishReason = 'stop';
+            break;
+          }
+          if (outputIds.length >= req.maxTokens || req.signal.aborted) break;
+        }
+        const sample: LlamaSample = { seq: ++seq, instanceId: req.instanceId, turn: req.turn, promptIds: req.promptIds, outputIds, logprobs, finishReason };
+        log.push(sample);
+        if (log.length > keep) log.splice(0, log.length - keep);
+        return { outputIds, logprobs, finishReason };
+      } finally {
+        release(s);
+      }
+    },
+    async close() {
+      closed = true;
+      await context.dispose();
+      await model.dispose();
+      await llama.dispose();
+    },
+  };
+}
