@@ -12,7 +12,11 @@ import { drawThroughput, drawBackends, drawSplitBar, OUTCOME_COLORS } from './ch
 const params = new URLSearchParams(location.search);
 /** Where the HTTP API lives; the page's own origin unless `?api=` says otherwise. */
 const apiBase = (params.get('api') ?? location.origin).replace(/\/$/, '');
-const wsUrl = params.get('ws') ?? `${apiBase.replace(/^http/, 'ws')}/v1/events`;
+/** A bearer token for a server started with --token (browsers cannot set WebSocket headers). */
+const token = params.get('token');
+const wsBase = params.get('ws') ?? `${apiBase.replace(/^http/, 'ws')}/v1/events`;
+const wsUrl = token ? `${wsBase}${wsBase.includes('?') ? '&' : '?'}token=${encodeURIComponent(token)}` : wsBase;
+const apiHeaders = token ? { authorization: `Bearer ${token}` } : {};
 const ROW_H = 24;
 const OVERSCAN = 6;
 const CHART_INTERVAL_MS = 250;
@@ -314,7 +318,7 @@ function select(id) {
 async function fetchResult(id) {
   results.set(id, null);
   try {
-    const res = await fetch(`${apiBase}/v1/rollouts/${encodeURIComponent(id)}`);
+    const res = await fetch(`${apiBase}/v1/rollouts/${encodeURIComponent(id)}`, { headers: apiHeaders });
     if (!res.ok) throw new Error(String(res.status));
     results.set(id, await res.json());
   } catch {
@@ -324,6 +328,22 @@ async function fetchResult(id) {
   if (id === selectedId) {
     selectedVersion = -1;
     schedule();
+  }
+}
+
+/**
+ * Rollouts whose events the server no longer retains still appear in its listing: seed the
+ * table from it once, so a page opened late still shows every rollout the runtime knows.
+ */
+async function seedFromListing() {
+  try {
+    const res = await fetch(`${apiBase}/v1/rollouts?limit=100000`, { headers: apiHeaders });
+    if (!res.ok) return;
+    const body = await res.json();
+    for (const s of body.rollouts ?? []) store.seed(s);
+    schedule();
+  } catch {
+    // The listing is an optional extra; the event stream is the source of truth.
   }
 }
 
@@ -446,3 +466,4 @@ const initial = /^#rollout=(.+)$/.exec(location.hash);
 if (initial) select(decodeURIComponent(initial[1]));
 loadGraph();
 connect();
+seedFromListing();

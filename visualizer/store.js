@@ -218,6 +218,29 @@ export class Store {
     return r;
   }
 
+  /**
+   * Adds a rollout known only from `GET /v1/rollouts` (its events are past the server's
+   * retention). A rollout already known from events is left alone: events are fresher.
+   */
+  seed(summary) {
+    if (summary === null || typeof summary !== 'object' || typeof summary.id !== 'string' || this.rollouts.has(summary.id)) return;
+    const r = this._rollout(summary.id, summary.submitted_at ?? 0);
+    r.dataSource = summary.data_source ?? '';
+    r.instanceId = summary.instance_id ?? null;
+    r.groupId = summary.group_id ?? null;
+    r.trajectoryId = summary.trajectory_id ?? null;
+    r.attempt = summary.attempt ?? 0;
+    r.turn = summary.turn ?? 0;
+    r.tokens = summary.tokens ?? 0;
+    r.outcome = summary.outcome ?? null;
+    r.reward = summary.reward ?? null;
+    if (typeof summary.state === 'string') this._setState(r, summary.state);
+    // The end time is unknown; the last event time is the best bound for elapsed.
+    if (FINAL_STATES.has(r.state)) r.endTs = r.submittedTs;
+    r.seeded = true;
+    this.version++;
+  }
+
   /** A readable task label: the data source and instance id. */
   static taskOf(r) {
     if (r.instanceId) return r.dataSource ? `${r.dataSource}/${r.instanceId}` : r.instanceId;

@@ -18,6 +18,8 @@ export interface FixtureServer {
   dropConnections(): void;
   /** Full results served at GET /v1/rollouts/:id. */
   results: Map<string, unknown>;
+  /** Summaries served at GET /v1/rollouts (as the service's listing). */
+  listing: unknown[];
   lastSeq(): number;
   close(): Promise<void>;
 }
@@ -32,12 +34,16 @@ export async function startFixtureServer(opts: { graph?: () => Promise<MachineGr
   const retained: RolloutEvent[] = [];
   const rseq = new Map<string, number>();
   const results = new Map<string, unknown>();
+  const listing: unknown[] = [];
   const subs = new Map<WebSocket, string>();
   const subscribes: Array<number | undefined> = [];
   let seq = 0;
 
   const server: Server = createServer((req, res) => {
     if (handler(req, res)) return;
+    if (req.method === 'GET' && (req.url ?? '').split('?')[0] === '/v1/rollouts') {
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ rollouts: listing, total: listing.length }));
+    }
     const m = /^\/v1\/rollouts\/([^/?]+)$/.exec(req.url ?? '');
     if (m && req.method === 'GET') {
       const body = results.get(decodeURIComponent(m[1]!));
@@ -71,6 +77,7 @@ export async function startFixtureServer(opts: { graph?: () => Promise<MachineGr
     url: `http://127.0.0.1:${port}`,
     subscribes,
     results,
+    listing,
     lastSeq: () => seq,
     push(events) {
       for (const e of events) {

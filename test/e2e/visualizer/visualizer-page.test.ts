@@ -45,6 +45,18 @@ describe('visualizer page (recorded events)', () => {
     await expect.poll(() => p.locator('.rows .row[data-id="r-1"] .state-acting').count()).toBe(1);
   });
 
+  it('lists rollouts known only from GET /v1/rollouts, whose events are past retention', async () => {
+    server = await startFixtureServer();
+    server.listing.push({
+      id: 'old-1', instance_id: 'i-old', group_id: null, trajectory_id: '0', data_source: 'math', state: 'done', turn: 3, tokens: 99,
+      attempt: 1, submitted_at: T0 - 60_000, outcome: 'truncated', reward: 0, resolved: false,
+    });
+    server.push(syntheticRollout('new-1', T0));
+    const p = await open(server);
+    await p.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '2');
+    await expect.poll(() => p.locator('.rows .row[data-id="old-1"]').innerText()).toMatch(/old-1\s+math\/i-old\s+done\s+3\s+99\s+[\d.]+s\s+truncated\s+0/);
+  });
+
   it('filters rows by state, outcome and task', async () => {
     server = await startFixtureServer();
     for (let i = 0; i < 10; i++) server.push(syntheticRollout(`r-${i}`, T0 + i * 100, { finish: i < 4, task: i % 2 === 0 ? 'math' : 'swe' }));
