@@ -55,6 +55,8 @@ const U2 = '\u0001v';
  * @throws Error when the config has no chat template or the end-of-turn token is not in the vocabulary.
  */
 export function createHfCodec(opts: HfCodecOptions): HfChatCodec {
+  // Fail before the (slow) tokenizer load when the template is missing.
+  if (!opts.chatTemplate && typeof (opts.tokenizerConfig as { chat_template?: unknown }).chat_template !== 'string') throw new Error('tokenizer config has no chat_template');
   const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON: opts.tokenizerJson as never, tokenizerConfig: opts.tokenizerConfig as never }) as unknown as RawTokenizer;
   return buildCodec(tok, opts);
 }
