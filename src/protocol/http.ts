@@ -24,6 +24,9 @@ export const ProcessRequestSchema = z
   .strict();
 export type ProcessRequest = z.infer<typeof ProcessRequestSchema>;
 
+/** Routes without a body (`/start`, `/stop`, `.../cancel`...) take none, or `{}`; anything else is a 400. */
+export const EmptyBodySchema = z.object({}).strict().optional();
+
 /** `POST /cancel` (ProRL). */
 export const CancelRequestSchema = z.object({ job_id: IdSchema }).strict();
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { AddBackendRequestSchema, BatchRequestSchema, ListQuerySchema, SubmitRequestSchema } from '../protocol/http.js';
+import { AddBackendRequestSchema, EmptyBodySchema, BatchRequestSchema, ListQuerySchema, SubmitRequestSchema } from '../protocol/http.js';
 import type { RolloutSummary } from '../runtime/runtime-api.js';
 import type { GroupHandle } from '../runtime/runtime-api.js';
 import { checkDataSource } from './data-source.js';
@@ -140,7 +140,7 @@ export function nativeRoutes(service: ServiceContext): Route[] {
       method: 'POST',
       path: '/v1/rollouts/:id/cancel',
       handler: async (r) => {
-        await r.body();
+        parseOr400(EmptyBodySchema, await r.body());
         const ok = await running(service).cancel(r.params.id!, 'cancelled by API');
         if (!ok) throw new HttpError(404, 'NOT_FOUND', `no live rollout ${r.params.id!.slice(0, 200)}`);
         return { status: 200, body: { id: r.params.id, cancelled: true } };
@@ -165,7 +165,7 @@ export function nativeRoutes(service: ServiceContext): Route[] {
       method: 'POST',
       path: '/v1/backends/:id/drain',
       handler: async (r) => {
-        await r.body();
+        parseOr400(EmptyBodySchema, await r.body());
         if (!backends(service).drainBackend(r.params.id!)) throw new HttpError(404, 'NOT_FOUND', `no backend ${r.params.id!.slice(0, 200)}`);
         return { status: 200, body: { id: r.params.id, state: 'draining' } };
       },

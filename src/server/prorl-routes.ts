@@ -1,4 +1,4 @@
-import { AddLlmServerRequestSchema, CancelRequestSchema, ProcessRequestSchema } from '../protocol/http.js';
+import { AddLlmServerRequestSchema, EmptyBodySchema, CancelRequestSchema, ProcessRequestSchema } from '../protocol/http.js';
 import { HttpError, parseOr400 } from './http-error.js';
 import { toProrlResult } from './prorl-result.js';
 import type { Route } from './router.js';
@@ -25,7 +25,7 @@ export function prorlRoutes(service: ServiceContext): Route[] {
       method: 'POST',
       path: '/start',
       handler: async (r) => {
-        await r.body();
+        parseOr400(EmptyBodySchema, await r.body());
         const started = await service.start();
         return { status: 200, body: { status: started ? 'started' : 'already running' } };
       },
@@ -34,7 +34,7 @@ export function prorlRoutes(service: ServiceContext): Route[] {
       method: 'POST',
       path: '/stop',
       handler: async (r) => {
-        await r.body();
+        parseOr400(EmptyBodySchema, await r.body());
         const stopped = await service.stop();
         return { status: 200, body: { status: stopped ? 'stopped' : 'already stopped' } };
       },
@@ -104,7 +104,7 @@ export function prorlRoutes(service: ServiceContext): Route[] {
       method: 'POST',
       path: '/clear_llm_server',
       handler: async (r) => {
-        await r.body();
+        parseOr400(EmptyBodySchema, await r.body());
         const n = service.clearBackends();
         return { status: 200, body: { status: 'cleared', removed: n } };
       },

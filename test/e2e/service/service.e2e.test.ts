@@ -1,0 +1,84 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlmServer, type FakeLlmServer } from '../../../src/testing/fake-llm-server.js';
+import { api, descendants, serve, shellInstances, SHELL_TASKS, until, watch, type Served } from './harness.js';
+
+/** Real sandboxes unless the environment says otherwise (a machine without bwrap/unshare). */
+const SANDBOX = process.env['ROLLOUT_E2E_SANDBOX'] ?? 'auto';
+
+let llmA: FakeLlmServer;
+let llmB: FakeLlmServer | null = null;
+let server: Served | null = null;
+
+beforeAll(async () => {
+  llmA = await startFakeLlmServer({ tasks: SHELL_TASKS, latencyMs: 5 });
+});
+afterAll(async () => {
+  await llmA.close();
+});
+afterEach(async () => {
+  if (server) expect(await server.stop()).toBe(0);
+  server = null;
+  await llmB?.close();
+  llmB = null;
+});
+
+const sampling = { max_iterations: 6 };
+
+describe('rollout serve, end to end', () => {
+  it('runs a 64-rollout batch in groups of 4 to completion with consistent tokens', async () => {
+    server = await serve(['--backend', llmA.url, '--sandbox', SANDBOX]);
+    const w = await watch(server.url);
+    const instances = shellInstances();
+    const batch = await api(server.url, 'POST', '/v1/batches', { instances: Array.from({ length: 16 }, (_, i) => instances[i % instances.length]), n: 4, sampling_params: sampling });
+    expect(batch.status).toBe(202);
+    expect(batch.body.rollout_ids).toHaveLength(64);
+    await until(() => w.results().size === 64, 120_000);
+    w.close();
+    const outcomes = [...w.results().values()].map((e) => e.outcome);
+    expect(new Set(outcomes)).toEqual(new Set(['completed']));
+    const one = await api(server.url, 'GET', `/v1/rollouts/${batch.body.rollout_ids[5]}`);
+    const t = one.body.result.trajectory;
+    const last = t.turns[t.turns.length - 1];
+    expect([...last.promptIds, ...last.outputIds]).toEqual(t.tokens);
+    expect(t.lossMask.filter((m: number) => m === 1).length).toBe(t.turns.reduce((n: number, x: { outputIds: number[] }) => n + x.outputIds.length, 0));
+  });
+
+  it('cancelling mid-run frees every slot and sandbox', async () => {
+    llmB = await startFakeLlmServer({ tasks: SHELL_TASKS, latencyMs: 60_000 });
+    server = await serve(['--backend', llmB.url, '--sandbox', SANDBOX]);
+    const batch = await api(server.url, 'POST', '/v1/batches', { instances: shellInstances().slice(0, 2), n: 4, sampling_params: sampling });
+    await until(async () => (await api(server!.url, 'GET', '/status')).body.run.active === 8);
+    await Promise.all(batch.body.rollout_ids.map((id: string) => api(server!.url, 'POST', `/v1/rollouts/${id}/cancel`)));
+    const st = (await api(server.url, 'GET', '/status')).body;
+    expect({ live: st.pending_jobs, init: st.init.active, run: st.run.active, eval: st.eval.active }).toEqual({ live: 0, init: 0, run: 0, eval: 0 });
+    const list = await api(server.url, 'GET', '/v1/rollouts?outcome=cancelled');
+    expect(list.body.total).toBe(8);
+    await until(() => descendants(server!.child.pid!).every((p) => p.comm !== 'bash' && p.comm !== 'bwrap'), 10_000);
+  });
+
+  it('/stop mid-run fails pending jobs and leaves no sandbox or process', async () => {
+    llmB = await startFakeLlmServer({ tasks: SHELL_TASKS, latencyMs: 60_000 });
+    server = await serve(['--backend', llmB.url, '--sandbox', SANDBOX]);
+    const inst = shellInstances()[0]!;
+    const pending = Array.from({ length: 4 }, (_, i) => api(server!.url, 'POST', '/process', { instance: { ...inst, trajectory_id: i }, sampling_params: sampling }));
+    await until(async () => (await api(server!.url, 'GET', '/status')).body.run.active === 4);
+    expect((await api(server.url, 'POST', '/stop')).body).toEqual({ status: 'stopped' });
+    for (const r of await Promise.all(pending)) expect(r.body).toMatchObject({ filter: true, resolved: false });
+    expect((await api(server.url, 'GET', '/status')).status).toBe(503);
+    await until(() => descendants(server!.child.pid!).length === 0, 10_000);
+  });
+
+  it('finishes every rollout on the other backend when one is killed mid-run', async () => {
+    llmB = await startFakeLlmServer({ tasks: SHELL_TASKS, latencyMs: 20 });
+    server = await serve(['--backend', llmA.url, '--backend', llmB.url, '--sandbox', SANDBOX]);
+    const w = await watch(server.url);
+    const batch = await api(server.url, 'POST', '/v1/batches', { instances: shellInstances().slice(0, 4), n: 4, sampling_params: sampling });
+    await until(() => w.events.some((e) => e.type === 'llm.end' && e.backendId === new URL(llmB!.url).host));
+    await llmB.close();
+    llmB = null;
+    await until(() => w.results().size === 16, 120_000);
+    w.close();
+    expect([...w.results().values()].map((e) => e.outcome)).toEqual(Array(16).fill('completed'));
+    expect(batch.body.rollout_ids).toHaveLength(16);
+  });
+});
