@@ -153,14 +153,16 @@ function writeLine(stream: WriteStream, value: unknown): Promise<void> {
 export async function runTasks(
   opts: RunOptions,
   io: { stdout: NodeJS.WriteStream; stderr: NodeJS.WriteStream } = { stdout: process.stdout, stderr: process.stderr },
-): Promise<RunSummary> {
+): Promise<RunSummary & { interrupted: boolean }> {
   const known = new Set(builtinHandlers.flatMap((h) => [h.name, ...(h.aliases ?? [])]));
   const tasks = await loadTaskFile(opts.tasksPath, known);
   const env: RunEnvironment = await openRunEnvironment(opts, (line) => io.stderr.write(`rollout run: ${line}\n`));
   const trajPath = join(opts.outDir, 'trajectories.jsonl');
   let stream: WriteStream | undefined;
   let progress: Progress | undefined;
+  let interrupted = false;
   const onSignal = () => {
+    interrupted = true;
     io.stderr.write('\nrollout run: interrupted; cancelling live rollouts\n');
     void env.runtime.close({ drain: false });
   };
@@ -200,7 +202,8 @@ export async function runTasks(
     await writeFile(join(opts.outDir, 'summary.json'), `${JSON.stringify({ tasks_file: resolve(opts.tasksPath), backend: env.description, ...summary }, null, 2)}\n`);
     io.stdout.write(formatSummary(summary));
     io.stdout.write(`\n  trajectories: ${trajPath}\n  summary:      ${join(opts.outDir, 'summary.json')}\n`);
-    return summary;
+    if (interrupted) io.stdout.write('  (interrupted: live rollouts were cancelled)\n');
+    return { ...summary, interrupted };
   } finally {
     progress?.stop();
     process.off('SIGINT', onSignal);
@@ -212,7 +215,8 @@ export async function runTasks(
 
 /**
  * `rollout run TASKS.jsonl [...]`. Exit 0 when the run completed (failed rollouts included),
- * 2 on bad input (the message names the problem), 1 on a runtime fault.
+ * 2 on bad input (the message names the problem), 1 on a runtime fault, 130 when interrupted
+ * (the summary of what finished is still written).
  */
 export async function run(argv: string[]): Promise<number> {
   let opts: RunOptions | null;
@@ -227,8 +231,8 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   try {
-    await runTasks(opts);
-    return 0;
+    const r = await runTasks(opts);
+    return r.interrupted ? 130 : 0;
   } catch (err) {
     process.stderr.write(`rollout run: ${(err as Error).message}\n`);
     return err instanceof ValidationError || (err instanceof RolloutError && err.code === 'TASK') ? 2 : 1;
