@@ -1,0 +1,170 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import readline from 'node:readline';
+import { SandboxError } from '../errors.js';
+import type { PythonResult } from './sandbox.js';
+import { truncateMiddle } from './output.js';
+
+/**
+ * The driver the REPL process runs: JSON lines in on a private dup of stdin, JSON lines out on
+ * a private dup of stdout. Cell output (print, sys.stderr, and subprocesses writing to fds 1/2)
+ * goes to an unlinked temp file that is read back after each cell. A timeout is an ITIMER_REAL
+ * alarm raising KeyboardInterrupt inside the cell, so the REPL and its state survive.
+ */
+export const REPL_DRIVER = String.raw`
+import sys, os, json, ast, traceback, signal, tempfile
+if len(sys.argv) > 1:
+    os.chdir(sys.argv[1])
+proto_in = os.fdopen(os.dup(0), 'rb')
+proto_out = os.fdopen(os.dup(1), 'wb', buffering=0)
+devnull = os.open(os.devnull, os.O_RDONLY)
+os.dup2(devnull, 0)
+cap = tempfile.TemporaryFile(buffering=0)
+os.dup2(cap.fileno(), 1)
+os.dup2(cap.fileno(), 2)
+sys.stdout = open(1, 'w', buffering=1, closefd=False, errors='replace')
+sys.stderr = sys.stdout
+sys.stdin = open(0, 'r', closefd=False)
+state = {'alarm': False}
+def on_alarm(signum, frame):
+    state['alarm'] = True
+    raise KeyboardInterrupt('cell timed out')
+signal.signal(signal.SIGALRM, on_alarm)
+ns = {'__name__': '__main__', '__builtins__': __builtins__}
+def run(code, timeout):
+    value = None
+    tree = ast.parse(code, '<cell>', 'exec')
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        exec(compile(tree, '<cell>', 'exec'), ns)
+        if last is not None:
+            v = eval(compile(last, '<cell>', 'eval'), ns)
+            if v is not None:
+                value = repr(v)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    return value
+proto_out.write(b'{"ready": true}\n')
+for line in proto_in:
+    req = json.loads(line)
+    state['alarm'] = False
+    err = None
+    value = None
+    try:
+        value = run(req['code'], max(0.001, req.get('timeout', 120)))
+    except SyntaxError as e:
+        err = ''.join(traceback.format_exception_only(type(e), e))
+    except BaseException as e:
+        # Drop the driver's own frames: the model should see its cell (and what it called) only.
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename != __file__]
+        err = 'Traceback (most recent call last):\n' + ''.join(traceback.format_list(frames)) + ''.join(traceback.format_exception_only(type(e), e))
+    try:
+        sys.stdout.flush()
+    except BaseException:
+        pass
+    cap.seek(0)
+    out = cap.read().decode('utf-8', 'replace')
+    cap.seek(0)
+    cap.truncate()
+    if value is not None:
+        out += value + '\n'
+    proto_out.write((json.dumps({'output': out, 'error': err, 'timedOut': state['alarm']}) + '\n').encode())
+`;
+
+/** Options of a {@link PythonRepl}. */
+export interface PythonReplOptions {
+  /** argv that starts `python3 -u <driver> <cwd>` inside the sandbox. */
+  argv: string[];
+  env: Record<string, string>;
+  cwd: string;
+  maxOutputChars: number;
+}
+
+/**
+ * A persistent Python process for one sandbox. Cells run one at a time (queued); state persists
+ * between cells. A cell past its timeout is interrupted by the driver; if the process does not
+ * answer within a grace period after that (a blocking C call), it is killed and the next cell
+ * starts a fresh REPL (the result says so).
+ */
+export class PythonRepl {
+  private proc: ChildProcess | null = null;
+  private lines: AsyncIterator<string> | null = null;
+  private queue: Promise<unknown> = Promise.resolve();
+  private stderrTail = '';
+
+  constructor(private readonly opts: PythonReplOptions) {}
+
+  /** Host pid of the REPL's launcher, or null when not running. */
+  get pid(): number | null {
+    return this.proc?.pid ?? null;
+  }
+
+  /**
+   * Runs one cell.
+   * @throws SandboxError when the REPL cannot start.
+   */
+  run(code: string, timeoutMs: number): Promise<PythonResult> {
+    const next = this.queue.then(() => this.runNow(code, timeoutMs));
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Kills the REPL process. Idempotent. */
+  dispose(): void {
+    const p = this.proc;
+    this.proc = null;
+    this.lines = null;
+    if (p && p.exitCode === null) p.kill('SIGKILL');
+  }
+
+  private async ensure(): Promise<AsyncIterator<string>> {
+    if (this.proc && this.lines && this.proc.exitCode === null) return this.lines;
+    const [file, ...args] = this.opts.argv;
+    const proc = spawn(file!, args, { env: this.opts.env, cwd: this.opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+    this.proc = proc;
+    this.stderrTail = '';
+    proc.stderr!.on('data', (d: Buffer) => {
+      this.stderrTail = (this.stderrTail + d.toString()).slice(-2000);
+    });
+    proc.on('error', () => undefined);
+    proc.stdin!.on('error', () => undefined);
+    this.lines = readline.createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
+    const first = await this.lines.next();
+    if (first.done) {
+      this.dispose();
+      throw new SandboxError(`the Python REPL did not start: ${this.stderrTail.trim()}`, { code: 'PYTHON_START' });
+    }
+    return this.lines;
+  }
+
+  private async runNow(code: string, timeoutMs: number): Promise<PythonResult> {
+    const lines = await this.ensure();
+    const proc = this.proc!;
+    proc.stdin!.write(`${JSON.stringify({ code, timeout: timeoutMs / 1000 })}\n`);
+    let timer: NodeJS.Timeout | undefined;
+    // Grace: the driver's own alarm normally answers at timeoutMs.
+    const killed = new Promise<'killed'>((resolve) => {
+      timer = setTimeout(() => {
+        proc.kill('SIGINT');
+        timer = setTimeout(() => resolve('killed'), 1000);
+      }, timeoutMs + 1000);
+    });
+    const r = await Promise.race([lines.next(), killed]);
+    clearTimeout(timer);
+    if (r === 'killed' || r.done) {
+      const wasTimeout = r === 'killed';
+      this.dispose();
+      return {
+        output: wasTimeout ? '' : this.stderrTail,
+        error: wasTimeout
+          ? 'The cell did not stop after its timeout; the Python REPL was restarted and its state is lost.'
+          : 'The Python REPL exited; its state is lost and the next cell starts a fresh one.',
+        timedOut: wasTimeout,
+      };
+    }
+    const msg = JSON.parse(r.value) as PythonResult;
+    return { ...msg, output: truncateMiddle(msg.output, this.opts.maxOutputChars).text };
+  }
+}

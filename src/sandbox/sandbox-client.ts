@@ -1,0 +1,146 @@
+import { createActor, fromPromise, type Actor } from 'xstate';
+import { sandboxMachine } from '../../machines/sandbox.machine.js';
+import { CancelledError, RolloutError, SandboxError, toRolloutError } from '../errors.js';
+import type { UdsChannel } from '../ipc/uds-channel.js';
+import {
+  SandboxBashResultSchema,
+  SandboxEditorResultSchema,
+  SandboxPythonResultSchema,
+  SandboxReadResultSchema,
+} from '../protocol/sandbox.js';
+import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult, Sandbox } from './sandbox.js';
+
+/** Timeouts the client needs to bound its requests to the host. */
+export interface ClientTimeouts {
+  bashMs: number;
+  pythonMs: number;
+}
+
+// The host enforces tool timeouts itself; the channel timeout only catches a wedged host.
+const GRACE_MS = 15_000;
+
+/**
+ * The runtime-side {@link Sandbox}: each call is one request to the sandbox host that owns it.
+ * Its state is the sandbox machine: a call on a lost or closed sandbox rejects with
+ * SandboxError at once, and a loss rejects calls in flight (the channel's pending requests are
+ * failed by the host notification or by the connection's close).
+ */
+export class SandboxClient implements Sandbox {
+  private readonly actor: Actor<typeof sandboxMachine>;
+  private readonly inflight = new Set<(err: Error) => void>();
+
+  /**
+   * @param start sends `sandbox.create`; the machine leaves `starting` when it settles.
+   * @param onClosed called once after the close path ran (the provider's bookkeeping).
+   */
+  constructor(
+    readonly id: string,
+    private readonly channel: UdsChannel,
+    private readonly timeouts: ClientTimeouts,
+    start: () => Promise<void>,
+    onClosed: () => void,
+  ) {
+    this.actor = createActor(
+      sandboxMachine.provide({
+        actors: {
+          startSandbox: fromPromise(start),
+          closeSandbox: fromPromise(async () => {
+            try {
+              if (this.channel.isOpen) await this.channel.request({ type: 'sandbox.close', sandboxId: this.id }, { timeoutMs: 10_000 });
+            } finally {
+              onClosed();
+            }
+          }),
+        },
+      }),
+    );
+    this.actor.start();
+  }
+
+  /** The machine's state value, for diagnostics and tests. */
+  get state(): string {
+    return String(this.actor.getSnapshot().value);
+  }
+
+  /** Marks the sandbox lost: pending calls and every later call fail with SandboxError. */
+  markLost(reason: string): void {
+    this.actor.send({ type: 'LOST', reason });
+    const err = new SandboxError(`sandbox ${this.id} lost: ${reason}`, { code: 'SANDBOX_LOST' });
+    for (const reject of [...this.inflight]) reject(err);
+  }
+
+  async bash(req: BashRequest, signal?: AbortSignal): Promise<BashResult> {
+    const reply = await this.call(
+      { type: 'sandbox.bash', command: req.command, ...(req.isInput ? { isInput: true } : {}), ...(req.timeoutMs ? { timeoutMs: req.timeoutMs } : {}) },
+      (req.timeoutMs ?? this.timeouts.bashMs) + GRACE_MS,
+      signal,
+    );
+    return SandboxBashResultSchema.parse(reply).result;
+  }
+
+  async python(code: string, opts: { timeoutMs?: number } = {}, signal?: AbortSignal): Promise<PythonResult> {
+    const reply = await this.call(
+      { type: 'sandbox.python', code, ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}) },
+      (opts.timeoutMs ?? this.timeouts.pythonMs) + GRACE_MS,
+      signal,
+    );
+    return SandboxPythonResultSchema.parse(reply).result;
+  }
+
+  async editor(req: EditorRequest, signal?: AbortSignal): Promise<EditorResult> {
+    const reply = await this.call({ type: 'sandbox.editor', request: req }, GRACE_MS, signal);
+    return SandboxEditorResultSchema.parse(reply).result;
+  }
+
+  async readFile(path: string): Promise<string> {
+    return SandboxReadResultSchema.parse(await this.call({ type: 'sandbox.read', path }, GRACE_MS)).content;
+  }
+
+  async writeFile(path: string, content: string): Promise<void> {
+    await this.call({ type: 'sandbox.write', path, content }, GRACE_MS);
+  }
+
+  /** Kills every process of the sandbox, removes its workdir. Idempotent; never throws. */
+  async close(): Promise<void> {
+    const snap = this.actor.getSnapshot();
+    if (snap.status !== 'done') this.actor.send({ type: 'CLOSE' });
+    await new Promise<void>((resolve) => {
+      if (this.actor.getSnapshot().status === 'done') return resolve();
+      const sub = this.actor.subscribe({ complete: () => (sub.unsubscribe(), resolve()), error: () => resolve() });
+    });
+  }
+
+  private async call(msg: { type: string } & Record<string, unknown>, timeoutMs: number, signal?: AbortSignal): Promise<Record<string, unknown>> {
+    const state = this.state;
+    if (state !== 'ready' && state !== 'busy') {
+      const reason = this.actor.getSnapshot().context.reason;
+      throw new SandboxError(`sandbox ${this.id} is ${state}${reason ? `: ${reason}` : ''}`, { code: 'SANDBOX_LOST' });
+    }
+    if (signal?.aborted) throw new CancelledError();
+    this.actor.send({ type: 'CALL' });
+    let rejectLost!: (err: Error) => void;
+    const lost = new Promise<never>((_, reject) => (rejectLost = reject));
+    this.inflight.add(rejectLost);
+    const onAbort = (): void => {
+      // Cancel must stop the work inside the sandbox, not only the wait for it.
+      if (this.channel.isOpen) this.channel.request({ type: 'sandbox.interrupt', sandboxId: this.id }, { timeoutMs: 10_000 }).catch(() => undefined);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await Promise.race([this.channel.request({ ...msg, sandboxId: this.id }, { timeoutMs, signal }), lost]);
+    } catch (err) {
+      throw asSandboxFault(err);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      this.inflight.delete(rejectLost);
+      this.actor.send({ type: 'CALL_DONE' });
+    }
+  }
+}
+
+/** Infra faults of the channel (closed, timed out) become SandboxError; typed errors pass through. */
+export function asSandboxFault(err: unknown): RolloutError {
+  const e = toRolloutError(err);
+  if (e instanceof SandboxError || e.name !== 'InfraError') return e;
+  return new SandboxError(e.message, { code: e.code, cause: e });
+}

@@ -1,0 +1,136 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { once } from 'node:events';
+import { ProtocolError, SandboxError } from '../errors.js';
+import { UdsChannel, type WireMessage } from '../ipc/uds-channel.js';
+import { HostRequestSchema, type HostRequest } from '../protocol/sandbox.js';
+import { HostSandbox, type HostOwner } from './host-sandbox.js';
+
+/** Options of {@link runSandboxHost}. */
+export interface SandboxHostOptions {
+  socketPath: string;
+  stateDir: string;
+  /** Largest IPC frame. */
+  maxFrameBytes?: number;
+  /** Exit when no runtime connects within this many ms. Default 30 s. */
+  connectTimeoutMs?: number;
+  /** Where to print the `ready` line the provider waits for. */
+  out?: NodeJS.WritableStream;
+}
+
+/**
+ * The sandbox host: listens on a Unix socket, serves exactly one runtime connection, owns the
+ * sandboxes that runtime creates. When that connection closes (the runtime exited, crashed or
+ * closed it), it closes every sandbox and resolves — so no sandbox outlives its runtime.
+ *
+ * Prints `ready <pid>\n` once listening. Resolves with the process exit code.
+ */
+export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> {
+  fs.mkdirSync(path.dirname(opts.socketPath), { recursive: true });
+  fs.mkdirSync(opts.stateDir, { recursive: true });
+  fs.rmSync(opts.socketPath, { force: true });
+  const sandboxes = new Map<string, HostSandbox>();
+  const creating = new Set<string>();
+  // A close that overtook its create (the runtime gave up waiting): honoured when create ends.
+  const closedEarly = new Set<string>();
+  let owner: HostOwner | null = null;
+  let channel: UdsChannel | null = null;
+
+  const server = net.createServer();
+  server.listen(opts.socketPath);
+  await once(server, 'listening');
+  (opts.out ?? process.stdout).write(`ready ${process.pid}\n`);
+
+  const closeAll = async (): Promise<void> => {
+    await Promise.all([...sandboxes.values()].map((s) => s.close()));
+    sandboxes.clear();
+  };
+
+  const handle = async (raw: WireMessage & { id: number }): Promise<Record<string, unknown>> => {
+    const parsed = HostRequestSchema.safeParse(raw);
+    if (!parsed.success) {
+      throw new ProtocolError(`bad ${raw.type} request: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`, { code: 'BAD_REQUEST' });
+    }
+    const req: HostRequest = parsed.data;
+    if (req.type === 'host.hello') {
+      owner = { runtimeId: req.runtimeId, ownerPid: req.ownerPid, ownerStart: req.ownerStart };
+      return { pid: process.pid };
+    }
+    if (!owner) throw new ProtocolError('host.hello must come first', { code: 'NO_HELLO' });
+    if (req.type === 'sandbox.create') {
+      if (sandboxes.has(req.sandboxId) || creating.has(req.sandboxId)) throw new SandboxError(`sandbox ${req.sandboxId} exists`, { code: 'SANDBOX_EXISTS' });
+      creating.add(req.sandboxId);
+      try {
+        const sb = await HostSandbox.create(req, {
+          stateDir: opts.stateDir,
+          owner,
+          onLost: (reason) => {
+            if (channel?.isOpen) channel.notify({ type: 'sandbox.lost', sandboxId: req.sandboxId, reason });
+          },
+        });
+        if (!channel?.isOpen || closedEarly.has(req.sandboxId)) {
+          await sb.close();
+          throw new SandboxError('sandbox closed while it was being created', { code: 'SANDBOX_CLOSED' });
+        }
+        sandboxes.set(req.sandboxId, sb);
+        return { sandboxId: sb.id, workdir: sb.workdir };
+      } finally {
+        creating.delete(req.sandboxId);
+        closedEarly.delete(req.sandboxId);
+      }
+    }
+    const sb = sandboxes.get(req.sandboxId);
+    if (req.type === 'sandbox.close') {
+      if (creating.has(req.sandboxId)) closedEarly.add(req.sandboxId);
+      sandboxes.delete(req.sandboxId);
+      await sb?.close();
+      return {};
+    }
+    if (!sb) throw new SandboxError(`no sandbox ${req.sandboxId} on this host`, { code: 'SANDBOX_LOST' });
+    switch (req.type) {
+      case 'sandbox.bash':
+        return { result: await sb.bash({ command: req.command, isInput: req.isInput, timeoutMs: req.timeoutMs }) };
+      case 'sandbox.python':
+        return { result: await sb.python(req.code, req.timeoutMs) };
+      case 'sandbox.editor':
+        return { result: sb.editorOp(req.request) };
+      case 'sandbox.read':
+        return { content: sb.readFile(req.path) };
+      case 'sandbox.write':
+        sb.writeFile(req.path, req.content);
+        return {};
+      case 'sandbox.interrupt':
+        return { killed: sb.interrupt() };
+    }
+  };
+
+  const done = new Promise<number>((resolve) => {
+    let finished = false;
+    const finish = async (code: number): Promise<void> => {
+      if (finished) return;
+      finished = true;
+      clearTimeout(connectTimer);
+      server.close();
+      await closeAll();
+      fs.rmSync(opts.socketPath, { force: true });
+      resolve(code);
+    };
+    const connectTimer = setTimeout(() => void finish(1), opts.connectTimeoutMs ?? 30_000);
+    server.on('connection', (socket) => {
+      if (channel) {
+        // One runtime per host: a second connection could steal sandboxes.
+        socket.destroy();
+        return;
+      }
+      clearTimeout(connectTimer);
+      channel = new UdsChannel(socket, {
+        maxFrameBytes: opts.maxFrameBytes,
+        onRequest: handle,
+        onClose: () => void finish(0),
+      });
+    });
+    for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.once(sig, () => void finish(0));
+  });
+  return done;
+}

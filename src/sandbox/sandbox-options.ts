@@ -1,0 +1,67 @@
+import os from 'node:os';
+import path from 'node:path';
+import { z } from 'zod';
+import { ValidationError } from '../errors.js';
+
+const uid = typeof process.getuid === 'function' ? process.getuid() : 0;
+
+/**
+ * Options of {@link import('./sandbox-provider.js').createSandboxProvider}. Parsed once with
+ * defaults and frozen.
+ */
+export const SandboxOptionsSchema = z.object({
+  /** Isolation driver; `auto` picks bwrap, then unshare, then none (see drivers.ts). */
+  driver: z.enum(['auto', 'bwrap', 'unshare', 'none']).default('auto'),
+  /** Sandbox-host processes to spread sandboxes over; started lazily. Default: CPU count. */
+  hosts: z.number().int().positive().default(() => os.availableParallelism()),
+  /** Leases, workdirs and host sockets live here. Default `os.tmpdir()/rollout-runtime-<uid>`. */
+  stateDir: z.string().default(() => path.join(os.tmpdir(), `rollout-runtime-${uid}`)),
+  /** Root filesystem for bwrap (e.g. built by scripts/make-rootfs.sh); null = the host's, read-only. */
+  rootfs: z.string().nullable().default(null),
+  /** Identifies this runtime in leases; default `<hostname>-<pid>`. */
+  runtimeId: z.string().default(() => `${os.hostname()}-${process.pid}`),
+  limits: z
+    .object({
+      maxProcesses: z.number().int().positive().default(256),
+      memoryBytes: z.number().int().positive().default(4 * 1024 ** 3),
+      fileSizeBytes: z.number().int().positive().default(1024 ** 3),
+      cpuSeconds: z.number().int().positive().default(3600),
+    })
+    .prefault({}),
+  timeouts: z
+    .object({
+      /** Per bash command (ProRL: 30 s). */
+      bashMs: z.number().int().positive().default(30_000),
+      /** No new output for this long also ends the wait (ProRL: 30 s). */
+      noOutputMs: z.number().int().positive().default(30_000),
+      /** Per Python cell (ProRL: 120 s). */
+      pythonMs: z.number().int().positive().default(120_000),
+      /** Sandbox start, including seeding and setup commands (ProRL: 120 s). */
+      startMs: z.number().int().positive().default(120_000),
+      /** Host process start (spawn to listening). */
+      hostStartMs: z.number().int().positive().default(15_000),
+    })
+    .prefault({}),
+  /** Bash output longer than this is cut (head / ~80% slice / tail). */
+  maxOutputChars: z.number().int().positive().default(10_000),
+  /** Largest IPC frame either side accepts. */
+  maxFrameBytes: z.number().int().positive().default(64 * 1024 * 1024),
+});
+
+/** Parsed, defaulted sandbox options. */
+export type SandboxOptions = Readonly<z.infer<typeof SandboxOptionsSchema>>;
+/** What callers pass: every field optional. */
+export type SandboxOptionsInput = z.input<typeof SandboxOptionsSchema>;
+
+/**
+ * Parses and freezes sandbox options.
+ * @throws ValidationError naming the bad field.
+ */
+export function parseSandboxOptions(input: SandboxOptionsInput = {}): SandboxOptions {
+  const r = SandboxOptionsSchema.safeParse(input);
+  if (!r.success) {
+    const issues = r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
+    throw new ValidationError(`invalid sandbox options: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`, issues);
+  }
+  return Object.freeze(r.data);
+}
