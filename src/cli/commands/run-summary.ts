@@ -141,7 +141,7 @@ export function formatSummary(s: RunSummary): string {
   row('resolved', `${s.resolved}/${s.rollouts}`);
   row('mean reward', fmtNum(s.meanReward));
   row('pass@1', fmtNum(s.passAt1));
-  row(`pass@${s.n}`, fmtNum(s.passAtN));
+  if (s.n > 1) row(`pass@${s.n}`, fmtNum(s.passAtN));
   row('tokens', `${s.tokens.total} total, ${s.tokens.sampled} sampled, ${fmtNum(s.tokens.perRollout, 0)} per rollout`);
   row('turns', `${s.turns.total} total, ${fmtNum(s.turns.perRollout, 1)} per rollout`);
   row('elapsed', fmtMs(s.elapsedMs));
