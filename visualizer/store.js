@@ -28,7 +28,8 @@ export class Store {
   reset() {
     /** @type {Map<string, any>} */
     this.rollouts = new Map();
-    this.lastSeq = -1;
+    // The runtime numbers events from 1, so `after: 0` replays everything it still retains.
+    this.lastSeq = 0;
     this.epoch = null;
     /** Bumped whenever a table-visible field of any rollout changes. */
     this.version = 0;
@@ -129,7 +130,7 @@ export class Store {
         if (typeof msg.ts === 'number') this.latestTs = Math.max(this.latestTs, msg.ts);
         return null;
       case 'gap':
-        this.gaps += 1;
+        if (typeof msg.to !== 'number' || msg.to >= 1) this.gaps += 1;
         return null;
       case 'backends':
         this.applyBackends(msg.ts ?? this.latestTs, msg.backends ?? []);
@@ -159,6 +160,11 @@ export class Store {
     const ts = typeof ev.ts === 'number' ? ev.ts : this.latestTs;
     if (ts > this.latestTs) this.latestTs = ts;
     const r = this._rollout(ev.rolloutId, ts);
+    if (r.seeded) {
+      // Events are the better source: forget the listing's guesses (its end time above all).
+      r.seeded = false;
+      r.endTs = null;
+    }
     this.eventsApplied++;
     r.lastTs = ts;
     r.version++;

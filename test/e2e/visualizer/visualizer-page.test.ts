@@ -136,7 +136,7 @@ describe('visualizer page (recorded events)', () => {
     // Published while the page is disconnected: only a resume with `after` can deliver these.
     server.push(syntheticRollout('r-1', T0 + 1000));
     await p.waitForSelector('.rows .row[data-id="r-1"]');
-    expect(server.subscribes).toEqual([-1, seen]);
+    expect(server.subscribes).toEqual([0, seen]);
     await expect.poll(() => p.evaluate(() => (window as unknown as { __viz: { store: { lastSeq: number } } }).__viz.store.lastSeq)).toBe(server.lastSeq());
   });
 

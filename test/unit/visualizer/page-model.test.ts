@@ -49,7 +49,17 @@ describe('Store', () => {
     store.apply({ type: 'hello', epoch: 1, seq: 0, heartbeat_ms: 1000 });
     for (const ev of stamp(syntheticRollout('r', T0))) store.apply(ev);
     store.apply({ type: 'hello', epoch: 2, seq: 0, heartbeat_ms: 1000 });
-    expect([store.rollouts.size, store.lastSeq]).toEqual([0, -1]);
+    expect([store.rollouts.size, store.lastSeq]).toEqual([0, 0]);
+  });
+
+  it('takes a rollout seeded from the listing over from its events once they arrive', () => {
+    const store = new Store() as StoreLike & { seed(s: unknown): void };
+    store.seed({ id: 'r', instance_id: 'i', data_source: 'swe-lite', state: 'done', turn: 2, tokens: 9, submitted_at: T0, outcome: 'completed', reward: 1 });
+    expect(store.rollouts.get('r')).toMatchObject({ state: 'done', endTs: T0 });
+    const events = stamp(syntheticRollout('r', T0 + 10, { finish: false }));
+    for (const ev of events) store.apply(ev);
+    expect(store.rollouts.get('r')).toMatchObject({ state: 'acting', endTs: null });
+    expect(store.stateCounts['done']).toBe(0);
   });
 
   it('keeps at most maxEventsPerRollout events per rollout, dropping the oldest', () => {
