@@ -1,0 +1,46 @@
+import fs from 'node:fs';
+import { bwrapWorks, unshareWorks, type DriverName } from '../../../src/sandbox/drivers.js';
+
+/**
+ * The driver the sandbox integration tests use: bwrap when it works; with
+ * ROLLOUT_REQUIRE_BWRAP=1 (CI) a missing bwrap is an error, otherwise unshare, then none.
+ */
+export function testDriver(): DriverName {
+  if (bwrapWorks()) return 'bwrap';
+  if (process.env.ROLLOUT_REQUIRE_BWRAP === '1') throw new Error('ROLLOUT_REQUIRE_BWRAP=1 but bwrap is missing or does not work');
+  return unshareWorks() ? 'unshare' : 'none';
+}
+
+/** Host pids whose command line is exactly `argv` (unique arguments make this unambiguous). */
+export function pidsByCmdline(argv: string[]): number[] {
+  const want = argv.join('\0');
+  const out: number[] = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').replace(/\0$/, '') === want) out.push(Number(name));
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+
+/** True when the pid no longer runs (missing, or a zombie waiting to be reaped). */
+export function isGone(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
+/** Polls `fn` on the event loop (no timing assertion: the test timeout bounds it). */
+export async function until<T>(fn: () => T | undefined | null | false, stepMs = 10): Promise<T> {
+  for (;;) {
+    const v = fn();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+}
