@@ -1,4 +1,5 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -83,6 +84,25 @@ describe('eval', () => {
       root,
     );
     expect([r.resolved, r.details?.git_patch]).toEqual([true, expect.stringMatching(/-1\n\+2/)]);
+  });
+  it('seeds a swe repository from repo_dir, keeping its git history', async () => {
+    const repoDir = await mkdtemp(join(root, 'repo-'));
+    await writeFile(join(repoDir, 'v.txt'), 'old\n');
+    await new Promise<void>((res, rej) =>
+      execFile('bash', ['-c', 'git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm first'], { cwd: repoDir }, (e) => (e ? rej(e) : res())),
+    );
+    const r = await runWithOracle(
+      sweHandler,
+      inst({
+        data_source: 'swe',
+        problem_statement: 'p',
+        repo_dir: repoDir,
+        test_command: 'grep -qx new v.txt && test "$(git log --format=%s)" = first',
+        oracle: [{ tool_calls: [sh('echo new > v.txt'), fin()] }],
+      }),
+      root,
+    );
+    expect([r.resolved, r.details?.output]).toEqual([true, expect.any(String)]);
   });
   it('runs swe tests with test_files written over the agent edits', async () => {
     const r = await runWithOracle(
