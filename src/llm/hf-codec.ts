@@ -112,6 +112,12 @@ export function buildCodec(tok: RawTokenizer, opts: HfCodecOptions): HfChatCodec
     return g;
   };
 
+  // The sampled ids behind recently parsed assistant turns, keyed by the parsed message, so a
+  // drift check over messages that do not carry `token_ids` still splices the exact sampled ids
+  // (see renderFullSpliced). Bounded; the oldest entries go first.
+  const sampledByMessage = new Map<string, number[]>();
+  const SAMPLED_CAP = 8192;
+
   const codec: HfChatCodec = {
     name: opts.name ?? 'hf',
     endOfTurnId: eotId,
@@ -138,7 +144,12 @@ export function buildCodec(tok: RawTokenizer, opts: HfCodecOptions): HfChatCodec
     parseAssistant(outputIds): ParsedAssistant {
       let end = outputIds.length;
       while (end > 0 && stopIds.has(outputIds[end - 1]!)) end--;
-      return parseToolCalls(decode(end === outputIds.length ? outputIds : outputIds.slice(0, end)));
+      const parsed = parseToolCalls(decode(end === outputIds.length ? outputIds : outputIds.slice(0, end)));
+      const key = messageKey(parsed.content, parsed.toolCalls);
+      sampledByMessage.delete(key);
+      sampledByMessage.set(key, outputIds);
+      if (sampledByMessage.size > SAMPLED_CAP) sampledByMessage.delete(sampledByMessage.keys().next().value!);
+      return parsed;
     },
     encodeAssistant(turn) {
       // Render the turn as a historical one (a user turn follows), so templates that treat the
@@ -161,6 +172,8 @@ export function buildCodec(tok: RawTokenizer, opts: HfCodecOptions): HfChatCodec
    * be the canonical tokenization of their text, and that is not drift. Where the template
    * changes an earlier turn (Qwen3 strips `<think>` blocks, tool calls get re-serialized), the
    * text is not found, the span is re-tokenized, and the difference shows up as drift.
+   * Messages without `token_ids` use the ids this codec's `parseAssistant` last decoded into the
+   * same content and tool calls.
    */
   function renderFullSpliced(messages: Message[], tools: ToolSchema[], enableThinking: boolean | undefined): number[] {
     const text = renderText(messages, tools, { addGenerationPrompt: true, enableThinking });
@@ -168,12 +181,14 @@ export function buildCodec(tok: RawTokenizer, opts: HfCodecOptions): HfChatCodec
     const out: number[] = [];
     let cursor = 0;
     for (const m of messages) {
-      if (m.role !== 'assistant' || !m.token_ids || m.token_ids.length === 0) continue;
-      const sampled = decode(m.token_ids);
+      if (m.role !== 'assistant') continue;
+      const ids = m.token_ids ?? sampledByMessage.get(messageKey(m.content, m.tool_calls ?? []));
+      if (!ids || ids.length === 0) continue;
+      const sampled = decode(ids);
       const at = text.indexOf(gp + sampled, cursor);
       if (at < 0) continue;
       const start = at + gp.length;
-      out.push(...encode(text.slice(cursor, start)), ...m.token_ids);
+      out.push(...encode(text.slice(cursor, start)), ...ids);
       cursor = start + sampled.length;
       // The sampled text ended with the end-of-turn token; the template wrote it too.
     }
@@ -182,6 +197,10 @@ export function buildCodec(tok: RawTokenizer, opts: HfCodecOptions): HfChatCodec
   }
 
   return codec;
+}
+
+function messageKey(content: string, toolCalls: readonly { name: string; arguments: Record<string, unknown> }[]): string {
+  return toolCalls.length === 0 ? content : `${content}\u0000${JSON.stringify(toolCalls.map((c) => [c.name, c.arguments]))}`;
 }
 
 function singleId(tok: RawTokenizer, t: string): number | undefined {

@@ -96,3 +96,17 @@ describe('createQwen3Codec', () => {
     expect(codec.decode(codec.encode(text))).toBe(text);
   });
 });
+
+describe('createQwen3Codec drift check without token_ids', () => {
+  it('splices the ids parseAssistant decoded when the assistant message carries none', () => {
+    const c = createQwen3Codec();
+    const letters = [...'world'].flatMap((ch) => c.encode(ch));
+    const output = [...letters, IM_END];
+    const messages: Message[] = [{ role: 'user', content: 'hi' }];
+    let ids = c.encodePrompt(messages, []);
+    const p = c.parseAssistant(output);
+    messages.push({ role: 'assistant', content: p.content }, { role: 'user', content: 'more' });
+    ids = [...ids, ...output, ...c.encodeContinuation([{ role: 'user', content: 'more' }], output)];
+    expect(findDrift(1, c.renderFull!(messages, []), ids)).toBeNull();
+  });
+});
