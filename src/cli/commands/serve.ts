@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import type { SandboxProvider } from '../../sandbox/sandbox.js';
+import { createSandboxProvider } from '../../sandbox/index.js';
 import { createQwen3Codec } from '../../llm/qwen3-codec.js';
 import { createInspector, type RuntimeInspector } from '../../runtime/inspection.js';
 import { MemorySandboxProvider } from '../../testing/memory-sandbox.js';
@@ -103,6 +104,9 @@ export async function run(argv: string[]): Promise<number> {
     inspector = values.inspect ? createInspector(values.inspect) : null;
     const driver = values.sandbox ?? 'auto';
     const stateDir = values['state-dir'];
+    if (!['auto', 'bwrap', 'unshare', 'none', 'memory'].includes(driver)) {
+      throw new RolloutError(`--sandbox must be auto, bwrap, unshare, none or memory, got '${driver}'`, { code: 'USAGE', retryable: false });
+    }
     const factory = serviceRuntimeFactory({
       codec: createQwen3Codec(),
       sandboxes: () => makeSandboxes(driver, stateDir),
@@ -145,14 +149,12 @@ export async function run(argv: string[]): Promise<number> {
 
 /**
  * The sandbox provider for `--sandbox`. `memory` is the in-process fake (development only: it
- * runs a handful of shell builtins). The others come from the sandbox area's
- * `createSandboxProvider` (src/sandbox/index.ts), loaded by path so this command still starts
- * where that module is missing.
+ * understands a handful of shell builtins); the others are the sandbox area's drivers.
  */
-async function makeSandboxes(driver: string, stateDir: string | undefined): Promise<SandboxProvider> {
+function makeSandboxes(driver: string, stateDir: string | undefined): SandboxProvider {
   if (driver === 'memory') return new MemorySandboxProvider();
-  const path = '../../sandbox/index.js';
-  const mod = (await import(path)) as { createSandboxProvider?: (opts: Record<string, unknown>) => SandboxProvider | Promise<SandboxProvider> };
-  if (!mod.createSandboxProvider) throw new Error('the sandbox module has no createSandboxProvider');
-  return mod.createSandboxProvider({ driver, ...(stateDir ? { stateDir } : {}) });
+  if (driver !== 'auto' && driver !== 'bwrap' && driver !== 'unshare' && driver !== 'none') {
+    throw new RolloutError(`--sandbox must be auto, bwrap, unshare, none or memory, got '${driver}'`, { code: 'USAGE', retryable: false });
+  }
+  return createSandboxProvider({ driver, ...(stateDir ? { stateDir } : {}) });
 }

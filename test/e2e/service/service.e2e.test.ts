@@ -36,6 +36,7 @@ describe('rollout serve, end to end', () => {
     w.close();
     const outcomes = [...w.results().values()].map((e) => e.outcome);
     expect(new Set(outcomes)).toEqual(new Set(['completed']));
+    expect([...w.results().values()].filter((e) => e.resolved)).toHaveLength(64);
     const one = await api(server.url, 'GET', `/v1/rollouts/${batch.body.rollout_ids[5]}`);
     const t = one.body.result.trajectory;
     const last = t.turns[t.turns.length - 1];
