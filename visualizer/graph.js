@@ -12,6 +12,8 @@ const COL_W = 150;
 const ROW_H = 70;
 const PAD = 24;
 const GROUP_PAD = 18;
+// Room above the flow for back edges (acting -> llmCalling), which arc over it.
+const ARC_ROOM = 44;
 
 function el(name, attrs = {}, text) {
   const node = document.createElementNS(SVG_NS, name);
@@ -93,18 +95,37 @@ export function layoutGraph(graph) {
     const d = depth.get(s.id);
     const row = rowsInCol.get(d) ?? 0;
     rowsInCol.set(d, row + 1);
-    pos.set(s.id, { x: PAD + d * COL_W, y: PAD + GROUP_PAD + row * ROW_H });
+    pos.set(s.id, { x: PAD + d * COL_W, y: PAD + ARC_ROOM + GROUP_PAD + row * ROW_H });
   }
   const cols = Math.max(1, maxDepth + 1);
   const flowRows = Math.max(1, ...rowsInCol.values());
   const width = PAD * 2 + (cols - 1) * COL_W + NODE_W;
-  const finalY = PAD + GROUP_PAD + flowRows * ROW_H + ROW_H * 0.5;
+  const finalY = PAD + ARC_ROOM + GROUP_PAD + flowRows * ROW_H + ROW_H * 0.5;
   const span = width - PAD * 2 - NODE_W;
-  finals.forEach((s, i) => {
-    const x = PAD + (finals.length === 1 ? span / 2 : (span * i) / (finals.length - 1));
-    pos.set(s.id, { x, y: finalY });
+  // Each final state takes the free slot nearest the mean x of the states that lead to it, so
+  // `done` sits under `evaluating` instead of across the picture; root-only ones fill the rest.
+  const slots = finals.map((_, i) => PAD + (finals.length === 1 ? span / 2 : (span * i) / (finals.length - 1)));
+  const free = new Set(slots.map((_, i) => i));
+  const wanted = finals.map((s) => {
+    const xs = [...edges.values()].filter((e) => e.target === s.id && pos.has(e.source)).map((e) => pos.get(e.source).x);
+    return { s, x: xs.length > 0 ? xs.reduce((a, b) => a + b, 0) / xs.length : null };
   });
-  const height = (finals.length > 0 ? finalY : PAD + GROUP_PAD + (flowRows - 1) * ROW_H) + NODE_H + PAD + 12;
+  const byDemand = [...wanted.filter((w) => w.x !== null)].sort((a, b) => {
+    const spread = (w) => Math.min(...[...free].map((i) => Math.abs(slots[i] - w.x)));
+    return spread(a) - spread(b);
+  });
+  for (const w of byDemand) {
+    let best = -1;
+    for (const i of free) if (best === -1 || Math.abs(slots[i] - w.x) < Math.abs(slots[best] - w.x)) best = i;
+    free.delete(best);
+    pos.set(w.s.id, { x: slots[best], y: finalY });
+  }
+  for (const w of wanted.filter((w) => w.x === null)) {
+    const i = Math.min(...free);
+    free.delete(i);
+    pos.set(w.s.id, { x: slots[i], y: finalY });
+  }
+  const height = (finals.length > 0 ? finalY : PAD + ARC_ROOM + GROUP_PAD + (flowRows - 1) * ROW_H) + NODE_H + PAD + 12;
 
   const groups = [];
   for (const s of graph.states) {
@@ -173,7 +194,7 @@ export function renderGraph(svg, graph) {
     let ly;
     if (back) {
       // Back edges (e.g. acting -> llmCalling) arc over the flow so they do not hide forward ones.
-      const lift = 30 + Math.abs(ax - bx) * 0.15;
+      const lift = Math.min(ARC_ROOM + GROUP_PAD, 30 + Math.abs(ax - bx) * 0.15);
       const top = Math.min(a.y, b.y);
       d = `M ${ax} ${top} C ${ax} ${top - lift}, ${bx} ${top - lift}, ${bx} ${top - 1}`;
       lx = (ax + bx) / 2;
