@@ -104,6 +104,7 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
     return host;
   };
 
+  /** Picks a host and counts the sandbox on it at once, so concurrent creates spread out. */
   const pickHost = async (): Promise<Host> => {
     const idle = hosts.find((h) => h.load === 0);
     if (!idle && hosts.length + starting.size < options.hosts) {
@@ -113,7 +114,7 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
           starting.delete(id);
           if (closed) {
             void h.channel.close();
-            throw new SandboxError('sandbox provider closed');
+            throw new SandboxError('sandbox provider closed', { code: 'PROVIDER_CLOSED' });
           }
           hosts.push(h);
           return h;
@@ -125,10 +126,17 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
       );
       starting.set(id, p);
       const h = await p;
+      h.load++;
       return h;
     }
-    if (hosts.length === 0) return Promise.any([...starting.values()]);
-    return hosts.reduce((a, b) => (b.load < a.load ? b : a));
+    if (hosts.length === 0) {
+      const h = await Promise.any([...starting.values()]);
+      h.load++;
+      return h;
+    }
+    const h = hosts.reduce((a, b) => (b.load < a.load ? b : a));
+    h.load++;
+    return h;
   };
 
   const provider: HostSandboxProvider = {
@@ -144,7 +152,6 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
       if (opts.signal?.aborted) throw new CancelledError();
       await reaped;
       const host = await pickHost();
-      host.load++;
       const sandboxId = `sb-${crypto.randomBytes(6).toString('hex')}`;
       const startReq = {
         type: 'sandbox.create',

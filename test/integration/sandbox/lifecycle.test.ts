@@ -1,0 +1,204 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execFileSync, spawn } from 'node:child_process';
+import { createSandboxProvider, reapStale, type HostSandboxProvider } from '../../../src/sandbox/index.js';
+import { CancelledError, SandboxError, TaskError } from '../../../src/errors.js';
+import { processStartTime } from '../../../src/sandbox/proc.js';
+import { readLease } from '../../../src/sandbox/lease.js';
+import { isGone, pidsByCmdline, testDriver, until } from './helpers.js';
+
+let stateDir: string;
+let provider: HostSandboxProvider;
+const tag = String(process.pid).padStart(6, '0');
+
+beforeAll(() => {
+  stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-life-'));
+  provider = createSandboxProvider({ driver: testDriver(), hosts: 2, stateDir, timeouts: { bashMs: 5000, noOutputMs: 5000, pythonMs: 5000 } });
+});
+afterAll(async () => {
+  await provider?.close();
+  fs.rmSync(stateDir, { recursive: true, force: true });
+});
+
+function leaseOf(id: string) {
+  return readLease(path.join(stateDir, 'sandboxes', id))!;
+}
+
+describe('sandbox lifecycle', () => {
+  it('close kills a running foreground command and a background child, and removes the workdir', async () => {
+    const sb = await provider.create({}, { rolloutId: 'close' });
+    const workdir = leaseOf(sb.id).workdir;
+    await sb.bash({ command: `sleep 1000.${tag}1 & sleep 1001.${tag}1`, timeoutMs: 100 });
+    const bg = await until(() => pidsByCmdline(['sleep', `1000.${tag}1`])[0]);
+    const fg = await until(() => pidsByCmdline(['sleep', `1001.${tag}1`])[0]);
+    await sb.close();
+    expect(isGone(bg)).toBe(true);
+    expect(isGone(fg)).toBe(true);
+    expect(fs.existsSync(workdir)).toBe(false);
+  });
+
+  it('aborting a call kills the command and its background child but keeps the shell', async () => {
+    const sb = await provider.create({}, { rolloutId: 'abort' });
+    try {
+      const ac = new AbortController();
+      const p = sb.bash({ command: `sleep 1000.${tag}2 & sleep 1001.${tag}2` }, ac.signal);
+      const bg = await until(() => pidsByCmdline(['sleep', `1000.${tag}2`])[0]);
+      const fg = await until(() => pidsByCmdline(['sleep', `1001.${tag}2`])[0]);
+      ac.abort();
+      await expect(p).rejects.toBeInstanceOf(CancelledError);
+      await until(() => isGone(bg) && isGone(fg));
+      const after = await sb.bash({ command: '', timeoutMs: 3000 });
+      expect(after.exitCode).not.toBeNull();
+      expect((await sb.bash({ command: 'echo alive' })).output).toBe('alive\n');
+    } finally {
+      await sb.close();
+    }
+  });
+
+  it('a sandbox whose shell dies is lost: the pending call and later calls fail with SandboxError', async () => {
+    const sb = await provider.create({}, { rolloutId: 'lost' });
+    const pending = sb.bash({ command: 'sleep 100' });
+    await until(() => leaseOf(sb.id).ptyPid);
+    process.kill(leaseOf(sb.id).ptyPid!, 'SIGKILL');
+    await expect(pending).rejects.toBeInstanceOf(SandboxError);
+    await expect(sb.bash({ command: 'echo' })).rejects.toBeInstanceOf(SandboxError);
+    await sb.close();
+  });
+
+  it('copies the seed directory so two sandboxes never share edits', async () => {
+    const seed = fs.mkdtempSync(path.join(os.tmpdir(), 'seed-'));
+    fs.writeFileSync(path.join(seed, 'f.txt'), 'orig');
+    try {
+      const [a, b] = await Promise.all([provider.create({ seedDir: seed }, { rolloutId: 'a' }), provider.create({ seedDir: seed }, { rolloutId: 'b' })]);
+      await a.bash({ command: 'echo changed > f.txt' });
+      expect(await b.readFile('f.txt')).toBe('orig');
+      expect(fs.readFileSync(path.join(seed, 'f.txt'), 'utf8')).toBe('orig');
+      await Promise.all([a.close(), b.close()]);
+    } finally {
+      fs.rmSync(seed, { recursive: true, force: true });
+    }
+  });
+
+  it('clones a local git repository into the workspace', async () => {
+    const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'repo-'));
+    try {
+      const git = (...a: string[]) => execFileSync('git', ['-C', repo, '-c', 'user.email=t@t', '-c', 'user.name=t', ...a], { stdio: 'ignore' });
+      git('init', '-q');
+      fs.writeFileSync(path.join(repo, 'main.py'), 'print(1)\n');
+      git('add', '.');
+      git('commit', '-qm', 'init');
+      const sb = await provider.create({ gitRepo: repo }, { rolloutId: 'git' });
+      expect((await sb.bash({ command: 'git log --oneline | wc -l; cat main.py' })).output).toBe('1\nprint(1)\n');
+      await sb.close();
+    } finally {
+      fs.rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  it('fails the create with TaskError when a setup command fails, leaving nothing behind', async () => {
+    const err = await provider.create({ setup: ['true', 'test -e /workspace/missing'] }, { rolloutId: 'setup' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TaskError);
+    expect(fs.readdirSync(path.join(stateDir, 'sandboxes'))).toEqual([]);
+  });
+
+  it('writes and reads workspace files and refuses paths outside it', async () => {
+    const sb = await provider.create({}, { rolloutId: 'files' });
+    await sb.writeFile('a/b.txt', 'content');
+    expect((await sb.bash({ command: 'cat /workspace/a/b.txt' })).output).toBe('content');
+    await expect(sb.readFile('../../lease.json')).rejects.toBeInstanceOf(TaskError);
+    expect((await sb.editor({ command: 'view', path: '/etc/passwd' })).error).toBe(true);
+    await sb.close();
+  });
+
+  it('runs Python cells that keep state, return the final expression, tracebacks, and survive a timeout', async () => {
+    const sb = await provider.create({}, { rolloutId: 'py' });
+    try {
+      expect(await sb.python('import os\nx = 20\nprint("cwd", os.getcwd())\nx * 2')).toEqual({ output: 'cwd /workspace\n40\n', error: null, timedOut: false });
+      const err = await sb.python('def f():\n    raise ValueError("boom")\nf()');
+      expect(err.error).toMatch(/ValueError: boom/);
+      expect(err.error).toMatch(/File "<cell>"/);
+      const slow = await sb.python('import time\nprint("before", flush=True)\ntime.sleep(30)', { timeoutMs: 300 });
+      expect(slow).toMatchObject({ output: 'before\n', timedOut: true });
+      expect((await sb.python('x')).output).toBe('20\n');
+      // the REPL shares the sandbox's filesystem with the shell
+      await sb.bash({ command: 'echo shared > /tmp/s.txt' });
+      expect((await sb.python('open("/tmp/s.txt").read()')).output).toBe("'shared\\n'\n");
+    } finally {
+      await sb.close();
+    }
+  });
+
+  it('spreads sandboxes over the hosts, least loaded first', async () => {
+    const sbs = await Promise.all([1, 2, 3, 4].map((i) => provider.create({}, { rolloutId: `spread-${i}` })));
+    const hostPids = new Set(sbs.map((s) => leaseOf(s.id).hostPid));
+    expect(hostPids.size).toBe(2);
+    await Promise.all(sbs.map((s) => s.close()));
+  });
+
+  it('a host that dies takes its sandboxes with it and their calls fail with SandboxError', async () => {
+    const p2 = createSandboxProvider({ driver: testDriver(), hosts: 1, stateDir });
+    try {
+      const sb = await p2.create({}, { rolloutId: 'host-dies' });
+      await sb.bash({ command: `sleep 1002.${tag}3 &` });
+      const child = await until(() => pidsByCmdline(['sleep', `1002.${tag}3`])[0]);
+      const pending = sb.bash({ command: 'sleep 100' });
+      process.kill(p2.hostPids()[0]!, 'SIGKILL');
+      await expect(pending).rejects.toBeInstanceOf(SandboxError);
+      await until(() => isGone(child));
+      await sb.close();
+    } finally {
+      await p2.close();
+    }
+  });
+
+  it('the host kills its sandboxes and exits when the runtime connection closes', async () => {
+    const p2 = createSandboxProvider({ driver: testDriver(), hosts: 1, stateDir });
+    const sb = await p2.create({}, { rolloutId: 'conn' });
+    await sb.bash({ command: `sleep 1003.${tag}4 &` });
+    const child = await until(() => pidsByCmdline(['sleep', `1003.${tag}4`])[0]);
+    const host = p2.hostPids()[0]!;
+    await p2.close();
+    expect(isGone(host)).toBe(true);
+    await until(() => isGone(child));
+  });
+});
+
+describe('reapStale', () => {
+  it('kills the processes and removes the directory of a sandbox whose owner is gone', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reap-'));
+    try {
+      const dead = spawn('true');
+      await new Promise((r) => dead.once('exit', r));
+      const victim = spawn('sleep', [`1004.${tag}5`], { detached: true, stdio: 'ignore' });
+      await until(() => processStartTime(victim.pid!));
+      const sbDir = path.join(dir, 'sandboxes', 'sb-stale');
+      fs.mkdirSync(path.join(sbDir, 'workspace'), { recursive: true });
+      fs.writeFileSync(
+        path.join(sbDir, 'lease.json'),
+        JSON.stringify({ sandboxId: 'sb-stale', runtimeId: 'gone', ownerPid: dead.pid, ownerStart: null, rolloutId: 'r', hostPid: dead.pid, hostStart: '1', ptyPid: victim.pid, ptyStart: processStartTime(victim.pid!), cgroup: null, dir: sbDir, workdir: path.join(sbDir, 'workspace'), createdAt: '' }),
+      );
+      const exited = new Promise((r) => victim.once('exit', r));
+      const report = await reapStale(dir);
+      expect(report.sandboxes).toEqual(['sb-stale']);
+      await exited;
+      expect(fs.existsSync(sbDir)).toBe(false);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('leaves the sandboxes of a live owner alone', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reap-'));
+    try {
+      const sbDir = path.join(dir, 'sandboxes', 'sb-live');
+      fs.mkdirSync(sbDir, { recursive: true });
+      fs.writeFileSync(path.join(sbDir, 'lease.json'), JSON.stringify({ sandboxId: 'sb-live', ownerPid: process.pid, ownerStart: processStartTime(process.pid), ptyPid: null, cgroup: null, dir: sbDir }));
+      expect((await reapStale(dir)).sandboxes).toEqual([]);
+      expect(fs.existsSync(sbDir)).toBe(true);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
