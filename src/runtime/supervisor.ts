@@ -44,6 +44,12 @@ export interface SupervisorParts {
 }
 
 const CLIP = 2_000;
+const ENDED: Record<FinalState, CancelledError> = {
+  done: new CancelledError('rollout done'),
+  failed: new CancelledError('rollout failed'),
+  timedOut: new CancelledError('rollout timed out'),
+  cancelled: new CancelledError('rollout cancelled'),
+};
 const EMPTY_TRAJECTORY = (): Trajectory => ({ turns: [], tokens: [], lossMask: [], logprobs: [], messages: [], tools: [], diagnostics: { drift: [] } });
 
 /**
@@ -400,7 +406,8 @@ export class Supervisor {
     this.pools.init.forget(id);
     this.pools.run.forget(id);
     this.pools.eval.forget(id);
-    att.abort.abort(new CancelledError(`rollout ${final}`));
+    // One shared reason per final state: an Error per rollout (stack capture) costs ~2 µs and garbage.
+    att.abort.abort(ENDED[final]);
     const closing = this.closeSandboxes(att);
 
     let outcome: Outcome;
