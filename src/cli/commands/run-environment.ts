@@ -5,6 +5,7 @@ import type { LlmClient } from '../../llm/llm-client.js';
 import { createQwen3Codec } from '../../llm/qwen3-codec.js';
 import { createRuntime } from '../../runtime/runtime.js';
 import type { Runtime } from '../../runtime/runtime-api.js';
+import { createSandboxProvider, detectDriver } from '../../sandbox/index.js';
 import type { SandboxProvider } from '../../sandbox/sandbox.js';
 import { ScriptedPolicy } from '../../testing/scripted-policy.js';
 
@@ -56,12 +57,14 @@ export async function openRunEnvironment(
   }
   let sandboxes: SandboxProvider;
   try {
-    sandboxes = await loadSandboxProvider(opts.sandbox);
+    sandboxes = createSandboxProvider({ driver: opts.sandbox });
   } catch (err) {
     await llm.close?.();
     throw err;
   }
-  description += `, sandbox driver ${opts.sandbox}`;
+  const det = detectDriver(opts.sandbox);
+  description += `, sandbox driver ${det.driver}`;
+  if (det.unsafe) log(`sandbox driver 'none': ${det.reason === 'requested' ? 'requested' : det.reason}; commands run WITHOUT isolation`);
   const c = opts.concurrency;
   const runtime = await createRuntime({
     llm,
@@ -81,14 +84,3 @@ export async function openRunEnvironment(
   };
 }
 
-/**
- * The sandbox area's `createSandboxProvider` (src/sandbox/index.ts), loaded by path: the
- * sandbox host code is only imported when a run starts. Throws when the module or its export
- * is missing, or the driver cannot start.
- */
-async function loadSandboxProvider(driver: string): Promise<SandboxProvider> {
-  const path = '../../sandbox/index.js';
-  const mod = (await import(path)) as { createSandboxProvider?: (opts: Record<string, unknown>) => SandboxProvider | Promise<SandboxProvider> };
-  if (!mod.createSandboxProvider) throw new Error('the sandbox module has no createSandboxProvider');
-  return mod.createSandboxProvider({ driver });
-}

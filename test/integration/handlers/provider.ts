@@ -1,17 +1,10 @@
+import { createSandboxProvider } from '../../../src/sandbox/index.js';
 import type { SandboxProvider } from '../../../src/sandbox/sandbox.js';
-import { createLocalSandbox } from '../../unit/handlers/tasks/local-sandbox.js';
 
-/** The sandbox provider the handler integration tests run on. */
+/**
+ * The sandbox provider the handler integration tests run on: the real one (sandbox hosts, bwrap
+ * when it works), with its state dir inside the test's temp dir so nothing is left behind.
+ */
 export async function makeProvider(root: string): Promise<SandboxProvider> {
-  const live = new Set<{ close(): Promise<void> }>();
-  return {
-    async create(spec) {
-      const sb = await createLocalSandbox(spec, root);
-      live.add(sb);
-      return sb;
-    },
-    async close() {
-      await Promise.all([...live].map((s) => s.close()));
-    },
-  };
+  return createSandboxProvider({ stateDir: root, hosts: 2 });
 }

@@ -1,0 +1,83 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/** `rollout run` as a real child process: the README's first command, and its input errors. */
+
+const repo = fileURLToPath(new URL('../../', import.meta.url));
+const bin = join(repo, 'bin', 'rollout.js');
+
+function rollout(args: string[], cwd: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((res) => {
+    execFile(process.execPath, [bin, ...args], { cwd, timeout: 120_000, env: { ...process.env, NO_COLOR: '1' } }, (err, stdout, stderr) => {
+      res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'cli-run-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('rollout run examples/tasks.jsonl --n 2', () => {
+  let out: { code: number; stdout: string; stderr: string };
+  let lines: Record<string, unknown>[];
+  let summary: Record<string, unknown>;
+  beforeAll(async () => {
+    out = await rollout(['run', join(repo, 'examples', 'tasks.jsonl'), '--n', '2', '--out', join(dir, 'out')], dir);
+    lines = (await readFile(join(dir, 'out', 'trajectories.jsonl'), 'utf8').catch(() => ''))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    summary = JSON.parse(await readFile(join(dir, 'out', 'summary.json'), 'utf8').catch(() => '{}')) as Record<string, unknown>;
+  }, 120_000);
+
+  it('exits 0', () => {
+    expect(out.code, out.stderr).toBe(0);
+  });
+  it('says on stderr that it uses the scripted policy', () => {
+    expect(out.stderr).toContain('scripted policy');
+  });
+  it('prints plain progress lines when stderr is not a terminal', () => {
+    expect(out.stderr).toMatch(/^\[40\/40\] \S+ completed reward=/m);
+  });
+  it('prints a summary with pass@1 and pass@2', () => {
+    expect(out.stdout).toMatch(/pass@1\s+0\.750[\s\S]*pass@2\s+0\.750/);
+  });
+  it('writes one trajectory line per rollout with its tokens and loss mask', () => {
+    expect(lines.map((l) => [(l.trajectory as { tokens: unknown[]; lossMask: unknown[] }).tokens.length > 0, typeof l.outcome])).toEqual(Array(40).fill([true, 'string']));
+  });
+  it('writes summary.json with every rollout completed and the expected pass rates', () => {
+    expect(summary).toMatchObject({ rollouts: 40, tasks: 20, n: 2, outcomes: { completed: 40 }, resolved: 30, passAt1: 0.75, passAtN: 0.75 });
+  });
+});
+
+describe.concurrent('rollout run on bad input', () => {
+  it('exits 2 naming the line of bad JSON', async () => {
+    const f = join(dir, 'bad.jsonl');
+    await writeFile(f, '{"data_source":"math","problem":"p","answer":"1"}\n{"data_source": \n');
+    const r = await rollout(['run', f, '--out', join(dir, 'bad-out')], dir);
+    expect([r.code, r.stderr]).toEqual([2, expect.stringContaining('bad JSON on line 2')]);
+  });
+  it('exits 2 naming an unknown data_source', async () => {
+    const f = join(dir, 'unknown.jsonl');
+    await writeFile(f, '{"data_source":"chess","instance_id":"c1"}\n');
+    const r = await rollout(['run', f], dir);
+    expect([r.code, r.stderr]).toEqual([2, expect.stringContaining("unknown data_source 'chess'")]);
+  });
+  it('exits 2 when the task file is missing', async () => {
+    const r = await rollout(['run', join(dir, 'nope.jsonl')], dir);
+    expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/nope\.jsonl: no such file/)]);
+  });
+  it('exits 2 on a bad backend address', async () => {
+    const r = await rollout(['run', join(repo, 'examples', 'stem.jsonl'), '--backend', 'ftp://x:1'], dir);
+    expect([r.code, r.stderr]).toEqual([2, expect.stringContaining('ftp://x:1')]);
+  });
+});
