@@ -1,0 +1,135 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AgentHandler } from '../../../src/handlers/agent-handler.js';
+import { BackendPool } from '../../../src/llm/backend-pool.js';
+import { ensureTinyGguf } from '../../../src/llm/gguf-writer.js';
+import type { LlamaSample } from '../../../src/llm/llama-engine.js';
+import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
+import type { RolloutResult } from '../../../src/protocol/trajectory.js';
+import { createRuntime } from '../../../src/runtime/runtime.js';
+
+const ROLLOUTS = 8;
+const TURNS = 6;
+const ROOT = join(import.meta.dirname, '../../..');
+
+/** Starts `rollout llm-serve` on a free port and waits for its `listening on` line. */
+async function startServer(model: string, protocol: string): Promise<{ proc: ChildProcess; url: string }> {
+  const proc = spawn(process.execPath, [join(ROOT, 'bin/rollout.js'), 'llm-serve', '--model', model, '--port', '0', '--protocol', protocol, '--parallel', '4'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    proc.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) resolve(m[1]!);
+    });
+    proc.once('exit', (code) => reject(new Error(`llm-serve exited with ${code}: ${err}`)));
+  });
+  return { proc, url };
+}
+
+/** One user message per turn and never a stop, so every rollout runs max_iterations turns. */
+const talker: AgentHandler = {
+  name: 'talk',
+  async init() {
+    return { messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Say something.' }], tools: [] };
+  },
+  async act(ctx) {
+    return { messages: [{ role: 'user', content: `Turn ${ctx.turn + 1} done; go on.` }], observations: [], stop: null };
+  },
+  async eval() {
+    return { reward: 0, resolved: false };
+  },
+};
+
+describe('rollouts through the pool against two llm-serve engines', () => {
+  const servers: { proc: ChildProcess; url: string }[] = [];
+  let results: RolloutResult[] = [];
+  const samples = new Map<string, LlamaSample & { url: string }>();
+  const urlOf = new Map<string, string>();
+
+  beforeAll(async () => {
+    const model = ensureTinyGguf({ seed: 1 });
+    servers.push(...(await Promise.all([startServer(model, 'prorl'), startServer(model, 'sglang')])));
+    const pool = new BackendPool({ probeIntervalMs: 0 });
+    pool.addBackend({ id: 'engine-a', url: servers[0]!.url, protocol: 'prorl', weightVersion: 'w0' });
+    pool.addBackend({ id: 'engine-b', url: servers[1]!.url, protocol: 'sglang', weightVersion: 'w0' });
+    urlOf.set('engine-a', servers[0]!.url).set('engine-b', servers[1]!.url);
+    const runtime = createRuntime({ llm: pool, codec: createQwen3Codec(), handlers: [talker], detectDrift: true, retries: { max: 0, backoffMs: 0, backoffMaxMs: 0 } });
+    try {
+      const handles = Array.from({ length: ROLLOUTS }, (_, i) =>
+        runtime.submit({ data_source: 'talk', instance_id: `talk-${i}` }, { max_iterations: TURNS, max_output_tokens: 6, temperature: 1, seed: i }),
+      );
+      results = await Promise.all(handles.map((h) => h.result));
+    } finally {
+      await runtime.close();
+      await pool.close();
+    }
+    for (const s of servers) {
+      const body = (await (await fetch(`${s.url}/debug/samples`)).json()) as { samples: LlamaSample[] };
+      for (const x of body.samples) samples.set(`${x.instanceId}|${x.turn}`, { ...x, url: s.url });
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all(
+      servers.map(async ({ proc }) => {
+        if (proc.exitCode !== null) return;
+        proc.kill('SIGTERM');
+        await once(proc, 'exit');
+      }),
+    );
+  });
+
+  it('ends every rollout as truncated after max_iterations turns', () => {
+    expect(results.map((r) => [r.outcome, r.finish, r.trajectory.turns.length])).toEqual(Array.from({ length: ROLLOUTS }, () => ['truncated', 'max_iterations', TURNS]));
+  });
+
+  it('gives every turn exactly the ids and logprobs the engine sampled, from the engine that sampled them', () => {
+    for (const r of results) {
+      r.trajectory.turns.forEach((t, turn) => {
+        const s = samples.get(`${r.instanceId}|${turn}`);
+        expect(s, `${r.instanceId} turn ${turn}`).toBeDefined();
+        expect(t.outputIds).toEqual(s!.outputIds);
+        expect(t.logprobs).toEqual(s!.logprobs);
+        expect(t.promptIds).toEqual(s!.promptIds);
+        expect(urlOf.get(t.backendId)).toBe(s!.url);
+        expect(t.weightVersion).toBe('w0');
+      });
+    }
+  });
+
+  it('sets the loss mask on exactly the sampled tokens, with their logprobs', () => {
+    for (const r of results) {
+      const { tokens, lossMask, logprobs, turns } = r.trajectory;
+      const expectedMask = new Array<number>(tokens.length).fill(0);
+      const expectedLp = new Array<number>(tokens.length).fill(0);
+      for (const t of turns) {
+        t.outputIds.forEach((id, i) => {
+          expect(tokens[t.promptIds.length + i]).toBe(id);
+          expectedMask[t.promptIds.length + i] = 1;
+          expectedLp[t.promptIds.length + i] = t.logprobs[i]!;
+        });
+      }
+      expect(lossMask).toEqual(expectedMask);
+      expect(logprobs).toEqual(expectedLp);
+    }
+  });
+
+  it('makes the last prompt plus the last output equal the flat token list', () => {
+    for (const r of results) {
+      const last = r.trajectory.turns.at(-1)!;
+      expect([...last.promptIds, ...last.outputIds]).toEqual(r.trajectory.tokens);
+    }
+  });
+
+  it('finds no drift between the append-only prompts and a full re-render', () => {
+    expect(results.flatMap((r) => r.trajectory.diagnostics.drift)).toEqual([]);
+  });
+});
