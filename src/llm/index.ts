@@ -1,0 +1,15 @@
+export type { LlmClient, ManagedLlmClient, GenerateRequest, GenerateResult, BackendSpec, BackendInfo } from './llm-client.js';
+export type { ChatCodec, ParsedAssistant } from './chat-codec.js';
+export { BackendPool, type BackendPoolDeps } from './backend-pool.js';
+export { BackendPoolOptionsSchema, parseBackendPoolOptions, type BackendPoolOptions, type BackendPoolOptionsInput } from './backend-pool-options.js';
+export { parseBackendAddress } from './backend-address.js';
+export { HttpBackend, realTimers, type Timers, type FailureKind } from './http-backend.js';
+export { protocols, prorlProtocol, vllmProtocol, sglangProtocol, type ProtocolAdapter, type ParsedGeneration } from './protocols/index.js';
+export { createHfCodec, type HfChatCodec, type HfCodecOptions } from './hf-codec.js';
+export { createQwen3Codec } from './qwen3-codec.js';
+export { parseToolCalls } from './tool-call-parser.js';
+export { findDrift, type DriftFinding } from './drift-detector.js';
+export { startLlmHttpServer, EngineHttpError, type Engine, type EngineRequest, type EngineResult, type LlmHttpServer, type LlmHttpServerOptions } from './llm-http-server.js';
+export { createLlamaEngine, type LlamaEngine, type LlamaEngineOptions, type LlamaSample } from './llama-engine.js';
+export { buildTinyGguf, ensureTinyGguf, type TinyGgufOptions } from './gguf-writer.js';
+export { TrajectoryBuilder } from './trajectory-builder.js';
