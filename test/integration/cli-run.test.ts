@@ -60,6 +60,12 @@ describe('rollout run examples/tasks.jsonl --n 2', () => {
 });
 
 describe.concurrent('rollout run on bad input', () => {
+  it('exits 0 and reports a task-error naming the field for an instance with bad fields', async () => {
+    const f = join(dir, 'task-error.jsonl');
+    await writeFile(f, '{"data_source":"stem","instance_id":"s1","question":"q","choices":["a","b"]}\n');
+    const r = await rollout(['run', f, '--out', join(dir, 'te-out')], dir);
+    expect([r.code, r.stdout]).toEqual([0, expect.stringMatching(/task-error 1[\s\S]*field 'answer'/)]);
+  });
   it('exits 2 naming the line of bad JSON', async () => {
     const f = join(dir, 'bad.jsonl');
     await writeFile(f, '{"data_source":"math","problem":"p","answer":"1"}\n{"data_source": \n');

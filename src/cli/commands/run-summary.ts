@@ -53,6 +53,8 @@ export interface RunSummary {
   turns: { total: number; perRollout: number | null };
   elapsedMs: number;
   rolloutsPerMinute: number;
+  /** The most frequent errors of failed rollouts (`code: message`), most frequent first, at most 5. */
+  errors: { error: string; count: number }[];
   /** Per task family (the handler's name, so `deepscaler` counts as `math`): rollouts, resolved, mean reward. */
   byDataSource: Record<string, { rollouts: number; resolved: number; meanReward: number | null }>;
 }
@@ -84,7 +86,12 @@ export function summarize(
   let sampled = 0;
   let turns = 0;
   let resolved = 0;
+  const errors = new Map<string, number>();
   for (const { taskKey, result: r } of results) {
+    if (r.error) {
+      const key = `${r.error.code}: ${r.error.message.slice(0, 200)}`;
+      errors.set(key, (errors.get(key) ?? 0) + 1);
+    }
     outcomes[r.outcome] = (outcomes[r.outcome] ?? 0) + 1;
     const t = perTask.get(taskKey) ?? { n: 0, c: 0 };
     t.n++;
@@ -122,6 +129,10 @@ export function summarize(
     turns: { total: turns, perRollout: total ? turns / total : null },
     elapsedMs,
     rolloutsPerMinute: elapsedMs > 0 ? (total * 60_000) / elapsedMs : 0,
+    errors: [...errors.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 5)
+      .map(([error, count]) => ({ error, count })),
     byDataSource: Object.fromEntries(
       Object.entries(byDs).map(([k, v]) => [k, { rollouts: v.rollouts, resolved: v.resolved, meanReward: mean(v.rewards) }]),
     ),
@@ -151,6 +162,10 @@ export function formatSummary(s: RunSummary): string {
   lines.push('', `  ${'task family'.padEnd(14)} ${'rollouts'.padStart(8)} ${'resolved'.padStart(8)} ${'reward'.padStart(8)}`);
   for (const [name, d] of Object.entries(s.byDataSource)) {
     lines.push(`  ${name.padEnd(14)} ${String(d.rollouts).padStart(8)} ${String(d.resolved).padStart(8)} ${fmtNum(d.meanReward).padStart(8)}`);
+  }
+  if (s.errors.length > 0) {
+    lines.push('', '  errors');
+    for (const e of s.errors) lines.push(`  ${String(e.count).padStart(5)} × ${e.error}`);
   }
   return lines.join('\n') + '\n';
 }

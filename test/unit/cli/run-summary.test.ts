@@ -92,3 +92,22 @@ describe('summarize by family', () => {
     expect(Object.keys(s.byDataSource)).toEqual(['math']);
   });
 });
+
+describe('summarize errors', () => {
+  it('lists the most frequent errors first', () => {
+    const err = (message: string) => ({ name: 'TaskError', code: 'TASK', message, retryable: false });
+    const s = summarize(
+      [
+        { taskKey: '0', result: result({ outcome: 'task-error', reward: null, resolved: false, error: err('a') }) },
+        { taskKey: '1', result: result({ outcome: 'task-error', reward: null, resolved: false, error: err('b') }) },
+        { taskKey: '2', result: result({ outcome: 'task-error', reward: null, resolved: false, error: err('b') }) },
+      ],
+      1,
+      1000,
+    );
+    expect(s.errors).toEqual([
+      { error: 'TASK: b', count: 2 },
+      { error: 'TASK: a', count: 1 },
+    ]);
+  });
+});
