@@ -23,8 +23,10 @@ export interface ChatCodec {
    * Ids to append after a sampled assistant turn for the new (tool / user) messages, ending with
    * the assistant generation prompt. `lastOutputIds` is what the model sampled, so a turn cut by
    * `max_tokens` before its end-of-turn token can be closed the way the template would.
+   * `opts.enableThinking` must match the one given to {@link ChatCodec.encodePrompt}: templates
+   * such as Qwen3's put an empty think block in the generation prompt when it is false.
    */
-  encodeContinuation(newMessages: Message[], lastOutputIds: number[]): number[];
+  encodeContinuation(newMessages: Message[], lastOutputIds: number[], opts?: { enableThinking?: boolean }): number[];
   /** Decodes sampled ids into text and tool calls. */
   parseAssistant(outputIds: number[]): ParsedAssistant;
   /** Renders an assistant turn as the model would emit it, ending with its end-of-turn token (scripted policies). */
