@@ -1,4 +1,5 @@
-import { createRuntime, type EmbeddedRuntime, type RuntimeOptionsInput } from '../../../src/index.js';
+import { createRuntime, type AgentHandler, type EmbeddedRuntime, type RuntimeOptionsInput } from '../../../src/index.js';
+import { sleep } from '../../../src/runtime/clock.js';
 import { createTestHandler, ManualClock, MemorySandboxProvider, ScriptedPolicy, TestCodec, type MemorySandboxOptions, type ScriptedPolicyOptions } from '../../../src/testing/index.js';
 
 /** A runtime on a manual clock with the in-memory fakes, and handles on each fake. */
@@ -14,12 +15,24 @@ export function rig(opts: {
   runtime?: Omit<RuntimeOptionsInput, 'clock' | 'llm' | 'sandboxes' | 'codec'>;
   llm?: Omit<ScriptedPolicyOptions, 'codec' | 'clock'>;
   sandbox?: Omit<MemorySandboxOptions, 'clock'>;
+  /** Time the test handler's eval takes, on the clock. */
+  evalMs?: number;
 } = {}): Rig {
   const clock = new ManualClock();
   const codec = new TestCodec();
   const sandboxes = new MemorySandboxProvider({ clock, ...opts.sandbox });
   const llm = new ScriptedPolicy({ codec, clock, ...opts.llm });
-  const rt = createRuntime({ handlers: [createTestHandler()], ...opts.runtime, clock, codec, llm, sandboxes });
+  const base = createTestHandler();
+  const handler: AgentHandler = opts.evalMs
+    ? {
+        ...base,
+        eval: async (ctx) => {
+          await sleep(clock, opts.evalMs!, ctx.signal);
+          return base.eval(ctx);
+        },
+      }
+    : base;
+  const rt = createRuntime({ handlers: [handler], ...opts.runtime, clock, codec, llm, sandboxes });
   return { rt, clock, sandboxes, llm, codec };
 }
 
