@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -56,6 +56,32 @@ describe('rollout run examples/tasks.jsonl --n 2', () => {
   });
   it('writes summary.json with every rollout completed and the expected pass rates', () => {
     expect(summary).toMatchObject({ rollouts: 40, tasks: 20, n: 2, outcomes: { completed: 40 }, resolved: 30, passAt1: 0.75, passAtN: 0.75 });
+  });
+});
+
+describe('rollout run --backend with a real HTTP inference server', () => {
+  let fake: ChildProcess | undefined;
+  afterAll(async () => {
+    if (fake && fake.exitCode === null) {
+      const gone = new Promise((res) => fake?.once('exit', res));
+      fake.kill('SIGTERM');
+      await gone;
+    }
+  });
+  it('completes the stem examples through rollout fake-llm replaying their oracles', async () => {
+    const stem = join(repo, 'examples', 'stem.jsonl');
+    fake = spawn(process.execPath, [bin, 'fake-llm', '--tasks', stem], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const url = await new Promise<string>((res, rej) => {
+      let buf = '';
+      fake?.stdout?.on('data', (d: Buffer) => {
+        buf += d.toString();
+        const m = /listening on (http:\/\/\S+)/.exec(buf);
+        if (m?.[1]) res(m[1]);
+      });
+      fake?.once('exit', () => rej(new Error(`fake-llm exited: ${buf}`)));
+    });
+    const r = await rollout(['run', stem, '--backend', url, '--out', join(dir, 'http-out')], dir);
+    expect([r.code, r.stderr, r.stdout]).toEqual([0, expect.stringContaining(`prorl+${url}`), expect.stringMatching(/outcomes\s+completed 6[\s\S]*resolved\s+5\/6/)]);
   });
 });
 
