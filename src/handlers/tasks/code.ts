@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { SandboxError } from '../../errors.js';
 import type { AgentHandler } from '../agent-handler.js';
 import { CODE_RUNNER_PY } from './code-runner.js';
-import { clip, parseInstance } from './task-kit.js';
+import { clip, parseInstance, runToEnd } from './task-kit.js';
 import { defineToolAgent } from '../tool-agent.js';
 import { toolSchemas } from '../tools.js';
 
@@ -90,7 +90,7 @@ export const codeHandler: AgentHandler = defineToolAgent({
     });
     try {
       const budget = (inst.timeout_s * inst.tests.length + 30) * 1000;
-      const r = await sb.bash({ command: 'python3 .eval/run.py', timeoutMs: budget }, ctx.signal);
+      const r = await runToEnd(sb, 'python3 .eval/run.py', budget, ctx.signal);
       let raw: string;
       try {
         raw = await sb.readFile('.eval/result.json');

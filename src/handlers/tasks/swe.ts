@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { SandboxError } from '../../errors.js';
 import type { AgentHandler } from '../agent-handler.js';
 import type { Sandbox, SandboxSpec } from '../../sandbox/sandbox.js';
-import { clip, parseInstance, settleShell, shellQuote } from './task-kit.js';
+import { clip, parseInstance, runToEnd, settleShell, shellQuote } from './task-kit.js';
 import { defineToolAgent } from '../tool-agent.js';
 import { toolSchemas } from '../tools.js';
 
@@ -70,7 +70,7 @@ const SYSTEM =
   'When the fix is complete, call finish.';
 
 async function mustRun(sb: Sandbox, command: string, what: string, signal: AbortSignal): Promise<string> {
-  const r = await sb.bash({ command, timeoutMs: 60_000 }, signal);
+  const r = await runToEnd(sb, command, 120_000, signal);
   if (r.exitCode !== 0) throw new SandboxError(`swe eval: ${what} failed (exit ${r.exitCode}): ${clip(r.output, 500)}`, { stage: 'eval' });
   return r.output;
 }
@@ -112,13 +112,13 @@ export const sweHandler: AgentHandler = defineToolAgent({
     try {
       if (patch.trim()) {
         await sb.writeFile('.git/rollout.patch', patch);
-        const ap = await sb.bash({ command: 'git apply --whitespace=nowarn .git/rollout.patch', timeoutMs: 60_000 }, ctx.signal);
+        const ap = await runToEnd(sb, 'git apply --whitespace=nowarn .git/rollout.patch', 120_000, ctx.signal);
         if (ap.exitCode !== 0) {
           return { reward: 0, resolved: false, details: { git_patch: patch, applied: false, output: clip(ap.output) } };
         }
       }
       for (const [path, content] of Object.entries(inst.test_files ?? {})) await sb.writeFile(path, content);
-      const t = await sb.bash({ command: `timeout ${inst.eval_timeout_s} bash -c ${shellQuote(inst.test_command)}`, timeoutMs: (inst.eval_timeout_s + 10) * 1000 }, ctx.signal);
+      const t = await runToEnd(sb, `timeout ${inst.eval_timeout_s} bash -c ${shellQuote(inst.test_command)}`, (inst.eval_timeout_s + 10) * 1000, ctx.signal);
       const resolved = t.exitCode === 0;
       return { reward: resolved ? 1 : 0, resolved, details: { git_patch: patch, applied: true, exit_code: t.exitCode, timed_out: t.timedOut || t.exitCode === 124, output: clip(t.output) } };
     } finally {

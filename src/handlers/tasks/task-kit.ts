@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import { TaskError } from '../../errors.js';
 import type { Instance } from '../../protocol/instance.js';
 import type { Message } from '../../protocol/messages.js';
-import type { Sandbox } from '../../sandbox/sandbox.js';
+import type { BashResult, Sandbox } from '../../sandbox/sandbox.js';
 
 /**
  * Small helpers every built-in task handler shares: instance validation that names the bad
@@ -67,6 +67,29 @@ export function clip(text: string, max = 2000): string {
  */
 export async function settleShell(sandbox: Sandbox, signal: AbortSignal): Promise<void> {
   await sandbox.bash({ command: 'C-c', isInput: true, timeoutMs: 5_000 }, signal);
+}
+
+/**
+ * Runs an eval command to its end or `timeoutMs`, whichever comes first. The bash tool returns
+ * after its no-new-output timeout (30 s by default) with the command still running — right for a
+ * model, wrong for a silent test suite — so this keeps waiting (empty commands) until the command
+ * exits or the deadline passes, then interrupts it. The result's output is all of it;
+ * `exitCode` is null and `timedOut` true when it did not finish.
+ */
+export async function runToEnd(sandbox: Sandbox, command: string, timeoutMs: number, signal: AbortSignal): Promise<BashResult> {
+  const deadline = performance.now() + timeoutMs;
+  let r = await sandbox.bash({ command, timeoutMs }, signal);
+  let output = r.output;
+  while (r.timedOut && r.exitCode === null) {
+    const left = deadline - performance.now();
+    if (left <= 0) {
+      await sandbox.bash({ command: 'C-c', isInput: true, timeoutMs: 5_000 }, signal);
+      break;
+    }
+    r = await sandbox.bash({ command: '', timeoutMs: Math.ceil(left) }, signal);
+    output += r.output;
+  }
+  return { ...r, output, timedOut: r.exitCode === null };
 }
 
 /** Quotes a string for a POSIX shell. */

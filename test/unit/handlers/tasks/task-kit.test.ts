@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { answerTexts, runToEnd } from '../../../../src/handlers/tasks/task-kit.js';
+import type { BashRequest, BashResult, Sandbox } from '../../../../src/sandbox/sandbox.js';
+
+/** A sandbox whose bash answers from a script; only `bash` is used by runToEnd. */
+function scriptedBash(answers: Partial<BashResult>[]): { sandbox: Sandbox; requests: BashRequest[] } {
+  const requests: BashRequest[] = [];
+  const sandbox = {
+    bash: async (req: BashRequest) => {
+      requests.push(req);
+      return { output: '', exitCode: null, cwd: '/workspace', timedOut: true, truncated: false, ...answers.shift() };
+    },
+  } as unknown as Sandbox;
+  return { sandbox, requests };
+}
+
+describe('runToEnd', () => {
+  it('keeps waiting past the no-output timeout until the command exits', async () => {
+    const { sandbox, requests } = scriptedBash([{ output: 'a' }, { output: 'b' }, { output: 'c', exitCode: 0, timedOut: false }]);
+    const r = await runToEnd(sandbox, 'make test', 60_000, new AbortController().signal);
+    expect([r.output, r.exitCode, requests.map((q) => q.command)]).toEqual(['abc', 0, ['make test', '', '']]);
+  });
+  it('interrupts the command once the deadline has passed', async () => {
+    const { sandbox, requests } = scriptedBash([{ output: 'x' }, { output: '' }]);
+    const r = await runToEnd(sandbox, 'sleep 99', 0, new AbortController().signal);
+    expect([r.timedOut, requests.at(-1)]).toEqual([true, { command: 'C-c', isInput: true, timeoutMs: 5000 }]);
+  });
+});
+
+describe('answerTexts', () => {
+  it('puts the last finish message first, then assistant texts from the last', () => {
+    const texts = answerTexts([
+      { role: 'assistant', content: 'one' },
+      { role: 'assistant', content: 'two', tool_calls: [{ name: 'finish', arguments: { message: 'final' } }] },
+    ]);
+    expect(texts).toEqual(['final', 'two', 'one']);
+  });
+});
