@@ -17,6 +17,8 @@ const token = params.get('token');
 const wsBase = params.get('ws') ?? `${apiBase.replace(/^http/, 'ws')}/v1/events`;
 const wsUrl = token ? `${wsBase}${wsBase.includes('?') ? '&' : '?'}token=${encodeURIComponent(token)}` : wsBase;
 const apiHeaders = token ? { authorization: `Bearer ${token}` } : {};
+/** A live rollout this long in one state is flagged as stuck (`?stuck=` seconds, default 60). */
+const STUCK_MS = Number(params.get('stuck') ?? 60) * 1000;
 const ROW_H = 24;
 const OVERSCAN = 6;
 const CHART_INTERVAL_MS = 250;
@@ -37,6 +39,7 @@ const ui = {
   counts: $('counts'),
   conn: $('conn'),
   gaps: $('gaps'),
+  stuck: $('stuck'),
   detail: $('detail'),
   filterState: /** @type {HTMLSelectElement} */ ($('filter-state')),
   filterOutcome: /** @type {HTMLSelectElement} */ ($('filter-outcome')),
@@ -153,14 +156,17 @@ function frame() {
   const ticked = tick !== seenTick;
   seenTick = tick;
   let rowsDirty = ticked;
-  if (store.version !== seenVersion || filtersChanged) {
+  // Sorting by elapsed depends on the clock, so it is redone on each tick too.
+  if (store.version !== seenVersion || filtersChanged || (ticked && sortKey === 'elapsed')) {
     filtered = store.filter({ state: ui.filterState.value, outcome: ui.filterOutcome.value, task: ui.filterTask.value });
+    if (sortKey !== null) Store.sort(filtered, sortKey, sortDir, runtimeNow());
     seenVersion = store.version;
     filtersChanged = false;
     rowsDirty = true;
     renderCounts();
   }
   if (rowsDirty || scrolled) renderRows(ticked);
+  if (ticked || rowsDirty) renderStuck();
   scrolled = false;
   const now = performance.now();
   if ((store.chartVersion !== seenChartVersion || ticked) && now - lastChartDraw >= CHART_INTERVAL_MS) {
@@ -207,6 +213,31 @@ function renderCounts() {
   }
 }
 
+function renderStuck() {
+  const now = runtimeNow();
+  let n = 0;
+  for (const r of store.rollouts.values()) if (r.endTs === null && now - r.stateTs > STUCK_MS) n++;
+  ui.stuck.hidden = n === 0;
+  ui.stuck.textContent = `${n} stuck > ${Math.round(STUCK_MS / 1000)} s in one state`;
+  ui.stuck.dataset.count = String(n);
+}
+
+let sortKey = null;
+let sortDir = 1;
+for (const head of document.querySelectorAll('.grid-head [data-sort]')) {
+  head.addEventListener('click', () => {
+    const key = /** @type {HTMLElement} */ (head).dataset.sort;
+    // Click: ascending, again: descending, a third time: back to arrival order.
+    if (sortKey !== key) [sortKey, sortDir] = [key, 1];
+    else if (sortDir === 1) sortDir = -1;
+    else sortKey = null;
+    for (const h of document.querySelectorAll('.grid-head [data-sort]')) h.removeAttribute('data-dir');
+    if (sortKey !== null) /** @type {HTMLElement} */ (head).dataset.dir = sortDir === 1 ? 'asc' : 'desc';
+    filtersChanged = true;
+    schedule();
+  });
+}
+
 function makeRow() {
   const row = document.createElement('div');
   row.className = 'row';
@@ -244,10 +275,12 @@ function renderRows(ticked) {
     }
     if (row.style.display === 'none') row.style.display = '';
     const elapsed = (r.endTs ?? now) - r.submittedTs;
+    const stuck = r.endTs === null && now - r.stateTs > STUCK_MS;
     // Only rewrite a row when something it shows changed: its rollout, position or elapsed.
-    const key = `${r.id}|${r.version}|${first + j}|${r.endTs === null ? Math.floor(elapsed / 100) : 'end'}|${r.id === selectedId}`;
+    const key = `${r.id}|${r.version}|${first + j}|${r.endTs === null ? Math.floor(elapsed / 100) : 'end'}|${r.id === selectedId}|${stuck}`;
     if (row._key === key) continue;
     row._key = key;
+    row.classList.toggle('stuck', stuck);
     row.style.transform = `translateY(${(first + j) * ROW_H}px)`;
     row.dataset.id = r.id;
     row.classList.toggle('selected', r.id === selectedId);
@@ -257,6 +290,7 @@ function renderRows(ticked) {
     c[1].textContent = Store.taskOf(r);
     c[2].textContent = r.state;
     c[2].className = `state-${r.state}`;
+    c[2].title = r.endTs === null ? `${r.state} for ${fmtElapsed(now - r.stateTs)}` : r.state;
     c[3].textContent = String(r.turn);
     c[4].textContent = String(r.tokens);
     c[5].textContent = fmtElapsed(elapsed);

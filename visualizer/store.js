@@ -65,6 +65,8 @@ export class Store {
         tokens: 0,
         submittedTs: ts,
         lastTs: ts,
+        /** When it entered its current state: a live rollout long in one state is stuck. */
+        stateTs: ts,
         endTs: null,
         outcome: null,
         reward: null,
@@ -104,7 +106,8 @@ export class Store {
     return b;
   }
 
-  _setState(r, state) {
+  _setState(r, state, ts) {
+    if (ts !== undefined) r.stateTs = ts;
     if (r.state === state) return;
     this.stateCounts[r.state] = (this.stateCounts[r.state] ?? 1) - 1;
     this.stateCounts[state] = (this.stateCounts[state] ?? 0) + 1;
@@ -181,9 +184,10 @@ export class Store {
         r.trajectoryId = ev.trajectoryId ?? null;
         r.attempt = ev.attempt ?? 0;
         r.submittedTs = ts;
+        r.stateTs = ts;
         break;
       case 'rollout.state':
-        this._setState(r, ev.state);
+        this._setState(r, ev.state, ts);
         r.turn = ev.turn ?? r.turn;
         if (FINAL_STATES.has(ev.state) && r.endTs === null) r.endTs = ts;
         break;
@@ -245,6 +249,32 @@ export class Store {
     if (FINAL_STATES.has(r.state)) r.endTs = r.submittedTs;
     r.seeded = true;
     this.version++;
+  }
+
+  /**
+   * Sorts rollouts in place by a table column; `now` (runtime clock) gives live rollouts their
+   * elapsed time. Ties keep arrival order (Array.prototype.sort is stable).
+   * @param {any[]} list
+   * @param {string} key id | task | state | turn | tokens | elapsed | outcome | reward
+   * @param {1|-1} dir
+   */
+  static sort(list, key, dir, now) {
+    const value = {
+      id: (r) => r.id,
+      task: (r) => Store.taskOf(r),
+      state: (r) => STATES.indexOf(r.state),
+      turn: (r) => r.turn,
+      tokens: (r) => r.tokens,
+      elapsed: (r) => (r.endTs ?? now) - r.submittedTs,
+      outcome: (r) => r.outcome ?? '',
+      reward: (r) => r.reward ?? -Infinity,
+    }[key];
+    if (value === undefined) return list;
+    return list.sort((a, b) => {
+      const x = value(a);
+      const y = value(b);
+      return (x < y ? -1 : x > y ? 1 : 0) * dir;
+    });
   }
 
   /** A readable task label: the data source and instance id. */

@@ -12,6 +12,8 @@ export interface FixtureServer {
   /** Stamps seq/rseq and sends to every subscriber (and retains for later subscribers). */
   push(events: EventInput[]): void;
   backends(list: BackendInfo[], ts: number): void;
+  /** Sends a message as is to every subscribed connection (heartbeats, gaps). */
+  broadcast(msg: unknown): void;
   /** The `after` of every subscribe message received, in order. */
   subscribes: Array<number | undefined>;
   /** Drops every WebSocket connection (the page should reconnect and resume). */
@@ -90,6 +92,9 @@ export async function startFixtureServer(opts: { graph?: () => Promise<MachineGr
     },
     backends(list, ts) {
       for (const ws of subs.keys()) if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'backends', ts, backends: list }));
+    },
+    broadcast(msg) {
+      for (const ws of subs.keys()) if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(msg));
     },
     dropConnections() {
       for (const ws of wss.clients) ws.terminate();

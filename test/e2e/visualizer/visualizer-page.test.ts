@@ -71,6 +71,38 @@ describe('visualizer page (recorded events)', () => {
     await expect.poll(() => shownRows(p)).toBe('2');
   });
 
+  it('sorts by a column when its header is clicked, descending on a second click', async () => {
+    server = await startFixtureServer();
+    for (const [i, turns] of [2, 3, 1].entries()) server.push(syntheticRollout(`r-${i}`, T0 + i * 100, { turns }));
+    const p = await open(server);
+    await p.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '3');
+    const order = (): Promise<string[]> =>
+      p.evaluate(() =>
+        Array.from(document.querySelectorAll<HTMLElement>('.rows .row[data-id]'))
+          .filter((r) => r.style.display !== 'none')
+          .sort((a, b) => new DOMMatrix(a.style.transform).m42 - new DOMMatrix(b.style.transform).m42)
+          .map((r) => r.dataset.id!),
+      );
+    await p.click('.grid-head [data-sort="tokens"]');
+    await expect.poll(order).toEqual(['r-2', 'r-0', 'r-1']);
+    await p.click('.grid-head [data-sort="tokens"]');
+    await expect.poll(order).toEqual(['r-1', 'r-0', 'r-2']);
+  });
+
+  it('flags a live rollout that has sat in one state longer than ?stuck= seconds', async () => {
+    server = await startFixtureServer();
+    server.push(syntheticRollout('stuck-1', T0, { finish: false }));
+    server.push(syntheticRollout('moving-1', T0 + 20_000, { finish: false }));
+    server.push(syntheticRollout('ended-1', T0));
+    page = await browser.context.newPage();
+    await page.goto(`${server.url}/visualizer?stuck=30`);
+    await page.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '3');
+    // The runtime's clock, from its heartbeat: 40 s after the first rollout's last transition.
+    server.broadcast({ type: 'heartbeat', ts: T0 + 40_500, seq: server.lastSeq() });
+    await expect.poll(() => page!.getAttribute('#stuck', 'data-count')).toBe('1');
+    expect(await page.locator('.rows .row.stuck').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.id))).toEqual(['stuck-1']);
+  });
+
   it('highlights the current state of a selected rollout in the state graph drawn from graph.json', async () => {
     server = await startFixtureServer();
     server.push(syntheticRollout('live-1', T0, { finish: false }));
