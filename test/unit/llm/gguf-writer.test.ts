@@ -1,0 +1,44 @@
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { buildTinyGguf, ensureTinyGguf } from '../../../src/llm/gguf-writer.js';
+
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+const dir = mkdtempSync(join(tmpdir(), 'gguf-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('buildTinyGguf', () => {
+  const a = buildTinyGguf({ seed: 5, layers: 1 });
+
+  it('writes the same bytes for the same seed', () => {
+    expect(sha(buildTinyGguf({ seed: 5, layers: 1 }))).toBe(sha(a));
+  });
+
+  it('writes different weights for another seed', () => {
+    expect(sha(buildTinyGguf({ seed: 6, layers: 1 }))).not.toBe(sha(a));
+  });
+
+  it('starts with the GGUF v3 header', () => {
+    expect(a.subarray(0, 4).toString('latin1')).toBe('GGUF');
+    expect(a.readUInt32LE(4)).toBe(3);
+  });
+
+  it('carries the Qwen3 vocabulary and chat template in its metadata', () => {
+    const text = a.subarray(0, 8_000_000).toString('latin1');
+    expect(text).toContain('tokenizer.ggml.merges');
+    expect(text).toContain('<|im_end|>');
+    expect(text).toContain("<|im_start|>assistant\\n");
+  });
+});
+
+describe('ensureTinyGguf', () => {
+  it('writes the model once into the cache folder and reuses it', () => {
+    const p = ensureTinyGguf({ seed: 9 }, dir);
+    expect(existsSync(p)).toBe(true);
+    const before = readFileSync(p);
+    expect(ensureTinyGguf({ seed: 9 }, dir)).toBe(p);
+    expect(sha(readFileSync(p))).toBe(sha(before));
+  });
+});
