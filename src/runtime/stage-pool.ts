@@ -2,12 +2,18 @@
  * A concurrency limit with a FIFO wait queue: at most `limit` holders at a time. Waiters are
  * kept in an insertion-ordered Map, so both "grant the oldest" and "withdraw one" are O(1).
  * The pool never calls back into a rollout itself; `onGrant` does (the supervisor sends `SLOT`).
+ *
+ * A released slot passes to the next waiter one microtask later, not inside `release`: a
+ * rollout releases its slot in an exit action, before its final state's entry aborts the work
+ * still running for it. Handing the slot over synchronously would let the next rollout start
+ * while the previous one's work is not yet told to stop (the property test caught this).
  */
 export class StagePool {
   private readonly holders = new Set<string>();
   private readonly waiters = new Map<string, true>();
   /** The most holders seen at once (tests assert it never exceeds the limit). */
   highWater = 0;
+  private pumpScheduled = false;
 
   constructor(
     readonly name: string,
@@ -43,10 +49,15 @@ export class StagePool {
     this.waiters.delete(id);
   }
 
-  /** Gives a held slot back and grants it to the oldest waiter. No-op when not held. */
+  /** Gives a held slot back; the oldest waiter gets it on the next microtask. No-op when not held. */
   release(id: string): void {
     if (!this.holders.delete(id)) return;
-    this.pump();
+    if (this.pumpScheduled || this.waiters.size === 0) return;
+    this.pumpScheduled = true;
+    queueMicrotask(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
   }
 
   /** Withdraws and releases: the safety net when a rollout ends. */
