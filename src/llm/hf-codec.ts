@@ -83,7 +83,8 @@ export function buildCodec(tok: RawTokenizer, opts: HfCodecOptions): HfChatCodec
   const vocabSize = Math.max(tok.model.vocab.length, ...[...tok.model.tokens_to_ids.values()].slice(-512).map((x) => x + 1));
 
   const encode = (text: string): number[] => (text.length === 0 ? [] : tok.encode(text, { add_special_tokens: false }));
-  const decode = (ids: number[]): string => tok.decode(ids, { skip_special_tokens: false });
+  // The tokenizer throws on an empty list; an empty turn (max_tokens hit at once) is legal.
+  const decode = (ids: number[]): string => (ids.length === 0 ? '' : tok.decode(ids, { skip_special_tokens: false }));
 
   const renderText = (messages: Message[], tools: ToolSchema[], o: { addGenerationPrompt: boolean; enableThinking?: boolean | undefined }): string => {
     const ctx: Record<string, unknown> = {
