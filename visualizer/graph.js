@@ -62,10 +62,12 @@ export function layoutGraph(graph) {
       const key = `${source}->${target}`;
       let e = edges.get(key);
       if (e === undefined) {
-        e = { source, target, labels: [] };
+        e = { source, target, labels: [], details: [] };
         edges.set(key, e);
       }
       if (!e.labels.includes(t.label)) e.labels.push(t.label);
+      const detail = t.guard ? `${t.label} if ${t.guard}` : t.label;
+      if (!e.details.includes(detail)) e.details.push(detail);
     }
   }
 
@@ -207,7 +209,7 @@ export function renderGraph(svg, graph) {
       ly = (sy + ty) / 2 - 4;
     }
     const path = el('path', { d, class: `edge${toFinal ? ' to-final' : ''}${back ? ' back' : ''}`, 'marker-end': 'url(#arrow)', 'data-source': e.source, 'data-target': e.target });
-    path.append(el('title', {}, `${e.source} → ${e.target}: ${e.labels.join(', ')}`));
+    path.append(el('title', {}, `${e.source} → ${e.target}: ${e.details.join(', ')}`));
     edgeLayer.append(path);
     edgeEls.push(path);
     if (!toFinal) {
