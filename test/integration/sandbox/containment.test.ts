@@ -95,3 +95,7 @@ describe.runIf(haveBwrap || required)('containment with real bwrap', () => {
   });
 
 });
+
+describe('rootfs', () => {
+  it.todo('runs a sandbox on a Debian rootfs built by scripts/make-rootfs.sh (needs debootstrap and a mirror) (#3)');
+});

@@ -1,0 +1,163 @@
+/**
+ * Sandbox benchmark: the whole tool-call path against the floors measured in the same run.
+ *
+ * - action_p50_ms / action_p99_ms: `echo hi` through runtime → socket → host → pty → back;
+ * - raw_pty_p50_ms: the same command to a persistent bash in a pty in this process (the floor);
+ * - spawn_per_command_p50_ms: `bash -c 'echo hi'` started per command inside bwrap;
+ * - sandbox_start_p50_ms: create (request to ready) on a warm host, and start_vs_bare_bwrap
+ *   over `bwrap ... true` with the same arguments;
+ * - concurrent_64_actions_per_s: 64 sandboxes each running 100 commands at once;
+ * - host_start_ms_bin / host_start_ms_tsx_import: how long `rollout sandbox-host` takes to
+ *   be ready when started through bin/rollout.js vs `node --import tsx src/cli/main.ts`.
+ *
+ * Run: npx tsx bench/sandbox.ts
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { spawn } from 'node:child_process';
+import * as pty from '@lydell/node-pty';
+import { createSandboxProvider } from '../src/sandbox/index.js';
+import { buildLaunch, detectDriver } from '../src/sandbox/drivers.js';
+import { median, quantile, report, round } from './stats.js';
+
+const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-sandbox-'));
+const driver = detectDriver('auto');
+console.log(`driver: ${driver.driver} (${driver.reason})`);
+
+async function rawPty(n: number): Promise<number[]> {
+  const term = pty.spawn('bash', ['--noprofile', '--norc', '--noediting', '-i'], { name: 'dumb', cwd: stateDir, env: { PATH: process.env.PATH!, TERM: 'dumb' } });
+  let buf = '';
+  let waiter: (() => void) | null = null;
+  term.onData((d) => {
+    buf += d;
+    if (buf.includes('#END#') && waiter) waiter();
+  });
+  const run = (cmd: string): Promise<void> =>
+    new Promise((resolve) => {
+      buf = '';
+      waiter = () => ((waiter = null), resolve());
+      term.write(cmd);
+    });
+  await run("stty -echo; PS1='#END#'\n");
+  const ts: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    await run('echo hi\n');
+    ts.push(performance.now() - t);
+  }
+  term.kill('SIGKILL');
+  return ts;
+}
+
+function bwrapArgv(command: string[]): string[] {
+  const ws = path.join(stateDir, 'ws');
+  const ctl = path.join(stateDir, 'ctl');
+  fs.mkdirSync(ws, { recursive: true });
+  fs.mkdirSync(ctl, { recursive: true });
+  return buildLaunch({
+    driver: driver.driver,
+    workdir: ws,
+    stateDir,
+    homeDir: stateDir,
+    rootfs: null,
+    network: false,
+    limits: { maxProcesses: 256, memoryBytes: 4 * 1024 ** 3, fileSizeBytes: 1024 ** 3, cpuSeconds: 3600 },
+    ctlDir: ctl,
+    cgroupProcs: null,
+    command,
+  }).argv;
+}
+
+async function timeSpawn(argv: string[], n: number): Promise<number[]> {
+  const ts: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    await new Promise<void>((resolve, reject) => {
+      const p = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+      p.stdout.resume();
+      p.on('error', reject);
+      p.on('close', () => resolve());
+    });
+    ts.push(performance.now() - t);
+  }
+  return ts;
+}
+
+async function hostStart(args: string[], n: number): Promise<number[]> {
+  const ts: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const sock = path.join(stateDir, `hs-${i}.sock`);
+    const t = performance.now();
+    const p = spawn(process.execPath, [...args, 'sandbox-host', '--socket', sock, '--state-dir', stateDir], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((resolve) => readline.createInterface({ input: p.stdout! }).on('line', (l) => l.startsWith('ready') && resolve()));
+    ts.push(performance.now() - t);
+    const exited = new Promise((r) => p.once('exit', r));
+    p.kill('SIGTERM');
+    await exited;
+  }
+  return ts;
+}
+
+const figures: Record<string, number | string> = { driver: driver.driver };
+
+// Floors first, in the same run.
+await rawPty(200);
+const raw = await rawPty(2000);
+figures.raw_pty_p50_ms = round(median(raw), 4);
+
+const provider = createSandboxProvider({ stateDir, driver: driver.driver });
+try {
+  const sb = await provider.create({}, { rolloutId: 'bench' });
+  for (let i = 0; i < 300; i++) await sb.bash({ command: 'echo hi' });
+  const act: number[] = [];
+  for (let i = 0; i < 3000; i++) {
+    const t = performance.now();
+    await sb.bash({ command: 'echo hi' });
+    act.push(performance.now() - t);
+  }
+  figures.action_p50_ms = round(median(act), 4);
+  figures.action_p99_ms = round(quantile(act, 0.99), 4);
+  figures.action_over_raw_pty = round(median(act) / median(raw), 2);
+  await sb.close();
+
+  const spawnTimes = await timeSpawn(bwrapArgv(['bash', '-c', 'echo hi']), 60);
+  figures.spawn_per_command_p50_ms = round(median(spawnTimes), 3);
+  figures.spawn_over_action = round(median(spawnTimes) / median(act), 1);
+
+  const bare = await timeSpawn(bwrapArgv(['true']), 40);
+  figures.bare_bwrap_p50_ms = round(median(bare), 3);
+  const starts: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    const t = performance.now();
+    const s = await provider.create({}, { rolloutId: `start-${i}` });
+    starts.push(performance.now() - t);
+    await s.close();
+  }
+  figures.sandbox_start_p50_ms = round(median(starts), 3);
+  figures.start_vs_bare_bwrap = round(median(starts) / median(bare), 2);
+
+  const t0 = performance.now();
+  const many = await Promise.all(Array.from({ length: 64 }, (_, i) => provider.create({}, { rolloutId: `c-${i}` })));
+  figures.start_64_concurrent_ms = round(performance.now() - t0, 1);
+  const t1 = performance.now();
+  await Promise.all(
+    many.map(async (s) => {
+      for (let i = 0; i < 100; i++) await s.bash({ command: 'echo hi' });
+    }),
+  );
+  figures.concurrent_64_actions_per_s = Math.round(6400 / ((performance.now() - t1) / 1000));
+  const t2 = performance.now();
+  await Promise.all(many.map((s) => s.close()));
+  figures.close_64_ms = round(performance.now() - t2, 1);
+} finally {
+  await provider.close();
+}
+
+const bin = path.resolve(import.meta.dirname, '../bin/rollout.js');
+figures.host_start_ms_bin = round(median(await hostStart([bin], 5)), 1);
+figures.host_start_ms_tsx_import = round(median(await hostStart(['--import', 'tsx', '-e', `import('${path.resolve(import.meta.dirname, '../src/cli/main.ts')}').then(m => m.main(process.argv.slice(1)))`, '--'], 5)), 1);
+
+fs.rmSync(stateDir, { recursive: true, force: true });
+report('sandbox', figures);

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds a Debian minbase root filesystem with python3 and git for the bwrap driver's --rootfs,
+# by debootstrap, into a cache folder. Prints the rootfs path on its last line.
+#
+#   scripts/make-rootfs.sh [--suite bookworm] [--mirror URL] [--cache DIR] [--force] [--include pkgs]
+#
+# Then: createSandboxProvider({ rootfs: '<printed path>' }) (or the runtime's sandbox options).
+# Needs root (debootstrap mknods and chroots) and the `debootstrap` package
+# (apt-get install debootstrap). Re-running with the same options reuses the cached rootfs.
+set -euo pipefail
+
+suite=bookworm
+mirror=http://deb.debian.org/debian
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/rollout-runtime/rootfs"
+include=python3,git,ca-certificates,procps,less
+force=0
+
+while (($#)); do
+  case "$1" in
+    --suite) suite=$2; shift 2 ;;
+    --mirror) mirror=$2; shift 2 ;;
+    --cache) cache=$2; shift 2 ;;
+    --include) include=$2; shift 2 ;;
+    --force) force=1; shift ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "make-rootfs: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+command -v debootstrap >/dev/null || { echo "make-rootfs: debootstrap is missing (apt-get install debootstrap)" >&2; exit 1; }
+[[ $(id -u) -eq 0 ]] || { echo "make-rootfs: run as root (debootstrap needs it)" >&2; exit 1; }
+
+key=$(printf '%s|%s|%s' "$suite" "$mirror" "$include" | sha256sum | cut -c1-12)
+target="$cache/$suite-$key"
+if [[ -f "$target/.rollout-rootfs-ok" && $force -eq 0 ]]; then
+  echo "$target"
+  exit 0
+fi
+
+rm -rf "$target.partial"
+mkdir -p "$target.partial"
+# A partial build never shadows a good one: build aside, then rename.
+trap 'rm -rf "$target.partial"' EXIT
+debootstrap --variant=minbase --include="$include" "$suite" "$target.partial" "$mirror" >&2
+# The mount points bwrap binds over must exist in a read-only root.
+mkdir -p "$target.partial/workspace" "$target.partial/run/rollout" "$target.partial/tmp"
+rm -rf "$target.partial/var/cache/apt/archives/"*.deb "$target.partial/var/lib/apt/lists/"* || true
+touch "$target.partial/.rollout-rootfs-ok"
+rm -rf "$target"
+mv "$target.partial" "$target"
+trap - EXIT
+echo "$target"
