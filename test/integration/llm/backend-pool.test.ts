@@ -146,6 +146,17 @@ describe('BackendPool', () => {
     expect((await p.generate(request())).backendId).toBe('good');
   });
 
+  it('retries an answer that does not fit the protocol on another backend', async () => {
+    const s = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"response_ids": [1, 2]}'));
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise<void>((r) => { s.closeAllConnections(); s.close(() => r()); }));
+    const p = pool();
+    p.addBackend({ id: 'bad', url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`, protocol: 'prorl' });
+    p.addBackend({ id: 'good', url: (await server({})).url, protocol: 'prorl' });
+    expect((await p.generate(request())).backendId).toBe('good');
+    expect(p.listBackends().find((b) => b.id === 'bad')!.failures).toBe(1);
+  });
+
   it('does not retry a 4xx and reports a too-long prompt as a CONTEXT_FULL TaskError', async () => {
     const other = await server({});
     const p = pool();
