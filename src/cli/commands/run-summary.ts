@@ -68,16 +68,47 @@ function mean(values: number[]): number | null {
 }
 
 /**
- * Summarizes one run. `taskKey` groups the n samples of one task (the caller's task index, so
- * two lines with the same instance_id stay two tasks). `n` is the samples per task. `familyOf`
- * maps a data_source to the family it is reported under (default: itself).
+ * What the summary needs of one rollout: a few numbers instead of the whole trajectory, so a
+ * long run does not hold every trajectory in memory.
  */
-export function summarize(
-  results: { taskKey: string; result: RolloutResult }[],
-  n: number,
-  elapsedMs: number,
-  familyOf: (dataSource: string) => string = (d) => d,
-): RunSummary {
+export interface SummaryRow {
+  /** Groups the n samples of one task (the caller's task index). */
+  taskKey: string;
+  outcome: RolloutResult['outcome'];
+  resolved: boolean;
+  reward: number | null;
+  dataSource: string;
+  tokens: number;
+  sampled: number;
+  turns: number;
+  timing: RolloutResult['timing'];
+  error: string | null;
+}
+
+/** Reduces a result to its {@link SummaryRow}. */
+export function toSummaryRow(taskKey: string, r: RolloutResult): SummaryRow {
+  let sampled = 0;
+  for (const t of r.trajectory.turns) sampled += t.outputIds.length;
+  return {
+    taskKey,
+    outcome: r.outcome,
+    resolved: r.resolved,
+    reward: r.reward,
+    dataSource: r.dataSource,
+    tokens: r.trajectory.tokens.length,
+    sampled,
+    turns: r.trajectory.turns.length,
+    timing: r.timing,
+    error: r.error ? `${r.error.code}: ${r.error.message.slice(0, 200)}` : null,
+  };
+}
+
+/**
+ * Summarizes one run. `n` is the samples per task; two file lines with the same instance_id
+ * stay two tasks (rows are grouped by `taskKey`). `familyOf` maps a data_source to the family it
+ * is reported under (default: itself).
+ */
+export function summarize(rows: SummaryRow[], n: number, elapsedMs: number, familyOf: (dataSource: string) => string = (d) => d): RunSummary {
   const outcomes: Record<string, number> = {};
   const perTask = new Map<string, { n: number; c: number }>();
   const rewards: number[] = [];
@@ -87,28 +118,25 @@ export function summarize(
   let turns = 0;
   let resolved = 0;
   const errors = new Map<string, number>();
-  for (const { taskKey, result: r } of results) {
-    if (r.error) {
-      const key = `${r.error.code}: ${r.error.message.slice(0, 200)}`;
-      errors.set(key, (errors.get(key) ?? 0) + 1);
-    }
+  for (const r of rows) {
+    if (r.error) errors.set(r.error, (errors.get(r.error) ?? 0) + 1);
     outcomes[r.outcome] = (outcomes[r.outcome] ?? 0) + 1;
-    const t = perTask.get(taskKey) ?? { n: 0, c: 0 };
+    const t = perTask.get(r.taskKey) ?? { n: 0, c: 0 };
     t.n++;
     if (r.resolved) t.c++;
-    perTask.set(taskKey, t);
+    perTask.set(r.taskKey, t);
     if (r.resolved) resolved++;
     if (r.reward !== null) rewards.push(r.reward);
     const ds = (byDs[familyOf(r.dataSource)] ??= { rollouts: 0, resolved: 0, rewards: [] });
     ds.rollouts++;
     if (r.resolved) ds.resolved++;
     if (r.reward !== null) ds.rewards.push(r.reward);
-    tokens += r.trajectory.tokens.length;
-    for (const turn of r.trajectory.turns) sampled += turn.outputIds.length;
-    turns += r.trajectory.turns.length;
+    tokens += r.tokens;
+    sampled += r.sampled;
+    turns += r.turns;
   }
   const tasks = [...perTask.values()];
-  const total = results.length;
+  const total = rows.length;
   return {
     rollouts: total,
     tasks: tasks.length,
@@ -119,11 +147,11 @@ export function summarize(
     passAt1: mean(tasks.map((t) => passAtK(t.n, t.c, 1))) ?? 0,
     passAtN: mean(tasks.map((t) => passAtK(t.n, t.c, t.n))) ?? 0,
     timings: {
-      queue: stage(results.map((x) => x.result.timing.queueMs)),
-      init: stage(results.map((x) => x.result.timing.initMs)),
-      run: stage(results.map((x) => x.result.timing.runMs)),
-      eval: stage(results.map((x) => x.result.timing.evalMs)),
-      wall: stage(results.map((x) => x.result.timing.wallMs)),
+      queue: stage(rows.map((x) => x.timing.queueMs)),
+      init: stage(rows.map((x) => x.timing.initMs)),
+      run: stage(rows.map((x) => x.timing.runMs)),
+      eval: stage(rows.map((x) => x.timing.evalMs)),
+      wall: stage(rows.map((x) => x.timing.wallMs)),
     },
     tokens: { total: tokens, sampled, perRollout: total ? tokens / total : null },
     turns: { total: turns, perRollout: total ? turns / total : null },

@@ -7,7 +7,7 @@ import { RolloutError, ValidationError } from '../../errors.js';
 import { builtinHandlers } from '../../handlers/builtin.js';
 import type { RolloutResult } from '../../protocol/trajectory.js';
 import type { SamplingParams } from '../../protocol/instance.js';
-import { formatSummary, summarize, type RunSummary } from './run-summary.js';
+import { formatSummary, summarize, toSummaryRow, type RunSummary, type SummaryRow } from './run-summary.js';
 import { loadTaskFile } from './run-tasks-file.js';
 import { openRunEnvironment, type RunEnvironment } from './run-environment.js';
 
@@ -177,7 +177,7 @@ export async function runTasks(
     progress = new Progress(total, io.stderr);
     const p = progress;
     const started = Date.now();
-    const collected: { taskKey: string; result: RolloutResult }[] = [];
+    const collected: SummaryRow[] = [];
     let writes = Promise.resolve();
     const pending = tasks.map((t, i) => {
       const sampling: SamplingParams = { ...t.sampling, ...(opts.maxIterations ? { max_iterations: opts.maxIterations } : {}) };
@@ -186,7 +186,7 @@ export async function runTasks(
       return Promise.all(
         results.map((pr) =>
           pr.then((result) => {
-            collected.push({ taskKey: String(i), result });
+            collected.push(toSummaryRow(String(i), result));
             p.tick(result);
             // Chained so lines never interleave and the file is complete when the run ends.
             writes = writes.then(() => writeLine(s, { task_index: i, task_line: t.line, ...result }));

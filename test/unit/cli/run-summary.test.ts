@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatSummary, passAtK, quantile, summarize } from '../../../src/cli/commands/run-summary.js';
+import { formatSummary, passAtK, quantile, summarize as summarizeRows, toSummaryRow } from '../../../src/cli/commands/run-summary.js';
 import type { RolloutResult } from '../../../src/protocol/trajectory.js';
 
 function result(over: Partial<RolloutResult> & { runMs?: number }): RolloutResult {
@@ -29,6 +29,9 @@ function result(over: Partial<RolloutResult> & { runMs?: number }): RolloutResul
     ...over,
   };
 }
+
+const summarize = (rs: { taskKey: string; result: RolloutResult }[], n: number, ms: number, familyOf?: (d: string) => string) =>
+  summarizeRows(rs.map((x) => toSummaryRow(x.taskKey, x.result)), n, ms, familyOf);
 
 describe('passAtK', () => {
   it('is c/n for k = 1', () => {
