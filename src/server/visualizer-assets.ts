@@ -3,6 +3,7 @@ import { stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { extname, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { rolloutMachine } from '../../machines/rollout.machine.js';
 
 /** One state of a machine, flattened out of the state tree. */
 export interface GraphState {
@@ -105,14 +106,15 @@ function invokeName(src: unknown, id: string | undefined): string {
 }
 
 /**
- * Walks an XState v5 machine's state tree (`machine.root`) and returns every state and
+ * Walks an XState v5 machine's state tree (`machine.root`) — by default the runtime's rollout
+ * machine (machines/rollout.machine.ts) — and returns every state and
  * transition as plain JSON, so the page draws the machine that actually runs rather than a copy.
  * Delayed (`after`), eventless (`always`), invoke `onDone` / `onError` and ordinary event
  * transitions are all included; nested states are flattened with dotted ids. Pure: the same
  * machine gives the same graph, in definition order. Throws TypeError when `machine` is not a
  * machine (no `root` state node).
  */
-export function machineGraph(machine: MachineLike): MachineGraph {
+export function machineGraph(machine: MachineLike = rolloutMachine): MachineGraph {
   const root = machine.root as StateNodeLike | undefined;
   if (root === undefined || root === null || typeof root !== 'object' || !('states' in root)) {
     throw new TypeError('machineGraph: not an XState machine (no root state node)');
@@ -157,32 +159,15 @@ export function machineGraph(machine: MachineLike): MachineGraph {
   return { id: machine.id, initial: rootInitial ? pathId(rootInitial) : null, states, transitions };
 }
 
-function isMachine(value: unknown): value is MachineLike {
-  return typeof value === 'object' && value !== null && 'root' in value && 'config' in value && 'id' in value;
-}
-
-// The module path is held in a variable so that type-checking does not depend on the core
-// area's file; the import is still resolved from this file at run time (tsx maps .js to .ts).
-const ROLLOUT_MACHINE_MODULE = '../../machines/rollout.machine.js';
-let rolloutGraph: Promise<MachineGraph> | null = null;
+let rolloutGraph: MachineGraph | null = null;
 
 /**
- * The graph of the runtime's rollout machine (machines/rollout.machine.ts), computed once.
- * Takes the module's `rolloutMachine` export, or else its first export that is a machine.
- * Rejects when the module is missing or exports no machine.
+ * The graph of the runtime's rollout machine, computed once; a promise so a handler can be
+ * given any graph source. Never rejects for the built-in machine.
  */
 export function rolloutMachineGraph(): Promise<MachineGraph> {
-  rolloutGraph ??= (async () => {
-    const mod = (await import(ROLLOUT_MACHINE_MODULE)) as Record<string, unknown>;
-    const machine = isMachine(mod['rolloutMachine']) ? mod['rolloutMachine'] : Object.values(mod).find(isMachine);
-    if (machine === undefined) throw new Error(`${ROLLOUT_MACHINE_MODULE} exports no XState machine`);
-    return machineGraph(machine);
-  })();
-  // A failed load is not cached: the next request retries.
-  rolloutGraph.catch(() => {
-    rolloutGraph = null;
-  });
-  return rolloutGraph;
+  rolloutGraph ??= machineGraph(rolloutMachine);
+  return Promise.resolve(rolloutGraph);
 }
 
 const CONTENT_TYPES: Record<string, string> = {
