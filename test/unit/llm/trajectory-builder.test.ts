@@ -1,0 +1,70 @@
+import { describe, expect, it } from 'vitest';
+import { TrajectoryBuilder } from '../../../src/llm/trajectory-builder.js';
+import { TestCodec } from '../../../src/testing/index.js';
+
+const codec = new TestCodec();
+const msgs = [{ role: 'user' as const, content: 'hi' }];
+
+function twoTurns(b: TrajectoryBuilder) {
+  const prompt = codec.encodePrompt(msgs, []);
+  b.start(msgs, [], prompt);
+  const out1 = codec.encodeAssistant({ content: 'a', tool_calls: [{ name: 'execute_bash', arguments: { command: 'ls' } }] });
+  const parsed = codec.parseAssistant(out1);
+  b.addTurn({ outputIds: out1, logprobs: out1.map(() => -0.5), backendId: 'b1', weightVersion: 1, finishReason: 'stop', latencyMs: 5 }, { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls });
+  const obs = [{ role: 'tool' as const, content: 'x' }];
+  const cont = codec.encodeContinuation(obs, out1);
+  b.addContinuation(obs, cont);
+  const out2 = codec.encodeAssistant({ content: 'done' });
+  b.addTurn({ outputIds: out2, logprobs: out2.map(() => -0.25), backendId: 'b2', weightVersion: 2, finishReason: 'stop', latencyMs: 7 }, { role: 'assistant', content: 'done' });
+  return { prompt, out1, cont, out2 };
+}
+
+describe('TrajectoryBuilder', () => {
+  it('keeps tokens, loss mask and logprobs aligned with 1 only on sampled ids', () => {
+    const b = new TrajectoryBuilder();
+    const { prompt, out1, cont, out2 } = twoTurns(b);
+    const t = b.build();
+    expect(t.tokens).toEqual([...prompt, ...out1, ...cont, ...out2]);
+    expect(t.lossMask).toEqual([...prompt.map(() => 0), ...out1.map(() => 1), ...cont.map(() => 0), ...out2.map(() => 1)]);
+    expect(t.logprobs).toEqual([...prompt.map(() => 0), ...out1.map(() => -0.5), ...cont.map(() => 0), ...out2.map(() => -0.25)]);
+  });
+
+  it('records per turn the prompt it saw, its output, logprobs, backend and weight version', () => {
+    const b = new TrajectoryBuilder();
+    const { prompt, out1, cont, out2 } = twoTurns(b);
+    const [t1, t2] = b.build().turns;
+    expect(t1).toMatchObject({ promptIds: prompt, outputIds: out1, backendId: 'b1', weightVersion: 1, latencyMs: 5 });
+    expect(t2!.promptIds).toEqual([...prompt, ...out1, ...cont]);
+    expect(t2!.outputIds).toEqual(out2);
+  });
+
+  it('puts input_ids, token_ids and logprobs on assistant messages and the templated ids on observations', () => {
+    const b = new TrajectoryBuilder();
+    const { prompt, out1, cont } = twoTurns(b);
+    const m = b.build().messages;
+    expect(m.map((x) => x.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expect(m[1]).toMatchObject({ input_ids: prompt, token_ids: out1 });
+    expect(m[1]!.logprobs).toHaveLength(out1.length);
+    expect(m[2]!.token_ids).toEqual(cont);
+  });
+
+  it('refuses a turn whose logprobs do not align with its ids', () => {
+    const b = new TrajectoryBuilder();
+    b.start(msgs, [], [1, 2]);
+    expect(() => b.addTurn({ outputIds: [3, 4], logprobs: [0], backendId: 'b', weightVersion: null, finishReason: 'stop', latencyMs: 0 }, { role: 'assistant', content: '' })).toThrow(/align/);
+  });
+
+  it('finds no drift when the codec is append-only', () => {
+    const b = new TrajectoryBuilder({ codec, detectDrift: true });
+    twoTurns(b);
+    expect(b.build().diagnostics.drift).toEqual([]);
+  });
+
+  it('records where incremental ids differ from a full re-render', () => {
+    const b = new TrajectoryBuilder({ codec, detectDrift: true });
+    const prompt = codec.encodePrompt(msgs, []);
+    prompt[3] = 99;
+    b.start(msgs, [], prompt);
+    expect(b.build().diagnostics.drift).toEqual([{ turn: 0, position: 3, expected: codec.encodePrompt(msgs, [])[3], actual: 99 }]);
+  });
+});
