@@ -104,6 +104,17 @@ export async function reapStale(stateDir: string): Promise<ReapReport> {
   return report;
 }
 
+/**
+ * Cleans one sandbox directory whatever its owner: kills what its lease names, removes its
+ * cgroup and the directory. Used by the runtime when a host died without cleaning up.
+ * Never throws.
+ */
+export async function reapSandbox(dir: string): Promise<void> {
+  const lease = readLease(dir);
+  if (lease) await killLeased(lease);
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+
 async function killLeased(lease: Lease): Promise<void> {
   if (lease.ptyPid && isSameProcessAlive(lease.ptyPid, lease.ptyStart)) {
     const tree = descendants(lease.ptyPid);

@@ -8,7 +8,7 @@ import { CancelledError, SandboxError, TaskError } from '../errors.js';
 import { UdsChannel } from '../ipc/uds-channel.js';
 import { SandboxLostSchema, SandboxSpecSchema } from '../protocol/sandbox.js';
 import { detectDriver, type DriverDetection } from './drivers.js';
-import { hostsDir, reapStale, type ReapReport } from './lease.js';
+import { hostsDir, reapSandbox, reapStale, sandboxesDir, type ReapReport } from './lease.js';
 import { processStartTime } from './proc.js';
 import { asSandboxFault, SandboxClient } from './sandbox-client.js';
 import { parseSandboxOptions, type SandboxOptions, type SandboxOptionsInput } from './sandbox-options.js';
@@ -97,7 +97,13 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
       onClose: () => {
         const i = hosts.indexOf(host);
         if (i >= 0) hosts.splice(i, 1);
+        const orphans = [...host.sandboxes.keys()];
         for (const sb of host.sandboxes.values()) sb.markLost('its sandbox host closed the connection or died');
+        if (closed || orphans.length === 0) return;
+        // The host died with sandboxes: once it is gone, clean what it could not (cgroups, dirs).
+        const reap = (): void => void Promise.all(orphans.map((id) => reapSandbox(path.join(sandboxesDir(options.stateDir), id))));
+        if (proc.exitCode !== null || proc.signalCode !== null) reap();
+        else proc.once('exit', reap);
       },
     });
     await host.channel.request({ type: 'host.hello', runtimeId: options.runtimeId, ownerPid: process.pid, ownerStart }, { timeoutMs: options.timeouts.hostStartMs });

@@ -147,6 +147,9 @@ describe('sandbox lifecycle', () => {
       process.kill(p2.hostPids()[0]!, 'SIGKILL');
       await expect(pending).rejects.toBeInstanceOf(SandboxError);
       await until(() => isGone(child));
+      // the runtime cleans what the dead host left: the directory and the cgroup
+      await until(() => !fs.existsSync(path.join(stateDir, 'sandboxes', sb.id)));
+      expect(fs.existsSync(`/sys/fs/cgroup/pids/rollout-runtime/${sb.id}`)).toBe(false);
       await sb.close();
     } finally {
       await p2.close();
