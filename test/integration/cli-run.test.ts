@@ -85,6 +85,14 @@ describe('rollout run --backend with a real HTTP inference server', () => {
   });
 });
 
+describe('rollout run with more rollouts than its submission window', () => {
+  it('runs every rollout of 6 tasks × n=16 and counts pass@16 per task', async () => {
+    const r = await rollout(['run', join(repo, 'examples', 'stem.jsonl'), '--n', '16', '--out', join(dir, 'win-out')], dir);
+    const summary = JSON.parse(await readFile(join(dir, 'win-out', 'summary.json'), 'utf8')) as Record<string, unknown>;
+    expect([r.code, summary]).toEqual([0, expect.objectContaining({ rollouts: 96, resolved: 80, passAtN: 5 / 6 })]);
+  });
+});
+
 describe.concurrent('rollout run on bad input', () => {
   it('exits 0 and reports a task-error naming the field for an instance with bad fields', async () => {
     const f = join(dir, 'task-error.jsonl');

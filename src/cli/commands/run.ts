@@ -161,8 +161,11 @@ export async function runTasks(
   let stream: WriteStream | undefined;
   let progress: Progress | undefined;
   let interrupted = false;
+  // Resolves the submission loop's wait for a free window slot (a result came, or Ctrl-C).
+  let wake: (() => void) | null = null;
   const onSignal = () => {
     interrupted = true;
+    wake?.();
     io.stderr.write('\nrollout run: interrupted; cancelling live rollouts\n');
     void env.runtime.close({ drain: false });
   };
@@ -179,21 +182,32 @@ export async function runTasks(
     const started = Date.now();
     const collected: SummaryRow[] = [];
     let writes = Promise.resolve();
-    const pending = tasks.map((t, i) => {
+    // Submitted through a window rather than all at once: a file of any length stays within the
+    // runtime's admission queue, and results stream out while later tasks wait their turn.
+    const windowSize = Math.max(opts.concurrency * 4, 64, opts.n);
+    let inFlight = 0;
+    const pending: Promise<unknown>[] = [];
+    for (const [i, t] of tasks.entries()) {
+      while (inFlight + opts.n > windowSize && !interrupted) await new Promise<void>((res) => (wake = res));
+      if (interrupted) break;
       const sampling: SamplingParams = { ...t.sampling, ...(opts.maxIterations ? { max_iterations: opts.maxIterations } : {}) };
       const results: Promise<RolloutResult>[] =
         opts.n === 1 ? [env.runtime.submit(t.instance, sampling).result] : env.runtime.submitGroup(t.instance, sampling, opts.n).rollouts.map((h) => h.result);
-      return Promise.all(
-        results.map((pr) =>
+      inFlight += opts.n;
+      for (const pr of results) {
+        pending.push(
           pr.then((result) => {
+            inFlight--;
             collected.push(toSummaryRow(String(i), result));
             p.tick(result);
             // Chained so lines never interleave and the file is complete when the run ends.
             writes = writes.then(() => writeLine(s, { task_index: i, task_line: t.line, ...result }));
+            wake?.();
+            wake = null;
           }),
-        ),
-      );
-    });
+        );
+      }
+    }
     await Promise.all(pending);
     await writes;
     progress.stop();
