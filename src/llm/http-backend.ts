@@ -70,11 +70,15 @@ export class HttpBackend {
     }
   }
 
-  /** GETs the health route; resolves true on 2xx, false on anything else (never throws). */
+  /**
+   * GETs the health route; resolves true when the server answers below 500, false on a 5xx, a
+   * refused connection or a timeout (never throws). A 404 counts as up: a server without the
+   * route (some ProRL-style backends) is still answering.
+   */
   async probe(timeoutMs: number): Promise<boolean> {
     try {
       const { status } = await this.request('GET', this.protocol.healthPath, undefined, {}, timeoutMs);
-      return status >= 200 && status < 300;
+      return status >= 200 && status < 500;
     } catch {
       return false;
     }
