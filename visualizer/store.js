@@ -297,7 +297,7 @@ export class Store {
       if (f.outcome) {
         if (f.outcome === 'none' ? r.outcome !== null : r.outcome !== f.outcome) continue;
       }
-      if (task && !Store.taskOf(r).toLowerCase().includes(task) && !r.id.toLowerCase().includes(task)) continue;
+      if (task && !Store.taskOf(r).toLowerCase().includes(task) && !r.id.toLowerCase().includes(task) && !(r.groupId ?? '').toLowerCase().includes(task)) continue;
       out.push(r);
     }
     return out;

@@ -102,5 +102,6 @@ describe('visualizer on rollout serve with rollout fake-llm', () => {
     await page.screenshot({ path: shot });
     console.log(`[visualizer] screenshot: ${shot}`);
     expect(browser.errors).toEqual([]);
-  });
+    // Two servers under tsx and a browser: generous under a loaded CI machine.
+  }, 60_000);
 });
