@@ -29,7 +29,7 @@ export interface FakeLlmServerOptions {
   errorRate?: number | undefined;
   /** Fraction of generation requests never answered (until the client gives up). */
   hangRate?: number | undefined;
-  /** After this many generation requests the server goes away: connections destroyed, port closed, `onExit` called. */
+  /** After answering this many generation requests the server goes away: connections destroyed, port closed, `onExit` called. Later requests are dropped. */
   exitAfter?: number | undefined;
   onExit?: (() => void) | undefined;
   /** Seeds the random policy and the failure draws. */
@@ -114,10 +114,9 @@ export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promi
       return 'handled';
     }
     if (opts.exitAfter !== undefined && n === opts.exitAfter) {
-      // Serve nothing more: the process "exits" right after this request arrives.
-      res.destroy();
-      void server?.close().then(() => opts.onExit?.());
-      return 'handled';
+      // The Nth request is answered; then the server goes away as a process exit would.
+      res.once('close', () => void server?.close().then(() => opts.onExit?.()));
+      return 'pass';
     }
     if (opts.errorRate && faults() < opts.errorRate) {
       res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'injected failure' }));

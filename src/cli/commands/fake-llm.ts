@@ -16,7 +16,7 @@ protocols. Prints "listening on http://host:port" once ready.
   --max-concurrent N    requests served at once; the rest queue (default unlimited)
   --error-rate R        fraction of requests answered 500
   --hang-rate R         fraction of requests never answered
-  --exit-after N        exit when the Nth generation request arrives
+  --exit-after N        exit once the Nth generation request is answered
   --seed S              seed of the random policy and of the failure draws
   --weight-version V    reported weight version
   --max-model-len N     refuse (400) prompts + max_tokens beyond N

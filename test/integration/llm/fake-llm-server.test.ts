@@ -72,13 +72,14 @@ describe('startFakeLlmServer', () => {
     expect(one.logprobs.every((lp) => lp < 0 && lp > Math.log(0.05) - 1e-9)).toBe(true);
   });
 
-  it('goes away when the exit-after request arrives', async () => {
+  it('answers exit-after requests and then goes away', async () => {
     let exited = false;
     const s = await serve({ exitAfter: 2, onExit: () => (exited = true) });
     const b = backend(s.url, 'prorl');
     await b.generate(request(), 5_000);
-    await expect(b.generate(request(), 5_000)).rejects.toBeInstanceOf(BackendError);
+    await b.generate(request(), 5_000);
     await expect.poll(() => exited).toBe(true);
+    await expect(b.generate(request(), 5_000)).rejects.toBeInstanceOf(BackendError);
     await expect(b.probe(1_000)).resolves.toBe(false);
   });
 
