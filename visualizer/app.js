@@ -40,6 +40,7 @@ const ui = {
   conn: $('conn'),
   gaps: $('gaps'),
   stuck: $('stuck'),
+  notice: $('notice'),
   detail: $('detail'),
   filterState: /** @type {HTMLSelectElement} */ ($('filter-state')),
   filterOutcome: /** @type {HTMLSelectElement} */ ($('filter-outcome')),
@@ -114,6 +115,7 @@ function handle(msg, socket) {
   stats.messages += 1;
   if (msg === null || typeof msg !== 'object') return;
   if (msg.type === 'hello' && store.epoch !== null && msg.epoch !== store.epoch) {
+    ui.notice.hidden = true;
     // The runtime restarted: its seq numbers start over, so our cursor means nothing.
     store.reset();
     store.epoch = msg.epoch;
@@ -124,6 +126,13 @@ function handle(msg, socket) {
     }
     return;
   }
+  if (msg.type === 'error') {
+    // e.g. STOPPED: the service has no runtime until POST /start; its next hello resubscribes us.
+    ui.notice.hidden = false;
+    ui.notice.textContent = `server: ${msg.error?.message ?? 'error'}`;
+    return;
+  }
+  if (msg.type === 'subscribed') ui.notice.hidden = true;
   if (msg.type === 'heartbeat' || msg.type === 'backends') observeTs(msg.ts, true);
   else if (msg.type === 'event') observeTs(msg.event?.ts, false);
   else if (typeof msg.rolloutId === 'string') observeTs(msg.ts, false);

@@ -172,6 +172,16 @@ describe('visualizer page (recorded events)', () => {
     await expect.poll(() => p.evaluate(() => (window as unknown as { __viz: { store: { lastSeq: number } } }).__viz.store.lastSeq)).toBe(server.lastSeq());
   });
 
+  it('shows a server error such as a stopped runtime in the header', async () => {
+    server = await startFixtureServer();
+    const p = await open(server);
+    await expect.poll(() => server!.subscribes.length).toBe(1);
+    server.broadcast({ type: 'error', error: { code: 'STOPPED', message: 'the runtime stopped; subscriptions ended', issues: [] } });
+    await expect.poll(() => p.innerText('#notice')).toBe('server: the runtime stopped; subscriptions ended');
+  });
+
+  it.todo('replays the events of a slow-client gap by resubscribing from its start (#6)');
+
   it('shows per-backend load from backends snapshots', async () => {
     server = await startFixtureServer();
     const p = await open(server);
