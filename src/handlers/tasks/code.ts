@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { SandboxError } from '../../errors.js';
 import type { AgentHandler } from '../agent-handler.js';
 import { CODE_RUNNER_PY } from './code-runner.js';
-import { clip, parseInstance, runToEnd } from './task-kit.js';
+import { ChatPromptSchema, clip, firstMessages, parseInstance, runToEnd } from './task-kit.js';
+import type { TaskPrompt } from './task-kit.js';
 import { defineToolAgent } from '../tool-agent.js';
 import { toolSchemas } from '../tools.js';
 
@@ -12,7 +13,7 @@ const TestSchema = z.union([
 ]);
 
 /**
- * A code instance: `problem` (or `prompt` / `question`), hidden `tests` — each either
+ * A code instance: `problem` (or `question`, or `prompt` as text or chat messages), hidden `tests` — each either
  * `{input, output}` (the solution reads stdin, its stdout must match) or `{code}` (a Python script
  * that imports the solution module and exits 0 when it passes) — and optionally
  * `solution_file` (default `solution.py`), `starter_code` (written to the solution file),
@@ -21,7 +22,7 @@ const TestSchema = z.union([
 export const CodeInstanceSchema = z
   .object({
     problem: z.string().min(1).optional(),
-    prompt: z.string().min(1).optional(),
+    prompt: z.union([z.string().min(1), ChatPromptSchema]).optional(),
     question: z.string().min(1).optional(),
     tests: z.array(TestSchema).min(1),
     solution_file: z
@@ -36,7 +37,7 @@ export const CodeInstanceSchema = z
     reward_mode: z.enum(['all', 'fraction']).default('all'),
   })
   .transform((v, ctx) => {
-    const problem = v.problem ?? v.prompt ?? v.question;
+    const problem: TaskPrompt | undefined = v.problem ?? v.prompt ?? v.question;
     if (problem === undefined) ctx.addIssue({ code: 'custom', path: ['problem'], message: "required: the problem text ('problem', 'prompt' or 'question')" });
     return { ...v, problem: problem ?? '' };
   });
@@ -64,10 +65,7 @@ export const codeHandler: AgentHandler = defineToolAgent({
     const sandbox = await ctx.createSandbox({ files });
     return {
       sandbox,
-      messages: [
-        { role: 'system', content: system(inst.solution_file) },
-        { role: 'user', content: inst.problem },
-      ],
+      messages: firstMessages(system(inst.solution_file), inst.problem),
       state: inst,
     };
   },

@@ -1,26 +1,27 @@
 import { z } from 'zod';
 import type { AgentHandler } from '../agent-handler.js';
 import { extractMathAnswer, mathAnswersMatch } from './answer-check.js';
-import { findAnswer, parseInstance } from './task-kit.js';
+import { ChatPromptSchema, findAnswer, firstMessages, parseInstance } from './task-kit.js';
+import type { TaskPrompt } from './task-kit.js';
 import { defineToolAgent } from '../tool-agent.js';
 import { toolSchemas } from '../tools.js';
 
 /**
  * A math instance (DeepScaleR's fields, plus the usual aliases): the problem text in `problem`
- * (or `prompt` / `question`), the ground truth in `answer` (or `ground_truth`, or
+ * (or `question`, or `prompt` as text or as veRL-style chat messages), the ground truth in `answer` (or `ground_truth`, or
  * `reward_model.ground_truth` as veRL datasets carry it).
  */
 export const MathInstanceSchema = z
   .object({
     problem: z.string().min(1).optional(),
-    prompt: z.string().min(1).optional(),
+    prompt: z.union([z.string().min(1), ChatPromptSchema]).optional(),
     question: z.string().min(1).optional(),
     answer: z.union([z.string(), z.number()]).optional(),
     ground_truth: z.union([z.string(), z.number()]).optional(),
     reward_model: z.object({ ground_truth: z.union([z.string(), z.number()]) }).optional(),
   })
   .transform((v, ctx) => {
-    const problem = v.problem ?? v.prompt ?? v.question;
+    const problem: TaskPrompt | undefined = v.problem ?? v.prompt ?? v.question;
     const truth = v.answer ?? v.ground_truth ?? v.reward_model?.ground_truth;
     if (problem === undefined) ctx.addIssue({ code: 'custom', path: ['problem'], message: "required: the problem text ('problem', 'prompt' or 'question')" });
     if (truth === undefined) ctx.addIssue({ code: 'custom', path: ['answer'], message: "required: the ground truth ('answer', 'ground_truth' or 'reward_model.ground_truth')" });
@@ -47,10 +48,7 @@ export const mathHandler: AgentHandler = defineToolAgent({
     const sandbox = await ctx.createSandbox({});
     return {
       sandbox,
-      messages: [
-        { role: 'system', content: SYSTEM },
-        { role: 'user', content: inst.problem },
-      ],
+      messages: firstMessages(SYSTEM, inst.problem),
       state: { groundTruth: inst.groundTruth },
     };
   },

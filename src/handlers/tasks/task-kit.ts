@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import { TaskError } from '../../errors.js';
 import type { Instance } from '../../protocol/instance.js';
 import type { Message } from '../../protocol/messages.js';
@@ -8,6 +8,27 @@ import type { BashResult, Sandbox } from '../../sandbox/sandbox.js';
  * Small helpers every built-in task handler shares: instance validation that names the bad
  * field, and reading the agent's final answer out of the conversation.
  */
+
+/**
+ * A prompt given as chat messages, as veRL-style datasets store it (`prompt: [{role, content}]`).
+ */
+export const ChatPromptSchema = z.array(z.object({ role: z.enum(['system', 'user', 'assistant']), content: z.string() })).min(1);
+/** A prompt: plain text, or chat messages. */
+export type TaskPrompt = string | z.infer<typeof ChatPromptSchema>;
+
+/**
+ * The first messages of a rollout: the handler's system prompt and the task as a user message;
+ * a chat-message prompt is used as given, behind the system prompt unless it brings its own.
+ */
+export function firstMessages(system: string, prompt: TaskPrompt): Message[] {
+  if (typeof prompt === 'string') {
+    return [
+      { role: 'system', content: system },
+      { role: 'user', content: prompt },
+    ];
+  }
+  return prompt.some((m) => m.role === 'system') ? [...prompt] : [{ role: 'system', content: system }, ...prompt];
+}
 
 /**
  * Parses a handler's own instance fields with `schema`. Throws a {@link TaskError} (a broken

@@ -70,6 +70,22 @@ describe('instance validation', () => {
   });
 });
 
+describe('veRL-style instances', () => {
+  it('scores a math instance with a chat-message prompt and reward_model.ground_truth', async () => {
+    const r = await runWithOracle(
+      mathHandler,
+      inst({
+        data_source: 'deepscaler',
+        prompt: [{ role: 'user', content: 'What is 6 * 7? Put the answer in \\boxed{}.' }],
+        reward_model: { ground_truth: '42' },
+        oracle: [{ content: 'It is \\boxed{42}.' }],
+      }),
+      root,
+    );
+    expect([r.resolved, r.messages.slice(0, 2).map((m) => m.role)]).toEqual([true, ['system', 'user']]);
+  });
+});
+
 describe('eval', () => {
   it('records the agent diff as git_patch for a swe task', async () => {
     const r = await runWithOracle(
