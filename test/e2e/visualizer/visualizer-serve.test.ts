@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocketServer } from 'ws';
 import { launchBrowser, type TestBrowser } from './browser.js';
 
 // The page against the real thing: `rollout fake-llm` and `rollout serve` as child processes,
@@ -103,5 +104,26 @@ describe('visualizer on rollout serve with rollout fake-llm', () => {
     console.log(`[visualizer] screenshot: ${shot}`);
     expect(browser.errors).toEqual([]);
     // Two servers under tsx and a browser: generous under a loaded CI machine.
+  }, 60_000);
+
+  it('sends XState inspection events of its rollouts to the --inspect URL', async () => {
+    const frames: Array<{ type: string; name?: string; sessionId?: string; snapshot?: { value?: unknown } }> = [];
+    const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    try {
+      await new Promise<void>((r) => wss.once('listening', () => r()));
+      wss.on('connection', (ws) => ws.on('message', (d) => frames.push(JSON.parse(String(d)) as (typeof frames)[number])));
+      const { port } = wss.address() as { port: number };
+      const api = await start(['serve', '--port', '0', '--backend', 'scripted', '--sandbox', 'memory', '--state-dir', dir, '--inspect', `ws://127.0.0.1:${port}`]);
+      const instance = { data_source: 'shell', instance_id: 'inspect-1', prompt: 'finish', eval_command: 'true', oracle: [{ tool_calls: [{ name: 'finish', arguments: {} }] }] };
+      const res = await fetch(`${api}/v1/rollouts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ instance }) });
+      expect(res.status).toBe(202);
+      await expect.poll(() => frames.some((f) => f.type === '@xstate.snapshot' && f.snapshot?.value === 'done'), { timeout: 20_000 }).toBe(true);
+      const actor = frames.find((f) => f.type === '@xstate.actor' && f.name === 'rollout');
+      expect(actor).toBeDefined();
+      expect(frames.some((f) => f.type === '@xstate.event' && f.sessionId === actor!.sessionId)).toBe(true);
+    } finally {
+      for (const c of wss.clients) c.terminate();
+      await new Promise<void>((r) => wss.close(() => r()));
+    }
   }, 60_000);
 });
