@@ -7,6 +7,7 @@
  * - sandbox_start_p50_ms: create (request to ready) on a warm host, and start_vs_bare_bwrap
  *   over `bwrap ... true` with the same arguments;
  * - concurrent_64_actions_per_s: 64 sandboxes each running 100 commands at once;
+ * - host_roundtrip_p50_ms: a workspace file read (runtime → host → runtime, no pty);
  * - host_start_ms_bin / host_start_ms_tsx_import: how long `rollout sandbox-host` takes to
  *   be ready when started through bin/rollout.js vs `node --import tsx src/cli/main.ts`.
  *
@@ -120,6 +121,15 @@ try {
   figures.action_p50_ms = round(median(act), 4);
   figures.action_p99_ms = round(quantile(act, 0.99), 4);
   figures.action_over_raw_pty = round(median(act) / median(raw), 2);
+  // The runtime ↔ host hop alone (a file read, no pty): what the whole path adds to the shell.
+  await sb.writeFile('x', 'y');
+  const reads: number[] = [];
+  for (let i = 0; i < 2000; i++) {
+    const t = performance.now();
+    await sb.readFile('x');
+    reads.push(performance.now() - t);
+  }
+  figures.host_roundtrip_p50_ms = round(median(reads), 4);
   await sb.close();
 
   const spawnTimes = await timeSpawn(bwrapArgv(['bash', '-c', 'echo hi']), 60);
