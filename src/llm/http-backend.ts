@@ -34,6 +34,7 @@ export class HttpBackend {
   readonly protocol: ProtocolAdapter;
   readonly model: string | undefined;
   private readonly agent: http.Agent;
+  private discoveredModel: string | undefined;
 
   constructor(spec: BackendSpec & { id: string }, private readonly timers: Timers = realTimers) {
     this.id = spec.id;
@@ -51,7 +52,8 @@ export class HttpBackend {
   async generate(req: GenerateRequest, timeoutMs: number, abort?: AbortSignal): Promise<ParsedGeneration> {
     const headers: Record<string, string> = { 'x-rollout-turn': String(req.turn), 'x-rollout-id': req.rolloutId };
     if (req.instance.instance_id !== undefined) headers['x-rollout-instance-id'] = String(req.instance.instance_id);
-    const { status, body } = await this.request('POST', this.protocol.generatePath, JSON.stringify(this.protocol.body(req, this.model)), headers, timeoutMs, req.signal, abort);
+    const model = this.model ?? (this.protocol.name === 'vllm' ? await this.servedModel(timeoutMs, req.signal, abort) : undefined);
+    const { status, body } = await this.request('POST', this.protocol.generatePath, JSON.stringify(this.protocol.body(req, model)), headers, timeoutMs, req.signal, abort);
     if (status >= 400 && status < 500) {
       const contextFull = /context|too long|maximum.*length|max_model_len|exceeds/i.test(body);
       throw new TaskError(`backend ${this.id} refused the request (${status}): ${body.slice(0, 300)}`, {
@@ -82,6 +84,24 @@ export class HttpBackend {
     } catch {
       return false;
     }
+  }
+
+  /**
+   * vLLM refuses a completion for a model name it does not serve: without a configured name,
+   * ask `GET /v1/models` once and use the first one.
+   */
+  private async servedModel(timeoutMs: number, signal: AbortSignal, abort?: AbortSignal): Promise<string> {
+    if (this.discoveredModel !== undefined) return this.discoveredModel;
+    const { status, body } = await this.request('GET', '/v1/models', undefined, {}, timeoutMs, signal, abort);
+    let id: unknown;
+    try {
+      id = (JSON.parse(body) as { data?: { id?: unknown }[] }).data?.[0]?.id;
+    } catch {
+      id = undefined;
+    }
+    if (status >= 300 || typeof id !== 'string') throw this.fail(status >= 500 ? 'http-5xx' : 'malformed', `backend ${this.id}: GET /v1/models gave no model (status ${status}); set the model in the backend address (?model=NAME)`);
+    this.discoveredModel = id;
+    return id;
   }
 
   /** Closes the idle keep-alive sockets. */

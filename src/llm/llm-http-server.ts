@@ -110,6 +110,8 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
       else if (url === '/generate' && Array.isArray(body.prompt_ids) && serves('prorl')) p = 'prorl';
       else if (url === '/generate' && Array.isArray(body.input_ids) && serves('sglang')) p = 'sglang';
       else return json(res, url === '/generate' || url === '/v1/completions' ? 400 : 404, { error: `no ${protocol} route for POST ${url} with this body` });
+      // As vLLM does: a completion for a model it does not serve is a 404.
+      if (p === 'vllm' && typeof body.model === 'string' && body.model !== modelName) return json(res, 404, { object: 'error', message: `The model \`${body.model}\` does not exist.` });
       const n = ++requests;
       if (opts.intercept?.(n, res) === 'handled') return;
       void handle(p, body, req, res);

@@ -48,6 +48,16 @@ describe('startFakeLlmServer', () => {
     expect(r.finishReason).toBe('stop');
   });
 
+  it('asks a vLLM server for its model name when the backend has none', async () => {
+    const s = await serve({ tasks: [task] });
+    const named = new HttpBackend({ id: 'named', url: s.url, protocol: 'vllm', model: 'other' });
+    cleanups.push(() => named.close());
+    const err = await named.generate(request(), 5_000).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TaskError);
+    const r = await backend(s.url, 'vllm').generate(request(), 5_000);
+    expect(r.outputIds).toEqual(codec.encodeAssistant(task.oracle![0]!));
+  });
+
   it('cuts a scripted turn at max_tokens and reports length', async () => {
     const s = await serve({ tasks: [task] });
     const r = await backend(s.url, 'sglang').generate(request({ maxTokens: 3 }), 5_000);
