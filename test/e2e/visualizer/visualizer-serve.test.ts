@@ -68,8 +68,8 @@ describe('visualizer on rollout serve with rollout fake-llm', () => {
     const tasks = join(dir, 'tasks.jsonl');
     await writeFile(tasks, instances.map((t) => JSON.stringify(t)).join('\n') + '\n');
     const llm = await start(['fake-llm', '--tasks', tasks, '--latency-ms', '100']);
-    // The in-process sandbox keeps this test independent of bwrap; it runs `echo` for real output.
-    const api = await start(['serve', '--port', '0', '--backend', llm, '--sandbox', 'memory', '--state-dir', dir]);
+    // A real sandbox (bwrap where present): the terminal replay shows what bash actually printed.
+    const api = await start(['serve', '--port', '0', '--backend', llm, '--sandbox', 'auto', '--state-dir', dir]);
 
     browser = await launchBrowser();
     const page = browser.page;
