@@ -93,6 +93,25 @@ describe('startFakeLlmServer', () => {
     await expect(b.probe(1_000)).resolves.toBe(false);
   });
 
+  it('hands at most maxConcurrent requests to the policy at once and queues the rest', async () => {
+    const held: (() => void)[] = [];
+    let auto = false;
+    const answer = { outputIds: [codec.endOfTurnId], logprobs: [-0.1], finishReason: 'stop' as const };
+    const s = await serve({
+      maxConcurrent: 2,
+      policy: { generate: () => (auto ? Promise.resolve(answer) : new Promise((resolve) => held.push(() => resolve(answer)))) },
+    });
+    const b = backend(s.url, 'prorl');
+    const calls = Array.from({ length: 5 }, (_, turn) => b.generate(request({ turn }), 5_000));
+    await expect.poll(() => s.requests).toBe(5);
+    expect(held).toHaveLength(2);
+    held.shift()!();
+    await expect.poll(() => held.length).toBe(2);
+    auto = true;
+    held.splice(0).forEach((r) => r());
+    await Promise.all(calls);
+  });
+
   it('reports and updates its weight version over HTTP', async () => {
     const s = await serve({ weightVersion: 'v1' });
     expect(await (await fetch(`${s.url}/weight_version`)).json()).toEqual({ weight_version: 'v1' });

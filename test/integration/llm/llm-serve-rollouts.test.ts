@@ -132,4 +132,10 @@ describe('rollouts through the pool against two llm-serve engines', () => {
   it('finds no drift between the append-only prompts and a full re-render', () => {
     expect(results.flatMap((r) => r.trajectory.diagnostics.drift)).toEqual([]);
   });
+
+  it('refuses a prompt that does not fit its context with a 400 naming the limit', async () => {
+    const res = await fetch(`${servers[0]!.url}/generate`, { method: 'POST', body: JSON.stringify({ prompt_ids: new Array(5000).fill(198), max_tokens: 8 }) });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toMatch(/maximum context length is 4096/);
+  });
 });
