@@ -74,6 +74,38 @@ export interface Launch {
   ctlInside: string;
 }
 
+/**
+ * Runs inside `unshare` (root of a new user + mount namespace) and builds what bwrap builds:
+ * a tmpfs root holding read-only binds of the host's top-level directories, fresh /proc,
+ * /dev and /sys binds, tmpfs /tmp and /run, the control dir read-only at /run/rollout, the
+ * workdir at /workspace, tmpfs over the host's home and the state dir; then chroots there.
+ * Arguments: root mount point, workdir, control dir, host home, state dir, command...
+ */
+const UNSHARE_PRELUDE = `set -e
+R=$1; W=$2; C=$3; H=$4; S=$5; shift 5
+mount -t tmpfs -o mode=0755 rollout-root "$R"
+for e in /*; do
+  n=\${e#/}
+  case "$n" in proc|dev|tmp|run|sys|workspace|lost+found) continue;; esac
+  if [ -L "$e" ]; then ln -s "$(readlink "$e")" "$R/$n"
+  elif [ -d "$e" ]; then mkdir "$R/$n"; mount --rbind "$e" "$R/$n"; mount -o remount,bind,ro "$R/$n"
+  fi
+done
+mkdir "$R/proc" "$R/dev" "$R/tmp" "$R/run" "$R/workspace" "$R/sys"
+mount -t proc proc "$R/proc"
+mount --rbind /dev "$R/dev"
+mount --rbind /sys "$R/sys"
+mount -t tmpfs tmpfs "$R/tmp"
+mount -t tmpfs tmpfs "$R/run"
+mkdir "$R/run/rollout"
+mount --bind "$C" "$R/run/rollout"
+mount -o remount,bind,ro "$R/run/rollout"
+mount --bind "$W" "$R/workspace"
+if [ -d "$R$H" ]; then mount -t tmpfs tmpfs "$R$H"; fi
+if [ -d "$R$S" ]; then mount -t tmpfs tmpfs "$R$S"; fi
+mount -o remount,ro "$R"
+exec chroot "$R" /bin/sh -c 'cd /workspace && exec "$@"' sh "$@"`;
+
 const SKIP_TOP = new Set(['proc', 'dev', 'tmp', 'run', 'workspace', 'lost+found']);
 
 /** `--ro-bind` / `--symlink` for each top-level entry of the host's root, skipping the ones we replace. */
@@ -134,8 +166,12 @@ export function buildLaunch(plan: LaunchPlan): Launch {
     driverArgs.push('--ro-bind', plan.ctlDir, ctlInside);
     driverArgs.push('--bind', plan.workdir, '/workspace', '--hostname', 'sandbox', '--remount-ro', '/', '--chdir', '/workspace', '--');
   } else if (plan.driver === 'unshare') {
-    home = plan.homeDir;
-    driverArgs = ['unshare', '--user', '--map-root-user', '--pid', '--fork', '--kill-child', '--mount', '--mount-proc', '--ipc', '--uts', ...(plan.network ? [] : ['--net']), '--'];
+    home = hostHome;
+    ctlInside = '/run/rollout';
+    driverArgs = [
+      'unshare', '--user', '--map-root-user', '--pid', '--fork', '--kill-child', '--mount', '--ipc', '--uts', ...(plan.network ? [] : ['--net']), '--',
+      '/bin/sh', '-c', UNSHARE_PRELUDE, 'sh', path.join(path.dirname(plan.ctlDir), 'root'), plan.workdir, plan.ctlDir, hostHome, plan.stateDir,
+    ];
   } else {
     home = plan.homeDir;
     driverArgs = [];

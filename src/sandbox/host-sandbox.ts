@@ -64,6 +64,7 @@ export class HostSandbox {
     fs.mkdirSync(workdir, { recursive: true });
     fs.mkdirSync(ctlDir);
     fs.mkdirSync(path.join(dir, 'home'));
+    fs.mkdirSync(path.join(dir, 'root')); // mount point of the unshare driver's root
     const cgroup = req.driver === 'none' ? null : PidsCgroup.create(req.sandboxId, req.limits.maxProcesses);
     const lease: Lease = {
       sandboxId: req.sandboxId,
@@ -184,7 +185,7 @@ export class HostSandbox {
     this.alive();
     if (!this.repl) {
       const plan = this.plan();
-      const inside = this.req.driver === 'bwrap';
+      const inside = this.req.driver !== 'none';
       const argv = buildEnter(plan, this.shellPid ?? this.pty!.pid, [
         'python3',
         '-u',

@@ -6,6 +6,9 @@ import { bwrapWorks, unshareWorks, type DriverName } from '../../../src/sandbox/
  * ROLLOUT_REQUIRE_BWRAP=1 (CI) a missing bwrap is an error, otherwise unshare, then none.
  */
 export function testDriver(): DriverName {
+  // For trying the fallback on a machine that has bwrap: ROLLOUT_TEST_SANDBOX_DRIVER=unshare.
+  const forced = process.env.ROLLOUT_TEST_SANDBOX_DRIVER;
+  if (forced === 'bwrap' || forced === 'unshare' || forced === 'none') return forced;
   if (bwrapWorks()) return 'bwrap';
   if (process.env.ROLLOUT_REQUIRE_BWRAP === '1') throw new Error('ROLLOUT_REQUIRE_BWRAP=1 but bwrap is missing or does not work');
   return unshareWorks() ? 'unshare' : 'none';
