@@ -1,0 +1,76 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startFakeLlmServer, type FakeLlmServer } from '../../../src/testing/fake-llm-server.js';
+import { api, descendants, ROOT, serve, shellInstances, SHELL_TASKS, until } from './harness.js';
+
+const SANDBOX = process.env['ROLLOUT_E2E_SANDBOX'] ?? 'auto';
+
+let llm: FakeLlmServer;
+let dir: string;
+beforeAll(async () => {
+  llm = await startFakeLlmServer({ tasks: SHELL_TASKS, latencyMs: 60_000 });
+  dir = mkdtempSync(join(tmpdir(), 'rollout-e2e-cli-'));
+});
+afterAll(async () => {
+  await llm.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function runCli(args: string[]): Promise<{ code: number | null; err: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [join(ROOT, 'bin/rollout.js'), 'serve', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    child.on('exit', (code) => resolve({ code, err }));
+  });
+}
+
+describe('rollout serve (command)', () => {
+  it('exits 0 on SIGTERM mid-run, leaving no sandbox or host process behind', async () => {
+    const s = await serve(['--backend', llm.url, '--sandbox', SANDBOX]);
+    const inst = shellInstances()[0]!;
+    const pending = api(s.url, 'POST', '/v1/batches', { instances: [inst], n: 4, sampling_params: { max_iterations: 4 } });
+    await until(async () => (await api(s.url, 'GET', '/status')).body.run.active === 4);
+    await pending;
+    const before = descendants(s.child.pid!).map((p) => p.pid);
+    expect(before.length).toBeGreaterThan(0);
+    expect(await s.stop()).toBe(0);
+    await until(() => before.every((pid) => !alive(pid)), 10_000);
+  });
+
+  it('takes options from --config, with flags winning', async () => {
+    const cfg = join(dir, 'serve.json');
+    writeFileSync(cfg, JSON.stringify({ service: { bodyLimitBytes: 1_000_000 }, runtime: { stages: { init: 3, run: 5 } }, backends: ['scripted'] }));
+    const s = await serve(['--config', cfg, '--sandbox', 'memory', '--body-limit', '2048']);
+    try {
+      expect((await api(s.url, 'GET', '/status')).body).toMatchObject({ init: { limit: 3 }, run: { limit: 5 }, llm_servers: 1 });
+      expect((await api(s.url, 'POST', '/process', { instance: { data_source: 'shell', pad: 'x'.repeat(4096) } })).status).toBe(413);
+    } finally {
+      expect(await s.stop()).toBe(0);
+    }
+  });
+
+  it('exits 2 naming the problem on an unknown flag', async () => {
+    const r = await runCli(['--bogus']);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/bogus/);
+  });
+
+  it('exits 2 on a bad backend address', async () => {
+    const r = await runCli(['--port', '0', '--backend', 'ftp://nowhere', '--sandbox', 'memory']);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/invalid backend address/);
+  });
+});
