@@ -102,6 +102,12 @@ export const sweHandler: AgentHandler = defineToolAgent({
     const inst = ctx.state as SweInstance;
     if (!ctx.sandbox) throw new SandboxError('swe eval: the run left no sandbox', { stage: 'eval' });
     await settleShell(ctx.sandbox, ctx.signal);
+    // An agent that deleted .git (or the base tag) broke its own workspace: a trainable failure,
+    // scored 0, not an infrastructure fault to retry.
+    const base = await runToEnd(ctx.sandbox, `git rev-parse -q --verify ${BASE_TAG}^{commit}`, 60_000, ctx.signal);
+    if (base.exitCode !== 0) {
+      return { reward: 0, resolved: false, details: { git_patch: null, applied: false, error: `the workspace's git repository or its ${BASE_TAG} tag is gone` } };
+    }
     // Into .git, so the patch file is not part of the diff; read back as a file because the bash
     // tool truncates long output.
     await mustRun(ctx.sandbox, `git add -A && git diff --cached --binary ${BASE_TAG} > .git/rollout.patch`, 'git diff', ctx.signal);

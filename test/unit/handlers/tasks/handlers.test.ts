@@ -101,6 +101,14 @@ describe('eval', () => {
     );
     expect([r.resolved, r.details?.git_patch]).toEqual([true, expect.stringMatching(/-1\n\+2/)]);
   });
+  it('scores 0 without an infra error when the agent deleted the repository', async () => {
+    const r = await runWithOracle(
+      sweHandler,
+      inst({ data_source: 'swe', problem_statement: 'p', files: { 'a.txt': 'x\n' }, test_command: 'true', oracle: [{ tool_calls: [sh('rm -rf .git'), fin()] }] }),
+      root,
+    );
+    expect([r.reward, r.details?.error]).toEqual([0, expect.stringContaining('is gone')]);
+  });
   it('seeds a swe repository from repo_dir, keeping its git history', async () => {
     const repoDir = await mkdtemp(join(root, 'repo-'));
     await writeFile(join(repoDir, 'v.txt'), 'old\n');
