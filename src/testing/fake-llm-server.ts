@@ -107,7 +107,6 @@ export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promi
 
   const faults = xorshift32(hashString(`faults|${opts.seed ?? 0}`));
   let server: Awaited<ReturnType<typeof startLlmHttpServer>> | undefined;
-  const hung = new Set<http.ServerResponse>();
   const intercept = (n: number, res: http.ServerResponse): 'pass' | 'handled' => {
     if (opts.exitAfter !== undefined && n > opts.exitAfter) {
       res.destroy();
@@ -122,11 +121,8 @@ export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promi
       res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'injected failure' }));
       return 'handled';
     }
-    if (opts.hangRate && faults() < opts.hangRate) {
-      hung.add(res);
-      res.on('close', () => hung.delete(res));
-      return 'handled';
-    }
+    // A hung request is simply never answered; close() destroys its connection.
+    if (opts.hangRate && faults() < opts.hangRate) return 'handled';
     return 'pass';
   };
   server = await startLlmHttpServer({ engine, host: opts.host, port: opts.port, protocol: opts.protocol, weightVersion: opts.weightVersion ?? null, intercept });
