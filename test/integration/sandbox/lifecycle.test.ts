@@ -103,6 +103,16 @@ describe('sandbox lifecycle', () => {
     expect(fs.readdirSync(path.join(stateDir, 'sandboxes'))).toEqual([]);
   });
 
+  it('an aborted create rejects with CancelledError and leaves no sandbox behind', async () => {
+    const ac = new AbortController();
+    // The setup command keeps the create busy until the abort arrives.
+    const p = provider.create({ setup: ['sleep 0.3'] }, { rolloutId: 'abort-create', signal: ac.signal });
+    await until(() => fs.existsSync(path.join(stateDir, 'sandboxes')) && fs.readdirSync(path.join(stateDir, 'sandboxes')).length > 0);
+    ac.abort();
+    await expect(p).rejects.toBeInstanceOf(CancelledError);
+    await until(() => fs.readdirSync(path.join(stateDir, 'sandboxes')).length === 0);
+  });
+
   it('writes and reads workspace files and refuses paths outside it', async () => {
     const sb = await provider.create({}, { rolloutId: 'files' });
     await sb.writeFile('a/b.txt', 'content');
