@@ -90,6 +90,7 @@ function connect() {
   ws = socket;
   socket.onopen = () => {
     backoffMs = 500;
+    fills.clear();
     stats.connects += 1;
     setConn('open');
     subscribe(socket);
@@ -111,6 +112,28 @@ function connect() {
     backoffMs = Math.min(backoffMs * 2, 5000);
   };
 }
+/** Open gap replays: subscription name -> the last seq it must deliver. */
+const fills = new Map();
+let fillN = 0;
+
+/**
+ * The server skipped events because this page read too slowly; they are still retained, so ask
+ * for exactly them on a second subscription and fold them in out of order (Store#expect).
+ */
+function fillGap(socket, from, to) {
+  if (socket.readyState !== WebSocket.OPEN) return;
+  store.expect(from, to);
+  fillN += 1;
+  const sub = `fill-${fillN}`;
+  fills.set(sub, to);
+  socket.send(JSON.stringify({ type: 'subscribe', sub, after: from - 1 }));
+}
+
+function endFill(socket, sub) {
+  fills.delete(sub);
+  if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: 'unsubscribe', sub }));
+}
+
 function handle(msg, socket) {
   stats.messages += 1;
   if (msg === null || typeof msg !== 'object') return;
@@ -133,6 +156,9 @@ function handle(msg, socket) {
     return;
   }
   if (msg.type === 'subscribed') ui.notice.hidden = true;
+  if (msg.type === 'gap' && msg.sub === `viz-${subN}` && msg.reason === 'slow-client' && msg.to >= 1) fillGap(socket, msg.from, msg.to);
+  if (msg.type === 'event' && fills.has(msg.sub) && (msg.event?.seq ?? 0) >= fills.get(msg.sub)) endFill(socket, msg.sub);
+  if (msg.type === 'gap' && fills.has(msg.sub)) endFill(socket, msg.sub);
   if (msg.type === 'heartbeat' || msg.type === 'backends') observeTs(msg.ts, true);
   else if (msg.type === 'event') observeTs(msg.event?.ts, false);
   else if (typeof msg.rolloutId === 'string') observeTs(msg.ts, false);

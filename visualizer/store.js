@@ -30,6 +30,8 @@ export class Store {
     this.rollouts = new Map();
     // The runtime numbers events from 1, so `after: 0` replays everything it still retains.
     this.lastSeq = 0;
+    /** Seqs of a gap being replayed: accepted although below lastSeq. */
+    this.missing = new Set();
     this.epoch = null;
     /** Bumped whenever a table-visible field of any rollout changes. */
     this.version = 0;
@@ -153,12 +155,19 @@ export class Store {
     this.chartVersion++;
   }
 
-  /** Folds one rollout event in; events at or before the last seq seen are ignored (resume overlap). */
+  /**
+   * Folds one rollout event in. Events at or before the last seq seen are ignored (a resume
+   * overlap), unless they fill a gap announced with {@link Store#expect}: those are inserted in
+   * seq order and their rollout is re-folded from its events.
+   */
   applyEvent(ev) {
     if (ev === null || typeof ev !== 'object' || typeof ev.rolloutId !== 'string') return null;
+    let late = false;
     if (typeof ev.seq === 'number') {
-      if (ev.seq <= this.lastSeq) return null;
-      this.lastSeq = ev.seq;
+      if (ev.seq <= this.lastSeq) {
+        if (!this.missing.delete(ev.seq)) return null;
+        late = true;
+      } else this.lastSeq = ev.seq;
     }
     const ts = typeof ev.ts === 'number' ? ev.ts : this.latestTs;
     if (ts > this.latestTs) this.latestTs = ts;
@@ -169,13 +178,61 @@ export class Store {
       r.endTs = null;
     }
     this.eventsApplied++;
-    r.lastTs = ts;
     r.version++;
-    if (r.events.length >= this.maxEventsPerRollout) {
-      r.events.shift();
-      r.droppedEvents++;
+    this._count(ev, ts);
+    if (late) {
+      let i = r.events.length;
+      while (i > 0 && r.events[i - 1].seq > ev.seq) i--;
+      r.events.splice(i, 0, ev);
+      this._refold(r);
+    } else {
+      if (r.events.length >= this.maxEventsPerRollout) {
+        r.events.shift();
+        r.droppedEvents++;
+      }
+      r.events.push(ev);
+      this._fold(r, ev, ts);
     }
-    r.events.push(ev);
+    this.version++;
+    return r;
+  }
+
+  /**
+   * Announces that events `from..to` were not delivered and will be asked for again: they are
+   * then accepted although older than the last seq seen. Ranges past `maxMissing` are not kept.
+   */
+  expect(from, to, maxMissing = 100_000) {
+    for (let seq = Math.max(1, from); seq <= to && this.missing.size < maxMissing; seq++) {
+      if (seq <= this.lastSeq) this.missing.add(seq);
+    }
+  }
+
+  /** Counters across rollouts (charts): once per event, whenever it arrives. */
+  _count(ev, ts) {
+    switch (ev.type) {
+      case 'llm.end':
+        this._bucket(ts).llm++;
+        this.chartVersion++;
+        break;
+      case 'tool.result':
+        this._bucket(ts).tools++;
+        this.chartVersion++;
+        break;
+      case 'rollout.result': {
+        this.outcomeCounts[ev.outcome] = (this.outcomeCounts[ev.outcome] ?? 0) + 1;
+        const b = this._bucket(ts);
+        b.outcomes[ev.outcome] = (b.outcomes[ev.outcome] ?? 0) + 1;
+        this.chartVersion++;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  /** A rollout's own fields from one of its events, in order. */
+  _fold(r, ev, ts) {
+    r.lastTs = Math.max(r.lastTs, ts);
     switch (ev.type) {
       case 'rollout.submitted':
         r.dataSource = ev.dataSource ?? '';
@@ -196,12 +253,6 @@ export class Store {
         break;
       case 'llm.end':
         r.tokens = Math.max(r.tokens, (ev.promptTokens ?? 0) + (ev.outputTokens ?? 0));
-        this._bucket(ts).llm++;
-        this.chartVersion++;
-        break;
-      case 'tool.result':
-        this._bucket(ts).tools++;
-        this.chartVersion++;
         break;
       case 'rollout.retry':
         r.attempt = ev.attempt ?? r.attempt;
@@ -214,18 +265,18 @@ export class Store {
         r.tokens = ev.tokens ?? r.tokens;
         r.turn = ev.turns ?? r.turn;
         if (r.endTs === null) r.endTs = ts;
-        this.outcomeCounts[ev.outcome] = (this.outcomeCounts[ev.outcome] ?? 0) + 1;
-        {
-          const b = this._bucket(ts);
-          b.outcomes[ev.outcome] = (b.outcomes[ev.outcome] ?? 0) + 1;
-        }
-        this.chartVersion++;
         break;
       default:
         break;
     }
-    this.version++;
-    return r;
+  }
+
+  /** Rebuilds a rollout's fields from its events, after one arrived out of order. */
+  _refold(r) {
+    const first = r.events[0];
+    this._setState(r, 'queued', first?.ts);
+    Object.assign(r, { turn: 0, tokens: 0, endTs: null, outcome: null, reward: null, finish: null, error: null, lastTs: first?.ts ?? r.lastTs });
+    for (const ev of r.events) this._fold(r, ev, typeof ev.ts === 'number' ? ev.ts : r.lastTs);
   }
 
   /**

@@ -9,13 +9,18 @@ import type { BackendInfo } from '../../../src/llm/llm-client.js';
 export interface FixtureServer {
   /** `http://127.0.0.1:<port>`. */
   url: string;
-  /** Stamps seq/rseq and sends to every subscriber (and retains for later subscribers). */
-  push(events: EventInput[]): void;
+  /**
+   * Stamps seq/rseq and sends to every subscriber (and retains for later subscribers); with
+   * `withhold`, only retains them, as the service does for a client it finds too slow.
+   */
+  push(events: EventInput[], opts?: { withhold?: boolean }): void;
   backends(list: BackendInfo[], ts: number): void;
   /** Sends a message as is to every subscribed connection (heartbeats, gaps). */
   broadcast(msg: unknown): void;
   /** The `after` of every subscribe message received, in order. */
   subscribes: Array<number | undefined>;
+  /** The subscriptions open now, per connection. */
+  openSubs(): string[][];
   /** Drops every WebSocket connection (the page should reconnect and resume). */
   dropConnections(): void;
   /** Full results served at GET /v1/rollouts/:id. */
@@ -37,7 +42,7 @@ export async function startFixtureServer(opts: { graph?: () => Promise<MachineGr
   const rseq = new Map<string, number>();
   const results = new Map<string, unknown>();
   const listing: unknown[] = [];
-  const subs = new Map<WebSocket, string>();
+  const subs = new Map<WebSocket, Set<string>>();
   const subscribes: Array<number | undefined> = [];
   let seq = 0;
 
@@ -61,10 +66,16 @@ export async function startFixtureServer(opts: { graph?: () => Promise<MachineGr
       ws.send(JSON.stringify({ type: 'hello', epoch: 1, seq, heartbeat_ms: 15000 }));
       ws.on('message', (data) => {
         const msg = JSON.parse(String(data)) as { type: string; sub?: string; after?: number };
+        const names = subs.get(ws) ?? new Set<string>();
+        subs.set(ws, names);
+        const sub = msg.sub ?? 'default';
+        if (msg.type === 'unsubscribe') {
+          names.delete(sub);
+          return void ws.send(JSON.stringify({ type: 'unsubscribed', sub }));
+        }
         if (msg.type !== 'subscribe') return;
         subscribes.push(msg.after);
-        const sub = msg.sub ?? 'default';
-        subs.set(ws, sub);
+        names.add(sub);
         ws.send(JSON.stringify({ type: 'subscribed', sub, rollout: null, group: null, after: msg.after ?? null }));
         const after = msg.after ?? seq;
         for (const ev of retained) if (ev.seq > after) ws.send(JSON.stringify({ type: 'event', sub, event: ev }));
@@ -81,13 +92,18 @@ export async function startFixtureServer(opts: { graph?: () => Promise<MachineGr
     results,
     listing,
     lastSeq: () => seq,
-    push(events) {
+    openSubs: () => [...subs.values()].map((names) => [...names]),
+    push(events, pushOpts = {}) {
       for (const e of events) {
         const r = (rseq.get(e.rolloutId) ?? 0) + 1;
         rseq.set(e.rolloutId, r);
         const ev = { ...e, seq: ++seq, rseq: r } as RolloutEvent;
         retained.push(ev);
-        for (const [ws, sub] of subs) if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'event', sub, event: ev }));
+        if (pushOpts.withhold) continue;
+        for (const [ws, names] of subs) {
+          if (ws.readyState !== WebSocket.OPEN) continue;
+          for (const sub of names) ws.send(JSON.stringify({ type: 'event', sub, event: ev }));
+        }
       }
     },
     backends(list, ts) {

@@ -180,7 +180,27 @@ describe('visualizer page (recorded events)', () => {
     await expect.poll(() => p.innerText('#notice')).toBe('server: the runtime stopped; subscriptions ended');
   });
 
-  it.todo('replays the events of a slow-client gap by resubscribing from its start (#6)');
+  it('replays the events of a slow-client gap on a second subscription and folds them in order', async () => {
+    server = await startFixtureServer();
+    const events = syntheticRollout('r-0', T0, { turns: 2 });
+    server.push(events.slice(0, 4));
+    const p = await open(server);
+    await p.waitForSelector('.rows .row[data-id="r-0"]');
+    await expect.poll(() => server!.openSubs()).toEqual([['viz-1']]);
+    const from = server.lastSeq() + 1;
+    // The server finds the page slow: it skips these, then reports them as a gap.
+    server.push(events.slice(4, -3), { withhold: true });
+    const to = server.lastSeq();
+    server.push(events.slice(-3));
+    server.broadcast({ type: 'gap', sub: 'viz-1', from, to, reason: 'slow-client' });
+    await expect.poll(() => server!.subscribes).toEqual([0, from - 1]);
+    // Every event arrived, and the fill subscription was closed once it delivered `to`.
+    await expect.poll(() => p.evaluate(() => (window as unknown as { __viz: { store: { rollouts: Map<string, { events: unknown[] }> } } }).__viz.store.rollouts.get('r-0')!.events.length)).toBe(events.length);
+    await expect.poll(() => server!.openSubs()).toEqual([['viz-1']]);
+    await p.locator('.rows .row[data-id="r-0"]').click();
+    await expect.poll(() => p.innerText('#terminal .term-pane')).toContain('$ echo step-1-of-r-0\nstep-1-of-r-0');
+    expect(await p.locator('.rows .row[data-id="r-0"]').innerText()).toMatch(/done\s+2\s+240/);
+  });
 
   it('shows per-backend load from backends snapshots', async () => {
     server = await startFixtureServer();

@@ -44,6 +44,20 @@ describe('Store', () => {
     expect(store.lastSeq).toBe(events.length);
   });
 
+  it('accepts events of an announced gap after later ones and refolds the rollout in seq order', () => {
+    const store = new Store() as StoreLike & { expect(from: number, to: number): void };
+    const events = stamp(syntheticRollout('r', T0, { turns: 2 }));
+    const hole = events.slice(5, 12);
+    for (const ev of events) if (!hole.includes(ev)) store.apply(ev);
+    store.expect(hole[0]!.seq, hole.at(-1)!.seq);
+    for (const ev of [...hole].reverse()) store.apply(ev);
+    const r = store.rollouts.get('r')!;
+    expect(r.events.map((e) => (e as { seq: number }).seq)).toEqual(events.map((e) => e.seq));
+    expect(r).toMatchObject({ state: 'done', turn: 2, tokens: 240, outcome: 'completed' });
+    // Once filled, the same seqs are duplicates again.
+    expect(store.apply(hole[0])).toBeNull();
+  });
+
   it('forgets everything when hello names a new epoch', () => {
     const store = new Store();
     store.apply({ type: 'hello', epoch: 1, seq: 0, heartbeat_ms: 1000 });
