@@ -52,6 +52,7 @@ export class TrajectoryBuilder {
   private tools: ToolSchema[] = [];
   private readonly drift: { turn: number; position: number; expected: number | null; actual: number | null }[] = [];
   private lastOutput: number[] = [];
+  private finished = false;
 
   constructor(private readonly opts: TrajectoryBuilderOptions = {}) {}
 
@@ -100,6 +101,7 @@ export class TrajectoryBuilder {
     if (turn.logprobs.length !== turn.outputIds.length) {
       throw new Error(`logprobs (${turn.logprobs.length}) do not align with output ids (${turn.outputIds.length})`);
     }
+    this.assertOpen();
     const { outputIds, ...rest } = turn;
     this.turns.push({ ...rest, promptLen: this.tokens.length, outputLen: outputIds.length, messageIndex: this.messages.length });
     this.messages.push(assistant);
@@ -122,45 +124,60 @@ export class TrajectoryBuilder {
 
   /** Appends messages that were not templated (e.g. an observation that no longer fit the context). */
   addUntokenizedMessages(messages: Message[]): void {
+    this.assertOpen();
     this.messages.push(...messages);
   }
 
-  /** Materializes the trajectory. Cheap to call more than once; each call copies. */
+  /**
+   * Materializes the trajectory and ends the builder (later appends throw). The flat
+   * `tokens` / `lossMask` / `logprobs` are the builder's own arrays, handed over without a copy.
+   * Per-turn `promptIds` / `outputIds` / `logprobs` and the messages' `input_ids` / `token_ids` /
+   * `logprobs` are enumerable getters that slice the flat list on first read and cache it: the
+   * per-turn prompts are quadratic in the number of turns, and a trainer reading only the flat
+   * list never pays for them. JSON.stringify and structuredClone read them like plain fields.
+   */
   build(): Trajectory {
-    const turns: AssistantTurn[] = this.turns.map((t) => ({
-      promptIds: this.tokens.slice(0, t.promptLen),
-      outputIds: this.tokens.slice(t.promptLen, t.promptLen + t.outputLen),
-      logprobs: this.lps.slice(t.promptLen, t.promptLen + t.outputLen),
-      backendId: t.backendId,
-      weightVersion: t.weightVersion,
-      finishReason: t.finishReason,
-      latencyMs: t.latencyMs,
-    }));
+    this.finished = true;
+    const tokens = this.tokens;
+    const lps = this.lps;
+    const turns = this.turns.map((t) => {
+      const o = { backendId: t.backendId, weightVersion: t.weightVersion, finishReason: t.finishReason, latencyMs: t.latencyMs } as AssistantTurn;
+      lazy(o, 'promptIds', () => tokens.slice(0, t.promptLen));
+      lazy(o, 'outputIds', () => tokens.slice(t.promptLen, t.promptLen + t.outputLen));
+      lazy(o, 'logprobs', () => lps.slice(t.promptLen, t.promptLen + t.outputLen));
+      return o;
+    });
     const messages = this.messages.map((m) => ({ ...m }));
     this.turns.forEach((t, i) => {
       const m = messages[t.messageIndex]!;
-      m.input_ids = turns[i]!.promptIds;
-      m.token_ids = turns[i]!.outputIds;
-      m.logprobs = turns[i]!.logprobs;
+      const turn = turns[i]!;
+      lazy(m, 'input_ids', () => turn.promptIds);
+      lazy(m, 'token_ids', () => turn.outputIds);
+      lazy(m, 'logprobs', () => turn.logprobs);
     });
-    for (const [idx, [a, b]] of this.contIds) messages[idx]!.token_ids = this.tokens.slice(a, b);
+    for (const [idx, [a, b]] of this.contIds) lazy(messages[idx]!, 'token_ids', () => tokens.slice(a, b));
     return {
       turns,
-      tokens: this.tokens.slice(),
-      lossMask: this.mask.slice(),
-      logprobs: this.lps.slice(),
+      tokens,
+      lossMask: this.mask,
+      logprobs: lps,
       messages,
       tools: this.tools,
-      diagnostics: { drift: this.drift.slice() },
+      diagnostics: { drift: this.drift },
     };
   }
 
   private append(ids: number[], m: 0 | 1): void {
+    this.assertOpen();
     for (const id of ids) {
       this.tokens.push(id);
       this.mask.push(m);
       this.lps.push(0);
     }
+  }
+
+  private assertOpen(): void {
+    if (this.finished) throw new Error('TrajectoryBuilder: build() was called; the trajectory is final');
   }
 
   /** Compares the incremental ids with a full re-render; records the first differing position. */
@@ -177,4 +194,20 @@ export class TrajectoryBuilder {
       }
     }
   }
+}
+
+/** Defines an enumerable property computed on first read and then cached as a plain value. */
+function lazy<T extends object>(obj: T, key: string, compute: () => unknown): void {
+  Object.defineProperty(obj, key, {
+    enumerable: true,
+    configurable: true,
+    get() {
+      const v = compute();
+      Object.defineProperty(obj, key, { value: v, enumerable: true, configurable: true, writable: true });
+      return v;
+    },
+    set(v: unknown) {
+      Object.defineProperty(obj, key, { value: v, enumerable: true, configurable: true, writable: true });
+    },
+  });
 }

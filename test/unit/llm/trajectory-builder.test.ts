@@ -67,4 +67,20 @@ describe('TrajectoryBuilder', () => {
     b.start(msgs, [], prompt);
     expect(b.build().diagnostics.drift).toEqual([{ turn: 0, position: 3, expected: codec.encodePrompt(msgs, [])[3], actual: 99 }]);
   });
+
+  it('serializes the lazily sliced per-turn ids like plain fields', () => {
+    const b = new TrajectoryBuilder();
+    const { prompt, out1 } = twoTurns(b);
+    const t = JSON.parse(JSON.stringify(b.build()));
+    expect(t.turns[0].promptIds).toEqual(prompt);
+    expect(t.messages[1].token_ids).toEqual(out1);
+    expect(structuredClone(b.build()).turns[0]!.outputIds).toEqual(out1);
+  });
+
+  it('refuses appends once built', () => {
+    const b = new TrajectoryBuilder();
+    twoTurns(b);
+    b.build();
+    expect(() => b.addContinuation([], [1])).toThrow(/final/);
+  });
 });
