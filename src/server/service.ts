@@ -24,6 +24,8 @@ export interface ServiceDeps {
   visualizer?: VisualizerHook | undefined;
   /** Start with no runtime, as the reference server does until `/start`. Default false. */
   startStopped?: boolean | undefined;
+  /** Wall clock of heartbeats and slow-client timing (ms since the epoch). Default `Date.now`. */
+  now?: (() => number) | undefined;
 }
 
 /**
@@ -58,7 +60,7 @@ export class RolloutService implements ServiceContext {
     for (const r of prorlRoutes(this)) this.router.add(r);
     for (const r of nativeRoutes(this)) this.router.add(r);
     this.router.add(openapiRoute(this.router));
-    this.hub = new EventHub(this);
+    this.hub = new EventHub(this, deps.now ?? Date.now);
     this.server = createServer(createRequestListener(this, this.router, deps.visualizer));
     // /process is held open for a whole rollout: node's default 5-minute request timeout would
     // cut long rollouts. Headers must still arrive promptly.

@@ -51,7 +51,11 @@ export class EventHub {
   /** Serialized events, shared by every subscriber (an event is stringified once, not once per socket). */
   private readonly cache = new WeakMap<object, string>();
 
-  constructor(private readonly service: ServiceContext) {
+  /** `now` is the clock of heartbeats and the slow-client timer (injected in tests). */
+  constructor(
+    private readonly service: ServiceContext,
+    private readonly now: () => number = Date.now,
+  ) {
     const o = service.options;
     this.wss = new WebSocketServer({ noServer: true, maxPayload: o.wsMaxPayloadBytes, perMessageDeflate: false });
     this.heartbeat = setInterval(() => this.tick(), o.heartbeatMs);
@@ -183,7 +187,7 @@ export class EventHub {
     if (ws.bufferedAmount > this.service.options.wsSoftLimitBytes) {
       if (sub.gapFrom === null) sub.gapFrom = item.seq;
       sub.gapTo = item.seq;
-      conn.slowSince ??= Date.now();
+      conn.slowSince ??= this.now();
       this.service.metrics.wsDropped.inc({ reason: 'slow-client' });
       return;
     }
@@ -204,7 +208,7 @@ export class EventHub {
   }
 
   private tick(): void {
-    const now = Date.now();
+    const now = this.now();
     const o = this.service.options;
     const hb = JSON.stringify({ type: 'heartbeat', ts: now, seq: this.service.lastSeq });
     for (const c of this.conns) {
@@ -232,7 +236,7 @@ export class EventHub {
   private pushBackends(): void {
     const rt = this.service.runtime;
     if (this.conns.size === 0 || !rt?.listBackends) return;
-    const text = JSON.stringify({ type: 'backends', ts: Date.now(), backends: rt.listBackends() });
+    const text = JSON.stringify({ type: 'backends', ts: this.now(), backends: rt.listBackends() });
     for (const c of this.conns) if (c.ws.bufferedAmount <= this.service.options.wsSoftLimitBytes) sendRaw(c.ws, text);
   }
 }

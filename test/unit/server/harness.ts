@@ -15,7 +15,7 @@ export interface Harness {
 
 export async function startHarness(
   options: ServiceOptionsInput = {},
-  deps: { backends?: BackendRegistration[]; startStopped?: boolean; retention?: number } = {},
+  deps: { backends?: BackendRegistration[]; startStopped?: boolean; retention?: number; now?: () => number } = {},
 ): Promise<Harness> {
   const runtimes: FakeRuntime[] = [];
   const service = createService(
@@ -27,6 +27,7 @@ export async function startHarness(
       },
       backends: deps.backends,
       startStopped: deps.startStopped,
+      now: deps.now,
     },
     { port: 0, backendsIntervalMs: 0, ...options },
   );

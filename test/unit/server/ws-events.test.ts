@@ -162,13 +162,16 @@ describe('WebSocket /v1/events', () => {
     expect(c.events().map((e) => e.seq)).toEqual([4, 5, 6]);
   });
 
-  it('closes a client that stays over the soft limit with 1008 slow consumer', async () => {
-    h = await startHarness({ wsSoftLimitBytes: 1, heartbeatMs: 10, wsSlowCloseMs: 10 });
+  it('closes a client that stays over the soft limit for wsSlowCloseMs with 1008 slow consumer', async () => {
+    let clock = 1_000_000;
+    h = await startHarness({ wsSoftLimitBytes: 1, heartbeatMs: 10, wsSlowCloseMs: 30_000 }, { now: () => clock });
     const c = await connect(h.url);
     const closed = new Promise<{ code: number; reason: string }>((resolve) => c.ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
     const serverSide = [...(h.service as any).hub.conns][0];
-    serverSide.alive = true;
     Object.defineProperty(serverSide.ws, 'bufferedAmount', { get: () => 10, configurable: true });
+    await waitFor(() => serverSide.slowSince !== null);
+    expect(c.ws.readyState).toBe(WebSocket.OPEN);
+    clock += 30_000;
     expect(await closed).toEqual({ code: 1008, reason: 'slow consumer' });
   });
 
