@@ -37,6 +37,8 @@ export class HostSandbox {
   private readonly editor: Editor;
   private closing = false;
   private shellPid: number | null = null;
+  /** Exit code when the shell exited on its own (`exit`), until it is restarted. */
+  private selfExit: number | null = null;
 
   private constructor(
     readonly id: string,
@@ -146,7 +148,11 @@ export class HostSandbox {
         // The unshare and none drivers show the host path; the model always sees /workspace.
         mapCwd: (cwd) => (cwd === hostWorkdir || cwd.startsWith(`${hostWorkdir}/`) ? WORKSPACE + cwd.slice(hostWorkdir.length) : cwd),
         onExit: (e) => {
-          if (!this.closing) this.onLost(`the sandbox shell exited (code ${e.exitCode}, signal ${e.signal ?? 'none'})`);
+          if (this.closing) return;
+          // A normal exit is the shell's own doing (`exit` typed by the model): the next bash
+          // call starts a fresh shell. Death by a signal means the sandbox was killed: lost.
+          if (!e.signal) this.selfExit = e.exitCode;
+          else this.onLost(`the sandbox shell was killed (signal ${e.signal})`);
         },
       },
       this.req.tools.startTimeoutMs,
@@ -171,13 +177,42 @@ export class HostSandbox {
   }
 
   private alive(): PtySession {
-    if (this.closing || !this.pty || this.pty.exited) throw new SandboxError(`sandbox ${this.id} is closed or lost`, { code: 'SANDBOX_LOST' });
+    if (this.closing || !this.pty || (this.pty.exited && this.selfExit === null)) throw new SandboxError(`sandbox ${this.id} is closed or lost`, { code: 'SANDBOX_LOST' });
     return this.pty;
   }
 
-  /** Runs a bash tool call. @throws SandboxError when the shell is gone. */
-  bash(req: BashRequest): Promise<BashResult> {
-    return this.alive().exec(req);
+  /**
+   * Runs a bash tool call. When the command ends the shell (`exit`), a new shell is started
+   * and the result says so; the exit code is the shell's.
+   * @throws SandboxError when the sandbox was killed or is closed.
+   */
+  async bash(req: BashRequest): Promise<BashResult> {
+    if (this.selfExit !== null && !this.closing) await this.restartShell();
+    const pty = this.alive();
+    try {
+      return await pty.exec(req);
+    } catch (err) {
+      if (this.selfExit === null || this.closing) throw err;
+      const code = this.selfExit;
+      await this.restartShell();
+      return {
+        output: `[The shell exited with code ${code}. A new shell was started in ${WORKSPACE}: variables, functions, background jobs, /tmp and the Python REPL were reset.]`,
+        exitCode: code,
+        cwd: WORKSPACE,
+        timedOut: false,
+        truncated: false,
+      };
+    }
+  }
+
+  private async restartShell(): Promise<void> {
+    this.selfExit = null;
+    // The old pid namespace died with its shell; the REPL (inside it) is gone too.
+    this.repl?.dispose();
+    this.repl = null;
+    this.pty?.dispose();
+    if (this.cgroup) killAll(this.cgroup.pids());
+    await this.startShell();
   }
 
   /** Runs a Python cell, starting the REPL on first use. @throws SandboxError when the sandbox is gone. */

@@ -102,4 +102,12 @@ describe('bash tool', () => {
     expect(r.exitCode).toBe(148);
     await sb.bash({ command: 'kill -9 %1; wait' });
   });
+
+  it('starts a fresh shell when a command exits the shell, and reports its exit code', async () => {
+    const r = await sb.bash({ command: 'export GONE=1; exit 3' });
+    expect(r.exitCode).toBe(3);
+    expect(r.output).toMatch(/A new shell was started/);
+    expect((await sb.bash({ command: 'echo "[$GONE]"; pwd' })).output).toBe('[]\n/workspace\n');
+    expect((await sb.python('1 + 1')).output).toBe('2\n');
+  });
 });
