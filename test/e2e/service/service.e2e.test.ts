@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
 import { startFakeLlmServer, type FakeLlmServer } from '../../../src/testing/fake-llm-server.js';
 import { api, descendants, serve, shellInstances, SHELL_TASKS, until, watch, type Served } from './harness.js';
 
@@ -81,5 +82,34 @@ describe('rollout serve, end to end', () => {
     w.close();
     expect([...w.results().values()].map((e) => e.outcome)).toEqual(Array(16).fill('completed'));
     expect(batch.body.rollout_ids).toHaveLength(16);
+  });
+
+  it('resumes the event stream after a reconnect from the cursor with no gap and no duplicate', async () => {
+    server = await serve(['--backend', llmA.url, '--sandbox', SANDBOX]);
+    const url = server.url.replace('http', 'ws') + '/v1/events';
+    const seen: any[] = [];
+    const first = new WebSocket(url);
+    first.on('message', (d) => {
+      const m = JSON.parse(d.toString());
+      if (m.type === 'hello') first.send(JSON.stringify({ type: 'subscribe', after: 0 }));
+      if (m.type === 'event') seen.push(m.event);
+    });
+    const batch = await api(server.url, 'POST', '/v1/batches', { instances: shellInstances().slice(0, 2), n: 4, sampling_params: sampling });
+    await until(() => seen.length >= 20);
+    first.terminate();
+    const cursor = seen[seen.length - 1].seq;
+    await until(async () => (await api(server!.url, 'GET', '/status')).body.pending_jobs === 0);
+    const second = new WebSocket(url);
+    second.on('message', (d) => {
+      const m = JSON.parse(d.toString());
+      if (m.type === 'hello') second.send(JSON.stringify({ type: 'subscribe', after: cursor }));
+      if (m.type === 'event') seen.push(m.event);
+      if (m.type === 'gap') seen.push(m);
+    });
+    await until(() => seen.filter((e) => e.type === 'rollout.result').length === 8);
+    second.terminate();
+    expect(seen.some((e) => e.type === 'gap')).toBe(false);
+    expect(seen.map((e) => e.seq)).toEqual(Array.from({ length: seen.length }, (_, i) => i + 1));
+    expect(new Set(seen.filter((e) => e.type === 'rollout.result').map((e) => e.rolloutId))).toEqual(new Set(batch.body.rollout_ids));
   });
 });
