@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SandboxError } from '../../errors.js';
+import { CancelledError, InfraError, SandboxError } from '../../errors.js';
 import type { AgentHandler } from '../agent-handler.js';
 import { CODE_RUNNER_PY } from './code-runner.js';
 import { ChatPromptSchema, clip, firstMessages, parseInstance, runToEnd } from './task-kit.js';
@@ -72,10 +72,12 @@ export const codeHandler: AgentHandler = defineToolAgent({
   async eval(ctx) {
     const inst = ctx.state as CodeInstance;
     let solution: string;
+    if (!ctx.sandbox) throw new SandboxError('code eval: the run left no sandbox', { stage: 'eval' });
     try {
-      if (!ctx.sandbox) throw new Error('no sandbox');
       solution = await ctx.sandbox.readFile(inst.solution_file);
-    } catch {
+    } catch (err) {
+      // A lost sandbox is the infrastructure's fault (retried); only a missing file is the policy's.
+      if (err instanceof InfraError || err instanceof CancelledError) throw err;
       return { reward: 0, resolved: false, details: { passed: 0, total: inst.tests.length, error: `no ${inst.solution_file} was written` } };
     }
     const sb = await ctx.createSandbox({
