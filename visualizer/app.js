@@ -174,6 +174,7 @@ let seenVersion = -1;
 let filtersChanged = true;
 let filtered = [];
 let lastChartDraw = 0;
+let chartTimer = false;
 let seenChartVersion = -1;
 let tick = 0;
 let seenTick = -1;
@@ -208,9 +209,13 @@ function frame() {
     renderCharts();
     seenChartVersion = store.chartVersion;
     lastChartDraw = now;
-  } else if (store.chartVersion !== seenChartVersion) {
-    // Charts are throttled: come back for them once the interval has passed.
-    setTimeout(schedule, CHART_INTERVAL_MS);
+  } else if (store.chartVersion !== seenChartVersion && !chartTimer) {
+    // Charts are throttled: come back for them once the interval has passed (one timer at most).
+    chartTimer = true;
+    setTimeout(() => {
+      chartTimer = false;
+      schedule();
+    }, CHART_INTERVAL_MS - (now - lastChartDraw));
   }
   renderDetail(ticked);
   const ms = performance.now() - t0;
