@@ -132,3 +132,28 @@ export async function until(cond: () => boolean | Promise<boolean>, ms = 60_000)
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+/** A `rollout fake-llm` child process; resolves at `listening on`. */
+export async function fakeLlmProcess(args: string[]): Promise<{ url: string; child: ChildProcess; kill(): Promise<void> }> {
+  const child = spawn(process.execPath, [join(ROOT, 'bin/rollout.js'), 'fake-llm', '--port', '0', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stderr!.on('data', (d) => (err += d));
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const url = await new Promise<string>((res, rej) => {
+    child.stdout!.on('data', (d) => {
+      out += d;
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) res(m[1]!);
+    });
+    child.once('exit', (code) => rej(new Error(`fake-llm exited ${code}: ${err}`)));
+  });
+  return {
+    url,
+    child,
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}

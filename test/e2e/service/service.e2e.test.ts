@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { startFakeLlmServer, type FakeLlmServer } from '../../../src/testing/fake-llm-server.js';
-import { api, descendants, serve, shellInstances, SHELL_TASKS, until, watch, type Served } from './harness.js';
+import { api, descendants, fakeLlmProcess, serve, shellInstances, SHELL_TASKS, until, watch, type Served } from './harness.js';
 
 /** Real sandboxes unless the environment says otherwise (a machine without bwrap/unshare). */
 const SANDBOX = process.env['ROLLOUT_E2E_SANDBOX'] ?? 'auto';
@@ -73,18 +73,21 @@ describe('rollout serve, end to end', () => {
     await until(() => descendants(server!.child.pid!).length === 0, 10_000);
   });
 
-  it('finishes every rollout on the other backend when one is killed mid-run', async () => {
-    llmB = await startFakeLlmServer({ tasks: SHELL_TASKS, latencyMs: 20 });
-    server = await serve(['--backend', llmA.url, '--backend', llmB.url, '--sandbox', SANDBOX]);
-    const w = await watch(server.url);
-    const batch = await api(server.url, 'POST', '/v1/batches', { instances: shellInstances().slice(0, 4), n: 4, sampling_params: sampling });
-    await until(() => w.events.some((e) => e.type === 'llm.end' && e.backendId === new URL(llmB!.url).host));
-    await llmB.close();
-    llmB = null;
-    await until(() => w.results().size === 16, 120_000);
-    w.close();
-    expect([...w.results().values()].map((e) => e.outcome)).toEqual(Array(16).fill('completed'));
-    expect(batch.body.rollout_ids).toHaveLength(16);
+  it('finishes every rollout on the other backend when a rollout fake-llm process is killed mid-run', async () => {
+    const victim = await fakeLlmProcess(['--tasks', SHELL_TASKS, '--latency-ms', '20']);
+    try {
+      server = await serve(['--backend', llmA.url, '--backend', victim.url, '--sandbox', SANDBOX]);
+      const w = await watch(server.url);
+      const batch = await api(server.url, 'POST', '/v1/batches', { instances: shellInstances().slice(0, 4), n: 4, sampling_params: sampling });
+      await until(() => w.events.some((e) => e.type === 'llm.end' && e.backendId === new URL(victim.url).host));
+      await victim.kill();
+      await until(() => w.results().size === 16, 120_000);
+      w.close();
+      expect([...w.results().values()].map((e) => e.outcome)).toEqual(Array(16).fill('completed'));
+      expect(batch.body.rollout_ids).toHaveLength(16);
+    } finally {
+      await victim.kill();
+    }
   });
 
   it('resumes the event stream after a reconnect from the cursor with no gap and no duplicate', async () => {
