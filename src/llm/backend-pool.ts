@@ -76,11 +76,20 @@ export class BackendPool implements ManagedLlmClient {
 
   /**
    * Adds a backend; it is selectable once its first probe passes (at once when probes are off).
-   * @throws ValidationError when a live backend already has this id, or the pool is closed.
+   * @throws ValidationError when the URL is not `http://…`, the protocol is unknown, a live
+   * backend already has this id, or the pool is closed.
    */
   addBackend(spec: BackendSpec): BackendInfo {
     if (this.closed) throw new ValidationError('the backend pool is closed');
-    const id = spec.id ?? new URL(spec.url).host;
+    let url: URL;
+    try {
+      url = new URL(spec.url);
+    } catch {
+      throw new ValidationError(`not a backend URL: ${spec.url}`, [{ path: 'url', message: 'expected http://host:port' }]);
+    }
+    if (url.protocol !== 'http:') throw new ValidationError(`only http backends are supported: ${spec.url}`, [{ path: 'url', message: 'expected http://' }]);
+    if (spec.protocol !== 'prorl' && spec.protocol !== 'vllm' && spec.protocol !== 'sglang') throw new ValidationError(`unknown backend protocol ${String(spec.protocol)}`, [{ path: 'protocol', message: 'expected prorl, vllm or sglang' }]);
+    const id = spec.id ?? url.host;
     if (this.slots.has(id)) throw new ValidationError(`backend ${id} is already in the pool`, [{ path: 'id', message: 'duplicate backend id' }]);
     const slot: Slot = {
       id,

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { BackendError, CancelledError, TaskError } from '../../../src/errors.js';
+import { BackendError, CancelledError, TaskError, ValidationError } from '../../../src/errors.js';
 import { BackendPool } from '../../../src/llm/backend-pool.js';
 import type { GenerateRequest } from '../../../src/llm/llm-client.js';
 import type { Engine, EngineRequest, EngineResult } from '../../../src/llm/llm-http-server.js';
@@ -175,6 +175,13 @@ describe('BackendPool', () => {
     const err = (await p.generate(request()).catch((e: unknown) => e)) as BackendError;
     expect(err).toBeInstanceOf(BackendError);
     expect((err.details!.attempts as { backendId: string }[]).map((a) => a.backendId)).toEqual(['x', 'y']);
+  });
+
+  it('refuses a backend that is not http, or whose id is already taken, with a ValidationError', () => {
+    const p = pool();
+    expect(() => p.addBackend({ url: 'https://h:1', protocol: 'prorl' })).toThrow(ValidationError);
+    p.addBackend({ id: 'a', url: 'http://127.0.0.1:1', protocol: 'prorl' });
+    expect(() => p.addBackend({ id: 'a', url: 'http://127.0.0.1:2', protocol: 'prorl' })).toThrow(ValidationError);
   });
 
   it('throws a NO_BACKEND BackendError when the pool is empty', async () => {
