@@ -79,19 +79,24 @@ export interface Launch {
  * a tmpfs root holding read-only binds of the host's top-level directories, fresh /proc,
  * /dev and /sys binds, tmpfs /tmp and /run, the control dir read-only at /run/rollout, the
  * workdir at /workspace, tmpfs over the host's home and the state dir; then chroots there.
- * Arguments: root mount point, workdir, control dir, host home, state dir, command...
+ * With a rootfs, that directory (bound read-only) replaces the host's directories.
+ * Arguments: root mount point, workdir, control dir, host home, state dir, rootfs or '', command...
  */
 const UNSHARE_PRELUDE = `set -e
-R=$1; W=$2; C=$3; H=$4; S=$5; shift 5
-mount -t tmpfs -o mode=0755 rollout-root "$R"
-for e in /*; do
-  n=\${e#/}
-  case "$n" in proc|dev|tmp|run|sys|workspace|lost+found) continue;; esac
-  if [ -L "$e" ]; then ln -s "$(readlink "$e")" "$R/$n"
-  elif [ -d "$e" ]; then mkdir "$R/$n"; mount --rbind "$e" "$R/$n"; mount -o remount,bind,ro "$R/$n"
-  fi
-done
-mkdir "$R/proc" "$R/dev" "$R/tmp" "$R/run" "$R/workspace" "$R/sys"
+R=$1; W=$2; C=$3; H=$4; S=$5; F=$6; shift 6
+if [ -n "$F" ]; then
+  mount --rbind "$F" "$R"
+else
+  mount -t tmpfs -o mode=0755 rollout-root "$R"
+  for e in /*; do
+    n=\${e#/}
+    case "$n" in proc|dev|tmp|run|sys|workspace|lost+found) continue;; esac
+    if [ -L "$e" ]; then ln -s "$(readlink "$e")" "$R/$n"
+    elif [ -d "$e" ]; then mkdir "$R/$n"; mount --rbind "$e" "$R/$n"; mount -o remount,bind,ro "$R/$n"
+    fi
+  done
+  mkdir "$R/proc" "$R/dev" "$R/tmp" "$R/run" "$R/workspace" "$R/sys"
+fi
 mount -t proc proc "$R/proc"
 mount --rbind /dev "$R/dev"
 mount --rbind /sys "$R/sys"
@@ -101,9 +106,9 @@ mkdir "$R/run/rollout"
 mount --bind "$C" "$R/run/rollout"
 mount -o remount,bind,ro "$R/run/rollout"
 mount --bind "$W" "$R/workspace"
-if [ -d "$R$H" ]; then mount -t tmpfs tmpfs "$R$H"; fi
-if [ -d "$R$S" ]; then mount -t tmpfs tmpfs "$R$S"; fi
-mount -o remount,ro "$R"
+if [ -z "$F" ] && [ -d "$R$H" ]; then mount -t tmpfs tmpfs "$R$H"; fi
+if [ -z "$F" ] && [ -d "$R$S" ]; then mount -t tmpfs tmpfs "$R$S"; fi
+if [ -n "$F" ]; then mount -t tmpfs tmpfs "$R/root"; mount -o remount,bind,ro "$R"; else mount -o remount,ro "$R"; fi
 exec chroot "$R" /bin/sh -c 'cd /workspace && exec "$@"' sh "$@"`;
 
 const SKIP_TOP = new Set(['proc', 'dev', 'tmp', 'run', 'workspace', 'lost+found']);
@@ -170,8 +175,9 @@ export function buildLaunch(plan: LaunchPlan): Launch {
     ctlInside = '/run/rollout';
     driverArgs = [
       'unshare', '--user', '--map-root-user', '--pid', '--fork', '--kill-child', '--mount', '--ipc', '--uts', ...(plan.network ? [] : ['--net']), '--',
-      '/bin/sh', '-c', UNSHARE_PRELUDE, 'sh', path.join(path.dirname(plan.ctlDir), 'root'), plan.workdir, plan.ctlDir, hostHome, plan.stateDir,
+      '/bin/sh', '-c', UNSHARE_PRELUDE, 'sh', path.join(path.dirname(plan.ctlDir), 'root'), plan.workdir, plan.ctlDir, hostHome, plan.stateDir, plan.rootfs ?? '',
     ];
+    if (plan.rootfs) home = '/root';
   } else {
     home = plan.homeDir;
     driverArgs = [];
