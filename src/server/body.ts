@@ -7,13 +7,16 @@ export interface BodyLimits {
   maxBytes: number;
   /** Nesting of arrays and objects; deeper bodies get 400 before JSON.parse sees them. */
   maxDepth: number;
+  /** A body not complete this long after the headers gets 408 (a trickling client cannot hold a connection forever). */
+  timeoutMs: number;
 }
 
 /**
  * Reads and parses a JSON body within `limits`. An empty body is `undefined`.
  * Throws {@link HttpError}: 413 over `maxBytes` (checked against Content-Length first, then while
  * streaming, so a lying client cannot make us buffer more), 415 for a non-JSON content type,
- * 400 for malformed JSON or nesting deeper than `maxDepth`.
+ * 400 for malformed JSON or nesting deeper than `maxDepth`, 408 when the body takes longer than
+ * `timeoutMs`.
  */
 export async function readJsonBody(req: IncomingMessage, limits: BodyLimits): Promise<unknown> {
   const type = req.headers['content-type'];
@@ -28,13 +31,22 @@ export async function readJsonBody(req: IncomingMessage, limits: BodyLimits): Pr
   }
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limits.maxBytes) {
-      drain(req);
-      throw new HttpError(413, 'PAYLOAD_TOO_LARGE', `body is over the limit of ${limits.maxBytes} bytes`);
+  // An error emitted on the request ends the for-await below with it.
+  const timer = setTimeout(() => req.emit('error', new HttpError(408, 'REQUEST_TIMEOUT', `body not received within ${limits.timeoutMs} ms`)), limits.timeoutMs);
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > limits.maxBytes) {
+        drain(req);
+        throw new HttpError(413, 'PAYLOAD_TOO_LARGE', `body is over the limit of ${limits.maxBytes} bytes`);
+      }
+      chunks.push(chunk);
     }
-    chunks.push(chunk);
+  } catch (err) {
+    if (err instanceof HttpError) throw err;
+    throw new HttpError(400, 'BAD_BODY', `could not read the body: ${(err as Error).message}`);
+  } finally {
+    clearTimeout(timer);
   }
   const text = Buffer.concat(chunks).toString('utf8');
   if (text.trim() === '') return undefined;

@@ -17,7 +17,7 @@ export type VisualizerHook = (req: IncomingMessage, res: ServerResponse) => bool
  * `{error: {code, message, issues}}` with the status of {@link toHttpError}.
  */
 export function createRequestListener(service: ServiceContext, router: Router, visualizer?: VisualizerHook): RequestListener {
-  const limits = { maxBytes: service.options.bodyLimitBytes, maxDepth: service.options.maxJsonDepth };
+  const limits = { maxBytes: service.options.bodyLimitBytes, maxDepth: service.options.maxJsonDepth, timeoutMs: service.options.bodyTimeoutMs };
   return (req, res) => {
     let label = 'unmatched';
     res.on('finish', () => service.metrics.httpRequests.inc({ route: label, status: String(res.statusCode) }));
@@ -59,9 +59,9 @@ export function createRequestListener(service: ServiceContext, router: Router, v
         },
         (err: unknown) => {
           const e = toHttpError(err);
-          // A connection whose body we refused mid-stream is closed after the answer, so the
-          // client stops sending and the rest is never buffered.
-          sendError(res, e, {}, e.status === 413 ? { connection: 'close' } : {});
+          // A connection whose body we refused mid-stream (too large, too slow) is closed after
+          // the answer, so the client stops sending and the rest is never buffered.
+          sendError(res, e, {}, e.status === 413 || e.status === 408 ? { connection: 'close' } : {});
         },
       );
   };

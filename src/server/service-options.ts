@@ -15,6 +15,8 @@ export const ServiceOptionsSchema = z
     token: z.string().min(1).optional(),
     /** Request body limit in bytes (413 above it). */
     bodyLimitBytes: z.number().int().positive().default(10 * 1024 * 1024),
+    /** A request body must arrive within this long after its headers (408 otherwise). */
+    bodyTimeoutMs: z.number().int().positive().default(60_000),
     /** Maximum JSON nesting of a body (400 above it). */
     maxJsonDepth: z.number().int().positive().default(64),
     /** WebSocket ping and app-level heartbeat interval. A peer silent for two intervals is dropped. */

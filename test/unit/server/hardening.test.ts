@@ -55,6 +55,19 @@ describe('input hardening', () => {
     expect(res.status).toBe(413);
   });
 
+  it('answers a body that does not arrive within bodyTimeoutMs with 408 and closes the connection', async () => {
+    h = await startHarness({ bodyTimeoutMs: 50 });
+    const { port } = new URL(h.url);
+    const answer = await new Promise<string>((resolve) => {
+      const s = net.connect(Number(port), '127.0.0.1', () => s.write('POST /process HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"inst'));
+      let buf = '';
+      s.on('data', (d) => (buf += d));
+      s.on('close', () => resolve(buf));
+    });
+    expect(answer).toMatch(/^HTTP\/1.1 408/);
+    expect(answer).toMatch(/REQUEST_TIMEOUT/);
+  });
+
   it('answers nesting deeper than the limit with 400 TOO_DEEP', async () => {
     h = await startHarness({ maxJsonDepth: 16 });
     const r = await post(`${h.url}/process`, '['.repeat(10_000) + ']'.repeat(10_000));
