@@ -22,6 +22,7 @@ export const ProcessRequestSchema = z
     job_id: IdSchema.optional(),
   })
   .strict();
+/** A parsed `/process` body. */
 export type ProcessRequest = z.infer<typeof ProcessRequestSchema>;
 
 /** Routes without a body (`/start`, `/stop`, `.../cancel`...) take none, or `{}`; anything else is a 400. */
@@ -65,6 +66,7 @@ export const ProcessResponseSchema = z.object({
   outcome: OutcomeSchema,
   attempts: z.number().int(),
 });
+/** The `/process` answer. */
 export type ProcessResponse = z.infer<typeof ProcessResponseSchema>;
 
 /** `{status}` answers of the ProRL control routes. */
@@ -79,8 +81,10 @@ export const SubmitRequestSchema = z
     group_id: IdSchema.optional(),
   })
   .strict();
+/** A parsed `POST /v1/rollouts` body. */
 export type SubmitRequest = z.infer<typeof SubmitRequestSchema>;
 
+/** `POST /v1/rollouts` answer (202): the id at once. */
 export const SubmitResponseSchema = z.object({ id: z.string(), group_id: z.string().nullable(), state: RolloutStateSchema });
 
 /** `POST /v1/batches`: every instance submitted as a GRPO group of `n` rollouts. */
@@ -91,8 +95,10 @@ export const BatchRequestSchema = z
     n: z.number().int().min(1).max(1024).default(1),
   })
   .strict();
+/** A parsed `POST /v1/batches` body. */
 export type BatchRequest = z.infer<typeof BatchRequestSchema>;
 
+/** `POST /v1/batches` answer (202): group and rollout ids, in instance order. */
 export const BatchResponseSchema = z.object({
   groups: z.array(z.object({ group_id: z.string(), instance_id: z.string().nullable(), rollout_ids: z.array(z.string()) })),
   rollout_ids: z.array(z.string()),
@@ -134,8 +140,10 @@ export const AddBackendRequestSchema = z
     weight_version: z.union([z.string().max(200), z.number()]).nullable().optional(),
   })
   .strict();
+/** A parsed `POST /v1/backends` body. */
 export type AddBackendRequest = z.infer<typeof AddBackendRequestSchema>;
 
+/** A backend with its health and load, as `GET /v1/backends` and the `backends` WS message give it. */
 export const BackendInfoSchema = z.object({
   id: z.string(),
   url: z.string(),
@@ -156,6 +164,7 @@ export const ErrorResponseSchema = z.object({
     issues: z.array(z.object({ path: z.string(), message: z.string() })),
   }),
 });
+/** Every error answer. */
 export type ErrorResponse = z.infer<typeof ErrorResponseSchema>;
 
 // ---------------------------------------------------------------------------------------------
@@ -178,6 +187,7 @@ export const WsClientMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('unsubscribe'), sub: z.string().min(1).max(100) }).strict(),
   z.object({ type: z.literal('ping'), nonce: z.union([z.string().max(200), z.number()]).optional() }).strict(),
 ]);
+/** A parsed client → server WebSocket message. */
 export type WsClientMessage = z.infer<typeof WsClientMessageSchema>;
 
 /**
@@ -197,4 +207,5 @@ export const WsServerMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('backends'), ts: z.number(), backends: z.array(BackendInfoSchema) }),
   z.object({ type: z.literal('error'), error: ErrorResponseSchema.shape.error }),
 ]);
+/** A server → client WebSocket message. */
 export type WsServerMessage = z.infer<typeof WsServerMessageSchema>;

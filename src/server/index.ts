@@ -5,3 +5,5 @@ export type { VisualizerHook } from './http-server.js';
 export { toProrlResult } from './prorl-result.js';
 export { parseAddress } from './backend-address.js';
 export { buildOpenApi } from './openapi.js';
+export { serviceRuntimeFactory, type ServiceRuntimeParts } from './runtime-factory.js';
+export { ServiceLlm } from './service-llm.js';

@@ -18,6 +18,7 @@ export interface RouteAnswer {
   headers?: Record<string, string>;
 }
 
+/** Handles one matched request: answers JSON, or writes the response itself and answers undefined. Throws HttpError / RolloutError for error answers. */
 export type RouteHandler = (r: RouteRequest) => Promise<RouteAnswer | undefined> | RouteAnswer | undefined;
 
 /** One route. `open` routes skip the bearer-token check. */

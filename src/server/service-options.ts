@@ -40,7 +40,9 @@ export const ServiceOptionsSchema = z
   })
   .strict();
 
+/** Options after defaults, frozen. */
 export type ServiceOptions = Readonly<z.output<typeof ServiceOptionsSchema>>;
+/** Options as a caller writes them (all optional). */
 export type ServiceOptionsInput = z.input<typeof ServiceOptionsSchema>;
 
 /** Parses and freezes service options. Throws ValidationError naming the bad field. */
