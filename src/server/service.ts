@@ -84,16 +84,25 @@ export class RolloutService implements ServiceContext {
     return this._lastSeq;
   }
 
-  /** Starts the runtime (unless `startStopped`) and listens. Resolves with the base URL. */
+  /**
+   * Starts the runtime (unless `startStopped`) and listens. Resolves with the base URL. Rejects
+   * (with everything it started closed again) when the port cannot be bound.
+   */
   async listen(): Promise<string> {
     if (!this.deps.startStopped) await this.start();
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(this.options.port, this.options.host, () => {
-        this.server.off('error', reject);
-        resolve();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        this.server.once('error', reject);
+        this.server.listen(this.options.port, this.options.host, () => {
+          this.server.off('error', reject);
+          resolve();
+        });
       });
-    });
+    } catch (err) {
+      // A port in use must not leave a runtime (and its sandbox hosts) running behind the error.
+      await this.close();
+      throw err;
+    }
     return this.url;
   }
 

@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import http from 'node:http';
+import { createService } from '../../../src/server/service.js';
+import { FakeRuntime } from './fake-runtime.js';
 import { startHarness, post, get, mathInstance, waitFor, type Harness } from './harness.js';
 
 let h: Harness;
@@ -95,6 +97,15 @@ describe('ProRL routes', () => {
     await post(`${h.url}/add_llm_server`, { address: 'sglang+http://127.0.0.1:9003' });
     expect((await post(`${h.url}/clear_llm_server`)).body).toMatchObject({ status: 'cleared', removed: 2 });
     expect(h.rt().listBackends()).toEqual([]);
+  });
+
+  it('closes the runtime it started when the port is already taken', async () => {
+    h = await startHarness();
+    const rt = new FakeRuntime();
+    const second = createService({ createRuntime: async () => rt }, { port: Number(new URL(h.url).port), backendsIntervalMs: 0 });
+    await expect(second.listen()).rejects.toThrow(/EADDRINUSE/);
+    expect(rt.state).toBe('closed');
+    expect(second.runtime).toBeNull();
   });
 
   it('refuses a malformed backend address with 400 naming the field', async () => {
