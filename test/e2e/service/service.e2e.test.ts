@@ -41,6 +41,12 @@ describe('rollout serve, end to end', () => {
     const chosen = Array.from({ length: 16 }, (_, i) => instances[i % instances.length]!);
     const solvable = chosen.filter((inst) => !String(inst['instance_id']).endsWith('-wrong')).length;
     expect([...w.results().values()].filter((e) => e.resolved)).toHaveLength(4 * solvable);
+    const metrics = async (): Promise<string> => (await fetch(`${server!.url}/metrics`)).text();
+    await until(async () => /^rollout_outcomes_total\{outcome="completed"\} 64$/m.test(await metrics()), 10_000);
+    const text = await metrics();
+    expect(text).toMatch(/^rollout_action_seconds_count\{tool="execute_bash"\} [1-9]\d*$/m);
+    expect(text).toMatch(/^rollout_tokens_total\{kind="output"\} [1-9]\d*$/m);
+    expect(text).toMatch(/^rollout_backend_served\{backend="[^"]+"\} [1-9]\d*$/m);
     const one = await api(server.url, 'GET', `/v1/rollouts/${batch.body.rollout_ids[5]}`);
     const t = one.body.result.trajectory;
     const last = t.turns[t.turns.length - 1];
