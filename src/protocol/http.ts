@@ -13,11 +13,20 @@ import { FinishReasonSchema, OutcomeSchema } from './trajectory.js';
 /** A job / rollout id as a client may choose it. */
 const IdSchema = z.string().min(1).max(200).regex(/^[A-Za-z0-9._:@-]+$/, 'only letters, digits and . _ : @ -');
 
+/**
+ * `sampling_params` as trainers send them: a key set to `null` means "not set" (Python clients
+ * serialize unset options as `None`), so null-valued keys are dropped before validation.
+ */
+const SamplingParamsBodySchema = z.preprocess(
+  (v) => (v !== null && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).filter(([, x]) => x !== null)) : v),
+  SamplingParamsSchema,
+);
+
 /** `POST /process` (ProRL): one rollout, answered when it ends. */
 export const ProcessRequestSchema = z
   .object({
     instance: InstanceSchema,
-    sampling_params: SamplingParamsSchema.optional(),
+    sampling_params: SamplingParamsBodySchema.optional(),
     /** ProRL's job id, used by `/cancel`; generated when absent. */
     job_id: IdSchema.optional(),
   })
@@ -76,7 +85,7 @@ export const StatusResponseSchema = z.object({ status: z.string() }).passthrough
 export const SubmitRequestSchema = z
   .object({
     instance: InstanceSchema,
-    sampling_params: SamplingParamsSchema.optional(),
+    sampling_params: SamplingParamsBodySchema.optional(),
     id: IdSchema.optional(),
     group_id: IdSchema.optional(),
   })
@@ -91,7 +100,7 @@ export const SubmitResponseSchema = z.object({ id: z.string(), group_id: z.strin
 export const BatchRequestSchema = z
   .object({
     instances: z.array(InstanceSchema).min(1).max(10_000),
-    sampling_params: SamplingParamsSchema.optional(),
+    sampling_params: SamplingParamsBodySchema.optional(),
     n: z.number().int().min(1).max(1024).default(1),
   })
   .strict();

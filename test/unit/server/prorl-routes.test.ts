@@ -19,6 +19,12 @@ describe('ProRL routes', () => {
     expect(r.body.timing).toMatchObject({ init_time: 1, run_time: 2, eval_time: 0.5 });
   });
 
+  it('treats null sampling params as unset, as Python trainers send them', async () => {
+    h = await startHarness();
+    const r = await post(`${h.url}/process`, { instance: mathInstance(), sampling_params: { top_k: null, temperature: 1, seed: null } });
+    expect(r).toMatchObject({ status: 200, body: { outcome: 'completed' } });
+  });
+
   it('answers an infra failure as a filtered critical error, not a trainable sample', async () => {
     h = await startHarness();
     const r = await post(`${h.url}/process`, { instance: mathInstance({ fake: { outcome: 'infra-error', stage: 'eval' } }) });
