@@ -155,14 +155,23 @@ export class RolloutService implements ServiceContext {
   }
 
   addBackend(reg: BackendRegistration): BackendInfo | null {
-    parseAddress(reg.address, reg); // validate even while stopped
+    const spec = parseAddress(reg.address, reg); // validate even while stopped
+    // Registering the same backend again is a no-op: ProRL trainers call /add_llm_server for
+    // every server at each start-up, also against a service that already has them.
+    const same = (r: BackendRegistration): boolean => {
+      const other = parseAddress(r.address, r);
+      return other.url === spec.url && (other.id ?? other.url) === (spec.id ?? spec.url);
+    };
     const rt = this.current;
+    const live = rt?.listBackends?.().find((b) => b.id === (spec.id ?? spec.url) && b.url === spec.url && b.state !== 'removed');
+    if (live) return live;
+    if (!rt && this.registrations.some(same)) return null;
     let info: BackendInfo | null = null;
     if (rt) {
       info = this.apply(rt, reg);
       if (!info) throw new ValidationError('this runtime has no backend pool', [{ path: 'address', message: 'backends cannot be added' }]);
     }
-    this.registrations.push({ ...reg, ...(info ? { appliedId: info.id } : {}) });
+    if (!this.registrations.some(same)) this.registrations.push({ ...reg, ...(info ? { appliedId: info.id } : {}) });
     return info;
   }
 

@@ -98,6 +98,14 @@ describe('ProRL routes', () => {
     expect(h.rt().listBackends()).toMatchObject([{ url: 'http://127.0.0.1:9002', protocol: 'vllm' }]);
   });
 
+  it('treats a second /add_llm_server of the same address as a no-op', async () => {
+    h = await startHarness();
+    const a = await post(`${h.url}/add_llm_server`, { address: 'http://127.0.0.1:9001' });
+    const b = await post(`${h.url}/add_llm_server`, { address: 'http://127.0.0.1:9001' });
+    expect(a.body).toEqual(b.body);
+    expect(h.rt().listBackends()).toHaveLength(1);
+  });
+
   it('removes every backend on /clear_llm_server', async () => {
     h = await startHarness({}, { backends: [{ address: 'http://127.0.0.1:9001' }] });
     await post(`${h.url}/add_llm_server`, { address: 'sglang+http://127.0.0.1:9003' });
