@@ -24,7 +24,7 @@ import { median, report, round } from './stats.js';
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
-const TOTAL = Number(process.env.ORCH_TOTAL ?? 10_000);
+const TOTAL = Number(process.env.ORCH_TOTAL ?? 5_000);
 const IN_FLIGHT = 1_000;
 const PARKED = 10_000;
 const RUNS = 3;

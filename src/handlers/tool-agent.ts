@@ -16,7 +16,8 @@ import { runToolCall } from './tools.js';
  * get `call_<turn>_<index>`.
  */
 export async function toolAgentAct(ctx: ActContext, offeredTools: readonly ToolSchema[]): Promise<ActResult> {
-  const offered = new Set(offeredTools.map((t) => t.function.name));
+  let offered = offeredSets.get(offeredTools);
+  if (!offered) offeredSets.set(offeredTools, (offered = new Set(offeredTools.map((t) => t.function.name))));
   const messages: Message[] = [];
   const observations: Observation[] = [];
   let stop: ActResult['stop'] = null;
@@ -53,6 +54,9 @@ export async function toolAgentAct(ctx: ActContext, offeredTools: readonly ToolS
   if (stop === null && calls.length === 0 && ctx.malformed.length === 0) stop = 'no_tool_call';
   return { messages, observations, stop, state: ctx.state };
 }
+
+// The offered-tool set of each tools array, built once rather than on every turn.
+const offeredSets = new WeakMap<readonly ToolSchema[], ReadonlySet<string>>();
 
 /** What {@link defineToolAgent} needs: a name, and `init` + `eval`. */
 export interface ToolAgentDefinition {

@@ -48,7 +48,7 @@ export class TrajectoryBuilder {
   private readonly lps: number[] = [];
   private readonly turns: TurnRecord[] = [];
   private readonly messages: Message[] = [];
-  private readonly contIds = new Map<number, [number, number]>();
+  private contIds: Map<number, [number, number]> | null = null;
   private tools: ToolSchema[] = [];
   private readonly drift: { turn: number; position: number; expected: number | null; actual: number | null }[] = [];
   private lastOutput: number[] = [];
@@ -118,7 +118,7 @@ export class TrajectoryBuilder {
     const start = this.tokens.length;
     this.messages.push(...messages);
     this.append(ids, 0);
-    if (messages.length) this.contIds.set(this.messages.length - 1, [start, this.tokens.length]);
+    if (messages.length) (this.contIds ??= new Map()).set(this.messages.length - 1, [start, this.tokens.length]);
     this.checkDrift();
   }
 
@@ -155,7 +155,7 @@ export class TrajectoryBuilder {
       lazy(m, 'token_ids', () => turn.outputIds);
       lazy(m, 'logprobs', () => turn.logprobs);
     });
-    for (const [idx, [a, b]] of this.contIds) lazy(messages[idx]!, 'token_ids', () => tokens.slice(a, b));
+    for (const [idx, [a, b]] of this.contIds ?? []) lazy(messages[idx]!, 'token_ids', () => tokens.slice(a, b));
     return {
       turns,
       tokens,

@@ -20,22 +20,37 @@ export class TestCodec implements ChatCodec {
   readonly name = 'test';
 
   encode(text: string): number[] {
-    const out: number[] = [];
-    for (const ch of text) out.push(ch.codePointAt(0)! + TEXT_OFFSET);
-    return out;
+    return this.encodeInto(text, []);
   }
 
   decode(ids: number[]): string {
-    let s = '';
-    for (const id of ids) s += id < TEXT_OFFSET ? (SPECIAL_TEXT[id] ?? '') : String.fromCodePoint(id - TEXT_OFFSET);
-    return s;
+    // One string per call rather than one per character: this codec sits on the benchmark's hot path.
+    const cps: number[] = [];
+    let out = '';
+    for (const id of ids) {
+      if (id >= TEXT_OFFSET) cps.push(id - TEXT_OFFSET);
+      else {
+        if (cps.length) out += String.fromCodePoint(...cps.splice(0));
+        out += SPECIAL_TEXT[id] ?? '';
+      }
+    }
+    return cps.length ? out + String.fromCodePoint(...cps) : out;
+  }
+
+  private encodeInto(text: string, out: number[]): number[] {
+    for (let i = 0; i < text.length; i++) {
+      const cp = text.codePointAt(i)!;
+      if (cp > 0xffff) i++;
+      out.push(cp + TEXT_OFFSET);
+    }
+    return out;
   }
 
   encodePrompt(messages: Message[], tools: ToolSchema[]): number[] {
     const ids: number[] = [];
-    if (tools.length > 0) ids.push(...this.block('system', `tools: ${tools.map((t) => t.function.name).join(',')}`));
-    for (const m of messages) ids.push(...this.renderMessage(m));
-    ids.push(...this.generationPrompt());
+    if (tools.length > 0) this.block('system', `tools: ${tools.map((t) => t.function.name).join(',')}`, ids);
+    for (const m of messages) this.renderMessage(m, ids);
+    this.generationPrompt(ids);
     return ids;
   }
 
@@ -43,14 +58,16 @@ export class TestCodec implements ChatCodec {
     const ids: number[] = [];
     // A turn cut by max_tokens has no end-of-turn id yet; close it the way a full render would.
     if (lastOutputIds[lastOutputIds.length - 1] !== TEST_TOKENS.imEnd) ids.push(TEST_TOKENS.imEnd);
-    ids.push(...this.encode('\n'));
-    for (const m of newMessages) ids.push(...this.renderMessage(m));
-    ids.push(...this.generationPrompt());
+    this.encodeInto('\n', ids);
+    for (const m of newMessages) this.renderMessage(m, ids);
+    this.generationPrompt(ids);
     return ids;
   }
 
   encodeAssistant(turn: { content?: string | undefined; tool_calls?: { name: string; arguments: Record<string, unknown> }[] | undefined }): number[] {
-    return [...this.encode(assistantText(turn.content ?? '', turn.tool_calls ?? [])), TEST_TOKENS.imEnd];
+    const ids = this.encodeInto(assistantText(turn.content ?? '', turn.tool_calls ?? []), []);
+    ids.push(TEST_TOKENS.imEnd);
+    return ids;
   }
 
   parseAssistant(outputIds: number[]): ParsedAssistant {
@@ -78,19 +95,27 @@ export class TestCodec implements ChatCodec {
     return this.encodePrompt(messages, tools);
   }
 
-  private renderMessage(m: Message): number[] {
+  private renderMessage(m: Message, out: number[]): void {
     if (m.role === 'assistant') {
-      return [TEST_TOKENS.imStart, ...this.encode('assistant\n'), ...this.encodeAssistant({ content: m.content, tool_calls: m.tool_calls }), ...this.encode('\n')];
+      out.push(TEST_TOKENS.imStart);
+      this.encodeInto(`assistant\n${assistantText(m.content, m.tool_calls ?? [])}`, out);
+      out.push(TEST_TOKENS.imEnd);
+      this.encodeInto('\n', out);
+      return;
     }
-    return this.block(m.role, m.content);
+    this.block(m.role, m.content, out);
   }
 
-  private block(role: string, content: string): number[] {
-    return [TEST_TOKENS.imStart, ...this.encode(`${role}\n${content}`), TEST_TOKENS.imEnd, ...this.encode('\n')];
+  private block(role: string, content: string, out: number[]): void {
+    out.push(TEST_TOKENS.imStart);
+    this.encodeInto(`${role}\n${content}`, out);
+    out.push(TEST_TOKENS.imEnd);
+    this.encodeInto('\n', out);
   }
 
-  private generationPrompt(): number[] {
-    return [TEST_TOKENS.imStart, ...this.encode('assistant\n')];
+  private generationPrompt(out: number[]): void {
+    out.push(TEST_TOKENS.imStart);
+    this.encodeInto('assistant\n', out);
   }
 }
 
