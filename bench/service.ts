@@ -4,8 +4,8 @@
  * 1. process_overhead_*: one runtime behind `rollout serve`'s HTTP layer (in-process, port 0).
  *    Each round runs the same shell rollout twice, alternating which goes first: once through
  *    `runtime.submit()` (embedded) and once through `POST /process` (the ProRL route, result
- *    serialized and parsed). The overhead is the per-round difference; its p50 and p99 are
- *    reported. Scripted policy with the real Qwen3 codec; the in-memory sandbox, so the figure is
+ *    serialized and parsed) from a keep-alive node:http client. The overhead is the per-round
+ *    difference; its p50 and p99 are reported (and the p50 with global fetch as the client). Scripted policy with the real Qwen3 codec; the in-memory sandbox, so the figure is
  *    the HTTP layer and not sandbox noise.
  * 2. ws_events_per_s_200_subscribers: 200 WebSocket firehose subscribers (in a worker thread,
  *    so the clients do not share the server's event loop) while 400 rollouts run; events
@@ -14,6 +14,7 @@
  *    subscribers ÷ rollouts/s without (1.0 = watching costs the rollouts nothing).
  */
 import { readFileSync } from 'node:fs';
+import { Agent, request } from 'node:http';
 import { Worker } from 'node:worker_threads';
 import { createQwen3Codec } from '../src/llm/qwen3-codec.js';
 import { serviceRuntimeFactory } from '../src/server/runtime-factory.js';
@@ -41,7 +42,32 @@ async function embedded(): Promise<number> {
   if (r.outcome !== 'completed') throw new Error(`embedded rollout ${r.outcome}`);
   return performance.now() - t0;
 }
+// A keep-alive node:http client, as a trainer's session would be; global fetch (undici) adds
+// ~0.3 ms per request of its own on this machine, reported separately.
+const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+const base = new URL(url);
+function post(path: string, body: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: base.hostname, port: base.port, path, method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (text += d));
+        res.on('end', () => resolve(text));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
 async function viaHttp(): Promise<number> {
+  const t0 = performance.now();
+  const body = JSON.parse(await post('/process', JSON.stringify({ instance, sampling_params: sampling }))) as { outcome: string };
+  if (body.outcome !== 'completed') throw new Error(`/process rollout ${body.outcome}`);
+  return performance.now() - t0;
+}
+async function viaFetch(): Promise<number> {
   const t0 = performance.now();
   const res = await fetch(`${url}/process`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ instance, sampling_params: sampling }) });
   const body = (await res.json()) as { outcome: string };
@@ -53,6 +79,11 @@ const ROUNDS = 300;
 const emb: number[] = [];
 const http: number[] = [];
 const diff: number[] = [];
+const fetchDiff: number[] = [];
+for (let i = 0; i < 100; i++) {
+  const e = await embedded();
+  fetchDiff.push((await viaFetch()) - e);
+}
 for (let i = 0; i < ROUNDS; i++) {
   let e: number;
   let h: number;
@@ -111,6 +142,7 @@ const fanoutMs = performance.now() - t0;
 console.log(`delivered ${delivered.events} events in ${round(fanoutMs, 1)} ms; rollouts took ${round(rolloutsMs, 1)} ms`);
 worker.postMessage('close');
 await new Promise((r) => worker.once('exit', r));
+agent.destroy();
 await service.close();
 
 report('service', {
@@ -119,6 +151,7 @@ report('service', {
   embedded_rollout_p50_ms: round(median(emb), 3),
   process_rollout_p50_ms: round(median(http), 3),
   process_rollout_ratio_p50: round(median(http) / median(emb), 3),
+  process_overhead_fetch_client_p50_ms: round(median(fetchDiff), 3),
   ws_events_per_s_200_subscribers: Math.round(delivered.events / (fanoutMs / 1000)),
   ws_gaps_200_subscribers: delivered.gaps,
   rollouts_per_s_0_subscribers: round(ROLLOUTS / (baselineMs / 1000), 1),
