@@ -132,30 +132,36 @@ export class TrajectoryBuilder {
    * Materializes the trajectory and ends the builder (later appends throw). The flat
    * `tokens` / `lossMask` / `logprobs` are the builder's own arrays, handed over without a copy.
    * Per-turn `promptIds` / `outputIds` / `logprobs` and the messages' `input_ids` / `token_ids` /
-   * `logprobs` are enumerable getters that slice the flat list on first read and cache it: the
-   * per-turn prompts are quadratic in the number of turns, and a trainer reading only the flat
-   * list never pays for them. JSON.stringify and structuredClone read them like plain fields.
+   * `logprobs` are, once their total passes 65,536 ids, enumerable getters that slice the flat
+   * list on first read and cache it: the per-turn prompts are quadratic in the number of turns,
+   * and a trainer reading only the flat list never pays for them. JSON.stringify and
+   * structuredClone read them like plain fields.
    */
   build(): Trajectory {
     this.finished = true;
     const tokens = this.tokens;
     const lps = this.lps;
+    // Small trajectories are sliced at once: accessor properties cost more than the copies.
+    let promptTotal = 0;
+    for (const t of this.turns) promptTotal += t.promptLen;
+    const eager = promptTotal <= EAGER_LIMIT;
+    const def = eager ? (o: object, k: string, f: () => unknown) => void ((o as Record<string, unknown>)[k] = f()) : lazy;
     const turns = this.turns.map((t) => {
       const o = { backendId: t.backendId, weightVersion: t.weightVersion, finishReason: t.finishReason, latencyMs: t.latencyMs } as AssistantTurn;
-      lazy(o, 'promptIds', () => tokens.slice(0, t.promptLen));
-      lazy(o, 'outputIds', () => tokens.slice(t.promptLen, t.promptLen + t.outputLen));
-      lazy(o, 'logprobs', () => lps.slice(t.promptLen, t.promptLen + t.outputLen));
+      def(o, 'promptIds', () => tokens.slice(0, t.promptLen));
+      def(o, 'outputIds', () => tokens.slice(t.promptLen, t.promptLen + t.outputLen));
+      def(o, 'logprobs', () => lps.slice(t.promptLen, t.promptLen + t.outputLen));
       return o;
     });
     const messages = this.messages.map((m) => ({ ...m }));
     this.turns.forEach((t, i) => {
       const m = messages[t.messageIndex]!;
       const turn = turns[i]!;
-      lazy(m, 'input_ids', () => turn.promptIds);
-      lazy(m, 'token_ids', () => turn.outputIds);
-      lazy(m, 'logprobs', () => turn.logprobs);
+      def(m, 'input_ids', () => turn.promptIds);
+      def(m, 'token_ids', () => turn.outputIds);
+      def(m, 'logprobs', () => turn.logprobs);
     });
-    for (const [idx, [a, b]] of this.contIds ?? []) lazy(messages[idx]!, 'token_ids', () => tokens.slice(a, b));
+    for (const [idx, [a, b]] of this.contIds ?? []) def(messages[idx]!, 'token_ids', () => tokens.slice(a, b));
     return {
       turns,
       tokens,
@@ -195,6 +201,9 @@ export class TrajectoryBuilder {
     }
   }
 }
+
+/** Above this many per-turn prompt ids in total, per-turn arrays are sliced on first read. */
+const EAGER_LIMIT = 1 << 16;
 
 /** Defines an enumerable property computed on first read and then cached as a plain value. */
 function lazy<T extends object>(obj: T, key: string, compute: () => unknown): void {

@@ -1,6 +1,6 @@
 import type { Actor } from 'xstate';
 import type { RolloutMachine, Stage } from '../../machines/rollout.machine.js';
-import type { AgentHandler, EvalResult, HandlerContext } from '../handlers/agent-handler.js';
+import type { ActContext, AgentHandler, EvalResult, HandlerContext } from '../handlers/agent-handler.js';
 import type { TrajectoryBuilder } from '../llm/trajectory-builder.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { Message, ToolCall } from '../protocol/messages.js';
@@ -26,6 +26,7 @@ export class Attempt {
   /** ctx.createSandbox calls still running, so the end of the attempt can wait for their clean-up. */
   readonly pendingCreates = new Set<Promise<unknown>>();
   ctx: HandlerContext | null = null;
+  actCtx: ActContext | null = null;
   assistant: (Message & { tool_calls: ToolCall[] }) | null = null;
   malformed: { raw: string; error: string }[] = [];
   finish: FinishReason | null = null;

@@ -16,7 +16,7 @@ import {
   toRolloutError,
   type RolloutError,
 } from '../errors.js';
-import type { HandlerContext, Observation } from '../handlers/agent-handler.js';
+import type { ActContext, HandlerContext, Observation } from '../handlers/agent-handler.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
 import type { LlmClient } from '../llm/llm-client.js';
@@ -282,37 +282,14 @@ export class Supervisor {
     const { s, att } = this.live(id);
     const handler = att.handler!;
     this.setCall(s, att, 'action', this.opts.actionTimeoutMs);
-    const hubOn = this.hub.active;
-    const res = await handler.act({
-      ...att.ctx!,
-      sandbox: att.sandbox,
-      state: att.handlerState,
-      turn,
-      assistant: att.assistant!,
-      malformed: att.malformed,
-      onToolCall: (c) => {
-        if (att.ended) return;
-        this.progress(att);
-        if (hubOn && this.hub.active) this.emit(s, { type: 'tool.call', rolloutId: id, turn, callId: c.callId, name: c.name, arguments: c.arguments });
-      },
-      onToolResult: (o: Observation) => {
-        if (att.ended) return;
-        this.progress(att);
-        if (this.hub.active) {
-          this.emit(s, {
-            type: 'tool.result',
-            rolloutId: id,
-            turn,
-            callId: o.callId,
-            name: o.name,
-            output: clip(o.content),
-            exitCode: o.exitCode ?? null,
-            latencyMs: o.latencyMs ?? 0,
-            error: o.error ?? false,
-          });
-        }
-      },
-    });
+    // One ActContext per attempt, refreshed each turn: `act` is awaited, so no handler sees it change under it.
+    const ctx = (att.actCtx ??= this.actContext(s, att));
+    ctx.sandbox = att.sandbox;
+    ctx.state = att.handlerState;
+    ctx.turn = turn;
+    ctx.assistant = att.assistant!;
+    ctx.malformed = att.malformed;
+    const res = await handler.act(ctx);
     if (att.ended) throw new CancelledError('rollout ended during the action');
     att.callAt = Infinity;
     if (res.state !== undefined) att.handlerState = res.state;
@@ -335,6 +312,41 @@ export class Supervisor {
     }
     b.addContinuation(res.messages, ids);
     return { stop: false };
+  }
+
+  private actContext(s: RolloutSession, att: Attempt): ActContext {
+    const id = s.id;
+    const ctx: ActContext = {
+      ...att.ctx!,
+      sandbox: undefined,
+      state: undefined,
+      turn: 0,
+      assistant: { role: 'assistant', content: '', tool_calls: [] },
+      malformed: [],
+      onToolCall: (c) => {
+        if (att.ended) return;
+        this.progress(att);
+        if (this.hub.active) this.emit(s, { type: 'tool.call', rolloutId: id, turn: ctx.turn, callId: c.callId, name: c.name, arguments: c.arguments });
+      },
+      onToolResult: (o: Observation) => {
+        if (att.ended) return;
+        this.progress(att);
+        if (this.hub.active) {
+          this.emit(s, {
+            type: 'tool.result',
+            rolloutId: id,
+            turn: ctx.turn,
+            callId: o.callId,
+            name: o.name,
+            output: clip(o.content),
+            exitCode: o.exitCode ?? null,
+            latencyMs: o.latencyMs ?? 0,
+            error: o.error ?? false,
+          });
+        }
+      },
+    };
+    return ctx;
   }
 
   private async runEval(id: string): Promise<void> {

@@ -77,6 +77,19 @@ describe('TrajectoryBuilder', () => {
     expect(structuredClone(b.build()).turns[0]!.outputIds).toEqual(out1);
   });
 
+  it('slices per-turn prompts of a large trajectory only when read', () => {
+    const b = new TrajectoryBuilder();
+    b.start(msgs, [], Array.from({ length: 40_000 }, (_, i) => i % 100));
+    for (let k = 0; k < 2; k++) {
+      b.addTurn({ outputIds: [7, 8], logprobs: [-1, -2], backendId: 'b', weightVersion: null, finishReason: 'stop', latencyMs: 0 }, { role: 'assistant', content: '' });
+      b.addContinuation([{ role: 'tool', content: '' }], [9]);
+    }
+    const t = b.build();
+    expect(typeof Object.getOwnPropertyDescriptor(t.turns[1]!, 'promptIds')!.get).toBe('function');
+    expect(t.turns[1]!.promptIds).toHaveLength(40_003);
+    expect(JSON.parse(JSON.stringify(t.turns[1])).outputIds).toEqual([7, 8]);
+  });
+
   it('refuses appends once built', () => {
     const b = new TrajectoryBuilder();
     twoTurns(b);
