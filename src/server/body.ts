@@ -20,7 +20,10 @@ export interface BodyLimits {
  */
 export async function readJsonBody(req: IncomingMessage, limits: BodyLimits): Promise<unknown> {
   const type = req.headers['content-type'];
-  if (type !== undefined && !/^application\/(?:[\w.+-]*\+)?json\b/i.test(type) && !/^text\/plain\b/i.test(type)) {
+  // Only JSON (or no type at all). Refusing text/plain and forms matters beyond tidiness: those
+  // are the types a web page may POST cross-origin without a CORS preflight, and this API runs
+  // code in sandboxes on the machine that a browser's page can reach at 127.0.0.1.
+  if (type !== undefined && !/^application\/(?:[\w.+-]*\+)?json\b/i.test(type)) {
     drain(req);
     throw new HttpError(415, 'UNSUPPORTED_MEDIA_TYPE', `content-type must be application/json, got ${type.slice(0, 100)}`);
   }

@@ -79,6 +79,9 @@ export class EventHub {
     }
     if (url.pathname !== EVENTS_PATH) return refuse(socket, 404, 'Not Found');
     if (!isAuthorized(req, this.service.options.token, url)) return refuse(socket, 401, 'Unauthorized');
+    // Browsers let any page open a WebSocket to 127.0.0.1; without a token, only pages served by
+    // this service (the visualizer) may. Non-browser clients send no Origin.
+    if (!this.service.options.token && !sameOrigin(req)) return refuse(socket, 403, 'Forbidden');
     if (this.conns.size >= this.service.options.wsMaxConnections) return refuse(socket, 503, 'Service Unavailable');
     this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws));
   }
@@ -276,6 +279,17 @@ function sendRaw(ws: WebSocket, text: string): void {
     c.bytes += text.length;
   }
   ws.send(text);
+}
+
+/** True when the request has no Origin (not a browser) or one naming this host. */
+function sameOrigin(req: IncomingMessage): boolean {
+  const origin = req.headers.origin;
+  if (origin === undefined) return true;
+  try {
+    return new URL(origin).host === req.headers.host;
+  } catch {
+    return false;
+  }
 }
 
 function refuse(socket: Duplex, status: number, text: string): void {

@@ -91,6 +91,13 @@ describe('input hardening', () => {
     expect(res.status).toBe(415);
   });
 
+  it('refuses text/plain, the type a cross-origin page may POST without a preflight', async () => {
+    h = await startHarness();
+    const res = await fetch(`${h.url}/process`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: JSON.stringify({ instance: mathInstance() }) });
+    expect(res.status).toBe(415);
+    expect(h.rt().list()).toEqual([]);
+  });
+
   it('answers an unknown path with 404 and a known path with the wrong method with 405', async () => {
     h = await startHarness();
     expect((await get(`${h.url}/nope`)).status).toBe(404);

@@ -138,6 +138,13 @@ describe('WebSocket /v1/events', () => {
     expect(c.msgs[0].type).toBe('hello');
   });
 
+  it('refuses a browser page of another origin when no token is set', async () => {
+    h = await startHarness();
+    await expect(connect(h.url, { headers: { origin: 'https://evil.example' } })).rejects.toThrow(/403/);
+    const own = await connect(h.url, { headers: { origin: h.url } });
+    expect(own.msgs[0].type).toBe('hello');
+  });
+
   it('pushes backend load snapshots', async () => {
     h = await startHarness({ backendsIntervalMs: 10 }, { backends: [{ address: 'http://127.0.0.1:9001', id: 'b1' }] });
     const c = await connect(h.url);
