@@ -23,3 +23,19 @@ export function isAuthorized(req: IncomingMessage, token: string | undefined, ur
 function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
 }
+
+const LOOPBACK = /^(?:localhost|127(?:\.\d{1,3}){3}|\[?::1\]?)$/i;
+
+/**
+ * Guards a loopback-bound service without a token against DNS rebinding: a page on a hostile
+ * domain that resolves to 127.0.0.1 is same-origin to the browser, but its requests carry that
+ * domain in `Host`. So when bound to loopback with no token, only loopback host names are served.
+ * Always true when a token is set or the service is bound elsewhere (the operator chose exposure).
+ */
+export function isHostAllowed(req: IncomingMessage, bindHost: string, token: string | undefined): boolean {
+  if (token || !LOOPBACK.test(bindHost)) return true;
+  const host = req.headers.host;
+  if (!host) return true; // HTTP/1.0 clients; browsers always send Host
+  const name = host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.replace(/:\d+$/, '');
+  return LOOPBACK.test(name);
+}

@@ -1,5 +1,5 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { isAuthorized } from './auth.js';
+import { isAuthorized, isHostAllowed } from './auth.js';
 import { readJsonBody } from './body.js';
 import { HttpError, sendError, sendJson, toHttpError } from './http-error.js';
 import type { Router } from './router.js';
@@ -28,6 +28,10 @@ export function createRequestListener(service: ServiceContext, router: Router, v
       return sendError(res, new HttpError(400, 'BAD_URL', 'malformed request URL'));
     }
     const method = req.method ?? 'GET';
+    if (!isHostAllowed(req, service.options.host, service.options.token)) {
+      req.resume();
+      return sendError(res, new HttpError(403, 'FORBIDDEN_HOST', 'this service answers loopback host names only (set a token to serve others)'));
+    }
     if (visualizer && (url.pathname === '/visualizer' || url.pathname.startsWith('/visualizer/'))) {
       label = '/visualizer';
       if (!isAuthorized(req, service.options.token, url)) return unauthorized(res);

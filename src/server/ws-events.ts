@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, WebSocket, type RawData } from 'ws';
 import { WsClientMessageSchema, type WsServerMessage } from '../protocol/http.js';
 import type { RolloutEvent } from '../protocol/events.js';
-import { isAuthorized } from './auth.js';
+import { isAuthorized, isHostAllowed } from './auth.js';
 import { zodIssues } from './http-error.js';
 import type { ServiceContext } from './service-context.js';
 
@@ -78,6 +78,7 @@ export class EventHub {
       return refuse(socket, 400, 'Bad Request');
     }
     if (url.pathname !== EVENTS_PATH) return refuse(socket, 404, 'Not Found');
+    if (!isHostAllowed(req, this.service.options.host, this.service.options.token)) return refuse(socket, 403, 'Forbidden');
     if (!isAuthorized(req, this.service.options.token, url)) return refuse(socket, 401, 'Unauthorized');
     // Browsers let any page open a WebSocket to 127.0.0.1; without a token, only pages served by
     // this service (the visualizer) may. Non-browser clients send no Origin.

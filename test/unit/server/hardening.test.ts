@@ -59,7 +59,7 @@ describe('input hardening', () => {
     h = await startHarness({ bodyTimeoutMs: 50 });
     const { port } = new URL(h.url);
     const answer = await new Promise<string>((resolve) => {
-      const s = net.connect(Number(port), '127.0.0.1', () => s.write('POST /process HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"inst'));
+      const s = net.connect(Number(port), '127.0.0.1', () => s.write('POST /process HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"inst'));
       let buf = '';
       s.on('data', (d) => (buf += d));
       s.on('close', () => resolve(buf));
@@ -112,6 +112,19 @@ describe('input hardening', () => {
     expect((await get(`${h.url}/status`, { authorization: 'Bearer wrong' })).status).toBe(401);
     expect((await get(`${h.url}/status`, { authorization: 'Bearer s3cret' })).status).toBe(200);
     expect((await get(`${h.url}/healthz`)).status).toBe(200);
+  });
+
+  it('refuses a foreign Host name on a loopback service without a token (DNS rebinding)', async () => {
+    h = await startHarness();
+    const { port } = new URL(h.url);
+    const answer = await new Promise<string>((resolve) => {
+      const s = net.connect(Number(port), '127.0.0.1', () => s.write(`GET /status HTTP/1.1\r\nHost: evil.example:${port}\r\nConnection: close\r\n\r\n`));
+      let buf = '';
+      s.on('data', (d) => (buf += d));
+      s.on('close', () => resolve(buf));
+    });
+    expect(answer).toMatch(/^HTTP\/1.1 403/);
+    expect((await get(`http://localhost:${port}/status`)).status).toBe(200);
   });
 
   it('binds 127.0.0.1 by default', async () => {
