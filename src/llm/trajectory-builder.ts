@@ -44,8 +44,8 @@ interface TurnRecord extends Omit<SampledTurn, 'outputIds'> {
  */
 export class TrajectoryBuilder {
   private readonly tokens: number[] = [];
-  private readonly mask: (0 | 1)[] = [];
-  private readonly lps: number[] = [];
+  /** Each turn's logprobs as the client returned them; the flat mask and logprobs are made by build(). */
+  private readonly turnLps: number[][] = [];
   private readonly turns: TurnRecord[] = [];
   private readonly messages: Message[] = [];
   private contIds: Map<number, [number, number]> | null = null;
@@ -89,7 +89,7 @@ export class TrajectoryBuilder {
     if (this.tokens.length || this.messages.length) throw new Error('TrajectoryBuilder.start called twice');
     this.tools = tools;
     this.messages.push(...messages);
-    this.append(promptIds, 0);
+    this.append(promptIds);
     this.checkDrift();
   }
 
@@ -105,11 +105,8 @@ export class TrajectoryBuilder {
     const { outputIds, ...rest } = turn;
     this.turns.push({ ...rest, promptLen: this.tokens.length, outputLen: outputIds.length, messageIndex: this.messages.length });
     this.messages.push(assistant);
-    for (let i = 0; i < outputIds.length; i++) {
-      this.tokens.push(outputIds[i]!);
-      this.mask.push(1);
-      this.lps.push(turn.logprobs[i]!);
-    }
+    for (let i = 0; i < outputIds.length; i++) this.tokens.push(outputIds[i]!);
+    this.turnLps.push(turn.logprobs);
     this.lastOutput = outputIds;
   }
 
@@ -117,7 +114,7 @@ export class TrajectoryBuilder {
   addContinuation(messages: Message[], ids: number[]): void {
     const start = this.tokens.length;
     this.messages.push(...messages);
-    this.append(ids, 0);
+    this.append(ids);
     if (messages.length) (this.contIds ??= new Map()).set(this.messages.length - 1, [start, this.tokens.length]);
     this.checkDrift();
   }
@@ -129,8 +126,9 @@ export class TrajectoryBuilder {
   }
 
   /**
-   * Materializes the trajectory and ends the builder (later appends throw). The flat
-   * `tokens` / `lossMask` / `logprobs` are the builder's own arrays, handed over without a copy.
+   * Materializes the trajectory and ends the builder (later appends throw). The flat `tokens`
+   * are the builder's own array, handed over without a copy; `lossMask` and `logprobs` are made
+   * here in one pass.
    * Per-turn `promptIds` / `outputIds` / `logprobs` and the messages' `input_ids` / `token_ids` /
    * `logprobs` are, once their total passes 65,536 ids, enumerable getters that slice the flat
    * list on first read and cache it: the per-turn prompts are quadratic in the number of turns,
@@ -140,7 +138,17 @@ export class TrajectoryBuilder {
   build(): Trajectory {
     this.finished = true;
     const tokens = this.tokens;
-    const lps = this.lps;
+    // Mask and logprobs are made here, once, rather than grown on every turn.
+    const n = tokens.length;
+    const mask = new Array<0 | 1>(n).fill(0);
+    const lps = new Array<number>(n).fill(0);
+    this.turns.forEach((t, i) => {
+      const l = this.turnLps[i]!;
+      for (let j = 0; j < t.outputLen; j++) {
+        mask[t.promptLen + j] = 1;
+        lps[t.promptLen + j] = l[j]!;
+      }
+    });
     // Small trajectories are sliced at once: accessor properties cost more than the copies.
     let promptTotal = 0;
     for (const t of this.turns) promptTotal += t.promptLen;
@@ -165,7 +173,7 @@ export class TrajectoryBuilder {
     return {
       turns,
       tokens,
-      lossMask: this.mask,
+      lossMask: mask,
       logprobs: lps,
       messages,
       tools: this.tools,
@@ -173,13 +181,9 @@ export class TrajectoryBuilder {
     };
   }
 
-  private append(ids: number[], m: 0 | 1): void {
+  private append(ids: number[]): void {
     this.assertOpen();
-    for (const id of ids) {
-      this.tokens.push(id);
-      this.mask.push(m);
-      this.lps.push(0);
-    }
+    for (const id of ids) this.tokens.push(id);
   }
 
   private assertOpen(): void {
