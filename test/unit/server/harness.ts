@@ -2,6 +2,7 @@ import { createService, type RolloutService } from '../../../src/server/service.
 import type { ServiceOptionsInput } from '../../../src/server/service-options.js';
 import type { BackendRegistration } from '../../../src/server/service-context.js';
 import { FakeRuntime } from './fake-runtime.js';
+import type { VisualizerHook } from '../../../src/server/http-server.js';
 
 /** A service on port 0 over fake runtimes (a new one per start), and its base URL. */
 export interface Harness {
@@ -15,7 +16,7 @@ export interface Harness {
 
 export async function startHarness(
   options: ServiceOptionsInput = {},
-  deps: { backends?: BackendRegistration[]; startStopped?: boolean; retention?: number; now?: () => number } = {},
+  deps: { backends?: BackendRegistration[]; startStopped?: boolean; retention?: number; now?: () => number; visualizer?: VisualizerHook } = {},
 ): Promise<Harness> {
   const runtimes: FakeRuntime[] = [];
   const service = createService(
@@ -28,6 +29,7 @@ export async function startHarness(
       backends: deps.backends,
       startStopped: deps.startStopped,
       now: deps.now,
+      visualizer: deps.visualizer,
     },
     { port: 0, backendsIntervalMs: 0, ...options },
   );

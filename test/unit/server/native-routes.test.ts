@@ -91,6 +91,19 @@ describe('native /v1 routes', () => {
     expect(h.rt().listBackends()).toEqual([]);
   });
 
+  it('mounts the visualizer hook under /visualizer behind the token', async () => {
+    const hook = (req: { url?: string }, res: { writeHead(s: number): void; end(b: string): void }): boolean => {
+      if (!req.url?.startsWith('/visualizer')) return false;
+      res.writeHead(200);
+      res.end('page');
+      return true;
+    };
+    h = await startHarness({ token: 't' }, { visualizer: hook as never });
+    expect((await get(`${h.url}/visualizer/`)).status).toBe(401);
+    const r = await get(`${h.url}/visualizer/?token=t`);
+    expect(r).toMatchObject({ status: 200, body: 'page' });
+  });
+
   it('answers /healthz with the runtime state', async () => {
     h = await startHarness();
     expect((await get(`${h.url}/healthz`)).body).toMatchObject({ status: 'ok', runtime: 'running' });

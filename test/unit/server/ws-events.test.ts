@@ -191,4 +191,6 @@ describe('WebSocket /v1/events', () => {
     await waitFor(() => c.msgs.some((m) => m.type === 'error'));
     expect(c.msgs.find((m) => m.type === 'error').error.code).toBe('STOPPED');
   });
+
+  it.todo('replays a subscription that carries an older epoch from the new runtime’s first event (#5)');
 });
