@@ -191,6 +191,8 @@ export const WsClientMessageSchema = z.discriminatedUnion('type', [
       rollout: IdSchema.optional(),
       group: IdSchema.optional(),
       after: z.number().int().min(-1).optional(),
+      /** The epoch `after` belongs to; from an older epoch, the new runtime is replayed from its start. */
+      epoch: z.number().int().min(0).optional(),
     })
     .strict(),
   z.object({ type: z.literal('unsubscribe'), sub: z.string().min(1).max(100) }).strict(),
@@ -207,7 +209,7 @@ export type WsClientMessage = z.infer<typeof WsClientMessageSchema>;
  */
 export const WsServerMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('hello'), epoch: z.number().int(), seq: z.number().int(), heartbeat_ms: z.number().int() }),
-  z.object({ type: z.literal('subscribed'), sub: z.string(), rollout: z.string().nullable(), group: z.string().nullable(), after: z.number().int().nullable() }),
+  z.object({ type: z.literal('subscribed'), sub: z.string(), epoch: z.number().int(), rollout: z.string().nullable(), group: z.string().nullable(), after: z.number().int().nullable() }),
   z.object({ type: z.literal('unsubscribed'), sub: z.string() }),
   z.object({ type: z.literal('event'), sub: z.string(), event: z.record(z.string(), z.unknown()) }),
   z.object({ type: z.literal('gap'), sub: z.string(), from: z.number().int(), to: z.number().int(), reason: z.enum(['retention', 'slow-client']) }),

@@ -160,11 +160,14 @@ export class EventHub {
     if (conn.subs.size >= this.service.options.wsMaxSubscriptions) return fail('too many subscriptions on this connection');
     const sub: Subscription = { id: msg.sub, abort: new AbortController(), gapFrom: null, gapTo: 0 };
     conn.subs.set(sub.id, sub);
-    send(conn.ws, { type: 'subscribed', sub: sub.id, rollout: msg.rollout ?? null, group: msg.group ?? null, after: msg.after ?? null });
+    // A cursor from an earlier runtime (before a /stop + /start) means nothing to this one: its
+    // seqs start over, so replay what it retained from its start.
+    const after = msg.after !== undefined && msg.epoch !== undefined && msg.epoch !== this.service.epoch ? 0 : msg.after;
+    send(conn.ws, { type: 'subscribed', sub: sub.id, epoch: this.service.epoch, rollout: msg.rollout ?? null, group: msg.group ?? null, after: after ?? null });
     const iter = rt.events({
       rolloutId: msg.rollout,
       groupId: msg.group,
-      after: msg.after,
+      after,
       bufferSize: this.service.options.wsSubscriptionBuffer,
       signal: sub.abort.signal,
     });

@@ -192,5 +192,16 @@ describe('WebSocket /v1/events', () => {
     expect(c.msgs.find((m) => m.type === 'error').error.code).toBe('STOPPED');
   });
 
-  it.todo('replays a subscription that carries an older epoch from the new runtime’s first event (#5)');
+  it('replays a subscription that carries an older epoch from the new runtime’s first event', async () => {
+    h = await startHarness();
+    for (let i = 0; i < 2; i++) await post(`${h.url}/process`, { instance: mathInstance() });
+    await post(`${h.url}/stop`);
+    await post(`${h.url}/start`);
+    await post(`${h.url}/process`, { instance: mathInstance() });
+    const c = await connect(h.url);
+    c.send({ type: 'subscribe', after: 6, epoch: 1 });
+    await waitFor(() => c.events().length === 3);
+    expect(c.msgs.find((m) => m.type === 'subscribed')).toMatchObject({ epoch: 2, after: 0 });
+    expect(c.events().map((e) => e.seq)).toEqual([1, 2, 3]);
+  });
 });
