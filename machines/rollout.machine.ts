@@ -1,4 +1,4 @@
-import { assign, setup, fromPromise } from 'xstate';
+import { and, assign, setup, fromPromise } from 'xstate';
 
 /**
  * The lifecycle of one rollout attempt, as a pure XState machine.
@@ -40,16 +40,31 @@ export type RolloutMachineEvent =
   | { type: 'TIMEOUT'; error: unknown }
   | { type: 'FAIL'; error: unknown };
 
+/**
+ * Stage actors may take the next stage's slot as they finish, when it is free at once
+ * (`StagePool.tryTake`): the machine then goes straight to that stage instead of passing
+ * through the waiting state and a `SLOT` event round trip. The machine stays pure — it only
+ * reads the flag in the actor's output.
+ */
+export interface InitOutput {
+  /** The RUN slot is already held: go straight to `running`. */
+  runSlot: boolean;
+}
+
 /** What `callLlm` resolves with. */
 export interface CallLlmOutput {
   /** True when no room was left for another turn: the loop stops as `context_full`. */
   contextFull: boolean;
+  /** With `contextFull`: the EVAL slot is already held. */
+  evalSlot?: boolean | undefined;
 }
 
 /** What `actTools` resolves with. */
 export interface ActOutput {
   /** True when the loop stops (finish tool, no tool call, max iterations, context full). */
   stop: boolean;
+  /** With `stop`: the EVAL slot is already held. */
+  evalSlot?: boolean | undefined;
 }
 
 /** The final state names. */
@@ -66,7 +81,7 @@ export const rolloutMachine = setup({
     events: {} as RolloutMachineEvent,
   },
   actors: {
-    initRollout: notProvided('initRollout') as unknown as ReturnType<typeof fromPromise<void, { rolloutId: string; turn: number }>>,
+    initRollout: notProvided('initRollout') as unknown as ReturnType<typeof fromPromise<InitOutput, { rolloutId: string; turn: number }>>,
     callLlm: notProvided('callLlm') as unknown as ReturnType<typeof fromPromise<CallLlmOutput, { rolloutId: string; turn: number }>>,
     actTools: notProvided('actTools') as unknown as ReturnType<typeof fromPromise<ActOutput, { rolloutId: string; turn: number }>>,
     evaluate: notProvided('evaluate') as unknown as ReturnType<typeof fromPromise<void, { rolloutId: string; turn: number }>>,
@@ -91,6 +106,8 @@ export const rolloutMachine = setup({
   guards: {
     contextFull: ({ event }) => (event as unknown as { output: CallLlmOutput }).output.contextFull,
     loopStopped: ({ event }) => (event as unknown as { output: ActOutput }).output.stop,
+    runSlotTaken: ({ event }) => (event as unknown as { output: InitOutput | undefined }).output?.runSlot === true,
+    evalSlotTaken: ({ event }) => (event as unknown as { output: ActOutput | undefined }).output?.evalSlot === true,
     slotIs: ({ event }, params: { stage: Stage }) => event.type === 'SLOT' && event.stage === params.stage,
   },
 }).createMachine({
@@ -114,7 +131,7 @@ export const rolloutMachine = setup({
       invoke: {
         src: 'initRollout',
         input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn }),
-        onDone: 'waitingRun',
+        onDone: [{ guard: 'runSlotTaken', target: 'running' }, { target: 'waitingRun' }],
         onError: { target: 'failed', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: 'init' as const }) } },
       },
     },
@@ -136,6 +153,7 @@ export const rolloutMachine = setup({
             src: 'callLlm',
             input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn }),
             onDone: [
+              { guard: and(['contextFull', 'evalSlotTaken']), target: '#rollout.evaluating' },
               { guard: 'contextFull', target: '#rollout.waitingEval' },
               { target: 'acting', actions: assign({ turn: ({ context }) => context.turn + 1 }) },
             ],
@@ -147,7 +165,11 @@ export const rolloutMachine = setup({
           invoke: {
             src: 'actTools',
             input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn - 1 }),
-            onDone: [{ guard: 'loopStopped', target: '#rollout.waitingEval' }, { target: 'llmCalling' }],
+            onDone: [
+              { guard: and(['loopStopped', 'evalSlotTaken']), target: '#rollout.evaluating' },
+              { guard: 'loopStopped', target: '#rollout.waitingEval' },
+              { target: 'llmCalling' },
+            ],
             onError: { target: '#rollout.failed', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: 'run' as const }) } },
           },
         },

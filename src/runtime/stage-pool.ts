@@ -44,6 +44,18 @@ export class StagePool {
     else this.waiters.set(id, true);
   }
 
+  /**
+   * Takes a slot only if one is free right now and nobody waits (never queues, never calls
+   * `onGrant`). Lets a finishing stage take the next stage's slot without a wait round trip.
+   */
+  tryTake(id: string): boolean {
+    if (this.holders.has(id)) return true;
+    if (this.holders.size >= this.limit || this.waiters.size > 0 || this.pumpScheduled) return false;
+    this.holders.add(id);
+    if (this.holders.size > this.highWater) this.highWater = this.holders.size;
+    return true;
+  }
+
   /** Leaves the wait queue; no-op when not waiting. */
   withdraw(id: string): void {
     this.waiters.delete(id);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, fromPromise, type InspectionEvent, type Observer } from 'xstate';
-import { rolloutMachine, type ActOutput, type CallLlmOutput, type FinalState, type Stage } from '../../machines/rollout.machine.js';
+import { rolloutMachine, type ActOutput, type CallLlmOutput, type FinalState, type InitOutput, type Stage } from '../../machines/rollout.machine.js';
 import {
   BackendError,
   CancelledError,
@@ -91,7 +91,7 @@ export class Supervisor {
     // Provided once per runtime: the implementations find the rollout by id in the Map.
     this.machine = rolloutMachine.provide({
       actors: {
-        initRollout: fromPromise<void, { rolloutId: string; turn: number }>(({ input }) => this.runInit(input.rolloutId)),
+        initRollout: fromPromise<InitOutput, { rolloutId: string; turn: number }>(({ input }) => this.runInit(input.rolloutId)),
         callLlm: fromPromise<CallLlmOutput, { rolloutId: string; turn: number }>(({ input }) => this.runLlm(input.rolloutId, input.turn)),
         actTools: fromPromise<ActOutput, { rolloutId: string; turn: number }>(({ input }) => this.runAct(input.rolloutId, input.turn)),
         evaluate: fromPromise<void, { rolloutId: string; turn: number }>(({ input }) => this.runEval(input.rolloutId)),
@@ -210,18 +210,19 @@ export class Supervisor {
     return { s, att };
   }
 
-  private async runInit(id: string): Promise<void> {
+  private async runInit(id: string): Promise<InitOutput> {
     const { s, att } = this.live(id);
     const handler = this.parts.registry.resolve(s.dataSource);
     att.handler = handler;
     const r = await handler.init(att.ctx!);
-    if (att.ended) return;
+    if (att.ended) return { runSlot: false };
     if (r.sandbox && !att.sandboxes.has(r.sandbox)) att.sandboxes.add(r.sandbox);
     att.sandbox = r.sandbox;
     att.handlerState = r.state;
     const opts = s.sampling.enable_thinking === undefined ? undefined : { enableThinking: s.sampling.enable_thinking };
     const ids = this.parts.codec.encodePrompt(r.messages, r.tools, opts);
     att.builder.start(r.messages, r.tools, ids);
+    return { runSlot: this.pools.run.tryTake(id) };
   }
 
   private async runLlm(id: string, turn: number): Promise<CallLlmOutput> {
@@ -230,7 +231,7 @@ export class Supervisor {
     const room = att.maxModelLen - b.length;
     if (room <= 0) {
       att.finish = 'context_full';
-      return { contextFull: true };
+      return { contextFull: true, evalSlot: this.pools.eval.tryTake(id) };
     }
     const maxTokens = Math.min(att.maxOutputTokens, room);
     if (this.hub.active) this.emit(s, { type: 'llm.start', rolloutId: id, turn, promptTokens: b.length, maxTokens });
@@ -297,18 +298,18 @@ export class Supervisor {
     if (res.stop) {
       att.finish = res.stop;
       b.addUntokenizedMessages(res.messages);
-      return { stop: true };
+      return { stop: true, evalSlot: this.pools.eval.tryTake(id) };
     }
     if (turn + 1 >= att.maxIterations) {
       att.finish = 'max_iterations';
       b.addUntokenizedMessages(res.messages);
-      return { stop: true };
+      return { stop: true, evalSlot: this.pools.eval.tryTake(id) };
     }
     const ids = this.parts.codec.encodeContinuation(res.messages, b.lastOutputIds);
     if (b.length + ids.length >= att.maxModelLen) {
       att.finish = 'context_full';
       b.addUntokenizedMessages(res.messages);
-      return { stop: true };
+      return { stop: true, evalSlot: this.pools.eval.tryTake(id) };
     }
     b.addContinuation(res.messages, ids);
     return { stop: false };

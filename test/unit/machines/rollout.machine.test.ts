@@ -98,6 +98,26 @@ describe('rollout machine', () => {
     expect(h.log.slice(-3)).toEqual(['exit:init', 'release:init', 'request:run']);
   });
 
+  it('goes straight from initializing to running when init already took the RUN slot', async () => {
+    const h = await driveTo('initializing');
+    await h.settle('initRollout', { runSlot: true });
+    expect(h.leaf()).toBe('running.llmCalling');
+    expect(h.log).not.toContain('request:run');
+  });
+
+  it('goes straight from acting to evaluating when the action already took the EVAL slot', async () => {
+    const h = await driveTo('running.acting');
+    await h.settle('actTools', { stop: true, evalSlot: true });
+    expect(h.leaf()).toBe('evaluating');
+    expect(h.log).not.toContain('request:eval');
+  });
+
+  it('goes straight from llmCalling to evaluating on a full context when the EVAL slot was taken', async () => {
+    const h = await driveTo('running.llmCalling');
+    await h.settle('callLlm', { contextFull: true, evalSlot: true });
+    expect(h.leaf()).toBe('evaluating');
+  });
+
   it('moves initializing → failed when init rejects', async () => {
     const h = await driveTo('initializing');
     await h.fail('initRollout', new Error('boom'));

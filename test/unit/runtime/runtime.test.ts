@@ -19,8 +19,9 @@ describe('createRuntime', () => {
     expect(res.resolved).toBe(true);
     expect(res.attempts).toBe(1);
     expect(res.trajectory.turns).toHaveLength(3);
+    // With free slots the rollout never stops in waitingRun / waitingEval.
     expect(await statesOf(r.rt, h.id)).toEqual([
-      'queued', 'initializing', 'waitingRun', 'llmCalling', 'acting', 'llmCalling', 'acting', 'llmCalling', 'acting', 'waitingEval', 'evaluating', 'done',
+      'queued', 'initializing', 'llmCalling', 'acting', 'llmCalling', 'acting', 'llmCalling', 'acting', 'evaluating', 'done',
     ]);
   });
 

@@ -49,4 +49,12 @@ describe('StagePool', () => {
     p.forget('a');
     expect([p.active, p.waiting]).toEqual([0, 0]);
   });
+
+  it('takes a free slot without queueing or calling back, and refuses when full or contended', () => {
+    const granted: string[] = [];
+    const p = new StagePool('eval', 1, (id) => granted.push(id));
+    expect(p.tryTake('a')).toBe(true);
+    expect(p.tryTake('b')).toBe(false);
+    expect([p.active, p.waiting, granted.length]).toEqual([1, 0, 0]);
+  });
 });
