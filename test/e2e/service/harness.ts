@@ -38,7 +38,10 @@ export async function serve(args: string[], env: Record<string, string> = {}): P
   child.stderr!.on('data', (d) => (err += d));
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   const url = await new Promise<string>((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`serve did not start: ${err}`)), 20_000);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      rej(new Error(`serve did not start: ${err}`));
+    }, 20_000);
     child.stdout!.on('data', (d) => {
       out += d;
       const m = /listening on (http:\/\/\S+)/.exec(out);
@@ -125,7 +128,7 @@ export async function watch(url: string): Promise<{ events: any[]; close(): void
 }
 
 /** Polls `cond` every 20 ms until true or `ms` (a generous ceiling, not a timing assertion). */
-export async function until(cond: () => boolean | Promise<boolean>, ms = 60_000): Promise<void> {
+export async function until(cond: () => boolean | Promise<boolean>, ms = 25_000): Promise<void> {
   const end = Date.now() + ms;
   while (!(await cond())) {
     if (Date.now() > end) throw new Error('condition not met in time');

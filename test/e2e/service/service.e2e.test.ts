@@ -9,6 +9,8 @@ const SANDBOX = process.env['ROLLOUT_E2E_SANDBOX'] ?? 'auto';
 let llmA: FakeLlmServer;
 let llmB: FakeLlmServer | null = null;
 let server: Served | null = null;
+/** Child fake-llm processes of the running test, killed in afterEach even when a test times out. */
+const children: { kill(): Promise<void> }[] = [];
 
 beforeAll(async () => {
   llmA = await startFakeLlmServer({ tasks: SHELL_TASKS, latencyMs: 5 });
@@ -17,6 +19,7 @@ afterAll(async () => {
   await llmA.close();
 });
 afterEach(async () => {
+  await Promise.all(children.splice(0).map((c) => c.kill()));
   if (server) expect(await server.stop()).toBe(0);
   server = null;
   await llmB?.close();
@@ -33,7 +36,7 @@ describe('rollout serve, end to end', () => {
     const batch = await api(server.url, 'POST', '/v1/batches', { instances: Array.from({ length: 16 }, (_, i) => instances[i % instances.length]), n: 4, sampling_params: sampling });
     expect(batch.status).toBe(202);
     expect(batch.body.rollout_ids).toHaveLength(64);
-    await until(() => w.results().size === 64, 120_000);
+    await until(() => w.results().size === 64, 80_000);
     w.close();
     const outcomes = [...w.results().values()].map((e) => e.outcome);
     expect(new Set(outcomes)).toEqual(new Set(['completed']));
@@ -52,7 +55,7 @@ describe('rollout serve, end to end', () => {
     const last = t.turns[t.turns.length - 1];
     expect([...last.promptIds, ...last.outputIds]).toEqual(t.tokens);
     expect(t.lossMask.filter((m: number) => m === 1).length).toBe(t.turns.reduce((n: number, x: { outputIds: number[] }) => n + x.outputIds.length, 0));
-  });
+  }, 90_000);
 
   it('cancelling mid-run frees every slot and sandbox', async () => {
     llmB = await startFakeLlmServer({ tasks: SHELL_TASKS, latencyMs: 60_000 });
@@ -81,20 +84,17 @@ describe('rollout serve, end to end', () => {
 
   it('finishes every rollout on the other backend when a rollout fake-llm process is killed mid-run', async () => {
     const victim = await fakeLlmProcess(['--tasks', SHELL_TASKS, '--latency-ms', '20']);
-    try {
-      server = await serve(['--backend', llmA.url, '--backend', victim.url, '--sandbox', SANDBOX]);
-      const w = await watch(server.url);
-      const batch = await api(server.url, 'POST', '/v1/batches', { instances: shellInstances().slice(0, 4), n: 4, sampling_params: sampling });
-      await until(() => w.events.some((e) => e.type === 'llm.end' && e.backendId === new URL(victim.url).host));
-      await victim.kill();
-      await until(() => w.results().size === 16, 120_000);
-      w.close();
-      expect([...w.results().values()].map((e) => e.outcome)).toEqual(Array(16).fill('completed'));
-      expect(batch.body.rollout_ids).toHaveLength(16);
-    } finally {
-      await victim.kill();
-    }
-  });
+    children.push(victim);
+    server = await serve(['--backend', llmA.url, '--backend', victim.url, '--sandbox', SANDBOX]);
+    const w = await watch(server.url);
+    const batch = await api(server.url, 'POST', '/v1/batches', { instances: shellInstances().slice(0, 4), n: 4, sampling_params: sampling });
+    await until(() => w.events.some((e) => e.type === 'llm.end' && e.backendId === new URL(victim.url).host));
+    await victim.kill();
+    await until(() => w.results().size === 16, 80_000);
+    w.close();
+    expect([...w.results().values()].map((e) => e.outcome)).toEqual(Array(16).fill('completed'));
+    expect(batch.body.rollout_ids).toHaveLength(16);
+  }, 90_000);
 
   it('resumes the event stream after a reconnect from the cursor with no gap and no duplicate', async () => {
     server = await serve(['--backend', llmA.url, '--sandbox', SANDBOX]);
