@@ -40,13 +40,17 @@ function runCli(args: string[]): Promise<{ code: number | null; err: string }> {
 describe('rollout serve (command)', () => {
   it('exits 0 on SIGTERM mid-run, leaving no sandbox or host process behind', async () => {
     const s = await serve(['--backend', llm.url, '--sandbox', SANDBOX]);
-    const inst = shellInstances()[0]!;
-    const pending = api(s.url, 'POST', '/v1/batches', { instances: [inst], n: 4, sampling_params: { max_iterations: 4 } });
-    await until(async () => (await api(s.url, 'GET', '/status')).body.run.active === 4);
-    await pending;
-    const before = descendants(s.child.pid!).map((p) => p.pid);
-    expect(before.length).toBeGreaterThan(0);
-    expect(await s.stop()).toBe(0);
+    let before: number[] = [];
+    try {
+      const inst = shellInstances()[0]!;
+      const pending = api(s.url, 'POST', '/v1/batches', { instances: [inst], n: 4, sampling_params: { max_iterations: 4 } });
+      await until(async () => (await api(s.url, 'GET', '/status')).body.run.active === 4);
+      await pending;
+      before = descendants(s.child.pid!).map((p) => p.pid);
+      expect(before.length).toBeGreaterThan(0);
+    } finally {
+      expect(await s.stop()).toBe(0);
+    }
     await until(() => before.every((pid) => !alive(pid)), 10_000);
   });
 
