@@ -468,6 +468,11 @@ export class Supervisor {
       // The previous attempt's sandboxes are closed before the fresh one starts.
       void closing.then(() => {
         if (s.settled) return;
+        // Cancelled between the end of the backoff and the close of the old sandboxes.
+        if (s.cancelReason !== null) {
+          this.finalize(s, att, 'cancelled', new CancelledError(s.cancelReason), Promise.resolve());
+          return;
+        }
         if (this.state !== 'running') {
           this.finalize(s, att, 'infra-error', error, Promise.resolve());
           return;

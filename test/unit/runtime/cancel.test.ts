@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemorySandboxProvider } from '../../../src/testing/index.js';
 import { createRuntime, type SandboxProvider } from '../../../src/index.js';
-import { createTestHandler, ManualClock } from '../../../src/testing/index.js';
+import { createTestHandler, ManualClock, ScriptedPolicy, TestCodec } from '../../../src/testing/index.js';
 import { rig, task, type Rig } from './helpers.js';
 
 let r: Rig | undefined;
@@ -104,5 +104,35 @@ describe('cancellation', () => {
     await h.cancel();
     await r.clock.settle();
     expect(r.llm.inFlight).toBe(0);
+  });
+});
+
+describe('cancellation between attempts', () => {
+  it('does not start the next attempt when cancelled while the old sandboxes are still closing', async () => {
+    const clock = new ManualClock();
+    const inner = new MemorySandboxProvider({ clock });
+    // Sandboxes that take 50 ms to close, so the backoff can end before they are gone.
+    const slowClose: SandboxProvider = {
+      create: async (spec, o) => {
+        const sb = await inner.create(spec, o);
+        const close = sb.close.bind(sb);
+        sb.close = () => new Promise<void>((res) => clock.setTimeout(() => void close().then(res), 50));
+        return sb;
+      },
+      close: () => inner.close(),
+    };
+    const codec = new TestCodec();
+    const llm = new ScriptedPolicy({ codec, clock, fail: () => 'backend' });
+    const rt = createRuntime({ clock, codec, llm, sandboxes: slowClose, handlers: [createTestHandler()], retries: { max: 3, backoffMs: 10, backoffMaxMs: 10 } });
+    const h = rt.submit(task());
+    await clock.advance(20);
+    const cancelled = h.cancel();
+    await clock.advance(100);
+    await cancelled;
+    const res = await h.result;
+    expect([res.outcome, res.attempts]).toEqual(['cancelled', 1]);
+    expect(inner.created).toBe(1);
+    await rt.close();
+    expect(inner.live).toBe(0);
   });
 });
