@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { rig, task, statesOf, type Rig } from './helpers.js';
+import { createRuntime } from '../../../src/index.js';
+import { createTestHandler, ManualClock, MemorySandboxProvider, ScriptedPolicy, TestCodec } from '../../../src/testing/index.js';
 
 let r: Rig | undefined;
 afterEach(async () => {
@@ -34,5 +36,46 @@ describe('createRuntime', () => {
     expect(r.sandboxes.live).toBe(0);
     expect(r.clock.pending).toBe(0);
     expect(r.rt.status().state).toBe('closed');
+  });
+
+  it('records backend id and weight version per turn and asks for the same backend next turn', async () => {
+    r = rig({ llm: { backendId: 'b7', weightVersion: 'v3' } });
+    const seen: (string | undefined)[] = [];
+    const generate = r.llm.generate.bind(r.llm);
+    r.llm.generate = (req) => (seen.push(req.preferredBackendId), generate(req));
+    const h = r.rt.submit(task());
+    await r.clock.advance(1);
+    const res = await h.result;
+    expect(res.trajectory.turns.map((t) => [t.backendId, t.weightVersion])).toEqual([['b7', 'v3'], ['b7', 'v3'], ['b7', 'v3']]);
+    expect(seen).toEqual([undefined, 'b7', 'b7']);
+  });
+
+  it('finds no drift with an append-only codec when detectDrift is on', async () => {
+    r = rig({ runtime: { detectDrift: true } });
+    const h = r.rt.submit(task());
+    await r.clock.advance(1);
+    const res = await h.result;
+    expect(res.trajectory.diagnostics.drift).toEqual([]);
+    expect(res.trajectory.lossMask.filter((m) => m === 1)).toHaveLength(res.trajectory.turns.reduce((n, t) => n + t.outputIds.length, 0));
+  });
+
+  it('records drift when the codec is not append-only', async () => {
+    // A codec whose full render differs from its incremental ids at position 0.
+    class Drifting extends TestCodec {
+      override renderFull(...a: Parameters<TestCodec['renderFull']>): number[] {
+        const ids = super.renderFull(...a);
+        ids[0] = 0;
+        return ids;
+      }
+    }
+    const clock = new ManualClock();
+    const codec = new Drifting();
+    const rt = createRuntime({ clock, codec, llm: new ScriptedPolicy({ codec, clock }), sandboxes: new MemorySandboxProvider({ clock }), handlers: [createTestHandler()], detectDrift: true });
+    const h = rt.submit(task());
+    await clock.advance(1);
+    const drift = (await h.result).trajectory.diagnostics.drift;
+    await rt.close();
+    expect(drift.length).toBeGreaterThan(0);
+    expect(drift[0]).toMatchObject({ turn: 0, position: 0, expected: 0 });
   });
 });
