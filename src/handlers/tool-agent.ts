@@ -86,10 +86,9 @@ export function defineToolAgent(def: ToolAgentDefinition): AgentHandler {
       const tools = r.tools ?? [...(def.tools ?? [])];
       return { messages: r.messages, tools, sandbox: r.sandbox, state: { tools, user: r.state } satisfies ToolAgentState };
     },
-    async act(ctx) {
-      const st = ctx.state as ToolAgentState;
-      const r = await toolAgentAct({ ...ctx, state: st }, st.tools);
-      return { ...r, state: st };
+    act(ctx) {
+      // ctx.state is this handler's own state; toolAgentAct hands it back unchanged.
+      return toolAgentAct(ctx, (ctx.state as ToolAgentState).tools);
     },
     async eval(ctx) {
       return def.eval({ ...ctx, state: (ctx.state as ToolAgentState).user });

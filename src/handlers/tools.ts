@@ -114,7 +114,13 @@ export async function runToolCall(
   const policyErr = (content: string): Observation => ({ ...base, content, error: true, policyError: true, exitCode: null });
   if (!offered.has(call.name)) return policyErr(`Error: unknown tool '${call.name}'. Available tools: ${[...offered].join(', ')}.`);
   const t0 = performance.now();
-  const done = (o: Omit<Observation, 'callId' | 'name'>): Observation => ({ ...base, latencyMs: performance.now() - t0, ...o });
+  const done = (o: Omit<Observation, 'callId' | 'name'>): Observation => {
+    const obs = o as Observation;
+    obs.callId = call.id;
+    obs.name = call.name;
+    obs.latencyMs = performance.now() - t0;
+    return obs;
+  };
   switch (call.name as ToolName) {
     case 'finish': {
       const a = finishArgs.safeParse(call.arguments);
