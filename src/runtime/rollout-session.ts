@@ -73,6 +73,10 @@ export class RolloutSession {
   wallAt: number;
   /** The time of this rollout's live deadline-index entry; Infinity when none. */
   armedAt = Infinity;
+  /** When waiting for the sandboxes of an ended attempt stops (closeTimeoutMs); Infinity when not closing. */
+  closeAt = Infinity;
+  /** Ends that wait early (called by the sweep at closeAt). */
+  closeCut: (() => void) | null = null;
   readonly timing = { initMs: 0, runMs: 0, evalMs: 0 };
   readonly promise: Promise<RolloutResult>;
   resolve!: (r: RolloutResult) => void;

@@ -36,6 +36,8 @@ export const RuntimeOptionsSchema = z
       .default({ max: 2, backoffMs: 1_000, backoffMaxMs: 30_000 }),
     /** No state change or event for this long inside a stage → InfraError `STALE` (retried). */
     staleAfterMs: positiveMs.default(900_000),
+    /** How long a rollout's end waits for its sandboxes to close before resolving anyway (a hung provider must not hang results). */
+    closeTimeoutMs: positiveMs.default(30_000),
     /** Period of the deadline sweep; deadlines fire up to this late. */
     sweepIntervalMs: positiveMs.default(250),
     /** Assistant turns per rollout when `sampling.max_iterations` is absent. The reference's default of 2 is a trap; 35 matches its examples. */

@@ -421,7 +421,7 @@ export class Supervisor {
     this.pools.eval.forget(id);
     // One shared reason per final state: an Error per rollout (stack capture) costs ~2 µs and garbage.
     att.abort.abort(ENDED[final]);
-    const closing = this.closeSandboxes(att);
+    const closing = this.closeSandboxes(s, att);
 
     let outcome: Outcome;
     let error: RolloutError | null = null;
@@ -449,12 +449,39 @@ export class Supervisor {
 
   // ───────────────────────────── ends, retries, results ─────────────────────────────
 
-  private closeSandboxes(att: Attempt): Promise<void> {
+  /**
+   * Closes the attempt's sandboxes (and waits for creations still in flight, which close
+   * themselves). Bounded by `closeTimeoutMs`, enforced by the sweep (no timer per rollout; the
+   * closing set is scanned each sweep — it only holds rollouts whose close is still running,
+   * which is cheaper than a heap entry per rollout): a provider whose close hangs must not hang
+   * the rollout's result or its retry; such a close is counted in `stuckCloses`.
+   */
+  private closeSandboxes(s: RolloutSession, att: Attempt): Promise<void> {
     const sbs = [...att.sandboxes];
     att.sandboxes.clear();
+    if (sbs.length === 0 && att.pendingCreates.size === 0) return Promise.resolve();
     const closes = sbs.map((sb) => sb.close().catch(() => {}));
-    return Promise.all([...closes, ...att.pendingCreates]).then(() => {});
+    return new Promise<void>((resolve) => {
+      let done = false;
+      const finish = (ok: boolean): void => {
+        if (done) return;
+        done = true;
+        s.closeAt = Infinity;
+        s.closeCut = null;
+        this.closing.delete(s);
+        if (!ok) this.stuckCloses++;
+        resolve();
+      };
+      s.closeCut = () => finish(false);
+      s.closeAt = this.clock.now() + this.opts.closeTimeoutMs;
+      this.closing.add(s);
+      void Promise.all([...closes, ...att.pendingCreates]).then(() => finish(true));
+    });
   }
+
+  /** Sandbox closes that did not finish within closeTimeoutMs. */
+  stuckCloses = 0;
+  private readonly closing = new Set<RolloutSession>();
 
   private scheduleRetry(s: RolloutSession, att: Attempt, error: RolloutError, closing: Promise<void>): void {
     const r = this.opts.retries;
@@ -609,6 +636,7 @@ export class Supervisor {
   private sweep(): void {
     this.sweepTimer = null;
     const now = this.clock.now();
+    for (const s of this.closing) if (now >= s.closeAt) s.closeCut?.();
     for (const e of this.deadlines.popDue(now)) {
       const s = this.sessions.get(e.rolloutId);
       if (!s || s.settled || s.armedAt !== e.at) continue;

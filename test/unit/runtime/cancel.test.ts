@@ -136,3 +136,28 @@ describe('cancellation between attempts', () => {
     expect(inner.live).toBe(0);
   });
 });
+
+describe('sandbox close', () => {
+  it('resolves the result after closeTimeoutMs when a sandbox never finishes closing', async () => {
+    const clock = new ManualClock();
+    const inner = new MemorySandboxProvider({ clock });
+    const hung: SandboxProvider = {
+      create: async (spec, o) => {
+        const sb = await inner.create(spec, o);
+        sb.close = () => new Promise<void>(() => {});
+        return sb;
+      },
+      close: async () => {},
+    };
+    const rt = createRuntime({ clock, sandboxes: hung, handlers: [createTestHandler()], closeTimeoutMs: 100, sweepIntervalMs: 10 });
+    const h = rt.submit(task());
+    let res: unknown = null;
+    void h.result.then((r) => (res = r));
+    await clock.advance(50);
+    expect(res).toBeNull();
+    await clock.advance(60);
+    expect((res as { outcome: string } | null)?.outcome).toBe('completed');
+    await rt.close();
+    expect(clock.pending).toBe(0);
+  });
+});
