@@ -114,6 +114,7 @@ export class UdsChannel {
     }
     return new Promise<WireMessage>((resolve, reject) => {
       const timeoutMs = opts.timeoutMs ?? this.requestTimeoutMs;
+      const signal = opts.signal;
       const onAbort = (): void => settle(new CancelledError(`request ${msg.type} aborted`));
       const p: Pending = {
         resolve: (reply) => {
@@ -124,19 +125,22 @@ export class UdsChannel {
           p.cleanup();
           reject(err);
         },
-        timer: setTimeout(() => settle(new InfraError(`request ${msg.type} timed out after ${timeoutMs} ms`, { code: 'IPC_TIMEOUT' })), timeoutMs),
+        timer: undefined,
         cleanup: () => {
           clearTimeout(p.timer);
-          opts.signal?.removeEventListener('abort', onAbort);
+          signal?.removeEventListener('abort', onAbort);
           this.pending.delete(id);
         },
       };
       const settle = (err: Error): void => {
         if (this.pending.get(id) === p) p.reject(err);
       };
-      opts.signal?.addEventListener('abort', onAbort, { once: true });
       this.pending.set(id, p);
+      // The frame goes out first: the timer and the abort listener are armed while the peer
+      // works. No reply can be handled before this function returns (same tick).
       this.write(frame);
+      p.timer = setTimeout(() => settle(new InfraError(`request ${msg.type} timed out after ${timeoutMs} ms`, { code: 'IPC_TIMEOUT' })), timeoutMs);
+      signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
 

@@ -61,7 +61,10 @@ export class PtySession {
   private lastExit: number | null = null;
   /** Output of a command that finished while nobody was waiting. */
   private unreported: { output: string; exitCode: number } | null = null;
-  private waiter: ((ev: { kind: 'done'; output: string; exitCode: number } | { kind: 'data' } | { kind: 'exit' }) => void) | null = null;
+  /** Wakes the pending wait at the marker or when the shell dies (output alone only stamps `lastOutputAt`). */
+  private waiter: ((ev: 'done' | 'exit') => void) | null = null;
+  /** Date.now() of the last output chunk: the no-output deadline is computed from it when due. */
+  private lastOutputAt = 0;
   private cmdSeq = 0;
 
   private constructor(private readonly opts: PtySessionOptions) {
@@ -71,7 +74,7 @@ export class PtySession {
     this.term.onData((d) => this.onData(d));
     this.term.onExit((e) => {
       this.dead = true;
-      this.waiter?.({ kind: 'exit' });
+      this.waiter?.('exit');
       if (!this.disposed) opts.onExit?.(e);
     });
   }
@@ -162,7 +165,7 @@ export class PtySession {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    this.waiter?.({ kind: 'exit' });
+    this.waiter?.('exit');
     try {
       this.term.kill('SIGKILL');
     } catch {
@@ -192,36 +195,43 @@ export class PtySession {
     return this.result(this.takeOutput(), null, true, HINT_TIMEOUT);
   }
 
-  /** Resolves with 'done' at the marker, 'timeout' at either timeout, 'exit' if the shell dies. */
+  /**
+   * Resolves with 'done' at the marker, 'timeout' at either timeout, 'exit' if the shell dies.
+   *
+   * Both deadlines are data; one timer per wait fires at the earlier one and re-arms itself if
+   * output moved the quiet deadline meanwhile. An output chunk only stamps `lastOutputAt`: no
+   * clearTimeout/setTimeout per chunk on the hot path.
+   */
   private waitEvent(totalMs: number, quietMs: number): Promise<'done' | 'timeout' | 'exit'> {
     if (this.unreported) return Promise.resolve('done');
     if (this.dead) return Promise.resolve('exit');
     return new Promise((resolve) => {
-      let quiet: NodeJS.Timeout;
+      const totalAt = Date.now() + totalMs;
+      this.lastOutputAt = Date.now();
+      let timer: NodeJS.Timeout;
       const finish = (r: 'done' | 'timeout' | 'exit'): void => {
-        clearTimeout(total);
-        clearTimeout(quiet);
+        clearTimeout(timer);
         this.waiter = null;
         resolve(r);
       };
-      const total = setTimeout(() => finish('timeout'), totalMs);
-      quiet = setTimeout(() => finish('timeout'), quietMs);
-      this.waiter = (ev) => {
-        if (ev.kind === 'data') {
-          clearTimeout(quiet);
-          quiet = setTimeout(() => finish('timeout'), quietMs);
-        } else finish(ev.kind === 'done' ? 'done' : 'exit');
+      const check = (): void => {
+        const now = Date.now();
+        const at = Math.min(totalAt, this.lastOutputAt + quietMs);
+        if (now >= at) finish('timeout');
+        else timer = setTimeout(check, at - now);
       };
+      timer = setTimeout(check, Math.min(totalMs, quietMs));
+      this.waiter = (ev) => finish(ev === 'done' ? 'done' : 'exit');
     });
   }
 
   private onData(d: string): void {
+    this.lastOutputAt = Date.now();
     this.raw += d;
     if (this.raw.length > this.opts.maxOutputChars * RAW_CAP_FACTOR) this.compact();
     const start = this.raw.indexOf(this.markerStart, this.scanFrom);
     if (start < 0) {
       this.scanFrom = Math.max(0, this.raw.length - this.markerStart.length);
-      this.waiter?.({ kind: 'data' });
       return;
     }
     const end = this.raw.indexOf('\x1f', start);
@@ -241,7 +251,7 @@ export class PtySession {
     this.lastExit = Number.isFinite(exitCode) ? exitCode : null;
     this.unreported = { output: this.withDropNote(output), exitCode: this.lastExit ?? -1 };
     this.droppedChars = 0;
-    this.waiter?.({ kind: 'done', output, exitCode });
+    this.waiter?.('done');
   }
 
   private compact(): void {

@@ -7,6 +7,7 @@ import { createSandboxProvider, reapStale, type HostSandboxProvider } from '../.
 import { CancelledError, SandboxError, TaskError } from '../../../src/errors.js';
 import { processStartTime } from '../../../src/sandbox/proc.js';
 import { readLease } from '../../../src/sandbox/lease.js';
+import type { SandboxClient } from '../../../src/sandbox/sandbox-client.js';
 import { isGone, pidsByCmdline, testDriver, until } from './helpers.js';
 
 let stateDir: string;
@@ -65,6 +66,24 @@ describe('sandbox lifecycle', () => {
     await expect(pending).rejects.toBeInstanceOf(SandboxError);
     await expect(sb.bash({ command: 'echo' })).rejects.toBeInstanceOf(SandboxError);
     await sb.close();
+  });
+
+  it('is busy while a call runs and ready once it has returned, also between back-to-back calls', async () => {
+    const sb = (await provider.create({}, { rolloutId: 'states' })) as SandboxClient;
+    try {
+      const running = sb.bash({ command: 'echo one' });
+      expect(sb.state).toBe('busy');
+      await running;
+      expect(sb.state).toBe('ready');
+      await sb.bash({ command: 'echo two' });
+      const third = sb.bash({ command: 'echo three' });
+      expect(sb.state).toBe('busy');
+      expect((await third).output).toBe('three\n');
+      expect(sb.state).toBe('ready');
+    } finally {
+      await sb.close();
+    }
+    expect(sb.state).toBe('closed');
   });
 
   it('copies the seed directory so two sandboxes never share edits', async () => {

@@ -59,6 +59,12 @@ describe('PtySession', () => {
     s.interrupt();
   });
 
+  it('keeps waiting past noOutputTimeoutMs while output keeps coming', async () => {
+    const s = await start(500);
+    const r = await s.exec({ command: 'for i in 1 2 3 4 5 6; do echo $i; sleep 0.1; done' });
+    expect(r).toMatchObject({ output: '1\n2\n3\n4\n5\n6\n', exitCode: 0, timedOut: false });
+  });
+
   it('never matches the marker definition it typed itself, only the printed marker', async () => {
     const s = await start(5000);
     const r = await s.exec({ command: 'declare -p PROMPT_COMMAND >/dev/null; echo ok' });
