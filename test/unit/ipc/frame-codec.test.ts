@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { Packr } from 'msgpackr';
+import fc from 'fast-check';
+import { Packr, unpack } from 'msgpackr';
 import { FrameDecoder, encodeFrame } from '../../../src/ipc/frame-codec.js';
 import { ProtocolError } from '../../../src/errors.js';
 
@@ -43,5 +44,40 @@ describe('frame codec', () => {
     const body = new Packr({ useRecords: false }).pack([1, 2]);
     const frame = Buffer.concat([Buffer.from([0, 0, 0, body.length]), body]);
     expect(() => new FrameDecoder().push(frame)).toThrow(expect.objectContaining({ code: 'NOT_A_MAP' }));
+  });
+
+  it('encodes any plain JSON-like value so that a standard msgpack decoder reads it back', () => {
+    fc.assert(
+      // `__proto__` keys are left out: msgpackr's decoder drops them (prototype-pollution guard).
+      fc.property(fc.dictionary(fc.string(), fc.jsonValue()).filter((v) => !JSON.stringify(v).includes('"__proto__"')), (value) => {
+        const frame = encodeFrame({ type: 't', value });
+        expect(frame.readUInt32BE(0)).toBe(frame.length - 4);
+        expect(unpack(frame.subarray(4))).toEqual({ type: 't', value: JSON.parse(JSON.stringify(value)) });
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('writes integers at every width boundary and non-integers as float64', () => {
+    const nums = [0, 127, 128, 255, 256, 65535, 65536, 2 ** 32 - 1, 2 ** 32, 2 ** 53 - 1, -1, -32, -33, -128, -129, -32768, -32769, -(2 ** 31), -(2 ** 31) - 1, 1.5, -0.25, 1e300];
+    const frame = encodeFrame({ type: 'n', nums });
+    expect(unpack(frame.subarray(4))).toEqual({ type: 'n', nums });
+  });
+
+  it('writes strings of every length class, ASCII or not', () => {
+    const strs = ['', 'a', 'é', 'x'.repeat(31), 'x'.repeat(32), 'ü'.repeat(200), 'y'.repeat(70_000), '😀 emoji'];
+    expect(unpack(encodeFrame({ type: 's', strs }).subarray(4))).toEqual({ type: 's', strs });
+  });
+
+  it('leaves out keys whose value is undefined, so a peer never sees an extension type', () => {
+    const frame = encodeFrame({ type: 'u', id: 1, isInput: undefined });
+    expect(unpack(frame.subarray(4))).toEqual({ type: 'u', id: 1 });
+    expect(frame.includes(0xd4)).toBe(false);
+  });
+
+  it('falls back to msgpackr for values beyond plain data, such as a Buffer', () => {
+    const frame = encodeFrame({ type: 'b', blob: Buffer.from([1, 2, 3]) });
+    const back = unpack(frame.subarray(4)) as { blob: Uint8Array };
+    expect([...back.blob]).toEqual([1, 2, 3]);
   });
 });
