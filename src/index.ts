@@ -18,3 +18,18 @@ export type { LlmClient, ManagedLlmClient, GenerateRequest, GenerateResult, Back
 export type { ChatCodec, ParsedAssistant } from './llm/chat-codec.js';
 export { TrajectoryBuilder, type SampledTurn, type TrajectoryBuilderOptions } from './llm/trajectory-builder.js';
 export type { Sandbox, SandboxProvider, SandboxSpec, BashRequest, BashResult, PythonResult, EditorRequest, EditorResult } from './sandbox/sandbox.js';
+
+// The real parts, for trainers that build or share them (a pool shared by several runtimes).
+export { BackendPool } from './llm/backend-pool.js';
+export { BackendPoolOptionsSchema, type BackendPoolOptionsInput } from './llm/backend-pool-options.js';
+export { parseBackendAddress } from './llm/backend-address.js';
+export { createQwen3Codec } from './llm/qwen3-codec.js';
+export { createHfCodec, type HfChatCodec, type HfCodecOptions } from './llm/hf-codec.js';
+export { createSandboxProvider, type HostSandboxProvider } from './sandbox/sandbox-provider.js';
+export { SandboxOptionsSchema, type SandboxOptionsInput } from './sandbox/sandbox-options.js';
+export { detectDriver, type DriverDetection, type DriverName } from './sandbox/drivers.js';
+export { reapStale, type ReapReport } from './sandbox/lease.js';
+// The service, embeddable in another process, and XState inspection.
+export { createService, RolloutService } from './server/service.js';
+export { serviceRuntimeFactory, type ServiceRuntimeParts } from './server/runtime-factory.js';
+export { createInspector, type InspectorOptions, type RuntimeInspector } from './runtime/inspection.js';

@@ -19,6 +19,9 @@ export function parseBackendAddress(address: string): BackendSpec {
     if (!PROTOCOLS.has(p)) throw new ValidationError(`unknown backend protocol '${p}' in ${address}`, [{ path: 'address', message: `protocol must be prorl, vllm or sglang` }]);
     protocol = p as BackendSpec['protocol'];
     s = plus[2]!;
+  } else if (/^[a-z][a-z0-9+.-]*:\/\//i.test(s) && !/^https?:\/\//i.test(s)) {
+    // Without this, `ftp://x` would be read as the host `ftp` with the path `//x`.
+    throw new ValidationError(`invalid backend address ${address}: unknown scheme`, [{ path: 'address', message: 'expected http://host:port or prorl+|vllm+|sglang+http://host:port' }]);
   } else if (!/^https?:\/\//i.test(s)) {
     s = `http://${s}`;
   }

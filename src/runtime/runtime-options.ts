@@ -58,6 +58,14 @@ export const RuntimeOptionsSchema = z
       .default({ retain: 0, bufferSize: 10_000 }),
     /** Finished rollouts kept for `get`/`list`. */
     retainResults: z.number().int().nonnegative().default(1_000),
+    /**
+     * Inference servers for the default backend pool, as addresses (`http://h:p`, `vllm+http://…`,
+     * `sglang+http://…`, `prorl+http://…`). Ignored when `llm` is given. With neither, the runtime
+     * uses the in-process scripted policy, which replays `instance.oracle` (not a model).
+     */
+    backends: z.array(z.string().min(1).max(2048)).default([]),
+    /** Sandbox driver of the default sandbox provider: `auto` picks bwrap, then unshare. Ignored when `sandboxes` is given. */
+    sandboxDriver: z.enum(['auto', 'bwrap', 'unshare', 'none']).default('auto'),
     llm: z.custom<LlmClient>((v) => typeof (v as LlmClient | undefined)?.generate === 'function', 'expected an LlmClient (an object with generate())').optional(),
     sandboxes: z
       .custom<SandboxProvider>((v) => typeof (v as SandboxProvider | undefined)?.create === 'function', 'expected a SandboxProvider (an object with create())')

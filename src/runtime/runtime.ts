@@ -3,6 +3,7 @@ import { builtinHandlers } from '../handlers/builtin.js';
 import { HandlerRegistry } from '../handlers/registry.js';
 import type { BackendInfo, BackendSpec, LlmClient, ManagedLlmClient } from '../llm/llm-client.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
+import type { SandboxProvider } from '../sandbox/sandbox.js';
 import { ValidationError } from '../errors.js';
 import { systemClock } from './clock.js';
 import { defaults } from './defaults.js';
@@ -46,8 +47,15 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
   const codec = options.codec ?? defaults.codec();
   const ownsLlm = !options.llm;
   const ownsSandboxes = !options.sandboxes;
-  const llm = options.llm ?? defaults.llm(codec, clock);
-  const sandboxes = options.sandboxes ?? defaults.sandboxes(clock);
+  const llm = options.llm ?? defaults.llm(codec, clock, options.backends);
+  let sandboxes: SandboxProvider;
+  try {
+    sandboxes = options.sandboxes ?? defaults.sandboxes(options.sandboxDriver);
+  } catch (err) {
+    // The pool made above would keep its probe timers alive.
+    if (ownsLlm) void llm.close?.().catch(() => undefined);
+    throw err;
+  }
   const registry = new HandlerRegistry(options.builtinHandlers ? builtinHandlers : []);
   for (const h of options.handlers) registry.register(h);
   const sup = new Supervisor(options, { llm, sandboxes, codec, registry, clock });

@@ -19,7 +19,7 @@ import {
 import type { ActContext, HandlerContext, Observation } from '../handlers/agent-handler.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
-import type { LlmClient } from '../llm/llm-client.js';
+import type { GenerateResult, LlmClient } from '../llm/llm-client.js';
 import { TrajectoryBuilder } from '../llm/trajectory-builder.js';
 import type { RolloutEventInput, RolloutState } from '../protocol/events.js';
 import { InstanceSchema, SamplingParamsSchema, type Instance, type SamplingParams } from '../protocol/instance.js';
@@ -237,17 +237,27 @@ export class Supervisor {
     if (this.hub.active) this.emit(s, { type: 'llm.start', rolloutId: id, turn, promptTokens: b.length, maxTokens });
     this.setCall(s, att, 'llm', this.opts.llmTimeoutMs);
     const t0 = this.clock.now();
-    const res = await this.parts.llm.generate({
-      rolloutId: id,
-      instance: s.instance,
-      turn,
-      // A live view of the builder's tokens: it does not change while the call is in flight.
-      promptIds: b.promptIds as number[],
-      maxTokens,
-      sampling: s.sampling,
-      preferredBackendId: att.lastBackendId,
-      signal: att.signal,
-    });
+    let res: GenerateResult;
+    try {
+      res = await this.parts.llm.generate({
+        rolloutId: id,
+        instance: s.instance,
+        turn,
+        // A live view of the builder's tokens: it does not change while the call is in flight.
+        promptIds: b.promptIds as number[],
+        maxTokens,
+        sampling: s.sampling,
+        preferredBackendId: att.lastBackendId,
+        signal: att.signal,
+      });
+    } catch (err) {
+      // The server counts tokens its own way: a prompt it calls too long is a full context
+      // (outcome truncated, still evaluated), not a broken task.
+      if (!(err instanceof TaskError && err.code === 'CONTEXT_FULL') || att.ended) throw err;
+      att.callAt = Infinity;
+      att.finish = 'context_full';
+      return { contextFull: true, evalSlot: this.pools.eval.tryTake(id) };
+    }
     if (att.ended) throw new CancelledError('rollout ended during the LLM call');
     att.callAt = Infinity;
     // Kept so the pool can route the next turn to the same backend (prefix-cache hits).
@@ -305,7 +315,7 @@ export class Supervisor {
       b.addUntokenizedMessages(res.messages);
       return { stop: true, evalSlot: this.pools.eval.tryTake(id) };
     }
-    const ids = this.parts.codec.encodeContinuation(res.messages, b.lastOutputIds);
+    const ids = this.parts.codec.encodeContinuation(res.messages, b.lastOutputIds, s.sampling.enable_thinking === undefined ? undefined : { enableThinking: s.sampling.enable_thinking });
     if (b.length + ids.length >= att.maxModelLen) {
       att.finish = 'context_full';
       b.addUntokenizedMessages(res.messages);

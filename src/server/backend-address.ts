@@ -1,6 +1,5 @@
 import type { BackendSpec } from '../llm/llm-client.js';
 import { parseBackendAddress } from '../llm/backend-address.js';
-import { ValidationError } from '../errors.js';
 
 /**
  * Parses a backend address as the service accepts it: everything `parseBackendAddress` of the
@@ -17,11 +16,5 @@ export function parseAddress(address: string, extras: { id?: string | undefined;
     ...(extras.weightVersion !== undefined ? { weightVersion: extras.weightVersion } : {}),
   };
   if (a === 'scripted') return { id: 'scripted', url: 'scripted:', protocol: 'prorl', ...over };
-  // A scheme other than http(s) would otherwise be read as a host name (`http://ftp://x`).
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(a) && !/^(?:(?:prorl|vllm|sglang)\+)?https?:\/\//i.test(a)) {
-    throw new ValidationError(`invalid backend address '${a.slice(0, 200)}'`, [
-      { path: 'address', message: "expected 'http://host:port', 'vllm+http://…', 'sglang+http://…' or 'scripted'" },
-    ]);
-  }
   return { ...parseBackendAddress(a), ...over };
 }

@@ -22,4 +22,9 @@ describe('parseBackendAddress', () => {
   it('refuses an unknown protocol prefix with a ValidationError', () => {
     expect(() => parseBackendAddress('tgi+http://h:1')).toThrow(ValidationError);
   });
+
+  it('refuses a scheme other than http instead of reading it as a host name', () => {
+    expect(() => parseBackendAddress('ftp://x:1')).toThrow(/invalid backend address ftp:\/\/x:1: unknown scheme/);
+    expect(() => parseBackendAddress('vllm+ftp://x:1')).toThrow(ValidationError);
+  });
 });

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { rig, task, statesOf, type Rig } from './helpers.js';
-import { createRuntime } from '../../../src/index.js';
+import { createRuntime, TaskError, type ChatCodec } from '../../../src/index.js';
 import { createTestHandler, ManualClock, MemorySandboxProvider, ScriptedPolicy, TestCodec } from '../../../src/testing/index.js';
 
 let r: Rig | undefined;
@@ -48,6 +48,36 @@ describe('createRuntime', () => {
     const res = await h.result;
     expect(res.trajectory.turns.map((t) => [t.backendId, t.weightVersion])).toEqual([['b7', 'v3'], ['b7', 'v3'], ['b7', 'v3']]);
     expect(seen).toEqual([undefined, 'b7', 'b7']);
+  });
+
+  it('ends as truncated with finish context_full when the backend says the prompt is too long', async () => {
+    r = rig();
+    const generate = r.llm.generate.bind(r.llm);
+    r.llm.generate = (req) => (req.turn === 1 ? Promise.reject(new TaskError('prompt too long', { code: 'CONTEXT_FULL' })) : generate(req));
+    const h = r.rt.submit(task());
+    await r.clock.advance(1);
+    const res = await h.result;
+    expect([res.outcome, res.finish, res.attempts]).toEqual(['truncated', 'context_full', 1]);
+    expect(res.trajectory.turns).toHaveLength(1);
+    expect(res.reward).not.toBeNull();
+  });
+
+  it('passes sampling.enable_thinking to the codec for the first prompt and every continuation', async () => {
+    r = rig();
+    const seen: unknown[] = [];
+    const codec: ChatCodec = r.codec;
+    const prompt = codec.encodePrompt.bind(codec);
+    const cont = codec.encodeContinuation.bind(codec);
+    codec.encodePrompt = (m, t, o) => (seen.push(['prompt', o]), prompt(m, t, o));
+    codec.encodeContinuation = (m, ids, o) => (seen.push(['continuation', o]), cont(m, ids, o));
+    const h = r.rt.submit(task(), { enable_thinking: false });
+    await r.clock.advance(1);
+    await h.result;
+    expect(seen).toEqual([
+      ['prompt', { enableThinking: false }],
+      ['continuation', { enableThinking: false }],
+      ['continuation', { enableThinking: false }],
+    ]);
   });
 
   it('finds no drift with an append-only codec when detectDrift is on', async () => {

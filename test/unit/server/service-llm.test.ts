@@ -76,6 +76,6 @@ describe('parseAddress', () => {
   });
 
   it('refuses a non-http address naming the field', () => {
-    expect(() => parseAddress('ftp://x')).toThrow(/invalid backend address/);
+    expect(() => parseAddress('ftp://x')).toThrow(/invalid backend address ftp:\/\/x: unknown scheme/);
   });
 });
