@@ -14,49 +14,16 @@
 import { WebSocketServer } from 'ws';
 import { createRuntime } from '../src/index.js';
 import { createInspector } from '../src/runtime/inspection.js';
-import type { Sandbox, SandboxProvider } from '../src/sandbox/sandbox.js';
 import { createTestHandler, ScriptedPolicy, TestCodec } from '../src/testing/index.js';
 import { median, report, round } from './stats.js';
+import { keepInFlight, noopProvider, oracle } from './fixtures.js';
 
 const TOTAL = Number(process.env.INSPECT_TOTAL ?? 2_000);
 const IN_FLIGHT = 200;
 const RUNS = 3;
 
-const oracle = [
-  { content: 'a', tool_calls: [{ name: 'execute_bash', arguments: { command: 'true' } }] },
-  { content: 'b', tool_calls: [{ name: 'execute_bash', arguments: { command: 'true' } }] },
-  { tool_calls: [{ name: 'finish', arguments: {} }] },
-];
 
-const noopSandbox = (id: number): Sandbox => ({
-  id: `noop-${id}`,
-  bash: async () => ({ output: '', exitCode: 0, cwd: '/workspace', timedOut: false, truncated: false }),
-  python: async () => ({ output: '', error: null, timedOut: false }),
-  editor: async () => ({ output: '', error: false }),
-  readFile: async () => '',
-  writeFile: async () => {},
-  close: async () => {},
-});
-let sbCount = 0;
-const noopProvider: SandboxProvider = { create: async () => noopSandbox(++sbCount), close: async () => {} };
 
-async function keepInFlight(total: number, inFlight: number, start: () => Promise<unknown>): Promise<number> {
-  let started = 0;
-  const t0 = performance.now();
-  await new Promise<void>((resolve) => {
-    let done = 0;
-    const next = (): void => {
-      started++;
-      void start().then(() => {
-        done++;
-        if (done === total) resolve();
-        else if (started < total) next();
-      });
-    };
-    for (let i = 0; i < Math.min(inFlight, total); i++) next();
-  });
-  return total / ((performance.now() - t0) / 1000);
-}
 
 // The sink: counts frames, as Stately's bridge would receive them.
 const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });

@@ -17,9 +17,9 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { assign, createActor, fromPromise, setup } from 'xstate';
 import { createRuntime } from '../src/index.js';
-import type { Sandbox, SandboxProvider } from '../src/sandbox/sandbox.js';
 import { createTestHandler, ScriptedPolicy, TestCodec } from '../src/testing/index.js';
 import { median, report, round } from './stats.js';
+import { keepInFlight, noopProvider, oracle } from './fixtures.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -29,11 +29,6 @@ const IN_FLIGHT = 1_000;
 const PARKED = 10_000;
 const RUNS = 3;
 
-const oracle = [
-  { content: 'a', tool_calls: [{ name: 'execute_bash', arguments: { command: 'true' } }] },
-  { content: 'b', tool_calls: [{ name: 'execute_bash', arguments: { command: 'true' } }] },
-  { tool_calls: [{ name: 'finish', arguments: {} }] },
-];
 
 // ── the baseline: same shape, no runtime ──
 const bare = setup({
@@ -71,23 +66,6 @@ const bare = setup({
   id: 'bare',
 });
 
-async function keepInFlight(total: number, inFlight: number, start: () => Promise<unknown>): Promise<number> {
-  let started = 0;
-  const t0 = performance.now();
-  await new Promise<void>((resolve) => {
-    let done = 0;
-    const next = (): void => {
-      started++;
-      void start().then(() => {
-        done++;
-        if (done === total) resolve();
-        else if (started < total) next();
-      });
-    };
-    for (let i = 0; i < Math.min(inFlight, total); i++) next();
-  });
-  return total / ((performance.now() - t0) / 1000);
-}
 
 function runBare(): Promise<void> {
   return new Promise((resolve) => {
@@ -98,17 +76,6 @@ function runBare(): Promise<void> {
 }
 
 /** A sandbox that does nothing, instantly. */
-const noopSandbox = (id: number): Sandbox => ({
-  id: `noop-${id}`,
-  bash: async () => ({ output: '', exitCode: 0, cwd: '/workspace', timedOut: false, truncated: false }),
-  python: async () => ({ output: '', error: null, timedOut: false }),
-  editor: async () => ({ output: '', error: false }),
-  readFile: async () => '',
-  writeFile: async () => {},
-  close: async () => {},
-});
-let sbCount = 0;
-const noopProvider: SandboxProvider = { create: async () => noopSandbox(++sbCount), close: async () => {} };
 
 async function runtimeThroughput(): Promise<number> {
   const codec = new TestCodec();

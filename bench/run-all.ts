@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const skip = new Set(['run-all.ts', 'stats.ts']);
+const skip = new Set(['run-all.ts', 'stats.ts', 'fixtures.ts']);
 const files = readdirSync(here)
   .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts') && !skip.has(f) && !f.startsWith('_'))
   .sort();

@@ -1,3 +1,4 @@
+import { xorshift32 } from '../rng.js';
 import { createHash } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync, existsSync } from 'node:fs';
 import { endianness } from 'node:os';
@@ -115,7 +116,7 @@ export function buildTinyGguf(opts: TinyGgufOptions = {}): Buffer {
     offset += pad(t.dims.reduce((a, b) => a * b, 1) * 4);
   }
   w.alignTo(ALIGN);
-  const rng = xorshift(seed);
+  const rng = xorshift32(seed);
   for (const t of tensors) {
     const n = t.dims.reduce((a, b) => a * b, 1);
     const f = new Float32Array(pad(n * 4) / 4);
@@ -154,18 +155,6 @@ function resolve(o: TinyGgufOptions): Required<TinyGgufOptions> {
 
 function pad(n: number): number {
   return Math.ceil(n / ALIGN) * ALIGN;
-}
-
-function xorshift(seed: number): () => number {
-  let x = (seed >>> 0) || 0x9e3779b9;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 0x100000000;
-  };
 }
 
 class Writer {

@@ -1,19 +1,9 @@
 import type { Instance } from '../protocol/instance.js';
+import { xorshift32 } from '../rng.js';
 import type { HfChatCodec } from '../llm/hf-codec.js';
 import { EngineHttpError, type Engine, type EngineRequest, type EngineResult } from '../llm/llm-http-server.js';
 
-/** A seeded 32-bit generator (xorshift32); the same seed gives the same stream. */
-export function xorshift32(seed: number): () => number {
-  let x = seed >>> 0 || 0x9e3779b9;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 0x100000000;
-  };
-}
+export { xorshift32 } from '../rng.js';
 
 /** FNV-1a over a string, for per-request seeds. */
 export function hashString(s: string): number {

@@ -1,3 +1,4 @@
+import { xorshift32 } from '../../../src/rng.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'node:http';
 import { startFakeLlmServer, type FakeLlmServer } from '../../../src/testing/fake-llm-server.js';
@@ -18,18 +19,8 @@ afterAll(async () => {
   await llm.close();
 });
 
-/** xorshift32: the fuzz cases are the same on every run. */
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 0x1_0000_0000;
-  };
-}
+/** Seeded: the fuzz cases are the same on every run. */
+const rng = xorshift32;
 
 interface Case {
   method: string;
