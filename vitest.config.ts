@@ -9,5 +9,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     teardownTimeout: 10_000,
+    // The JSON report lets .ci/run print one plain `N passed, N failed` line.
+    reporters: ['default', ['json', { outputFile: 'test-output/vitest-results.json' }]],
   },
 });
