@@ -1,5 +1,5 @@
 import type { ActContext, ActResult, AgentHandler, EvalContext, EvalResult, HandlerContext, InitResult, Observation } from './agent-handler.js';
-import type { Message, ToolSchema } from '../protocol/messages.js';
+import type { Message, ToolCall, ToolSchema } from '../protocol/messages.js';
 import { runToolCall } from './tools.js';
 
 /**
@@ -22,7 +22,9 @@ export async function toolAgentAct(ctx: ActContext, offeredTools: readonly ToolS
   const observations: Observation[] = [];
   let stop: ActResult['stop'] = null;
 
-  ctx.malformed.forEach((m, i) => {
+  const malformed = ctx.malformed;
+  for (let i = 0; i < malformed.length; i++) {
+    const m = malformed[i]!;
     const obs: Observation = {
       callId: `malformed_${ctx.turn}_${i}`,
       name: 'invalid_tool_call',
@@ -34,7 +36,7 @@ export async function toolAgentAct(ctx: ActContext, offeredTools: readonly ToolS
     observations.push(obs);
     messages.push({ role: 'tool', content: obs.content, name: obs.name, tool_call_id: obs.callId });
     ctx.onToolResult?.(obs);
-  });
+  }
 
   const calls = ctx.assistant.tool_calls;
   for (let i = 0; i < calls.length; i++) {
@@ -42,7 +44,7 @@ export async function toolAgentAct(ctx: ActContext, offeredTools: readonly ToolS
     const id = c.id ?? `call_${ctx.turn}_${i}`;
     c.id = id;
     ctx.onToolCall?.({ callId: id, name: c.name, arguments: c.arguments });
-    const obs = await runToolCall(ctx.sandbox, { ...c, id }, offered, ctx.signal);
+    const obs = await runToolCall(ctx.sandbox, c as ToolCall & { id: string }, offered, ctx.signal);
     ctx.onToolResult?.(obs);
     observations.push(obs);
     if (c.name === 'finish' && !obs.error) {
@@ -78,12 +80,15 @@ export interface ToolAgentDefinition {
  * not given.
  */
 export function defineToolAgent(def: ToolAgentDefinition): AgentHandler {
+  // One array for every rollout that uses the default tools (not a copy per rollout): the codec
+  // and toolAgentAct cache per tools array, and it is frozen so no rollout can change another's.
+  const defaultTools = Object.freeze([...(def.tools ?? [])]) as ToolSchema[];
   return {
     name: def.name,
     ...(def.aliases ? { aliases: def.aliases } : {}),
     async init(ctx) {
       const r = await def.init(ctx);
-      const tools = r.tools ?? [...(def.tools ?? [])];
+      const tools = r.tools ?? defaultTools;
       return { messages: r.messages, tools, sandbox: r.sandbox, state: { tools, user: r.state } satisfies ToolAgentState };
     },
     act(ctx) {

@@ -8,6 +8,33 @@ export const TEXT_OFFSET = 16;
 
 const SPECIAL_TEXT: Record<number, string> = { 1: '<|im_start|>', 2: '<|im_end|>' };
 const TOOL_CALL_RE = /<tool_call>([\s\S]*?)<\/tool_call>/g;
+const NEWLINE = 10 + TEXT_OFFSET;
+const toolBlocks = new WeakMap<readonly ToolSchema[], number[]>();
+/** Reused by decodeRange: this codec sits on the benchmark's hot path. */
+const scratch: number[] = [];
+
+/** Decodes ids[from, to) with one string per run of text rather than one per character. */
+function decodeRange(ids: number[], from: number, to: number): string {
+  let out = '';
+  scratch.length = 0;
+  for (let i = from; i < to; i++) {
+    const id = ids[i]!;
+    if (id >= TEXT_OFFSET) {
+      scratch.push(id - TEXT_OFFSET);
+      if (scratch.length === 4096) out += flush();
+    } else {
+      if (scratch.length) out += flush();
+      out += SPECIAL_TEXT[id] ?? '';
+    }
+  }
+  return scratch.length ? out + flush() : out;
+}
+
+function flush(): string {
+  const s = String.fromCodePoint.apply(null, scratch);
+  scratch.length = 0;
+  return s;
+}
 
 /**
  * A fast, deterministic {@link ChatCodec} for tests and benchmarks: one id per character
@@ -24,17 +51,7 @@ export class TestCodec implements ChatCodec {
   }
 
   decode(ids: number[]): string {
-    // One string per call rather than one per character: this codec sits on the benchmark's hot path.
-    const cps: number[] = [];
-    let out = '';
-    for (const id of ids) {
-      if (id >= TEXT_OFFSET) cps.push(id - TEXT_OFFSET);
-      else {
-        if (cps.length) out += String.fromCodePoint(...cps.splice(0));
-        out += SPECIAL_TEXT[id] ?? '';
-      }
-    }
-    return cps.length ? out + String.fromCodePoint(...cps) : out;
+    return decodeRange(ids, 0, ids.length);
   }
 
   private encodeInto(text: string, out: number[]): number[] {
@@ -48,7 +65,12 @@ export class TestCodec implements ChatCodec {
 
   encodePrompt(messages: Message[], tools: ToolSchema[]): number[] {
     const ids: number[] = [];
-    if (tools.length > 0) this.block('system', `tools: ${tools.map((t) => t.function.name).join(',')}`, ids);
+    if (tools.length > 0) {
+      // The tools block of a tools array is the same on every call: encoded once per array.
+      let head = toolBlocks.get(tools);
+      if (!head) toolBlocks.set(tools, (head = this.block('system', `tools: ${tools.map((t) => t.function.name).join(',')}`, [])));
+      for (let i = 0; i < head.length; i++) ids.push(head[i]!);
+    }
     for (const m of messages) this.renderMessage(m, ids);
     this.generationPrompt(ids);
     return ids;
@@ -73,7 +95,7 @@ export class TestCodec implements ChatCodec {
   parseAssistant(outputIds: number[]): ParsedAssistant {
     let end = outputIds.indexOf(TEST_TOKENS.imEnd);
     if (end < 0) end = outputIds.length;
-    const text = this.decode(outputIds.slice(0, end));
+    const text = decodeRange(outputIds, 0, end);
     const toolCalls: ToolCall[] = [];
     const malformed: { raw: string; error: string }[] = [];
     const content = text.replace(TOOL_CALL_RE, (raw, body: string) => {
@@ -98,19 +120,21 @@ export class TestCodec implements ChatCodec {
   private renderMessage(m: Message, out: number[]): void {
     if (m.role === 'assistant') {
       out.push(TEST_TOKENS.imStart);
-      this.encodeInto(`assistant\n${assistantText(m.content, m.tool_calls ?? [])}`, out);
-      out.push(TEST_TOKENS.imEnd);
-      this.encodeInto('\n', out);
+      this.encodeInto('assistant\n', out);
+      this.encodeInto(assistantText(m.content, m.tool_calls ?? []), out);
+      out.push(TEST_TOKENS.imEnd, NEWLINE);
       return;
     }
     this.block(m.role, m.content, out);
   }
 
-  private block(role: string, content: string, out: number[]): void {
+  private block(role: string, content: string, out: number[]): number[] {
     out.push(TEST_TOKENS.imStart);
-    this.encodeInto(`${role}\n${content}`, out);
-    out.push(TEST_TOKENS.imEnd);
-    this.encodeInto('\n', out);
+    this.encodeInto(role, out);
+    out.push(NEWLINE);
+    this.encodeInto(content, out);
+    out.push(TEST_TOKENS.imEnd, NEWLINE);
+    return out;
   }
 
   private generationPrompt(out: number[]): void {
