@@ -1,4 +1,4 @@
-import { and, assign, setup, fromPromise } from 'xstate';
+import { assign, setup, fromPromise } from 'xstate';
 
 /**
  * The lifecycle of one rollout attempt, as a pure XState machine.
@@ -108,6 +108,16 @@ export const rolloutMachine = setup({
     loopStopped: ({ event }) => (event as unknown as { output: ActOutput }).output.stop,
     runSlotTaken: ({ event }) => (event as unknown as { output: InitOutput | undefined }).output?.runSlot === true,
     evalSlotTaken: ({ event }) => (event as unknown as { output: ActOutput | undefined }).output?.evalSlot === true,
+    // The two conjunctions below are single guards rather than an `and` combinator: a
+    // combinator guard allocates on every evaluation, and these run on every turn.
+    contextFullWithEvalSlot: ({ event }) => {
+      const o = (event as unknown as { output: CallLlmOutput }).output;
+      return o.contextFull && o.evalSlot === true;
+    },
+    loopStoppedWithEvalSlot: ({ event }) => {
+      const o = (event as unknown as { output: ActOutput }).output;
+      return o.stop && o.evalSlot === true;
+    },
     slotIs: ({ event }, params: { stage: Stage }) => event.type === 'SLOT' && event.stage === params.stage,
   },
 }).createMachine({
@@ -153,7 +163,7 @@ export const rolloutMachine = setup({
             src: 'callLlm',
             input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn }),
             onDone: [
-              { guard: and(['contextFull', 'evalSlotTaken']), target: '#rollout.evaluating' },
+              { guard: 'contextFullWithEvalSlot', target: '#rollout.evaluating' },
               { guard: 'contextFull', target: '#rollout.waitingEval' },
               { target: 'acting', actions: assign({ turn: ({ context }) => context.turn + 1 }) },
             ],
@@ -166,7 +176,7 @@ export const rolloutMachine = setup({
             src: 'actTools',
             input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn - 1 }),
             onDone: [
-              { guard: and(['loopStopped', 'evalSlotTaken']), target: '#rollout.evaluating' },
+              { guard: 'loopStoppedWithEvalSlot', target: '#rollout.evaluating' },
               { guard: 'loopStopped', target: '#rollout.waitingEval' },
               { target: 'llmCalling' },
             ],

@@ -110,53 +110,57 @@ export async function runToolCall(
   offered: ReadonlySet<string>,
   signal: AbortSignal,
 ): Promise<Observation> {
-  const base = { callId: call.id, name: call.name };
-  const policyErr = (content: string): Observation => ({ ...base, content, error: true, policyError: true, exitCode: null });
-  if (!offered.has(call.name)) return policyErr(`Error: unknown tool '${call.name}'. Available tools: ${[...offered].join(', ')}.`);
+  // Module-level helpers rather than closures per call: this runs for every tool call.
+  if (!offered.has(call.name)) return policyError(call, `Error: unknown tool '${call.name}'. Available tools: ${[...offered].join(', ')}.`);
   const t0 = performance.now();
-  const done = (o: Omit<Observation, 'callId' | 'name'>): Observation => {
-    const obs = o as Observation;
-    obs.callId = call.id;
-    obs.name = call.name;
-    obs.latencyMs = performance.now() - t0;
-    return obs;
-  };
   switch (call.name as ToolName) {
     case 'finish': {
       const a = finishArgs.safeParse(call.arguments);
-      if (!a.success) return policyErr(`Error: invalid arguments for finish: ${issues(a.error)}`);
-      return done({ content: a.data.message ?? '', exitCode: null });
+      if (!a.success) return policyError(call, `Error: invalid arguments for finish: ${issues(a.error)}`);
+      return finished(call, t0, { content: a.data.message ?? '', exitCode: null });
     }
     case 'execute_bash': {
       const a = bashArgs.safeParse(call.arguments);
-      if (!a.success) return policyErr(`Error: invalid arguments for execute_bash: ${issues(a.error)}`);
-      if (!sandbox) return policyErr('Error: this task has no sandbox to run commands in.');
+      if (!a.success) return policyError(call, `Error: invalid arguments for execute_bash: ${issues(a.error)}`);
+      if (!sandbox) return policyError(call, 'Error: this task has no sandbox to run commands in.');
       const isInput = a.data.is_input === true || a.data.is_input === 'true';
       const r = await sandbox.bash({ command: a.data.command, isInput, timeoutMs: a.data.timeout ? a.data.timeout * 1000 : undefined }, signal);
       let content = r.output;
       if (r.timedOut) content += `\n[The command has no new output after its timeout. It may still be running: send empty command to wait, or C-c with is_input=true to interrupt.]`;
       else if (r.exitCode !== null) content += `\n[Command finished with exit code ${r.exitCode}]`;
-      return done({ content, exitCode: r.exitCode, error: r.exitCode !== null && r.exitCode !== 0 });
+      return finished(call, t0, { content, exitCode: r.exitCode, error: r.exitCode !== null && r.exitCode !== 0 });
     }
     case 'str_replace_editor': {
       const a = editorArgs.safeParse(call.arguments);
-      if (!a.success) return policyErr(`Error: invalid arguments for str_replace_editor: ${issues(a.error)}`);
-      if (!sandbox) return policyErr('Error: this task has no sandbox to edit files in.');
+      if (!a.success) return policyError(call, `Error: invalid arguments for str_replace_editor: ${issues(a.error)}`);
+      if (!sandbox) return policyError(call, 'Error: this task has no sandbox to edit files in.');
       const r = await sandbox.editor(a.data, signal);
-      return done({ content: r.output, error: r.error, exitCode: null });
+      return finished(call, t0, { content: r.output, error: r.error, exitCode: null });
     }
     case 'execute_ipython_cell': {
       const a = ipythonArgs.safeParse(call.arguments);
-      if (!a.success) return policyErr(`Error: invalid arguments for execute_ipython_cell: ${issues(a.error)}`);
-      if (!sandbox) return policyErr('Error: this task has no sandbox to run Python in.');
+      if (!a.success) return policyError(call, `Error: invalid arguments for execute_ipython_cell: ${issues(a.error)}`);
+      if (!sandbox) return policyError(call, 'Error: this task has no sandbox to run Python in.');
       const r = await sandbox.python(a.data.code, {}, signal);
       let content = r.output + (r.error ? r.error : '');
       if (r.timedOut) content += '\n[The cell timed out.]';
-      return done({ content, error: r.error !== null || r.timedOut, exitCode: null });
+      return finished(call, t0, { content, error: r.error !== null || r.timedOut, exitCode: null });
     }
     default:
-      return policyErr(`Error: tool '${call.name}' has no implementation.`);
+      return policyError(call, `Error: tool '${call.name}' has no implementation.`);
   }
+}
+
+function policyError(call: ToolCall & { id: string }, content: string): Observation {
+  return { callId: call.id, name: call.name, content, error: true, policyError: true, exitCode: null };
+}
+
+function finished(call: ToolCall & { id: string }, t0: number, o: Omit<Observation, 'callId' | 'name'>): Observation {
+  const obs = o as Observation;
+  obs.callId = call.id;
+  obs.name = call.name;
+  obs.latencyMs = performance.now() - t0;
+  return obs;
 }
 
 function issues(err: z.ZodError): string {

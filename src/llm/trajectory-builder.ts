@@ -53,7 +53,8 @@ export class TrajectoryBuilder {
   private readonly tokens: number[] = [];
   private readonly turns: TurnRecord[] = [];
   private readonly messages: Message[] = [];
-  private contIds: Map<number, [number, number]> | null = null;
+  /** Per continuation: [index of its last message, start, end) in `tokens`, flat. */
+  private readonly contIds: number[] = [];
   private tools: ToolSchema[] = [];
   private readonly drift: { turn: number; position: number; expected: number | null; actual: number | null }[] = [];
   private lastOutput: number[] = [];
@@ -131,7 +132,7 @@ export class TrajectoryBuilder {
     const start = this.tokens.length;
     this.messages.push(...messages);
     this.append(ids);
-    if (messages.length) (this.contIds ??= new Map()).set(this.messages.length - 1, [start, this.tokens.length]);
+    if (messages.length) this.contIds.push(this.messages.length - 1, start, this.tokens.length);
     this.checkDrift();
   }
 
@@ -159,7 +160,7 @@ export class TrajectoryBuilder {
     // Mask and logprobs are made here, once, rather than grown on every turn.
     const n = tokens.length;
     const mask = new Array<0 | 1>(n).fill(0);
-    const lps = new Array<number>(n).fill(0);
+    const lps = zeros(n);
     let promptTotal = 0;
     for (let i = 0; i < recs.length; i++) {
       const t = recs[i]!;
@@ -191,7 +192,8 @@ export class TrajectoryBuilder {
         } as AssistantTurn;
         messages[t.messageIndex] = { ...messages[t.messageIndex]!, input_ids: promptIds, token_ids: t.outputIds, logprobs: t.logprobs } as Message;
       }
-      for (const [idx, [a, b]] of this.contIds ?? []) messages[idx] = { ...messages[idx]!, token_ids: tokens.slice(a, b) } as Message;
+      const c = this.contIds;
+      for (let k = 0; k < c.length; k += 3) messages[c[k]!] = { ...messages[c[k]!]!, token_ids: tokens.slice(c[k + 1], c[k + 2]) } as Message;
     } else {
       for (let i = 0; i < recs.length; i++) {
         const t = recs[i]!;
@@ -205,8 +207,11 @@ export class TrajectoryBuilder {
         lazy(m, 'token_ids', () => o.outputIds);
         lazy(m, 'logprobs', () => o.logprobs);
       }
-      for (const [idx, [a, b]] of this.contIds ?? []) {
-        const m = (messages[idx] = { ...messages[idx]! });
+      const c = this.contIds;
+      for (let k = 0; k < c.length; k += 3) {
+        const a = c[k + 1]!;
+        const b = c[k + 2]!;
+        const m = (messages[c[k]!] = { ...messages[c[k]!]! });
         lazy(m, 'token_ids', () => tokens.slice(a, b));
       }
     }
@@ -249,6 +254,24 @@ export class TrajectoryBuilder {
 
 /** Above this many per-turn prompt ids in total, per-turn arrays are sliced on first read. */
 const EAGER_LIMIT = 1 << 16;
+
+/**
+ * A zero-filled array already in V8's double representation, so writing logprobs into it does
+ * not first convert a small-integer array (a second allocation of the whole length). Sliced from
+ * a shared template up to {@link ZEROS_CACHED} entries.
+ */
+function zeros(n: number): number[] {
+  if (n > ZEROS_CACHED) return new Array<number>(n).fill(0);
+  if (n > zeroTemplate.length) {
+    const t = [0.5];
+    t[0] = 0;
+    for (let i = 1; i < Math.min(ZEROS_CACHED, Math.max(n, 2 * zeroTemplate.length)); i++) t.push(0);
+    zeroTemplate = t;
+  }
+  return zeroTemplate.slice(0, n);
+}
+const ZEROS_CACHED = 1 << 15;
+let zeroTemplate: number[] = [];
 
 /** Defines an enumerable property computed on first read and then cached as a plain value. */
 function lazy<T extends object>(obj: T, key: string, compute: () => unknown): void {

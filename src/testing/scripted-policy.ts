@@ -72,10 +72,7 @@ export class ScriptedPolicy implements LlmClient {
         outputIds = outputIds.slice(0, Math.max(0, req.maxTokens));
         finishReason = 'length';
       }
-      // Copied from one shared table rather than computed per id: this fake sits on the benchmark's hot path.
-      const len = outputIds.length;
-      const logprobs = new Array<number>(len);
-      for (let i = 0; i < len; i++) logprobs[i] = LOGPROBS[i % 10]!;
+      const logprobs = logprobsFor(outputIds.length);
       return { outputIds, logprobs, backendId: this.opts.backendId ?? 'scripted', weightVersion: this.weightVersion, finishReason };
     } finally {
       this.inFlight--;
@@ -87,7 +84,13 @@ export class ScriptedPolicy implements LlmClient {
   }
 }
 
-const LOGPROBS = Array.from({ length: 10 }, (_, i) => -0.05 - i * 0.1);
+/** −0.05 … −0.95, cycling; grown on demand and sliced (one allocation of a double array per call). */
+let logprobTable: number[] = [];
+
+function logprobsFor(n: number): number[] {
+  if (n > logprobTable.length) logprobTable = Array.from({ length: Math.max(n, 2 * logprobTable.length, 256) }, (_, i) => -0.05 - (i % 10) * 0.1);
+  return logprobTable.slice(0, n);
+}
 
 function rethrowAbort(e: unknown): never {
   if (e instanceof Error && e.name === 'AbortError') throw new CancelledError(e.message);
