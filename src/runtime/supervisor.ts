@@ -182,23 +182,27 @@ export class Supervisor {
   private handlerContext(s: RolloutSession, att: Attempt): HandlerContext {
     const createSandbox = (spec: SandboxSpec): Promise<Sandbox> => {
       if (att.ended) return Promise.reject(new CancelledError('rollout ended before its sandbox was requested'));
-      const p = (async () => {
-        const sb = await this.parts.sandboxes.create(spec, { rolloutId: s.id, signal: att.signal });
-        if (att.ended) {
-          // The rollout ended (cancel, timeout) while the sandbox was starting: nobody else will close it.
-          await sb.close().catch(() => {});
-          throw new CancelledError('rollout ended while its sandbox was starting');
-        }
-        att.sandboxes.add(sb);
-        this.progress(att);
-        return sb;
-      })();
-      const tracked = p.catch(() => {});
-      att.pendingCreates.add(tracked);
-      void tracked.then(() => att.pendingCreates.delete(tracked));
+      const p = this.makeSandbox(s, att, spec);
+      // Tracked until settled so the end of the attempt can wait for its clean-up; one
+      // settle handler for both outcomes (the end maps rejections away itself).
+      att.pendingCreates.add(p);
+      const untrack = (): void => void att.pendingCreates.delete(p);
+      p.then(untrack, untrack);
       return p;
     };
     return { rolloutId: s.id, instance: s.instance, sampling: s.sampling, signal: att.signal, createSandbox };
+  }
+
+  private async makeSandbox(s: RolloutSession, att: Attempt, spec: SandboxSpec): Promise<Sandbox> {
+    const sb = await this.parts.sandboxes.create(spec, { rolloutId: s.id, signal: att.signal });
+    if (att.ended) {
+      // The rollout ended (cancel, timeout) while the sandbox was starting: nobody else will close it.
+      await sb.close().catch(() => {});
+      throw new CancelledError('rollout ended while its sandbox was starting');
+    }
+    att.sandboxes.add(sb);
+    this.progress(att);
+    return sb;
   }
 
   // ───────────────────────────── the stage actors ─────────────────────────────
@@ -497,7 +501,7 @@ export class Supervisor {
     const sbs = [...att.sandboxes];
     att.sandboxes.clear();
     if (sbs.length === 0 && att.pendingCreates.size === 0) return Promise.resolve();
-    const closes = sbs.map((sb) => sb.close().catch(() => {}));
+    const closes: Promise<unknown>[] = sbs.map((sb) => sb.close().catch(() => {}));
     return new Promise<void>((resolve) => {
       let done = false;
       const finish = (ok: boolean): void => {
@@ -512,7 +516,8 @@ export class Supervisor {
       s.closeCut = () => finish(false);
       s.closeAt = this.clock.now() + this.opts.closeTimeoutMs;
       this.closing.add(s);
-      void Promise.all([...closes, ...att.pendingCreates]).then(() => finish(true));
+      for (const p of att.pendingCreates) closes.push(p.catch(() => {}));
+      void Promise.all(closes).then(() => finish(true));
     });
   }
 
