@@ -73,27 +73,34 @@ export class TestCodec implements ChatCodec {
     return out;
   }
 
+  // encodePrompt and encodeContinuation size their array once from an upper bound (one id per
+  // UTF-16 unit at most) and trim it, instead of growing it push by push: together with the
+  // builder's flat list, that growth was the largest garbage of the benchmark's fakes.
+
   encodePrompt(messages: Message[], tools: ToolSchema[]): number[] {
-    const ids: number[] = [];
+    let head: number[] | undefined;
     if (tools.length > 0) {
       // The tools block of a tools array is the same on every call: encoded once per array.
-      let head = toolBlocks.get(tools);
+      head = toolBlocks.get(tools);
       if (!head) toolBlocks.set(tools, (head = this.block('system', `tools: ${tools.map((t) => t.function.name).join(',')}`, [])));
-      for (let i = 0; i < head.length; i++) ids.push(head[i]!);
     }
-    for (const m of messages) this.renderMessage(m, ids);
-    this.generationPrompt(ids);
-    return ids;
+    const texts = assistantTexts(messages);
+    const w = new Writer(renderBound(messages, texts) + (head?.length ?? 0) + GENERATION_PROMPT_LEN);
+    if (head) for (let i = 0; i < head.length; i++) w.ids[w.n++] = head[i]!;
+    renderAll(messages, texts, w);
+    w.generationPrompt();
+    return w.done();
   }
 
   encodeContinuation(newMessages: Message[], lastOutputIds: number[]): number[] {
-    const ids: number[] = [];
+    const texts = assistantTexts(newMessages);
+    const w = new Writer(2 + renderBound(newMessages, texts) + GENERATION_PROMPT_LEN);
     // A turn cut by max_tokens has no end-of-turn id yet; close it the way a full render would.
-    if (lastOutputIds[lastOutputIds.length - 1] !== TEST_TOKENS.imEnd) ids.push(TEST_TOKENS.imEnd);
-    this.encodeInto('\n', ids);
-    for (const m of newMessages) this.renderMessage(m, ids);
-    this.generationPrompt(ids);
-    return ids;
+    if (lastOutputIds[lastOutputIds.length - 1] !== TEST_TOKENS.imEnd) w.ids[w.n++] = TEST_TOKENS.imEnd;
+    w.ids[w.n++] = NEWLINE;
+    renderAll(newMessages, texts, w);
+    w.generationPrompt();
+    return w.done();
   }
 
   encodeAssistant(turn: { content?: string | undefined; tool_calls?: { name: string; arguments: Record<string, unknown> }[] | undefined }): number[] {
@@ -148,17 +155,6 @@ export class TestCodec implements ChatCodec {
     return this.encodePrompt(messages, tools);
   }
 
-  private renderMessage(m: Message, out: number[]): void {
-    if (m.role === 'assistant') {
-      out.push(TEST_TOKENS.imStart);
-      this.encodeInto('assistant\n', out);
-      this.encodeInto(assistantText(m.content, m.tool_calls ?? []), out);
-      out.push(TEST_TOKENS.imEnd, NEWLINE);
-      return;
-    }
-    this.block(m.role, m.content, out);
-  }
-
   private block(role: string, content: string, out: number[]): number[] {
     out.push(TEST_TOKENS.imStart);
     this.encodeInto(role, out);
@@ -168,9 +164,75 @@ export class TestCodec implements ChatCodec {
     return out;
   }
 
-  private generationPrompt(out: number[]): void {
-    out.push(TEST_TOKENS.imStart);
-    this.encodeInto('assistant\n', out);
+}
+
+const ASSISTANT_HEADER = 'assistant\n';
+const GENERATION_PROMPT_LEN = 1 + ASSISTANT_HEADER.length;
+
+/** Fills a pre-sized id array by index; `done()` trims it to what was written. */
+class Writer {
+  readonly ids: number[];
+  n = 0;
+
+  constructor(bound: number) {
+    this.ids = new Array<number>(bound);
+  }
+
+  text(text: string): void {
+    const ids = this.ids;
+    for (let i = 0; i < text.length; i++) {
+      const cp = text.codePointAt(i)!;
+      if (cp > 0xffff) i++;
+      ids[this.n++] = cp + TEXT_OFFSET;
+    }
+  }
+
+  /** imStart role NL content imEnd NL. */
+  block(role: string, content: string): void {
+    this.ids[this.n++] = TEST_TOKENS.imStart;
+    this.text(role);
+    this.ids[this.n++] = NEWLINE;
+    this.text(content);
+    this.ids[this.n++] = TEST_TOKENS.imEnd;
+    this.ids[this.n++] = NEWLINE;
+  }
+
+  generationPrompt(): void {
+    this.ids[this.n++] = TEST_TOKENS.imStart;
+    this.text(ASSISTANT_HEADER);
+  }
+
+  done(): number[] {
+    this.ids.length = this.n;
+    return this.ids;
+  }
+}
+
+/** The templated text of each assistant message (null for other roles), computed once. */
+function assistantTexts(messages: Message[]): (string | null)[] {
+  const out = new Array<string | null>(messages.length);
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i]!;
+    out[i] = m.role === 'assistant' ? assistantText(m.content, m.tool_calls ?? []) : null;
+  }
+  return out;
+}
+
+/** At least as many ids as rendering the messages writes (a block adds 4 ids to its text). */
+function renderBound(messages: Message[], texts: (string | null)[]): number {
+  let n = 0;
+  for (let i = 0; i < messages.length; i++) {
+    const t = texts[i] ?? null;
+    n += 4 + (t === null ? messages[i]!.role.length + messages[i]!.content.length : ASSISTANT_HEADER.length - 1 + t.length);
+  }
+  return n;
+}
+
+function renderAll(messages: Message[], texts: (string | null)[], w: Writer): void {
+  for (let i = 0; i < messages.length; i++) {
+    const t = texts[i] ?? null;
+    if (t === null) w.block(messages[i]!.role, messages[i]!.content);
+    else w.block('assistant', t);
   }
 }
 
