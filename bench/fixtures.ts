@@ -1,5 +1,7 @@
 /** Fixtures shared by the runtime benchmarks (not a benchmark itself: run-all skips it). */
+import { createRuntime, type EmbeddedRuntime, type RuntimeOptionsInput } from '../src/index.js';
 import type { Sandbox, SandboxProvider } from '../src/sandbox/sandbox.js';
+import { createTestHandler, ScriptedPolicy, TestCodec } from '../src/testing/index.js';
 
 /** The 3-turn rollout of the orchestration benchmarks: two tool calls, then finish. */
 export const oracle = [
@@ -41,4 +43,24 @@ export async function keepInFlight(total: number, inFlight: number, start: () =>
     for (let i = 0; i < Math.min(inFlight, total); i++) next();
   });
   return total / ((performance.now() - t0) / 1000);
+}
+
+/** The instance every orchestration run submits. */
+export const benchTask = { data_source: 'scripted', oracle };
+
+/**
+ * The runtime under test: test codec, zero-latency scripted policy, no-op sandboxes, `inFlight`
+ * INIT and RUN slots, no retained results.
+ */
+export function benchRuntime(inFlight: number, extra: Partial<RuntimeOptionsInput> = {}): EmbeddedRuntime {
+  const codec = new TestCodec();
+  return createRuntime({
+    codec,
+    llm: new ScriptedPolicy({ codec }),
+    sandboxes: noopProvider,
+    handlers: [createTestHandler()],
+    stages: { init: inFlight, run: inFlight },
+    retainResults: 0,
+    ...extra,
+  });
 }

@@ -16,7 +16,7 @@ import { createRuntime } from '../src/index.js';
 import { createInspector } from '../src/runtime/inspection.js';
 import { createTestHandler, ScriptedPolicy, TestCodec } from '../src/testing/index.js';
 import { median, report, round } from './stats.js';
-import { keepInFlight, noopProvider, oracle } from './fixtures.js';
+import { benchRuntime, benchTask, keepInFlight, noopProvider, oracle } from './fixtures.js';
 
 const TOTAL = Number(process.env.INSPECT_TOTAL ?? 2_000);
 const IN_FLIGHT = 200;
@@ -37,25 +37,15 @@ const sinkUrl = `ws://127.0.0.1:${address.port}`;
 let sent = 0;
 let dropped = 0;
 async function throughput(inspect: boolean): Promise<number> {
-  const codec = new TestCodec();
   let inspector = null;
   if (inspect) {
     const connected = new Promise<void>((r) => wss.once('connection', () => r()));
     inspector = createInspector(sinkUrl, { maxDeferredEvents: 1_000_000 });
     await connected;
   }
-  const rt = createRuntime({
-    codec,
-    llm: new ScriptedPolicy({ codec }),
-    sandboxes: noopProvider,
-    handlers: [createTestHandler()],
-    stages: { init: IN_FLIGHT, run: IN_FLIGHT },
-    retainResults: 0,
-    ...(inspector ? { inspect: inspector.inspect } : {}),
-  });
-  const inst = { data_source: 'scripted', oracle };
+  const rt = benchRuntime(IN_FLIGHT, inspector ? { inspect: inspector.inspect } : {});
   const t0 = performance.now();
-  await keepInFlight(TOTAL, IN_FLIGHT, () => rt.submit(inst).result);
+  await keepInFlight(TOTAL, IN_FLIGHT, () => rt.submit(benchTask).result);
   if (inspector) {
     // @statelyai/inspect converts each event on a setTimeout(0); with a zero-latency policy the
     // run is one long chain of promise jobs and most conversions run after it. Count them:

@@ -19,7 +19,7 @@ import { assign, createActor, fromPromise, setup } from 'xstate';
 import { createRuntime } from '../src/index.js';
 import { createTestHandler, ScriptedPolicy, TestCodec } from '../src/testing/index.js';
 import { median, report, round } from './stats.js';
-import { keepInFlight, noopProvider, oracle } from './fixtures.js';
+import { benchRuntime, benchTask, keepInFlight, noopProvider, oracle } from './fixtures.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -75,20 +75,9 @@ function runBare(): Promise<void> {
   });
 }
 
-/** A sandbox that does nothing, instantly. */
-
 async function runtimeThroughput(): Promise<number> {
-  const codec = new TestCodec();
-  const rt = createRuntime({
-    codec,
-    llm: new ScriptedPolicy({ codec }),
-    sandboxes: noopProvider,
-    handlers: [createTestHandler()],
-    stages: { init: IN_FLIGHT, run: IN_FLIGHT },
-    retainResults: 0,
-  });
-  const inst = { data_source: 'scripted', oracle };
-  const per = await keepInFlight(TOTAL, IN_FLIGHT, () => rt.submit(inst).result);
+  const rt = benchRuntime(IN_FLIGHT);
+  const per = await keepInFlight(TOTAL, IN_FLIGHT, () => rt.submit(benchTask).result);
   const s = rt.status();
   if (s.outcomes.completed !== TOTAL) throw new Error(`expected ${TOTAL} completed, got ${JSON.stringify(s.outcomes)}`);
   await rt.close();
