@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { numberFlag, parseFlags, UsageError } from '../args.js';
 import { startFakeLlmServer } from '../../testing/fake-llm-server.js';
 
 const HELP = `usage: rollout fake-llm [options]
@@ -24,42 +24,24 @@ protocols. Prints "listening on http://host:port" once ready.
 
 /** `rollout fake-llm`: runs until SIGINT/SIGTERM or `--exit-after`. */
 export async function run(argv: string[]): Promise<number> {
-  let v;
-  try {
-    v = parseArgs({
-      args: argv,
-      options: {
-        port: { type: 'string' },
-        host: { type: 'string' },
-        protocol: { type: 'string' },
-        tasks: { type: 'string' },
-        policy: { type: 'string' },
-        'latency-ms': { type: 'string' },
-        'per-token-ms': { type: 'string' },
-        'max-concurrent': { type: 'string' },
-        'error-rate': { type: 'string' },
-        'hang-rate': { type: 'string' },
-        'exit-after': { type: 'string' },
-        seed: { type: 'string' },
-        'weight-version': { type: 'string' },
-        'max-model-len': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }).values;
-  } catch (e) {
-    process.stderr.write(`rollout fake-llm: ${(e as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (v.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
-  const num = (s: string | undefined): number | undefined => {
-    if (s === undefined) return undefined;
-    const n = Number(s);
-    if (!Number.isFinite(n)) throw new Error(`not a number: ${s}`);
-    return n;
-  };
+  const flags = parseFlags('fake-llm', argv, {
+    port: { type: 'string' },
+    host: { type: 'string' },
+    protocol: { type: 'string' },
+    tasks: { type: 'string' },
+    policy: { type: 'string' },
+    'latency-ms': { type: 'string' },
+    'per-token-ms': { type: 'string' },
+    'max-concurrent': { type: 'string' },
+    'error-rate': { type: 'string' },
+    'hang-rate': { type: 'string' },
+    'exit-after': { type: 'string' },
+    seed: { type: 'string' },
+    'weight-version': { type: 'string' },
+    'max-model-len': { type: 'string' },
+  }, HELP);
+  if (typeof flags === 'number') return flags;
+  const v = flags.values;
   const protocol = v.protocol ?? 'all';
   const policy = v.policy;
   if (!['prorl', 'vllm', 'sglang', 'all'].includes(protocol) || (policy !== undefined && policy !== 'scripted' && policy !== 'random')) {
@@ -72,25 +54,33 @@ export async function run(argv: string[]): Promise<number> {
   }
   let exited: () => void = () => {};
   const exitPromise = new Promise<void>((resolve) => (exited = resolve));
-  let server;
+  let config: Parameters<typeof startFakeLlmServer>[0];
   try {
-    server = await startFakeLlmServer({
-      port: num(v.port) ?? 0,
+    config = {
+      port: numberFlag('port', v.port, { integer: true }) ?? 0,
       host: v.host,
       protocol: protocol as 'all',
       tasks: v.tasks,
       policy: policy as 'scripted' | 'random' | undefined,
-      latencyMs: num(v['latency-ms']),
-      perTokenMs: num(v['per-token-ms']),
-      maxConcurrent: num(v['max-concurrent']),
-      errorRate: num(v['error-rate']),
-      hangRate: num(v['hang-rate']),
-      exitAfter: num(v['exit-after']),
+      latencyMs: numberFlag('latency-ms', v['latency-ms']),
+      perTokenMs: numberFlag('per-token-ms', v['per-token-ms']),
+      maxConcurrent: numberFlag('max-concurrent', v['max-concurrent'], { integer: true }),
+      errorRate: numberFlag('error-rate', v['error-rate']),
+      hangRate: numberFlag('hang-rate', v['hang-rate']),
+      exitAfter: numberFlag('exit-after', v['exit-after'], { integer: true }),
       onExit: () => exited(),
-      seed: num(v.seed),
+      seed: numberFlag('seed', v.seed),
       weightVersion: v['weight-version'] ?? null,
-      maxModelLen: num(v['max-model-len']),
-    });
+      maxModelLen: numberFlag('max-model-len', v['max-model-len'], { integer: true }),
+    };
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    process.stderr.write(`rollout fake-llm: ${e.message}\n\n${HELP}`);
+    return 2;
+  }
+  let server;
+  try {
+    server = await startFakeLlmServer(config);
   } catch (e) {
     process.stderr.write(`rollout fake-llm: ${(e as Error).message}\n`);
     return 1;

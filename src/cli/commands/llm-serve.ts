@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { numberFlag, parseFlags, UsageError } from '../args.js';
 import { ensureTinyGguf } from '../../llm/gguf-writer.js';
 import { createLlamaEngine } from '../../llm/llama-engine.js';
 import { startLlmHttpServer } from '../../llm/llm-http-server.js';
@@ -22,48 +22,45 @@ token protocols, recording what it sampled (GET /debug/samples).
 
 /** `rollout llm-serve`: prints `listening on http://host:port` once ready; stops on SIGINT/SIGTERM. */
 export async function run(argv: string[]): Promise<number> {
-  let v;
-  try {
-    v = parseArgs({
-      args: argv,
-      options: {
-        model: { type: 'string' },
-        tiny: { type: 'boolean' },
-        seed: { type: 'string' },
-        port: { type: 'string' },
-        host: { type: 'string' },
-        protocol: { type: 'string' },
-        parallel: { type: 'string' },
-        'context-size': { type: 'string' },
-        threads: { type: 'string' },
-        'weight-version': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }).values;
-  } catch (e) {
-    process.stderr.write(`rollout llm-serve: ${(e as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (v.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  const flags = parseFlags('llm-serve', argv, {
+    model: { type: 'string' },
+    tiny: { type: 'boolean' },
+    seed: { type: 'string' },
+    port: { type: 'string' },
+    host: { type: 'string' },
+    protocol: { type: 'string' },
+    parallel: { type: 'string' },
+    'context-size': { type: 'string' },
+    threads: { type: 'string' },
+    'weight-version': { type: 'string' },
+  }, HELP);
+  if (typeof flags === 'number') return flags;
+  const v = flags.values;
   const protocol = v.protocol ?? 'all';
   if (!['prorl', 'vllm', 'sglang', 'all'].includes(protocol) || (!v.model && !v.tiny)) {
     process.stderr.write(`rollout llm-serve: ${!v.model && !v.tiny ? 'give --model PATH or --tiny' : `unknown protocol ${protocol}`}\n\n${HELP}`);
     return 2;
   }
-  const modelPath = v.model ?? ensureTinyGguf({ seed: v.seed ? Number(v.seed) : 1 });
-  const engine = await createLlamaEngine({
-    modelPath,
-    parallel: v.parallel ? Number(v.parallel) : undefined,
-    contextSize: v['context-size'] ? Number(v['context-size']) : undefined,
-    threads: v.threads ? Number(v.threads) : undefined,
-  });
+  let n: { seed: number; parallel: number | undefined; contextSize: number | undefined; threads: number | undefined; port: number };
+  try {
+    n = {
+      seed: numberFlag('seed', v.seed, { integer: true }) ?? 1,
+      parallel: numberFlag('parallel', v.parallel, { integer: true }),
+      contextSize: numberFlag('context-size', v['context-size'], { integer: true }),
+      threads: numberFlag('threads', v.threads, { integer: true }),
+      port: numberFlag('port', v.port, { integer: true }) ?? 0,
+    };
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    process.stderr.write(`rollout llm-serve: ${e.message}\n\n${HELP}`);
+    return 2;
+  }
+  const modelPath = v.model ?? ensureTinyGguf({ seed: n.seed });
+  const engine = await createLlamaEngine({ modelPath, parallel: n.parallel, contextSize: n.contextSize, threads: n.threads });
   const server = await startLlmHttpServer({
     engine,
     host: v.host,
-    port: v.port ? Number(v.port) : 0,
+    port: n.port,
     protocol: protocol as 'all',
     weightVersion: v['weight-version'] ?? null,
     modelName: modelPath,

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { numberFlag, parseFlags, UsageError } from '../args.js';
 import { z } from 'zod';
 import type { SandboxProvider } from '../../sandbox/sandbox.js';
 import { createSandboxProvider } from '../../sandbox/index.js';
@@ -43,34 +43,21 @@ const ConfigSchema = z
  * the process exits 0. Returns 2 on bad flags or config.
  */
 export async function run(argv: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        host: { type: 'string' },
-        port: { type: 'string' },
-        backend: { type: 'string', multiple: true },
-        config: { type: 'string' },
-        token: { type: 'string' },
-        sandbox: { type: 'string' },
-        inspect: { type: 'string' },
-        'state-dir': { type: 'string' },
-        retain: { type: 'string' },
-        'body-limit': { type: 'string' },
-        stopped: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }));
-  } catch (err) {
-    process.stderr.write(`rollout serve: ${(err as Error).message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const flags = parseFlags('serve', argv, {
+    host: { type: 'string' },
+    port: { type: 'string' },
+    backend: { type: 'string', multiple: true },
+    config: { type: 'string' },
+    token: { type: 'string' },
+    sandbox: { type: 'string' },
+    inspect: { type: 'string' },
+    'state-dir': { type: 'string' },
+    retain: { type: 'string' },
+    'body-limit': { type: 'string' },
+    stopped: { type: 'boolean' },
+  }, USAGE);
+  if (typeof flags === 'number') return flags;
+  const values = flags.values;
 
   let config: z.infer<typeof ConfigSchema> = {};
   if (values.config) {
@@ -84,36 +71,26 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
 
-  const num = (s: string | undefined, name: string): number | undefined => {
-    if (s === undefined) return undefined;
-    const n = Number(s);
-    if (!Number.isInteger(n) || n < 0) throw new RolloutError(`--${name} must be a non-negative integer`, { code: 'USAGE', retryable: false });
-    return n;
-  };
-
   let inspector: RuntimeInspector | null = null;
   try {
     const serviceOptions: ServiceOptionsInput = {
       ...(config.service as ServiceOptionsInput | undefined),
       ...(values.host ? { host: values.host } : {}),
-      ...(values.port !== undefined ? { port: num(values.port, 'port') } : {}),
-      ...(values['body-limit'] !== undefined ? { bodyLimitBytes: num(values['body-limit'], 'body-limit') } : {}),
+      ...(values.port !== undefined ? { port: numberFlag('port', values.port, { integer: true }) } : {}),
+      ...(values['body-limit'] !== undefined ? { bodyLimitBytes: numberFlag('body-limit', values['body-limit'], { integer: true }) } : {}),
     };
     const token = values.token ?? process.env['ROLLOUT_TOKEN'];
     if (token) serviceOptions.token = token;
     inspector = values.inspect ? createInspector(values.inspect) : null;
-    const driver = values.sandbox ?? 'auto';
+    const driver = sandboxDriver(values.sandbox ?? 'auto');
     const stateDir = values['state-dir'];
-    if (!['auto', 'bwrap', 'unshare', 'none', 'memory'].includes(driver)) {
-      throw new RolloutError(`--sandbox must be auto, bwrap, unshare, none or memory, got '${driver}'`, { code: 'USAGE', retryable: false });
-    }
     const factory = serviceRuntimeFactory({
       codec: createQwen3Codec(),
       sandboxes: () => makeSandboxes(driver, stateDir),
       runtime: config.runtime as never,
       pool: config.pool as never,
       inspect: inspector?.inspect,
-      retainEvents: num(values.retain, 'retain') ?? 50_000,
+      retainEvents: numberFlag('retain', values.retain, { integer: true }) ?? 50_000,
     });
     const backends = [...(config.backends ?? []), ...(values.backend ?? [])].map((address) => ({ address }));
     const service = createService(
@@ -143,7 +120,7 @@ export async function run(argv: string[]): Promise<number> {
     const e = err as Error & { issues?: { path: string; message: string }[] };
     const detail = e.issues?.length ? `: ${e.issues.map((i) => `${i.path}: ${i.message}`).join('; ')}` : '';
     process.stderr.write(`rollout serve: ${e.message}${detail}\n`);
-    return e instanceof RolloutError ? 2 : 1;
+    return e instanceof RolloutError || e instanceof UsageError ? 2 : 1;
   }
 }
 
@@ -151,10 +128,16 @@ export async function run(argv: string[]): Promise<number> {
  * The sandbox provider for `--sandbox`. `memory` is the in-process fake (development only: it
  * understands a handful of shell builtins); the others are the sandbox area's drivers.
  */
-function makeSandboxes(driver: string, stateDir: string | undefined): SandboxProvider {
+function makeSandboxes(driver: SandboxFlag, stateDir: string | undefined): SandboxProvider {
   if (driver === 'memory') return new MemorySandboxProvider();
-  if (driver !== 'auto' && driver !== 'bwrap' && driver !== 'unshare' && driver !== 'none') {
-    throw new RolloutError(`--sandbox must be auto, bwrap, unshare, none or memory, got '${driver}'`, { code: 'USAGE', retryable: false });
-  }
   return createSandboxProvider({ driver, ...(stateDir ? { stateDir } : {}) });
+}
+
+const SANDBOX_FLAGS = ['auto', 'bwrap', 'unshare', 'none', 'memory'] as const;
+type SandboxFlag = (typeof SANDBOX_FLAGS)[number];
+
+/** Checks `--sandbox` at start-up, so a typo fails now and not at the first `/start`. */
+function sandboxDriver(value: string): SandboxFlag {
+  if (!(SANDBOX_FLAGS as readonly string[]).includes(value)) throw new UsageError(`--sandbox must be auto, bwrap, unshare, none or memory, got '${value}'`);
+  return value as SandboxFlag;
 }
