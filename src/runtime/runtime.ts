@@ -28,6 +28,8 @@ export interface EmbeddedRuntime extends Runtime {
   listBackends(): BackendInfo[];
   /** Sets the weight version stamped on turns sampled from now on. Same throw as addBackend. */
   setWeightVersion(version: string | number, backendId?: string): void;
+  /** Every `data_source` a handler serves (names and aliases), sorted: what `submit` routes. */
+  dataSources(): readonly string[];
 }
 
 function isManaged(llm: LlmClient): llm is ManagedLlmClient {
@@ -58,6 +60,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
   }
   const registry = new HandlerRegistry(options.builtinHandlers ? builtinHandlers : []);
   for (const h of options.handlers) registry.register(h);
+  const knownSources = Object.freeze(registry.keys());
   const sup = new Supervisor(options, { llm, sandboxes, codec, registry, clock });
   let closing: Promise<void> | null = null;
 
@@ -102,6 +105,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
       };
     },
     cancel: (id, reason) => sup.cancel(id, reason),
+    dataSources: () => knownSources,
     get(id: string): RolloutSummary | undefined {
       const s = sup.find(id);
       return s ? sup.summary(s) : undefined;

@@ -1,5 +1,3 @@
-import { builtinHandlers } from '../handlers/builtin.js';
-import { HandlerRegistry } from '../handlers/registry.js';
 import type { AgentHandler } from '../handlers/agent-handler.js';
 import { BackendPool } from '../llm/backend-pool.js';
 import type { BackendPoolOptionsInput } from '../llm/backend-pool-options.js';
@@ -37,9 +35,6 @@ export interface ServiceRuntimeParts {
  * host process or probe timer behind.
  */
 export function serviceRuntimeFactory(parts: ServiceRuntimeParts): RuntimeFactory {
-  const registry = new HandlerRegistry(parts.runtime?.builtinHandlers === false ? [] : builtinHandlers);
-  for (const h of parts.handlers ?? []) registry.register(h);
-  const known = Object.freeze(registry.keys());
   return async () => {
     const pool = new BackendPool(parts.pool ?? {});
     const llm = new ServiceLlm(pool, (spec) => new ScriptedPolicy({ codec: parts.codec, backendId: spec.id ?? 'scripted', weightVersion: spec.weightVersion ?? null }));
@@ -67,7 +62,6 @@ export function serviceRuntimeFactory(parts: ServiceRuntimeParts): RuntimeFactor
     }
     const close = rt.close.bind(rt);
     const service: ServiceRuntime = Object.assign(rt, {
-      dataSources: () => known,
       close: async (opts?: { drain?: boolean }) => {
         try {
           await close(opts);

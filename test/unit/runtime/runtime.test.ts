@@ -80,6 +80,12 @@ describe('createRuntime', () => {
     ]);
   });
 
+  it('lists every data source its handlers serve, aliases and built-ins included', () => {
+    r = rig();
+    expect(r.rt.dataSources()).toEqual(expect.arrayContaining(['scripted', 'test', 'math', 'deepscaler', 'swebench', 'shell']));
+    expect([...r.rt.dataSources()]).toEqual([...r.rt.dataSources()].sort());
+  });
+
   it('finds no drift with an append-only codec when detectDrift is on', async () => {
     r = rig({ runtime: { detectDrift: true } });
     const h = r.rt.submit(task());
