@@ -9,6 +9,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     teardownTimeout: 10_000,
+    // expect.poll waits for something another process or the browser does; on a loaded 2-core
+    // CI machine that can take longer than vitest's 1 s default. It still fails on a wrong value.
+    expect: { poll: { timeout: 10_000 } },
     // The JSON report lets .ci/run print one plain `N passed, N failed` line.
     reporters: ['default', ['json', { outputFile: 'test-output/vitest-results.json' }]],
   },
