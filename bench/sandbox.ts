@@ -21,6 +21,8 @@ import { spawn } from 'node:child_process';
 import * as pty from '@lydell/node-pty';
 import { createSandboxProvider } from '../src/sandbox/index.js';
 import { buildLaunch, detectDriver } from '../src/sandbox/drivers.js';
+import { writeSeccompFilter } from '../src/sandbox/seccomp.js';
+import { sandboxUidFor } from '../src/sandbox/sandbox-user.js';
 import { median, quantile, report, round } from './stats.js';
 
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-sandbox-'));
@@ -57,6 +59,12 @@ function bwrapArgv(command: string[]): string[] {
   const ctl = path.join(stateDir, 'ctl');
   fs.mkdirSync(ws, { recursive: true });
   fs.mkdirSync(ctl, { recursive: true });
+  const uid = sandboxUidFor('bench', { base: 2_000_000_000, count: 1_000_000 });
+  if (uid !== null) {
+    // What makeSandboxFs does for a real sandbox: the unprivileged uid must reach its workspace.
+    fs.chmodSync(stateDir, 0o711);
+    fs.chownSync(ws, uid, uid);
+  }
   return buildLaunch({
     driver: driver.driver,
     workdir: ws,
@@ -64,9 +72,14 @@ function bwrapArgv(command: string[]): string[] {
     homeDir: stateDir,
     rootfs: null,
     network: false,
-    limits: { maxProcesses: 256, memoryBytes: 4 * 1024 ** 3, fileSizeBytes: 1024 ** 3, cpuSeconds: 3600 },
+    limits: { maxProcesses: 256, memoryBytes: 4 * 1024 ** 3, fileSizeBytes: 1024 ** 3, cpuSeconds: 3600, totalMemoryBytes: 4 * 1024 ** 3, tmpBytes: 1024 ** 3, workdirBytes: 4 * 1024 ** 3 },
     ctlDir: ctl,
     cgroupProcs: null,
+    memoryCgroupProcs: null,
+    // The same unprivileged uid, flags and seccomp filter as a real sandbox.
+    sandboxUid: uid,
+    seccompFile: writeSeccompFilter(ctl),
+    resolvConf: null,
     command,
   }).argv;
 }

@@ -51,6 +51,12 @@ export const SandboxLimitsSchema = z.object({
   fileSizeBytes: z.number().int().positive(),
   /** RLIMIT_CPU per process, seconds. */
   cpuSeconds: z.number().int().positive(),
+  /** Memory of the whole sandbox (cgroup memory.limit_in_bytes, tmpfs pages included), bytes. */
+  totalMemoryBytes: z.number().int().positive(),
+  /** Size of the sandbox's private /tmp (and /dev/shm) tmpfs, bytes. */
+  tmpBytes: z.number().int().positive(),
+  /** Size of the filesystem holding /workspace, bytes. */
+  workdirBytes: z.number().int().positive(),
 });
 
 /** Tool settings a host applies to one sandbox. */
@@ -88,6 +94,8 @@ export const SandboxCreateSchema = z.object({
   rootfs: z.string().nullable(),
   limits: SandboxLimitsSchema,
   tools: SandboxToolSettingsSchema,
+  /** Host uid/gid the sandbox's processes run as; null keeps the host's own (not root). */
+  sandboxUid: z.number().int().min(1).max(0xfffffffe).nullable().default(null),
 });
 export const SandboxCreateResultSchema = z.object({
   type: z.literal('sandbox.create.result'),

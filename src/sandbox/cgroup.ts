@@ -1,43 +1,88 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-/** Root of the cgroup v1 pids controller (REFERENCE.md §3). */
-const PIDS_ROOT = '/sys/fs/cgroup/pids';
+/** Root of the cgroup v1 hierarchies (REFERENCE.md §3). */
+const CGROUP_ROOT = '/sys/fs/cgroup';
+const PIDS_ROOT = path.join(CGROUP_ROOT, 'pids');
+const MEMORY_ROOT = path.join(CGROUP_ROOT, 'memory');
 const PARENT = 'rollout-runtime';
 
 /**
- * A cgroup v1 `pids` group for one sandbox: caps its process count (RLIMIT_NPROC is not
- * enforced for root) and lists every process of the sandbox, even ones that left its process
- * group, so close can kill them all.
+ * The cgroups of one sandbox (v1): a `pids` group that caps its process count (RLIMIT_NPROC is
+ * per uid, and ignored for root) and lists every process of the sandbox, even ones that left
+ * its process group, so close can kill them all; and, where the memory controller is mounted, a
+ * `memory` group of the same name capping the sandbox's total memory. `dir` (the pids group) is
+ * what leases record; the memory group is found from its name.
  */
 export class PidsCgroup {
-  private constructor(readonly dir: string) {}
+  private constructor(
+    readonly dir: string,
+    /** The memory group, or null when there is none. */
+    readonly memoryDir: string | null,
+  ) {}
 
   /**
-   * Creates `<pids root>/rollout-runtime/<name>` with `pids.max`. Returns null when the
-   * controller is missing or not writable (not root): the caller falls back to rlimits.
+   * Creates `<pids root>/rollout-runtime/<name>` with `pids.max` and, when `memoryBytes` is
+   * given and the memory controller is there, `<memory root>/rollout-runtime/<name>` with
+   * `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`, so swap cannot extend it).
+   * Returns null when the pids controller is missing or not writable (not root): the caller
+   * falls back to rlimits. A memory group that cannot be made leaves `memoryDir` null.
    */
-  static create(name: string, maxProcesses: number): PidsCgroup | null {
+  static create(name: string, maxProcesses: number, memoryBytes?: number): PidsCgroup | null {
     const parent = path.join(PIDS_ROOT, PARENT);
+    let dir: string;
     try {
       fs.mkdirSync(parent, { recursive: true });
-      const dir = path.join(parent, name);
+      dir = path.join(parent, name);
       fs.mkdirSync(dir, { recursive: true });
       fs.writeFileSync(path.join(dir, 'pids.max'), String(maxProcesses));
-      return new PidsCgroup(dir);
     } catch {
       return null;
     }
+    let memoryDir: string | null = null;
+    if (memoryBytes !== undefined && fs.existsSync(path.join(MEMORY_ROOT, 'memory.limit_in_bytes'))) {
+      const m = path.join(MEMORY_ROOT, PARENT, name);
+      try {
+        fs.mkdirSync(m, { recursive: true });
+        fs.writeFileSync(path.join(m, 'memory.limit_in_bytes'), String(memoryBytes));
+        const memsw = path.join(m, 'memory.memsw.limit_in_bytes');
+        if (fs.existsSync(memsw)) fs.writeFileSync(memsw, String(memoryBytes));
+        memoryDir = m;
+      } catch {
+        try {
+          fs.rmdirSync(m);
+        } catch {
+          // not made
+        }
+      }
+    }
+    return new PidsCgroup(dir, memoryDir);
   }
 
   /** Opens an existing group by directory (from a lease) without creating it. */
   static open(dir: string): PidsCgroup {
-    return new PidsCgroup(dir);
+    const m = path.join(MEMORY_ROOT, PARENT, path.basename(dir));
+    return new PidsCgroup(dir, fs.existsSync(m) ? m : null);
   }
 
   /** The file a launcher writes its pid into to join the group before exec. */
   get procsFile(): string {
     return path.join(this.dir, 'cgroup.procs');
+  }
+
+  /** The memory group's `cgroup.procs`, or null without a memory group. */
+  get memoryProcsFile(): string | null {
+    return this.memoryDir ? path.join(this.memoryDir, 'cgroup.procs') : null;
+  }
+
+  /** The highest memory use the memory group recorded (bytes), or null without one. */
+  maxMemoryUsage(): number | null {
+    if (!this.memoryDir) return null;
+    try {
+      return Number(fs.readFileSync(path.join(this.memoryDir, 'memory.max_usage_in_bytes'), 'utf8'));
+    } catch {
+      return null;
+    }
   }
 
   /** Pids in the group now (empty when the group is gone). */
@@ -55,7 +100,8 @@ export class PidsCgroup {
 
   /**
    * SIGKILLs every process in the group until it is empty (a fork in flight can add one after a
-   * read), then removes the directory. Bounded: gives up after ~1 s and leaves the dir.
+   * read), then removes the directory and the memory group. Bounded: gives up after ~1 s and
+   * leaves the dirs.
    */
   async killAllAndRemove(): Promise<void> {
     for (let i = 0; i < 100; i++) {
@@ -70,10 +116,13 @@ export class PidsCgroup {
       }
       await new Promise((r) => setTimeout(r, 10));
     }
-    try {
-      fs.rmdirSync(this.dir);
-    } catch {
-      // still busy or already gone: reapStale retries later
+    for (const d of [this.dir, this.memoryDir]) {
+      if (!d) continue;
+      try {
+        fs.rmdirSync(d);
+      } catch {
+        // still busy or already gone: reapStale retries later
+      }
     }
   }
 }

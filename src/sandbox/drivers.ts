@@ -3,6 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import type { SandboxLimits } from '../protocol/sandbox.js';
+import { PY_SECCOMP_LOADER } from './seccomp.js';
+import { INSIDE_UID } from './sandbox-user.js';
 
 /** An isolation driver. `none` is for development only: the shell runs unconfined. */
 export type DriverName = 'bwrap' | 'unshare' | 'none';
@@ -59,6 +61,14 @@ export interface LaunchPlan {
   ctlDir: string;
   /** cgroup.procs file to join before exec, or null without a cgroup. */
   cgroupProcs: string | null;
+  /** The memory cgroup's cgroup.procs to join as well, or null without one. */
+  memoryCgroupProcs: string | null;
+  /** Host uid/gid to run the sandbox as (the launcher drops to it before the driver); null keeps ours. */
+  sandboxUid: number | null;
+  /** The compiled seccomp filter (seccomp.ts), or null to run without one. */
+  seccompFile: string | null;
+  /** A resolv.conf to show as /etc/resolv.conf (the user-mode network's DNS), or null. */
+  resolvConf: string | null;
   /** The program to run inside (e.g. the shell). */
   command: string[];
 }
@@ -75,15 +85,19 @@ export interface Launch {
 }
 
 /**
- * Runs inside `unshare` (root of a new user + mount namespace) and builds what bwrap builds:
- * a tmpfs root holding read-only binds of the host's top-level directories, fresh /proc,
- * /dev and /sys binds, tmpfs /tmp and /run, the control dir read-only at /run/rollout, the
- * workdir at /workspace, tmpfs over the host's home and the state dir; then chroots there.
+ * Runs inside `unshare` (root of a new user + mount namespace, mapped to the sandbox's
+ * unprivileged host uid) and builds what bwrap builds: a tmpfs root holding read-only binds of
+ * the host's top-level directories, fresh /proc, /dev and /sys binds (with tmpfs over
+ * /dev/shm and /sys/fs/cgroup), size-capped tmpfs /tmp, tmpfs /run, the control dir read-only
+ * at /run/rollout, the workdir at /workspace, tmpfs over the host's home and the state dir;
+ * then chroots there and drops every capability (setpriv: empty bounding and inheritable sets,
+ * no_new_privs) before the command, loading the seccomp filter with Python when there is one.
  * With a rootfs, that directory (bound read-only) replaces the host's directories.
- * Arguments: root mount point, workdir, control dir, host home, state dir, rootfs or '', command...
+ * Arguments: root mount point, workdir, control dir, host home, state dir, rootfs or '',
+ * /tmp size in bytes, seccomp filter path inside or '', the Python loader, command...
  */
 const UNSHARE_PRELUDE = `set -e
-R=$1; W=$2; C=$3; H=$4; S=$5; F=$6; shift 6
+R=$1; W=$2; C=$3; H=$4; S=$5; F=$6; T=$7; P=$8; X=$9; shift 9
 if [ -n "$F" ]; then
   mount --rbind "$F" "$R"
 else
@@ -99,8 +113,10 @@ else
 fi
 mount -t proc proc "$R/proc"
 mount --rbind /dev "$R/dev"
+if [ -d "$R/dev/shm" ]; then mount -t tmpfs -o size=$T,nosuid,nodev tmpfs "$R/dev/shm"; fi
 mount --rbind /sys "$R/sys"
-mount -t tmpfs tmpfs "$R/tmp"
+if [ -d "$R/sys/fs/cgroup" ]; then mount -t tmpfs -o size=4k,ro tmpfs "$R/sys/fs/cgroup"; fi
+mount -t tmpfs -o size=$T,nosuid,nodev tmpfs "$R/tmp"
 mount -t tmpfs tmpfs "$R/run"
 mkdir "$R/run/rollout"
 mount --bind "$C" "$R/run/rollout"
@@ -109,7 +125,44 @@ mount --bind "$W" "$R/workspace"
 if [ -z "$F" ] && [ -d "$R$H" ]; then mount -t tmpfs tmpfs "$R$H"; fi
 if [ -z "$F" ] && [ -d "$R$S" ]; then mount -t tmpfs tmpfs "$R$S"; fi
 if [ -n "$F" ]; then mount -t tmpfs tmpfs "$R/root"; mount -o remount,bind,ro "$R"; else mount -o remount,ro "$R"; fi
-exec chroot "$R" /bin/sh -c 'cd /workspace && exec "$@"' sh "$@"`;
+if [ -n "$P" ]; then
+  exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- python3 -c "$X" "$P" /bin/sh -c 'cd /workspace && exec "$@"' sh "$@"
+fi
+exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- /bin/sh -c 'cd /workspace && exec "$@"' sh "$@"`;
+
+/** Python: install the filter at argv[1], then exec argv[2:] (the unshare driver's loader). */
+const SECCOMP_EXEC = `${PY_SECCOMP_LOADER}
+import os, sys
+_rollout_seccomp(sys.argv[1])
+os.execvp(sys.argv[2], sys.argv[2:])
+`;
+
+/**
+ * Joins the sandbox's cgroups (pids, memory) and opens the seccomp filter as fd 9 for bwrap,
+ * then execs the rest. Fails closed: a cgroup that cannot be joined stops the launch rather
+ * than running the sandbox unlimited. Arguments: pids procs, memory procs, filter ('/dev/null'
+ * for none of each), command...
+ */
+const LAUNCH_PRELUDE = 'echo $$ > "$0" && echo $$ > "$1" && exec 9<"$2" && shift 2 && exec "$@"';
+
+/** setpriv argv that turns host root into the sandbox's uid with no capabilities left. */
+function dropTo(uid: number, keepBounding = false): string[] {
+  return [
+    'setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--inh-caps=-all',
+    // The unshare driver still needs its capabilities inside its own user namespace for the
+    // prelude's mounts; it drops the bounding set itself after chroot.
+    ...(keepBounding ? [] : ['--bounding-set=-all']),
+    '--no-new-privs', '--',
+  ];
+}
+
+function prlimitArgs(plan: Pick<LaunchPlan, 'limits' | 'cgroupProcs'>): string[] {
+  const args = ['prlimit', `--as=${plan.limits.memoryBytes}`, `--fsize=${plan.limits.fileSizeBytes}`, `--cpu=${plan.limits.cpuSeconds}`, '--core=0'];
+  // RLIMIT_NPROC counts per real uid and is ignored for root: it is only a fallback.
+  if (!plan.cgroupProcs) args.push(`--nproc=${plan.limits.maxProcesses}`);
+  args.push('--');
+  return args;
+}
 
 const SKIP_TOP = new Set(['proc', 'dev', 'tmp', 'run', 'workspace', 'lost+found']);
 
@@ -132,57 +185,66 @@ function hostRootArgs(hideHome: string): string[] {
 }
 
 /**
- * Builds the launch command of a sandbox: a `/bin/sh` prelude that joins the pids cgroup,
- * then `prlimit` for memory / file size / CPU (and processes when there is no cgroup), then
- * the driver, then `plan.command`.
+ * Builds the launch command of a sandbox: a `/bin/sh` prelude that joins the cgroups and opens
+ * the seccomp filter, then `prlimit` for memory / file size / CPU (and processes when there is
+ * no cgroup), then — as root — `setpriv` down to the sandbox's unprivileged uid, then the
+ * driver, then `plan.command`.
  *
- * Why the prelude: joining the cgroup before exec means nothing the sandbox starts can be
- * created outside it. Why `prlimit` before the driver: rlimits are inherited through bwrap's
- * exec, and the driver itself never needs more.
+ * Why the prelude: joining the cgroups before exec means nothing the sandbox starts can be
+ * created outside them. Why `prlimit` and `setpriv` before the driver: rlimits and credentials
+ * are inherited through bwrap's exec, and the driver itself never needs more. bwrap then runs
+ * unprivileged: its user namespace maps uid/gid 1000 inside to the sandbox's host uid and
+ * nothing else, so host root's files are "nobody"'s inside and out of reach.
  */
 export function buildLaunch(plan: LaunchPlan): Launch {
   const hostHome = os.homedir();
-  const prlimit = [
-    'prlimit',
-    `--as=${plan.limits.memoryBytes}`,
-    `--fsize=${plan.limits.fileSizeBytes}`,
-    `--cpu=${plan.limits.cpuSeconds}`,
-    `--core=0`,
-  ];
-  // RLIMIT_NPROC counts per real uid and is ignored for root: it is only a fallback.
-  if (!plan.cgroupProcs) prlimit.push(`--nproc=${plan.limits.maxProcesses}`);
-  prlimit.push('--');
+  const prlimit = prlimitArgs(plan);
   let driverArgs: string[];
   let home: string;
   const hostCwd = plan.workdir;
   let ctlInside = plan.ctlDir;
+  let drop = plan.sandboxUid !== null ? dropTo(plan.sandboxUid) : [];
   if (plan.driver === 'bwrap') {
     home = plan.rootfs ? '/root' : hostHome;
-    driverArgs = ['bwrap', '--unshare-all', ...(plan.network ? ['--share-net'] : []), '--die-with-parent'];
+    // Never --share-net: a networked sandbox gets user-mode networking in its own namespace (network.ts).
+    driverArgs = ['bwrap', '--unshare-all', '--unshare-user', '--uid', String(INSIDE_UID), '--gid', String(INSIDE_UID), '--die-with-parent', '--cap-drop', 'ALL'];
+    if (plan.seccompFile) driverArgs.push('--seccomp', '9');
+    else driverArgs.push('--disable-userns');
     if (plan.rootfs) driverArgs.push('--ro-bind', plan.rootfs, '/');
     else driverArgs.push(...hostRootArgs(topLevel(hostHome)));
-    driverArgs.push('--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--tmpfs', '/run');
+    const size = String(plan.limits.tmpBytes);
+    driverArgs.push('--dev', '/dev', '--proc', '/proc', '--size', size, '--tmpfs', '/tmp', '--size', size, '--tmpfs', '/dev/shm', '--tmpfs', '/run');
     if (!plan.rootfs) {
       // The host's home and the runtime's state dir must not be visible: a tmpfs over each.
       driverArgs.push('--tmpfs', hostHome);
       if (!isUnder(plan.stateDir, '/tmp') && !isUnder(plan.stateDir, '/run')) driverArgs.push('--tmpfs', plan.stateDir);
+      // The host's cgroup tree names every other sandbox: hide it.
+      driverArgs.push('--tmpfs', '/sys/fs/cgroup');
     } else driverArgs.push('--tmpfs', '/root');
+    if (plan.resolvConf) driverArgs.push('--ro-bind', plan.resolvConf, '/etc/resolv.conf');
     ctlInside = '/run/rollout';
     driverArgs.push('--ro-bind', plan.ctlDir, ctlInside);
     driverArgs.push('--bind', plan.workdir, '/workspace', '--hostname', 'sandbox', '--remount-ro', '/', '--chdir', '/workspace', '--');
   } else if (plan.driver === 'unshare') {
     home = hostHome;
     ctlInside = '/run/rollout';
+    if (plan.sandboxUid !== null) drop = dropTo(plan.sandboxUid, true);
     driverArgs = [
-      'unshare', '--user', '--map-root-user', '--pid', '--fork', '--kill-child', '--mount', '--ipc', '--uts', ...(plan.network ? [] : ['--net']), '--',
-      '/bin/sh', '-c', UNSHARE_PRELUDE, 'sh', path.join(path.dirname(plan.ctlDir), 'root'), plan.workdir, plan.ctlDir, hostHome, plan.stateDir, plan.rootfs ?? '',
+      'unshare', '--user', '--map-root-user', '--pid', '--fork', '--kill-child', '--mount', '--ipc', '--uts', '--net', '--cgroup', '--',
+      '/bin/sh', '-c', UNSHARE_PRELUDE, 'sh', path.join(path.dirname(plan.workdir), 'root'), plan.workdir, plan.ctlDir, hostHome, plan.stateDir, plan.rootfs ?? '',
+      String(plan.limits.tmpBytes), plan.seccompFile ? `${ctlInside}/${path.basename(plan.seccompFile)}` : '', SECCOMP_EXEC,
     ];
     if (plan.rootfs) home = '/root';
   } else {
     home = plan.homeDir;
     driverArgs = [];
+    drop = [];
   }
-  const argv = ['/bin/sh', '-c', 'echo $$ > "$0" 2>/dev/null; exec "$@"', plan.cgroupProcs ?? '/dev/null', ...prlimit, ...driverArgs, ...plan.command];
+  const argv = [
+    '/bin/sh', '-c', LAUNCH_PRELUDE,
+    plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', (plan.driver === 'bwrap' && plan.seccompFile) || '/dev/null',
+    ...prlimit, ...drop, ...driverArgs, ...plan.command,
+  ];
   return { argv, hostCwd, home, ctlInside };
 }
 
@@ -198,14 +260,18 @@ function isUnder(p: string, dir: string): boolean {
 
 /**
  * The argv that runs `command` inside an already running sandbox: the same cgroup prelude and
- * rlimits, then `nsenter` into every namespace (and the root) of `targetPid`, a process of the
- * sandbox. Used for the Python REPL, so it shares the shell's /tmp, /workspace and network.
- * With the `none` driver there is nothing to enter and `command` runs as is under the limits.
+ * rlimits, `setpriv` down to the sandbox's uid with no capabilities (as root), then `nsenter`
+ * into every namespace (and the root) of `targetPid`, a process of the sandbox. Used for the
+ * Python REPL, so it shares the shell's /tmp, /workspace and network. The unprivileged uid owns
+ * the sandbox's user namespace, which is what lets it enter; it keeps its credentials
+ * (`--preserve-credentials`), and the capabilities that entering grants are gone at the exec
+ * of `command` (empty bounding set, no ambient ones). The seccomp filter is for `command` to
+ * load (the REPL driver does, before any cell). With the `none` driver there is nothing to
+ * enter and `command` runs as is under the limits.
  */
-export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupProcs'>, targetPid: number, command: string[]): string[] {
-  const prlimit = ['prlimit', `--as=${plan.limits.memoryBytes}`, `--fsize=${plan.limits.fileSizeBytes}`, `--cpu=${plan.limits.cpuSeconds}`, '--core=0'];
-  if (!plan.cgroupProcs) prlimit.push(`--nproc=${plan.limits.maxProcesses}`);
-  prlimit.push('--');
-  const enter = plan.driver === 'none' ? [] : ['nsenter', '-t', String(targetPid), '-a', '-r', '-w', '--'];
-  return ['/bin/sh', '-c', 'echo $$ > "$0" 2>/dev/null; exec "$@"', plan.cgroupProcs ?? '/dev/null', ...prlimit, ...enter, ...command];
+export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupProcs' | 'memoryCgroupProcs' | 'sandboxUid'>, targetPid: number, command: string[]): string[] {
+  const none = plan.driver === 'none';
+  const drop = !none && plan.sandboxUid !== null ? dropTo(plan.sandboxUid) : [];
+  const enter = none ? [] : ['nsenter', '-t', String(targetPid), '-a', '--preserve-credentials', '-r', '-w', '--'];
+  return ['/bin/sh', '-c', LAUNCH_PRELUDE, plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', '/dev/null', ...prlimitArgs(plan), ...drop, ...enter, ...command];
 }

@@ -10,6 +10,10 @@ import { sandboxesDir, writeLease, type Lease } from './lease.js';
 import { descendants, killAll, parentOf, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
 import { PythonRepl, REPL_DRIVER } from './python-repl.js';
+import { SANDBOX_DNS, UserNet } from './network.js';
+import { chownTree, makeSandboxFs, removeSandboxFs, type SandboxFs } from './sandbox-fs.js';
+import { asSandboxUser } from './sandbox-user.js';
+import { writeSeccompFilter } from './seccomp.js';
 import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult } from './sandbox.js';
 import { WORKSPACE, resolveInWorkspace } from './workspace-path.js';
 
@@ -37,6 +41,7 @@ export class HostSandbox {
   private readonly editor: Editor;
   private closing = false;
   private shellPid: number | null = null;
+  private net: UserNet | null = null;
   /** Exit code when the shell exited on its own (`exit`), until it is restarted. */
   private selfExit: number | null = null;
 
@@ -46,6 +51,8 @@ export class HostSandbox {
     private readonly dir: string,
     readonly workdir: string,
     private readonly ctlDir: string,
+    private readonly files: SandboxFs,
+    private readonly seccompFile: string | null,
     private readonly cgroup: PidsCgroup | null,
     private readonly lease: Lease,
     private readonly onLost: (reason: string) => void,
@@ -61,13 +68,19 @@ export class HostSandbox {
   static async create(req: SandboxCreate, ctx: { stateDir: string; owner: HostOwner; onLost: (reason: string) => void }): Promise<HostSandbox> {
     const dir = path.join(sandboxesDir(ctx.stateDir), req.sandboxId);
     if (fs.existsSync(dir)) throw new SandboxError(`sandbox ${req.sandboxId} already exists`, { code: 'SANDBOX_EXISTS', stage: 'init' });
-    const workdir = path.join(dir, 'workspace');
-    const ctlDir = path.join(dir, 'ctl');
-    fs.mkdirSync(workdir, { recursive: true });
-    fs.mkdirSync(ctlDir);
-    fs.mkdirSync(path.join(dir, 'home'));
-    fs.mkdirSync(path.join(dir, 'root')); // mount point of the unshare driver's root
-    const cgroup = req.driver === 'none' ? null : PidsCgroup.create(req.sandboxId, req.limits.maxProcesses);
+    fs.mkdirSync(dir, { recursive: true });
+    const uid = req.driver === 'none' ? null : req.sandboxUid;
+    let files: SandboxFs;
+    try {
+      files = makeSandboxFs(dir, { bytes: req.limits.workdirBytes, uid, stateDir: ctx.stateDir });
+    } catch (err) {
+      removeSandboxFs(dir);
+      fs.rmSync(dir, { recursive: true, force: true });
+      throw err;
+    }
+    const { workdir, ctlDir } = files;
+    fs.mkdirSync(path.join(files.root, 'root')); // mount point of the unshare driver's root
+    const cgroup = req.driver === 'none' ? null : PidsCgroup.create(req.sandboxId, req.limits.maxProcesses, req.limits.totalMemoryBytes);
     const lease: Lease = {
       sandboxId: req.sandboxId,
       runtimeId: ctx.owner.runtimeId,
@@ -84,10 +97,14 @@ export class HostSandbox {
       createdAt: new Date().toISOString(),
     };
     writeLease(lease);
-    const sb = new HostSandbox(req.sandboxId, req, dir, workdir, ctlDir, cgroup, lease, ctx.onLost);
+    const seccompFile = req.driver === 'none' ? null : writeSeccompFilter(ctlDir);
+    const sb = new HostSandbox(req.sandboxId, req, dir, workdir, ctlDir, files, seccompFile, cgroup, lease, ctx.onLost);
     try {
       await seed(workdir, req);
+      // Seeding ran as root before any sandboxed process existed; the sandbox's uid takes it over.
+      if (uid !== null) chownTree(workdir, uid);
       fs.writeFileSync(path.join(ctlDir, 'repl.py'), REPL_DRIVER);
+      if (req.spec.network) fs.writeFileSync(path.join(ctlDir, 'resolv.conf'), `nameserver ${SANDBOX_DNS}\n`);
       await sb.startShell();
       for (const cmd of req.spec.setup ?? []) {
         const r = await sb.bash({ command: cmd });
@@ -107,14 +124,23 @@ export class HostSandbox {
       driver: this.req.driver,
       workdir: this.workdir,
       stateDir: path.dirname(path.dirname(this.dir)),
-      homeDir: path.join(this.dir, 'home'),
+      homeDir: this.files.homeDir,
       rootfs: this.req.rootfs,
       network: this.req.spec.network ?? false,
       limits: this.req.limits,
       ctlDir: this.ctlDir,
       cgroupProcs: this.cgroup?.procsFile ?? null,
+      memoryCgroupProcs: this.cgroup?.memoryProcsFile ?? null,
+      sandboxUid: this.uid,
+      seccompFile: this.seccompFile,
+      resolvConf: this.req.spec.network ? path.join(this.ctlDir, 'resolv.conf') : null,
       command: ['bash', '--noprofile', '--norc', '--noediting', '-i'],
     };
+  }
+
+  /** The sandbox's host uid, or null (not root, or the `none` driver). */
+  private get uid(): number | null {
+    return this.req.driver === 'none' ? null : this.req.sandboxUid;
   }
 
   private env(home: string): Record<string, string> {
@@ -161,6 +187,12 @@ export class HostSandbox {
     this.lease.ptyStart = processStartTime(this.pty.pid);
     writeLease(this.lease);
     this.shellPid = this.findShell();
+    if (this.req.spec.network && this.req.driver !== 'none') {
+      // A fresh namespace (first start, or after `exit`) needs its own user-mode network.
+      this.net?.close();
+      this.net = null;
+      this.net = await UserNet.attach(this.shellPid ?? this.pty.pid);
+    }
   }
 
   /** Host pid of the sandboxed bash (the deepest-first `bash` under the launcher). */
@@ -226,6 +258,7 @@ export class HostSandbox {
         '-u',
         inside ? '/run/rollout/repl.py' : path.join(this.ctlDir, 'repl.py'),
         inside ? WORKSPACE : this.workdir,
+        inside && this.seccompFile ? `/run/rollout/${path.basename(this.seccompFile)}` : '',
       ]);
       const home = buildLaunch(plan).home;
       this.repl = new PythonRepl({ argv, env: this.env(home), cwd: this.workdir, maxOutputChars: this.req.tools.maxOutputChars });
@@ -236,7 +269,8 @@ export class HostSandbox {
   /** Runs an editor command on the host-side workspace. */
   editorOp(req: EditorRequest): EditorResult {
     this.alive();
-    return this.editor.run(req);
+    // With the sandbox's own rights: a planted symlink cannot make root read or write for it.
+    return asSandboxUser(this.uid, () => this.editor.run(req));
   }
 
   /** Reads a workspace file. @throws TaskError when the path leaves the workspace or is missing. */
@@ -245,7 +279,7 @@ export class HostSandbox {
     const host = resolveInWorkspace(this.workdir, p);
     if (!host) throw new TaskError(`path outside the workspace: ${p}`, { code: 'PATH_OUTSIDE_WORKSPACE' });
     try {
-      return fs.readFileSync(host, 'utf8');
+      return asSandboxUser(this.uid, () => fs.readFileSync(host, 'utf8'));
     } catch (err) {
       throw new TaskError(`cannot read ${p}: ${(err as Error).message}`, { code: 'READ_FAILED' });
     }
@@ -256,8 +290,10 @@ export class HostSandbox {
     this.alive();
     const host = resolveInWorkspace(this.workdir, p);
     if (!host) throw new TaskError(`path outside the workspace: ${p}`, { code: 'PATH_OUTSIDE_WORKSPACE' });
-    fs.mkdirSync(path.dirname(host), { recursive: true });
-    fs.writeFileSync(host, content);
+    asSandboxUser(this.uid, () => {
+      fs.mkdirSync(path.dirname(host), { recursive: true });
+      fs.writeFileSync(host, content);
+    });
   }
 
   /**
@@ -267,6 +303,7 @@ export class HostSandbox {
   interrupt(): number {
     if (!this.pty || this.closing) return 0;
     const keep = new Set<number>([this.pty.pid]);
+    if (this.net) keep.add(this.net.pid);
     if (this.shellPid) keep.add(this.shellPid);
     const replPid = this.repl?.pid;
     const replTree = replPid ? [replPid, ...descendants(replPid)] : [];
@@ -286,6 +323,7 @@ export class HostSandbox {
     if (this.repl?.pid) tree.push(this.repl.pid, ...descendants(this.repl.pid));
     this.repl?.dispose();
     this.pty?.dispose();
+    this.net?.close();
     if (this.pty) {
       try {
         process.kill(-this.pty.pid, 'SIGKILL');
@@ -295,6 +333,7 @@ export class HostSandbox {
     }
     killAll(tree);
     await this.cgroup?.killAllAndRemove();
+    removeSandboxFs(this.dir);
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
 }

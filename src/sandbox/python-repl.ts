@@ -3,15 +3,21 @@ import readline from 'node:readline';
 import { SandboxError } from '../errors.js';
 import type { PythonResult } from './sandbox.js';
 import { truncateMiddle } from './output.js';
+import { PY_SECCOMP_LOADER } from './seccomp.js';
 
 /**
  * The driver the REPL process runs: JSON lines in on a private dup of stdin, JSON lines out on
  * a private dup of stdout. Cell output (print, sys.stderr, and subprocesses writing to fds 1/2)
  * goes to an unlinked temp file that is read back after each cell. A timeout is an ITIMER_REAL
  * alarm raising KeyboardInterrupt inside the cell, so the REPL and its state survive.
+ * Arguments: the working directory, then the seccomp filter to install on itself first ('' for
+ * none): the REPL is entered with nsenter, where no bwrap loads a filter for it.
  */
-export const REPL_DRIVER = String.raw`
+export const REPL_DRIVER = `${PY_SECCOMP_LOADER}${String.raw`
 import sys, os, json, ast, traceback, signal, tempfile
+# argv[2]: the sandbox's seccomp filter, installed before any cell can run (fails closed).
+if len(sys.argv) > 2 and sys.argv[2]:
+    _rollout_seccomp(sys.argv[2])
 if len(sys.argv) > 1:
     os.chdir(sys.argv[1])
 proto_in = os.fdopen(os.dup(0), 'rb')
@@ -71,11 +77,11 @@ for line in proto_in:
     if value is not None:
         out += value + '\n'
     proto_out.write((json.dumps({'output': out, 'error': err, 'timedOut': state['alarm']}) + '\n').encode())
-`;
+`}`;
 
 /** Options of a {@link PythonRepl}. */
 export interface PythonReplOptions {
-  /** argv that starts `python3 -u <driver> <cwd>` inside the sandbox. */
+  /** argv that starts `python3 -u <driver> <cwd> [<seccomp filter>]` inside the sandbox. */
   argv: string[];
   env: Record<string, string>;
   cwd: string;

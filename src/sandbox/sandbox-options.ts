@@ -20,14 +20,51 @@ export const SandboxOptionsSchema = z.object({
   rootfs: z.string().nullable().default(null),
   /** Identifies this runtime in leases; default `<hostname>-<pid>`. */
   runtimeId: z.string().default(() => `${os.hostname()}-${process.pid}`),
+  /**
+   * Per-sandbox limits. Totals (processes, memory, disk) hold for the sandbox as a whole, however
+   * many processes it starts; the rlimits hold per process. See docs/sandboxes.md, "Security".
+   */
   limits: z
     .object({
+      /** Processes and threads at once in the whole sandbox: cgroup `pids.max` (RLIMIT_NPROC without a cgroup). */
       maxProcesses: z.number().int().positive().default(256),
+      /** Address space per process (RLIMIT_AS), bytes. */
       memoryBytes: z.number().int().positive().default(4 * 1024 ** 3),
+      /** Largest file one process may write (RLIMIT_FSIZE), bytes. */
       fileSizeBytes: z.number().int().positive().default(1024 ** 3),
+      /** CPU time per process (RLIMIT_CPU), seconds. */
       cpuSeconds: z.number().int().positive().default(3600),
+      /**
+       * Memory of the whole sandbox: cgroup v1 `memory.limit_in_bytes` (and `memsw` when swap is
+       * accounted). Pages the sandbox writes to its tmpfs /tmp, /dev/shm and /workspace count
+       * too. Past it the kernel's OOM killer picks a process of this sandbox only. Needs root
+       * and the memory controller; without them only the per-process `memoryBytes` holds.
+       */
+      totalMemoryBytes: z.number().int().positive().default(4 * 1024 ** 3),
+      /** Size of the private /tmp and of /dev/shm (each a tmpfs), bytes: a write past it fails with ENOSPC. */
+      tmpBytes: z.number().int().positive().default(1024 ** 3),
+      /**
+       * Size of the tmpfs holding /workspace (with the control files and the unshare driver's
+       * home), bytes: a write past it fails with ENOSPC. RAM-backed: seeded files count against
+       * the host's memory, files the sandbox writes against `totalMemoryBytes` as well. Needs
+       * root (a mount); without it the workdir is a plain directory of the state dir, uncapped.
+       */
+      workdirBytes: z.number().int().positive().default(4 * 1024 ** 3),
     })
     .prefault({}),
+  /**
+   * Host uids (and gids) sandboxed processes run as when the runtime is root: sandbox `<id>`
+   * gets `base + hash(id) % count`. Pick a range no host user or subordinate-id range uses. The
+   * same number is used as uid and gid. Not used when the runtime is not root (its own uid is
+   * already unprivileged).
+   */
+  sandboxUids: z
+    .object({
+      base: z.number().int().min(1000).max(0xfffffffe).default(2_000_000_000),
+      count: z.number().int().positive().max(1 << 30).default(1_000_000),
+    })
+    .prefault({})
+    .refine((r) => r.base + r.count <= 0xfffffffe, { message: 'base + count must stay below 4294967294' }),
   timeouts: z
     .object({
       /** Per bash command (ProRL: 30 s). */

@@ -11,6 +11,8 @@ import { detectDriver, type DriverDetection } from './drivers.js';
 import { hostsDir, reapSandbox, reapStale, sandboxesDir, type ReapReport } from './lease.js';
 import { processStartTime } from './proc.js';
 import { asSandboxFault, SandboxClient } from './sandbox-client.js';
+import { privateMountsPrefix } from './sandbox-fs.js';
+import { sandboxUidFor } from './sandbox-user.js';
 import { parseSandboxOptions, type SandboxOptions, type SandboxOptionsInput } from './sandbox-options.js';
 import type { Sandbox, SandboxProvider, SandboxSpec } from './sandbox.js';
 
@@ -62,7 +64,8 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
   const startHost = async (): Promise<Host> => {
     const index = hostSeq++;
     const socketPath = path.join(hostsDir(options.stateDir), `h-${process.pid}-${ownerStart ?? 0}-${index}.sock`);
-    const proc = spawn(process.execPath, [BIN, 'sandbox-host', '--socket', socketPath, '--state-dir', options.stateDir, '--max-frame-bytes', String(options.maxFrameBytes)], {
+    const [hostFile, ...hostPrefix] = [...privateMountsPrefix(), process.execPath];
+    const proc = spawn(hostFile!, [...hostPrefix, BIN, 'sandbox-host', '--socket', socketPath, '--state-dir', options.stateDir, '--max-frame-bytes', String(options.maxFrameBytes)], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';
@@ -167,6 +170,7 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
         driver: driver.driver,
         rootfs: options.rootfs,
         limits: options.limits,
+        sandboxUid: sandboxUidFor(sandboxId, options.sandboxUids),
         tools: {
           bashTimeoutMs: options.timeouts.bashMs,
           noOutputTimeoutMs: options.timeouts.noOutputMs,

@@ -28,9 +28,13 @@ async function start(noOutputTimeoutMs: number, onExit?: () => void): Promise<Pt
     homeDir: dir,
     rootfs: null,
     network: false,
-    limits: { maxProcesses: 1000, memoryBytes: 2 ** 32, fileSizeBytes: 2 ** 30, cpuSeconds: 100 },
+    limits: { maxProcesses: 1000, memoryBytes: 2 ** 32, fileSizeBytes: 2 ** 30, cpuSeconds: 100, totalMemoryBytes: 2 ** 32, tmpBytes: 2 ** 30, workdirBytes: 2 ** 30 },
     ctlDir: path.join(dir, 'ctl'),
     cgroupProcs: null,
+    memoryCgroupProcs: null,
+    sandboxUid: null,
+    seccompFile: null,
+    resolvConf: null,
     command: ['bash', '--noprofile', '--norc', '--noediting', '-i'],
   });
   session = await PtySession.start(

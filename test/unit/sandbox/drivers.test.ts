@@ -10,42 +10,84 @@ const plan: LaunchPlan = {
   homeDir: '/state/sandboxes/x/home',
   rootfs: null,
   network: false,
-  limits: { maxProcesses: 64, memoryBytes: 1 << 30, fileSizeBytes: 1 << 20, cpuSeconds: 60 },
+  limits: { maxProcesses: 64, memoryBytes: 1 << 30, fileSizeBytes: 1 << 20, cpuSeconds: 60, totalMemoryBytes: 1 << 30, tmpBytes: 1 << 24, workdirBytes: 1 << 28 },
   ctlDir: '/state/sandboxes/x/ctl',
   cgroupProcs: '/sys/fs/cgroup/pids/rollout-runtime/x/cgroup.procs',
+  memoryCgroupProcs: '/sys/fs/cgroup/memory/rollout-runtime/x/cgroup.procs',
+  sandboxUid: 2000000123,
+  seccompFile: '/state/sandboxes/x/ctl/seccomp.bpf',
+  resolvConf: null,
   command: ['bash', '-i'],
 };
 
 describe('buildLaunch', () => {
-  it('joins the cgroup, applies rlimits, then runs bwrap with every namespace and no network', () => {
+  it('joins both cgroups, opens the seccomp filter, applies rlimits, then runs bwrap with every namespace and no network', () => {
     const { argv } = buildLaunch(plan);
-    expect(argv.slice(0, 4)).toEqual(['/bin/sh', '-c', 'echo $$ > "$0" 2>/dev/null; exec "$@"', plan.cgroupProcs]);
+    expect(argv.slice(3, 6)).toEqual([plan.cgroupProcs, plan.memoryCgroupProcs, plan.seccompFile]);
+    expect(argv[2]).toContain('exec 9<"$2"');
     expect(argv).toContain('--fsize=1048576');
     expect(argv).not.toContain('--nproc=64');
     const b = argv.indexOf('bwrap');
-    expect(argv.slice(b, b + 3)).toEqual(['bwrap', '--unshare-all', '--die-with-parent']);
+    expect(argv.slice(b, b + 2)).toEqual(['bwrap', '--unshare-all']);
     expect(argv).not.toContain('--share-net');
     expect(argv.join(' ')).toContain('--bind /state/sandboxes/x/workspace /workspace');
     expect(argv.join(' ')).toContain('--tmpfs /state'); // the state dir is hidden
+    expect(argv.join(' ')).toContain('--tmpfs /sys/fs/cgroup'); // other sandboxes' cgroup names too
     expect(argv.slice(-2)).toEqual(['bash', '-i']);
   });
 
-  it('shares the network only when the spec asks for it', () => {
-    expect(buildLaunch({ ...plan, network: true }).argv).toContain('--share-net');
+  it('drops host root to the sandbox uid with no capabilities before bwrap', () => {
+    const { argv } = buildLaunch(plan);
+    const s = argv.indexOf('setpriv');
+    expect(s).toBeGreaterThan(0);
+    expect(s).toBeLessThan(argv.indexOf('bwrap'));
+    expect(argv.slice(s, s + 8)).toEqual(['setpriv', '--reuid=2000000123', '--regid=2000000123', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--']);
+    const b = argv.slice(argv.indexOf('bwrap')).join(' ');
+    expect(b).toContain('--unshare-user --uid 1000 --gid 1000');
+    expect(b).toContain('--cap-drop ALL');
+    expect(b).toContain('--seccomp 9');
+  });
+
+  it('keeps its own uid when not root, and disables nested user namespaces without a filter', () => {
+    const { argv } = buildLaunch({ ...plan, sandboxUid: null, seccompFile: null });
+    expect(argv).not.toContain('setpriv');
+    expect(argv[5]).toBe('/dev/null');
+    expect(argv).toContain('--disable-userns');
+  });
+
+  it('caps /tmp and /dev/shm at tmpBytes', () => {
+    const b = buildLaunch(plan).argv.join(' ');
+    expect(b).toContain(`--size ${1 << 24} --tmpfs /tmp`);
+    expect(b).toContain(`--size ${1 << 24} --tmpfs /dev/shm`);
+  });
+
+  it('never shares the host network, even when the spec asks for network', () => {
+    const { argv } = buildLaunch({ ...plan, network: true, resolvConf: '/state/sandboxes/x/ctl/resolv.conf' });
+    expect(argv).not.toContain('--share-net');
+    expect(argv.join(' ')).toContain('--ro-bind /state/sandboxes/x/ctl/resolv.conf /etc/resolv.conf');
   });
 
   it('falls back to RLIMIT_NPROC when there is no cgroup', () => {
     expect(buildLaunch({ ...plan, cgroupProcs: null }).argv).toContain('--nproc=64');
   });
 
-  it('uses a pid, mount, ipc, uts and net namespace with the unshare driver', () => {
-    const { argv } = buildLaunch({ ...plan, driver: 'unshare' });
-    for (const f of ['--user', '--map-root-user', '--pid', '--fork', '--kill-child', '--mount', '--net']) expect(argv).toContain(f);
+  it('uses a user, pid, mount, ipc, uts, net and cgroup namespace with the unshare driver, entered as the sandbox uid', () => {
+    const { argv } = buildLaunch({ ...plan, driver: 'unshare', network: true });
+    for (const f of ['--user', '--map-root-user', '--pid', '--fork', '--kill-child', '--mount', '--net', '--cgroup']) expect(argv).toContain(f);
+    const s = argv.indexOf('setpriv');
+    expect(s).toBeLessThan(argv.indexOf('unshare'));
+    expect(argv.slice(s, argv.indexOf('unshare'))).not.toContain('--bounding-set=-all'); // the prelude needs its userns caps
+    const prelude = argv[argv.indexOf('-c', argv.indexOf('unshare')) + 1]!;
+    expect(prelude).toContain('setpriv --inh-caps=-all --bounding-set=-all --no-new-privs');
+    expect(argv).toContain('/run/rollout/seccomp.bpf');
   });
 
-  it('enters the sandbox namespaces with nsenter for a second process', () => {
+  it('enters the sandbox namespaces with nsenter as the sandbox uid for a second process', () => {
     const argv = buildEnter(plan, 1234, ['python3']);
-    expect(argv.join(' ')).toContain('nsenter -t 1234 -a -r -w -- python3');
+    expect(argv.join(' ')).toContain('nsenter -t 1234 -a --preserve-credentials -r -w -- python3');
+    expect(argv.indexOf('setpriv')).toBeLessThan(argv.indexOf('nsenter'));
+    expect(argv).toContain('--bounding-set=-all');
+    expect(argv.slice(3, 5)).toEqual([plan.cgroupProcs, plan.memoryCgroupProcs]);
   });
 });
 
