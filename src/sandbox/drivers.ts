@@ -124,7 +124,8 @@ mount -o remount,bind,ro "$R/run/rollout"
 mount --bind "$W" "$R/workspace"
 if [ -z "$F" ] && [ -d "$R$H" ]; then mount -t tmpfs tmpfs "$R$H"; fi
 if [ -z "$F" ] && [ -d "$R$S" ]; then mount -t tmpfs tmpfs "$R$S"; fi
-if [ -n "$F" ]; then mount -t tmpfs tmpfs "$R/root"; mount -o remount,bind,ro "$R"; else mount -o remount,ro "$R"; fi
+if [ -n "$F" ]; then mount -t tmpfs tmpfs "$R/root"; fi
+mount -o remount,bind,ro "$R"
 if [ -n "$P" ]; then
   exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- python3 -c "$X" "$P" /bin/sh -c 'cd /workspace && exec "$@"' sh "$@"
 fi
@@ -207,7 +208,10 @@ export function buildLaunch(plan: LaunchPlan): Launch {
   if (plan.driver === 'bwrap') {
     home = plan.rootfs ? '/root' : hostHome;
     // Never --share-net: a networked sandbox gets user-mode networking in its own namespace (network.ts).
-    driverArgs = ['bwrap', '--unshare-all', '--unshare-user', '--uid', String(INSIDE_UID), '--gid', String(INSIDE_UID), '--die-with-parent', '--cap-drop', 'ALL'];
+    driverArgs = ['bwrap', '--unshare-all', '--unshare-user', '--die-with-parent', '--cap-drop', 'ALL'];
+    // As root, uid/gid 1000 inside maps to the sandbox's host uid; otherwise our own uid is kept
+    // (one user namespace, which our uid may enter for the REPL).
+    if (plan.sandboxUid !== null) driverArgs.push('--uid', String(INSIDE_UID), '--gid', String(INSIDE_UID));
     if (plan.seccompFile) driverArgs.push('--seccomp', '9');
     else driverArgs.push('--disable-userns');
     if (plan.rootfs) driverArgs.push('--ro-bind', plan.rootfs, '/');
@@ -260,18 +264,33 @@ function isUnder(p: string, dir: string): boolean {
 
 /**
  * The argv that runs `command` inside an already running sandbox: the same cgroup prelude and
- * rlimits, `setpriv` down to the sandbox's uid with no capabilities (as root), then `nsenter`
- * into every namespace (and the root) of `targetPid`, a process of the sandbox. Used for the
- * Python REPL, so it shares the shell's /tmp, /workspace and network. The unprivileged uid owns
- * the sandbox's user namespace, which is what lets it enter; it keeps its credentials
- * (`--preserve-credentials`), and the capabilities that entering grants are gone at the exec
- * of `command` (empty bounding set, no ambient ones). The seccomp filter is for `command` to
- * load (the REPL driver does, before any cell). With the `none` driver there is nothing to
- * enter and `command` runs as is under the limits.
+ * rlimits, then `nsenter` into every namespace (and the root) of `targetPid`, a process of the
+ * sandbox, ending as the sandbox's unprivileged user with no capabilities and no_new_privs.
+ * Used for the Python REPL, so it shares the shell's /tmp, /workspace and network. The seccomp
+ * filter is for `command` to load (the REPL driver does, before any cell).
+ *
+ * How each driver is entered, and why:
+ * - bwrap as root: bwrap nests the shell's user namespace (uid 1000 → the sandbox uid) inside
+ *   the one owning the other namespaces, so host root enters those first, then the shell's user
+ *   namespace last with `-S 1000 -G 1000` (`nsenter` found inside the sandbox's root). Its
+ *   capabilities end at the exec of `command` (a non-root uid there); the bounding set stays
+ *   full but unusable (no_new_privs, seccomp refuses new user namespaces).
+ * - unshare: one user namespace owned by the sandbox uid, which therefore may enter it without
+ *   privileges; `command` starts behind `setpriv`, which empties the bounding set first.
+ * - bwrap not as root: one user namespace owned by our own uid, entered as is.
+ * The time namespace is never entered: sandboxes share the host's, which no uid but root may join.
+ * With the `none` driver there is nothing to enter and `command` runs as is under the limits.
  */
 export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupProcs' | 'memoryCgroupProcs' | 'sandboxUid'>, targetPid: number, command: string[]): string[] {
-  const none = plan.driver === 'none';
-  const drop = !none && plan.sandboxUid !== null ? dropTo(plan.sandboxUid) : [];
-  const enter = none ? [] : ['nsenter', '-t', String(targetPid), '-a', '--preserve-credentials', '-r', '-w', '--'];
-  return ['/bin/sh', '-c', LAUNCH_PRELUDE, plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', '/dev/null', ...prlimitArgs(plan), ...drop, ...enter, ...command];
+  const t = String(targetPid);
+  let enter: string[];
+  if (plan.driver === 'none') enter = [];
+  else if (plan.driver === 'bwrap' && plan.sandboxUid !== null) {
+    const id = String(INSIDE_UID);
+    enter = ['setpriv', '--no-new-privs', '--', 'nsenter', '-t', t, '-C', '-i', '-u', '-n', '-p', '-m', '-r', '-w', '--', 'nsenter', '--user=/proc/1/ns/user', '-S', id, '-G', id, '--'];
+  } else if (plan.driver === 'unshare') {
+    const drop = plan.sandboxUid !== null ? dropTo(plan.sandboxUid, true) : [];
+    enter = [...drop, 'nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '--preserve-credentials', '-r', '-w', '--', 'setpriv', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--'];
+  } else enter = ['nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '--preserve-credentials', '-r', '-w', '--'];
+  return ['/bin/sh', '-c', LAUNCH_PRELUDE, plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', '/dev/null', ...prlimitArgs(plan), ...enter, ...command];
 }

@@ -43,7 +43,7 @@ describe('buildLaunch', () => {
     expect(s).toBeLessThan(argv.indexOf('bwrap'));
     expect(argv.slice(s, s + 8)).toEqual(['setpriv', '--reuid=2000000123', '--regid=2000000123', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--']);
     const b = argv.slice(argv.indexOf('bwrap')).join(' ');
-    expect(b).toContain('--unshare-user --uid 1000 --gid 1000');
+    expect(b).toContain('--uid 1000 --gid 1000');
     expect(b).toContain('--cap-drop ALL');
     expect(b).toContain('--seccomp 9');
   });
@@ -82,12 +82,16 @@ describe('buildLaunch', () => {
     expect(argv).toContain('/run/rollout/seccomp.bpf');
   });
 
-  it('enters the sandbox namespaces with nsenter as the sandbox uid for a second process', () => {
-    const argv = buildEnter(plan, 1234, ['python3']);
-    expect(argv.join(' ')).toContain('nsenter -t 1234 -a --preserve-credentials -r -w -- python3');
+  it('enters a bwrap sandbox as root: the other namespaces first, then the shell user namespace as uid 1000', () => {
+    const argv = buildEnter(plan, 1234, ['python3']).join(' ');
+    expect(argv).toContain('setpriv --no-new-privs -- nsenter -t 1234 -C -i -u -n -p -m -r -w -- nsenter --user=/proc/1/ns/user -S 1000 -G 1000 -- python3');
+    expect(buildEnter(plan, 1234, ['python3']).slice(3, 5)).toEqual([plan.cgroupProcs, plan.memoryCgroupProcs]);
+  });
+
+  it('enters an unshare sandbox as the sandbox uid and empties the bounding set before the command', () => {
+    const argv = buildEnter({ ...plan, driver: 'unshare' }, 1234, ['python3']);
     expect(argv.indexOf('setpriv')).toBeLessThan(argv.indexOf('nsenter'));
-    expect(argv).toContain('--bounding-set=-all');
-    expect(argv.slice(3, 5)).toEqual([plan.cgroupProcs, plan.memoryCgroupProcs]);
+    expect(argv.join(' ')).toContain('nsenter -t 1234 -U -C -i -u -n -p -m --preserve-credentials -r -w -- setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- python3');
   });
 });
 
