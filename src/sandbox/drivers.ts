@@ -122,6 +122,7 @@ mkdir "$R/run/rollout"
 mount --bind "$C" "$R/run/rollout"
 mount -o remount,bind,ro "$R/run/rollout"
 mount --bind "$W" "$R/workspace"
+if [ -f "$C/resolv.conf" ] && [ -f "$R/etc/resolv.conf" ]; then mount --bind "$C/resolv.conf" "$R/etc/resolv.conf"; fi
 if [ -z "$F" ] && [ -d "$R$H" ]; then mount -t tmpfs tmpfs "$R$H"; fi
 if [ -z "$F" ] && [ -d "$R$S" ]; then mount -t tmpfs tmpfs "$R$S"; fi
 if [ -n "$F" ]; then mount -t tmpfs tmpfs "$R/root"; fi
