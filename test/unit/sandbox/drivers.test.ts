@@ -107,4 +107,17 @@ describe('parseSandboxOptions', () => {
   it('throws ValidationError naming the bad field', () => {
     expect(() => parseSandboxOptions({ hosts: 0 })).toThrow(ValidationError);
   });
+
+  it('defaults the per-sandbox totals: 4 GiB memory, 1 GiB /tmp, 4 GiB workdir, uids from 2,000,000,000', () => {
+    const o = parseSandboxOptions({});
+    expect(o.limits).toMatchObject({ totalMemoryBytes: 4 * 1024 ** 3, tmpBytes: 1024 ** 3, workdirBytes: 4 * 1024 ** 3 });
+    expect(o.sandboxUids).toEqual({ base: 2_000_000_000, count: 1_000_000 });
+  });
+
+  it('refuses a zero size or a uid range that leaves 32 bits, naming the field', () => {
+    expect(() => parseSandboxOptions({ limits: { tmpBytes: 0 } })).toThrow(/limits\.tmpBytes/);
+    expect(() => parseSandboxOptions({ limits: { workdirBytes: -1 } })).toThrow(/limits\.workdirBytes/);
+    expect(() => parseSandboxOptions({ sandboxUids: { base: 0xfffff000, count: 1 << 20 } })).toThrow(/sandboxUids/);
+    expect(() => parseSandboxOptions({ sandboxUids: { base: 0 } })).toThrow(/sandboxUids\.base/);
+  });
 });
