@@ -29,9 +29,10 @@ export function sandboxUidFor(sandboxId: string, range: { base: number; count: n
  * sandbox planted cannot make the host read a root-only file or write outside what the sandbox
  * itself could write, and new files belong to the sandbox. `uid` null runs `fn` as is.
  *
- * `fn` must be synchronous: the effective ids are process-wide and restored before returning,
- * so no other event-loop work ever runs under them.
- * @throws whatever `fn` throws (ids restored first); Error when `fn` returns a promise.
+ * Pass synchronous work only: the effective ids are process-wide and restored before returning,
+ * so no other event-loop work ever runs under them — and a promise `fn` returns continues as
+ * root after its first `await` (only its synchronous start ran as the sandbox's user).
+ * @throws whatever `fn` throws (ids restored first).
  */
 export function asSandboxUser<T>(uid: number | null, fn: () => T): T {
   if (uid === null || !isRoot()) return fn();
@@ -40,9 +41,7 @@ export function asSandboxUser<T>(uid: number | null, fn: () => T): T {
   process.setegid!(uid);
   process.seteuid!(uid);
   try {
-    const r = fn();
-    if (r instanceof Promise) throw new Error('asSandboxUser: fn must be synchronous');
-    return r;
+    return fn();
   } finally {
     process.seteuid!(0);
     process.setegid!(0);
