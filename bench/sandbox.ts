@@ -4,6 +4,8 @@
  * - action_p50_ms / action_p99_ms: `echo hi` through runtime → socket → host → pty → back;
  * - raw_pty_p50_ms: the same command to a persistent bash in a pty in this process (the floor);
  * - spawn_per_command_p50_ms: `bash -c 'echo hi'` started per command inside bwrap;
+ * - hardened_pty_p50_ms / hardened_over_plain_pty: `echo hi` to a bash in bwrap with the
+ *   sandbox's unprivileged uid and seccomp filter over the same without them (interleaved);
  * - sandbox_start_p50_ms: create (request to ready) on a warm host, and start_vs_bare_bwrap
  *   over `bwrap ... true` with the same arguments;
  * - concurrent_64_actions_per_s: 64 sandboxes each running 100 commands at once;
@@ -54,7 +56,50 @@ async function rawPty(n: number): Promise<number[]> {
   return ts;
 }
 
-function bwrapArgv(command: string[]): string[] {
+/**
+ * The cost of the hardening on the hot path: `echo hi` to a bash in a pty inside bwrap with the
+ * sandbox's unprivileged uid and seccomp filter, against the same bwrap without them,
+ * interleaved command by command so load hits both alike. Returns p50s in ms.
+ */
+async function hardenedVsPlainPty(n: number): Promise<{ hardened: number; plain: number }> {
+  const shell = async (argv: string[]) => {
+    const term = pty.spawn(argv[0]!, argv.slice(1), { name: 'dumb', cwd: stateDir, env: { PATH: process.env.PATH!, TERM: 'dumb' } });
+    let buf = '';
+    let waiter: (() => void) | null = null;
+    term.onData((d) => {
+      buf += d;
+      if (buf.includes('#END#') && waiter) waiter();
+    });
+    const run = (cmd: string): Promise<void> =>
+      new Promise((resolve) => {
+        buf = '';
+        waiter = () => ((waiter = null), resolve());
+        term.write(cmd);
+      });
+    await run("stty -echo; PS1='#END#'\n");
+    return { run, term };
+  };
+  const bashArgs = ['bash', '--noprofile', '--norc', '--noediting', '-i'];
+  const hard = await shell(bwrapArgv(bashArgs, true));
+  const plain = await shell(bwrapArgv(bashArgs, false));
+  const ts = { hardened: [] as number[], plain: [] as number[] };
+  for (let i = 0; i < 200; i++) {
+    await hard.run('echo hi\n');
+    await plain.run('echo hi\n');
+  }
+  for (let i = 0; i < n; i++) {
+    for (const [k, s] of [['hardened', hard], ['plain', plain]] as const) {
+      const t = performance.now();
+      await s.run('echo hi\n');
+      ts[k].push(performance.now() - t);
+    }
+  }
+  hard.term.kill('SIGKILL');
+  plain.term.kill('SIGKILL');
+  return { hardened: median(ts.hardened), plain: median(ts.plain) };
+}
+
+function bwrapArgv(command: string[], hardened = true): string[] {
   const ws = path.join(stateDir, 'ws');
   const ctl = path.join(stateDir, 'ctl');
   fs.mkdirSync(ws, { recursive: true });
@@ -77,8 +122,8 @@ function bwrapArgv(command: string[]): string[] {
     cgroupProcs: null,
     memoryCgroupProcs: null,
     // The same unprivileged uid, flags and seccomp filter as a real sandbox.
-    sandboxUid: uid,
-    seccompFile: writeSeccompFilter(ctl),
+    sandboxUid: hardened ? uid : null,
+    seccompFile: hardened ? writeSeccompFilter(ctl) : null,
     resolvConf: null,
     command,
   }).argv;
@@ -148,6 +193,12 @@ try {
   const spawnTimes = await timeSpawn(bwrapArgv(['bash', '-c', 'echo hi']), 60);
   figures.spawn_per_command_p50_ms = round(median(spawnTimes), 3);
   figures.spawn_over_action = round(median(spawnTimes) / median(act), 1);
+
+  if (driver.driver === 'bwrap') {
+    const ab = await hardenedVsPlainPty(3000);
+    figures.hardened_pty_p50_ms = round(ab.hardened, 4);
+    figures.hardened_over_plain_pty = round(ab.hardened / ab.plain, 3);
+  }
 
   const bare = await timeSpawn(bwrapArgv(['true']), 40);
   figures.bare_bwrap_p50_ms = round(median(bare), 3);
