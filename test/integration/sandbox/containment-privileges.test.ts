@@ -157,3 +157,19 @@ describe.runIf(process.arch === 'x64' && drivers.length > 0).each(drivers)('priv
     for (const line of cg.output.trim().split('\n')) expect(line).toMatch(/:\/$/);
   });
 });
+
+describe.runIf(isRoot && drivers.length > 0)('a state dir the sandbox uid cannot reach', () => {
+  it('refuses to create a sandbox with STATE_DIR_UNREACHABLE and leaves nothing behind', async () => {
+    const outer = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-locked-'));
+    fs.chmodSync(outer, 0o700);
+    const stateDir = path.join(outer, 'state');
+    const provider = createSandboxProvider({ driver: drivers[0], hosts: 1, stateDir });
+    try {
+      await expect(provider.create({}, { rolloutId: 'locked' })).rejects.toMatchObject({ name: 'SandboxError', code: 'STATE_DIR_UNREACHABLE' });
+      expect(fs.readdirSync(path.join(stateDir, 'sandboxes'))).toEqual([]);
+    } finally {
+      await provider.close();
+      fs.rmSync(outer, { recursive: true, force: true });
+    }
+  });
+});
