@@ -100,7 +100,7 @@ export class PidsCgroup {
 
   /**
    * SIGKILLs every process in the group until it is empty (a fork in flight can add one after a
-   * read), then removes the directory and the memory group. Bounded: gives up after ~1 s and
+   * read), then removes the directory and the memory group. Bounded: gives up after ~2 s and
    * leaves the dirs.
    */
   async killAllAndRemove(): Promise<void> {
@@ -116,12 +116,18 @@ export class PidsCgroup {
       }
       await new Promise((r) => setTimeout(r, 10));
     }
+    // A task that has just died can keep its group busy (EBUSY) for a moment after it left
+    // cgroup.procs (exit not finished, a zombie not yet reaped): retry for ~1 s more.
     for (const d of [this.dir, this.memoryDir]) {
       if (!d) continue;
-      try {
-        fs.rmdirSync(d);
-      } catch {
-        // still busy or already gone: reapStale retries later
+      for (let i = 0; i < 50; i++) {
+        try {
+          fs.rmdirSync(d);
+          break;
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EBUSY') break; // gone, or not ours to remove
+          await new Promise((r) => setTimeout(r, 20));
+        }
       }
     }
   }
