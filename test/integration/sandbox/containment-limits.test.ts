@@ -88,3 +88,8 @@ describe.runIf(driver !== 'none')(`per-sandbox totals with the ${driver} driver`
     expect(fs.existsSync(path.join(stateDir, 'sandboxes', id))).toBe(false);
   });
 });
+
+describe('known gaps of the per-sandbox totals', () => {
+  it.todo('caps memory and processes per sandbox on a cgroup v2-only host (#9)');
+  it.todo('reaps a workdir tmpfs left mounted by a sandbox host started outside the provider (not in a private mount namespace) (#9)');
+});

@@ -173,3 +173,8 @@ describe.runIf(isRoot && drivers.length > 0)('a state dir the sandbox uid cannot
     }
   });
 });
+
+describe('known gaps of the privilege drop', () => {
+  it.todo('gives the Python REPL under bwrap an empty capability bounding set, as the shell has (#9)');
+  it.todo('loads the seccomp filter in the unshare driver without python3 in the sandbox root (#9)');
+});
