@@ -6,7 +6,7 @@ import type { SandboxCreate } from '../protocol/sandbox.js';
 import { PidsCgroup } from './cgroup.js';
 import { buildEnter, buildLaunch, type LaunchPlan } from './drivers.js';
 import { Editor } from './editor.js';
-import { sandboxesDir, writeLease, type Lease } from './lease.js';
+import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
 import { descendants, killAll, parentOf, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
 import { PythonRepl, REPL_DRIVER } from './python-repl.js';
@@ -295,7 +295,8 @@ export class HostSandbox {
     }
     killAll(tree);
     await this.cgroup?.killAllAndRemove();
-    fs.rmSync(this.dir, { recursive: true, force: true });
+    // Any depth, mounts detached first, quarantined when it cannot go (remove-tree.ts).
+    await removeSandboxDir(this.dir);
   }
 }
 
