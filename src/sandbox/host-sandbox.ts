@@ -11,7 +11,8 @@ import { descendants, killAll, parentOf, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
 import { PythonRepl, REPL_DRIVER } from './python-repl.js';
 import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult } from './sandbox.js';
-import { WORKSPACE, resolveInWorkspace } from './workspace-path.js';
+import { readWorkspaceFile, writeWorkspaceFile } from './workspace-fs.js';
+import { WORKSPACE, checkFileKeys } from './workspace-path.js';
 
 /** Who owns the host, as said in `host.hello`. */
 export interface HostOwner {
@@ -233,31 +234,22 @@ export class HostSandbox {
     return this.repl.run(code, timeoutMs ?? this.req.tools.pythonTimeoutMs);
   }
 
-  /** Runs an editor command on the host-side workspace. */
-  editorOp(req: EditorRequest): EditorResult {
+  /** Runs an editor command on the workspace (link-safe, bounded: editor.ts). */
+  editorOp(req: EditorRequest): Promise<EditorResult> {
     this.alive();
     return this.editor.run(req);
   }
 
-  /** Reads a workspace file. @throws TaskError when the path leaves the workspace or is missing. */
-  readFile(p: string): string {
+  /** Reads a workspace file. @throws TaskError when the path leaves the workspace, is missing or not a regular file. */
+  readFile(p: string): Promise<string> {
     this.alive();
-    const host = resolveInWorkspace(this.workdir, p);
-    if (!host) throw new TaskError(`path outside the workspace: ${p}`, { code: 'PATH_OUTSIDE_WORKSPACE' });
-    try {
-      return fs.readFileSync(host, 'utf8');
-    } catch (err) {
-      throw new TaskError(`cannot read ${p}: ${(err as Error).message}`, { code: 'READ_FAILED' });
-    }
+    return readWorkspaceFile(this.workdir, p);
   }
 
   /** Writes a workspace file, creating directories. @throws TaskError when the path leaves the workspace. */
-  writeFile(p: string, content: string): void {
+  writeFile(p: string, content: string): Promise<void> {
     this.alive();
-    const host = resolveInWorkspace(this.workdir, p);
-    if (!host) throw new TaskError(`path outside the workspace: ${p}`, { code: 'PATH_OUTSIDE_WORKSPACE' });
-    fs.mkdirSync(path.dirname(host), { recursive: true });
-    fs.writeFileSync(host, content);
+    return writeWorkspaceFile(this.workdir, p, content);
   }
 
   /**
@@ -311,7 +303,8 @@ async function seed(workdir: string, req: SandboxCreate): Promise<void> {
       let err = '';
       git.stderr.on('data', (d: Buffer) => (err += d.toString()));
       git.on('error', (e) => reject(new TaskError(`git clone failed: ${e.message}`, { code: 'SEED_FAILED', stage: 'init' })));
-      git.on('close', (code) => (code === 0 ? resolve() : reject(new TaskError(`git clone of ${spec.gitRepo} failed: ${err.trim()}`, { code: 'SEED_FAILED', stage: 'init' }))));
+      // git names the host workdir in its errors: the task sees /workspace.
+      git.on('close', (code) => (code === 0 ? resolve() : reject(new TaskError(`git clone of ${spec.gitRepo} failed: ${err.trim().split(workdir).join(WORKSPACE)}`, { code: 'SEED_FAILED', stage: 'init' }))));
     });
   }
   if (spec.seedDir) {
@@ -321,10 +314,14 @@ async function seed(workdir: string, req: SandboxCreate): Promise<void> {
     // A copy, never a shared mount: sandboxes of one group must not see each other's edits.
     fs.cpSync(spec.seedDir, workdir, { recursive: true, verbatimSymlinks: true, force: true });
   }
-  for (const [rel, content] of Object.entries(spec.files ?? {})) {
-    const host = resolveInWorkspace(workdir, rel);
-    if (!host) throw new TaskError(`spec.files path outside the workspace: ${rel}`, { code: 'SEED_FAILED', stage: 'init' });
-    fs.mkdirSync(path.dirname(host), { recursive: true });
-    fs.writeFileSync(host, content);
-  }
+  const files = Object.entries(spec.files ?? {});
+  const bad = checkFileKeys(files.map(([k]) => k));
+  if (bad.length) throw filesError(bad);
+  for (const [rel, content] of files) await writeWorkspaceFile(workdir, rel, content, 'SEED_FAILED');
+}
+
+/** A TaskError naming each bad `files` key and its problem (never a host path). */
+export function filesError(bad: { key: string; problem: string }[]): TaskError {
+  const text = bad.slice(0, 5).map((b) => `${JSON.stringify(b.key.length > 300 ? `${b.key.slice(0, 300)}...` : b.key)} ${b.problem}`).join('; ');
+  return new TaskError(`spec.files: ${text}${bad.length > 5 ? `; and ${bad.length - 5} more` : ''}`, { code: 'BAD_FILES', stage: 'init', details: { keys: bad.slice(0, 20) } });
 }

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { reapStale } from '../../../src/sandbox/lease.js';
 import { mountsUnder, removeTree } from '../../../src/sandbox/remove-tree.js';
+import { PYTHON } from './helpers.js';
 
 /**
  * The reaper against what a hostile policy can leave in a sandbox directory (#9 item 2): trees
@@ -40,7 +41,7 @@ async function staleSandbox(id: string): Promise<string> {
 
 /** Makes `depth` nested directories `d/d/...` under `dir` with fd-relative steps (no PATH_MAX limit). */
 function deepTree(dir: string, depth: number): void {
-  execFileSync('python3', ['-c', `import os\nfor _ in range(${depth}):\n  os.mkdir('d'); os.chdir('d')\nopen('f', 'w').write('x')`], { cwd: dir });
+  execFileSync(PYTHON, ['-c', `import os\nfor _ in range(${depth}):\n  os.mkdir('d'); os.chdir('d')\nopen('f', 'w').write('x')`], { cwd: dir });
 }
 
 describe('reapStale against hostile trees', () => {
