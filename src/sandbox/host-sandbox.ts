@@ -12,7 +12,7 @@ import { PtySession } from './pty-session.js';
 import { PythonRepl, REPL_DRIVER } from './python-repl.js';
 import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult } from './sandbox.js';
 import { readWorkspaceFile, writeWorkspaceFile } from './workspace-fs.js';
-import { WORKSPACE, checkFileKeys } from './workspace-path.js';
+import { WORKSPACE, checkFileKeys, fileKeysError } from './workspace-path.js';
 
 /** Who owns the host, as said in `host.hello`. */
 export interface HostOwner {
@@ -316,12 +316,13 @@ async function seed(workdir: string, req: SandboxCreate): Promise<void> {
   }
   const files = Object.entries(spec.files ?? {});
   const bad = checkFileKeys(files.map(([k]) => k));
-  if (bad.length) throw filesError(bad);
-  for (const [rel, content] of files) await writeWorkspaceFile(workdir, rel, content, 'SEED_FAILED');
-}
-
-/** A TaskError naming each bad `files` key and its problem (never a host path). */
-export function filesError(bad: { key: string; problem: string }[]): TaskError {
-  const text = bad.slice(0, 5).map((b) => `${JSON.stringify(b.key.length > 300 ? `${b.key.slice(0, 300)}...` : b.key)} ${b.problem}`).join('; ');
-  return new TaskError(`spec.files: ${text}${bad.length > 5 ? `; and ${bad.length - 5} more` : ''}`, { code: 'BAD_FILES', stage: 'init', details: { keys: bad.slice(0, 20) } });
+  if (bad.length) throw fileKeysError(bad);
+  for (const [rel, content] of files) {
+    try {
+      await writeWorkspaceFile(workdir, rel, content, 'SEED_FAILED');
+    } catch (err) {
+      const key = JSON.stringify(rel.length > 200 ? `${rel.slice(0, 200)}...` : rel);
+      throw new TaskError(`files: key ${key}: ${(err as Error).message}`, { code: 'SEED_FAILED', stage: 'init' });
+    }
+  }
 }

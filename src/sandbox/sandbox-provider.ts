@@ -13,6 +13,7 @@ import { processStartTime } from './proc.js';
 import { asSandboxFault, SandboxClient } from './sandbox-client.js';
 import { parseSandboxOptions, type SandboxOptions, type SandboxOptionsInput } from './sandbox-options.js';
 import type { Sandbox, SandboxProvider, SandboxSpec } from './sandbox.js';
+import { checkFileKeys, fileKeysError } from './workspace-path.js';
 
 const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/rollout.js');
 
@@ -155,6 +156,9 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
       if (closed) throw new SandboxError('sandbox provider is closed', { code: 'PROVIDER_CLOSED' });
       const parsed = SandboxSpecSchema.safeParse(spec);
       if (!parsed.success) throw new TaskError(`invalid sandbox spec: ${parsed.error.message}`, { code: 'BAD_SPEC', stage: 'init' });
+      // Bad `files` keys are bad instance data: refused here, before any host work or retry.
+      const badKeys = checkFileKeys(Object.keys(parsed.data.files ?? {}));
+      if (badKeys.length) throw fileKeysError(badKeys);
       if (opts.signal?.aborted) throw new CancelledError();
       await reaped;
       const host = await pickHost();

@@ -111,7 +111,7 @@ export class WorkspaceFs {
     const at = this.locate(this.parts(p), false);
     if (at.name === null) {
       closeFd(at.dirFd);
-      throw new WorkspaceFsError(`The path ${toWorkspacePath(at.parts)} is a directory, not a file.`, 'EISDIR');
+      throw new WorkspaceFsError(`The path ${brief(toWorkspacePath(at.parts))} is a directory, not a file.`, 'EISDIR');
     }
     const parts = [...at.parts, at.name];
     try {
@@ -203,7 +203,7 @@ export class WorkspaceFs {
         const name = queue.shift()!;
         if (name === '..') {
           // Only from a link's text: go back up by re-walking from the root (no `..` lookup).
-          if (cur.length === 0) throw new WorkspaceFsError(`A symbolic link under ${toWorkspacePath(parts)} points outside the workspace; it was refused.`, 'REFUSED');
+          if (cur.length === 0) throw new WorkspaceFsError(`A symbolic link under ${brief(toWorkspacePath(parts))} points outside the workspace; it was refused.`, 'REFUSED');
           cur = cur.slice(0, -1);
           const up = this.walkPlain(cur);
           closeFd(fd);
@@ -226,7 +226,7 @@ export class WorkspaceFs {
             }
             return { dirFd: fd, name, parts: cur };
           }
-          if (++links > MAX_LINKS) throw new WorkspaceFsError(`Too many levels of symbolic links in ${toWorkspacePath(parts)}.`, 'ELOOP');
+          if (++links > MAX_LINKS) throw new WorkspaceFsError(`Too many levels of symbolic links in ${brief(toWorkspacePath(parts))}.`, 'ELOOP');
           const next = this.linkTarget(target, parts);
           if (next.absolute) {
             closeFd(fd);
@@ -243,15 +243,14 @@ export class WorkspaceFs {
           const code = (err as NodeJS.ErrnoException).code;
           if (code === 'ENOENT' && mkdirs) {
             // A sandbox racing rmdir against our mkdir could otherwise keep this loop going.
-            if (++retries > 16) throw new WorkspaceFsError(`The path ${toWorkspacePath(parts)} kept changing while it was being created; it was refused.`, 'EAGAIN');
-            this.mkdirAt(fd, name, [...cur, name]);
+            if (!this.mkdirAt(fd, name, [...cur, name]) && ++retries > 16) throw new WorkspaceFsError(`The path ${brief(toWorkspacePath(parts))} kept changing while it was being created; it was refused.`, 'EAGAIN');
             queue.unshift(name);
             continue;
           }
           if (code !== 'ELOOP' && code !== 'ENOTDIR') throw fsError(err, [...cur, name]);
           const target = readLinkAt(fd, name);
           if (target === null) throw fsError(err, [...cur, name]);
-          if (++links > MAX_LINKS) throw new WorkspaceFsError(`Too many levels of symbolic links in ${toWorkspacePath(parts)}.`, 'ELOOP');
+          if (++links > MAX_LINKS) throw new WorkspaceFsError(`Too many levels of symbolic links in ${brief(toWorkspacePath(parts))}.`, 'ELOOP');
           const t = this.linkTarget(target, parts);
           if (t.absolute) {
             closeFd(fd);
@@ -292,18 +291,19 @@ export class WorkspaceFs {
   private linkTarget(target: string, asked: string[]): { absolute: boolean; parts: string[] } {
     if (target.startsWith('/')) {
       const parts = workspaceParts(target, this.hostRoot);
-      if (!parts) throw new WorkspaceFsError(`A symbolic link under ${toWorkspacePath(asked)} points outside the workspace; it was refused.`, 'REFUSED');
+      if (!parts) throw new WorkspaceFsError(`A symbolic link under ${brief(toWorkspacePath(asked))} points outside the workspace; it was refused.`, 'REFUSED');
       return { absolute: true, parts };
     }
     // Relative: kept raw, `..` handled by the walk (it may not climb above the root).
     return { absolute: false, parts: target.split('/').filter((c) => c !== '' && c !== '.') };
   }
 
-  private mkdirAt(dirFd: number, name: string, parts: string[]): void {
+  /** Makes directory `name` in `dirFd`; false when something appeared there first (a race: re-opened next). */
+  private mkdirAt(dirFd: number, name: string, parts: string[]): boolean {
     try {
       fs.mkdirSync(entry(dirFd, name), 0o755);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return; // raced with the sandbox: re-opened next
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
       throw fsError(err, parts);
     }
     const fd = openAt(dirFd, name, DIR_FLAGS, parts);
@@ -312,6 +312,7 @@ export class WorkspaceFs {
     } finally {
       closeFd(fd);
     }
+    return true;
   }
 }
 
@@ -476,7 +477,7 @@ export async function scanLines(
 
 function fsError(err: unknown, parts: string[] | null, shownOverride?: string): WorkspaceFsError {
   const code = (err as NodeJS.ErrnoException).code ?? 'EIO';
-  const shown = shownOverride ?? toWorkspacePath(parts ?? []);
+  const shown = brief(shownOverride ?? toWorkspacePath(parts ?? []));
   if (err instanceof WorkspaceFsError) return err;
   const why: Record<string, string> = {
     ENOENT: 'does not exist',
@@ -494,6 +495,11 @@ function fsError(err: unknown, parts: string[] | null, shownOverride?: string): 
     ENXIO: 'is not a regular file',
   };
   return new WorkspaceFsError(`The path ${shown} ${why[code] ?? `could not be accessed (${code})`}.`, code);
+}
+
+/** A path for a message: a very deep one keeps its head and tail. */
+function brief(shown: string): string {
+  return shown.length <= 300 ? shown : `${shown.slice(0, 150)}...${shown.slice(-140)}`;
 }
 
 function safeRealpath(p: string): string {

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { TaskError } from '../errors.js';
 
 /** Where the workspace appears inside every sandbox. */
 export const WORKSPACE = '/workspace';
@@ -89,4 +90,20 @@ function keyProblem(key: string): string | null {
   const long = parts.find((c) => Buffer.byteLength(c) > NAME_MAX_BYTES);
   if (long !== undefined) return `has a component longer than ${NAME_MAX_BYTES} bytes (${Buffer.byteLength(long)})`;
   return null;
+}
+
+/**
+ * The TaskError (code `BAD_FILES`, stage `init`: bad instance data, never retried) for keys
+ * {@link checkFileKeys} refused: names each key (the first five; long keys cut) and its problem.
+ */
+export function fileKeysError(bad: { key: string; problem: string }[]): TaskError {
+  const text = bad
+    .slice(0, 5)
+    .map((b) => `key ${JSON.stringify(b.key.length > 200 ? `${b.key.slice(0, 200)}...` : b.key)} ${b.problem}`)
+    .join('; ');
+  return new TaskError(`files: ${text}${bad.length > 5 ? `; and ${bad.length - 5} more` : ''}`, {
+    code: 'BAD_FILES',
+    stage: 'init',
+    details: { issues: bad.slice(0, 20).map((b) => ({ key: b.key.slice(0, 200), problem: b.problem })) },
+  });
 }
