@@ -312,7 +312,13 @@ async function seed(workdir: string, req: SandboxCreate): Promise<void> {
       throw new TaskError(`seedDir ${spec.seedDir} is not a directory`, { code: 'SEED_FAILED', stage: 'init' });
     }
     // A copy, never a shared mount: sandboxes of one group must not see each other's edits.
-    fs.cpSync(spec.seedDir, workdir, { recursive: true, verbatimSymlinks: true, force: true });
+    try {
+      fs.cpSync(spec.seedDir, workdir, { recursive: true, verbatimSymlinks: true, force: true });
+    } catch (err) {
+      // Node's message names host paths under the state dir: only the code goes out.
+      const code = (err as NodeJS.ErrnoException).code ?? (err as Error).name;
+      throw new TaskError(`copying seedDir ${spec.seedDir} into ${WORKSPACE} failed (${code})`, { code: 'SEED_FAILED', stage: 'init' });
+    }
   }
   const files = Object.entries(spec.files ?? {});
   const bad = checkFileKeys(files.map(([k]) => k));
