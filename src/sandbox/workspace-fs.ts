@@ -160,7 +160,8 @@ export class WorkspaceFs {
 
   /** Removes the file (or link) at `p`; a missing entry is fine. Never removes a directory. */
   unlink(p: string): void {
-    const at = this.locate(this.parts(p), false);
+    // The final component is not followed: a link put in place of the file goes, not its target.
+    const at = this.locate(this.parts(p), false, false);
     try {
       if (at.name === null) throw new WorkspaceFsError('The workspace root cannot be removed.', 'EISDIR');
       try {
@@ -190,9 +191,9 @@ export class WorkspaceFs {
    * following links; a link met on the way is read and its target resolved here (confined to
    * the workspace). Returns the fd of the last directory and the final name (null when the
    * path is a directory reached in full and `parts` named it). With `mkdirs`, missing parent
-   * directories are created.
+   * directories are created; without `followLast`, a link in the last place is not followed.
    */
-  private locate(parts: string[], mkdirs: boolean): Located {
+  private locate(parts: string[], mkdirs: boolean, followLast = true): Located {
     let fd = fs.openSync(this.workdir, DIR_FLAGS);
     let cur: string[] = [];
     const queue = [...parts];
@@ -212,6 +213,7 @@ export class WorkspaceFs {
         }
         if (queue.length === 0) {
           // The final component: a link to be followed, or the name to hand back.
+          if (!followLast) return { dirFd: fd, name, parts: cur };
           const target = readLinkAt(fd, name);
           if (target === null) {
             if (!mkdirs) {

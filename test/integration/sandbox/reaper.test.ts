@@ -5,7 +5,8 @@ import path from 'node:path';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { reapStale } from '../../../src/sandbox/lease.js';
 import { mountsUnder, removeTree } from '../../../src/sandbox/remove-tree.js';
-import { PYTHON } from './helpers.js';
+import { createSandboxProvider } from '../../../src/sandbox/index.js';
+import { PYTHON, testDriver } from './helpers.js';
 
 /**
  * The reaper against what a hostile policy can leave in a sandbox directory (#9 item 2): trees
@@ -45,7 +46,7 @@ function deepTree(dir: string, depth: number): void {
 }
 
 describe('reapStale against hostile trees', () => {
-  it('removes a sandbox directory 3,000 levels deep (recursive rmSync throws RangeError on it)', async () => {
+  it('removes a sandbox directory 3,000 levels deep (recursive rmSync throws RangeError on it)', { timeout: 120_000 }, async () => {
     const dir = await staleSandbox('sb-deep');
     deepTree(path.join(dir, 'workspace'), 3000);
     const report = await reapStale(stateDir);
@@ -127,6 +128,23 @@ describe('reapStale against hostile trees', () => {
     } finally {
       fs.rmSync(hostDir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('start-up on a state dir a policy left hostile', () => {
+  it('a provider reaps a 3,000-deep stale sandbox and serves (before: every start crashed in reapStale)', { timeout: 120_000 }, async () => {
+    const dir = await staleSandbox('sb-deep-start');
+    deepTree(path.join(dir, 'workspace'), 3000);
+    const provider = createSandboxProvider({ driver: testDriver(), hosts: 1, stateDir });
+    try {
+      expect(await provider.reaped).toMatchObject({ sandboxes: ['sb-deep-start'], quarantined: [] });
+      const sb = await provider.create({}, { rolloutId: 'after-reap' });
+      expect((await sb.bash({ command: 'echo up' })).output).toBe('up\n');
+      await sb.close();
+    } finally {
+      await provider.close();
+    }
+    expect(fs.existsSync(dir)).toBe(false);
   });
 });
 
