@@ -417,6 +417,14 @@ export async function listDir(dirFd: number, max: number): Promise<{ entries: { 
 export async function readBounded(fd: number, maxBytes: number): Promise<{ buf: Buffer; truncated: boolean }> {
   const chunks: Buffer[] = [];
   let total = 0;
+  // The first chunk is read in place: a small file (the common case, on the host round-trip
+  // path of bench/sandbox.ts) then costs no thread-pool hop. A regular file's read does not
+  // block beyond the disk; the rest, if any, goes through the pool.
+  const first = Buffer.allocUnsafe(Math.min(CHUNK, maxBytes + 1));
+  const n = fs.readSync(fd, first, 0, first.length, 0);
+  if (n < first.length) return { buf: first.subarray(0, n), truncated: false };
+  chunks.push(first);
+  total = n;
   for (;;) {
     const want = Math.min(CHUNK * 16, maxBytes + 1 - total);
     if (want <= 0) break;
