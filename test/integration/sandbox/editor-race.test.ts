@@ -77,7 +77,7 @@ const ROUNDS = 1000;
 const SWAPS = 3000;
 
 describe('editor against a racing symlink swapper', () => {
-  it('a file swapped with a symlink to a host file: views and edits never reach the host file', async () => {
+  it('a file swapped with a symlink to a host file: views and edits never reach the host file', { timeout: 180_000 }, async () => {
     const secret = path.join(hostDir, 'secret');
     await startSwapper(
       '',
@@ -106,7 +106,7 @@ os.rename('l.tmp', 'f')`,
     expect(shown).toBeGreaterThan(0);
   });
 
-  it('a directory swapped with a symlink to a host directory: no host file is read, created or changed', async () => {
+  it('a directory swapped with a symlink to a host directory: no host file is read, created or changed', { timeout: 180_000 }, async () => {
     await startSwapper(
       `os.mkdir('d.real')
 with open('d.real/x', 'w') as fh: fh.write('SAFE-DIR\\nSAFE\\n')

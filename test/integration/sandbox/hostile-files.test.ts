@@ -30,7 +30,7 @@ afterAll(async () => {
 });
 
 describe('hostile workspace files on a sandbox host', () => {
-  it('viewing a FIFO fails at once and another sandbox on the same host keeps answering', async () => {
+  it('viewing a FIFO fails at once and another sandbox on the same host keeps answering', { timeout: 60_000 }, async () => {
     const [a, b] = await Promise.all([provider.create({}, { rolloutId: 'fifo-a' }), provider.create({}, { rolloutId: 'fifo-b' })]);
     try {
       expect(readLease(path.join(stateDir, 'sandboxes', a.id))!.hostPid).toBe(readLease(path.join(stateDir, 'sandboxes', b.id))!.hostPid);

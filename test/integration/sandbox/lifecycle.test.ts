@@ -185,7 +185,8 @@ describe('sandbox lifecycle', () => {
   });
 
   it('spreads a burst over hosts that are still starting, instead of piling it on the first one up', { timeout: 120_000 }, async () => {
-    const p2 = createSandboxProvider({ driver: testDriver(), hosts: 2, stateDir });
+    // hostStartMs: a loaded 2-core machine can take seconds to start two Node hosts at once.
+    const p2 = createSandboxProvider({ driver: testDriver(), hosts: 2, stateDir, timeouts: { hostStartMs: 60_000 } });
     try {
       // All creates arrive before either host is ready (before the fix: 23 of 24 on one host).
       const sbs = await Promise.all(Array.from({ length: 24 }, (_, i) => p2.create({}, { rolloutId: `burst-${i}` })));

@@ -135,7 +135,7 @@ describe('start-up on a state dir a policy left hostile', () => {
   it('a provider reaps a 3,000-deep stale sandbox and serves (before: every start crashed in reapStale)', { timeout: 120_000 }, async () => {
     const dir = await staleSandbox('sb-deep-start');
     deepTree(path.join(dir, 'workspace'), 3000);
-    const provider = createSandboxProvider({ driver: testDriver(), hosts: 1, stateDir });
+    const provider = createSandboxProvider({ driver: testDriver(), hosts: 1, stateDir, timeouts: { hostStartMs: 60_000 } });
     try {
       expect(await provider.reaped).toMatchObject({ sandboxes: ['sb-deep-start'], quarantined: [] });
       const sb = await provider.create({}, { rolloutId: 'after-reap' });
