@@ -27,13 +27,27 @@ export class Editor {
   private readonly files: WorkspaceFs;
   private readonly history = new Map<string, (string | null)[]>();
   private historyBytes = 0;
+  private queue: Promise<void> = Promise.resolve();
 
   constructor(workdir: string) {
     this.files = new WorkspaceFs(workdir);
   }
 
-  /** Runs one editor command. */
-  async run(req: EditorRequest): Promise<EditorResult> {
+  /**
+   * Runs one editor command. Commands of one editor run one at a time, in order: reads are
+   * asynchronous now, and two edits of one file must not interleave (as they never did when
+   * the editor was synchronous).
+   */
+  run(req: EditorRequest): Promise<EditorResult> {
+    const next = this.queue.then(() => this.runNow(req));
+    this.queue = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    return next;
+  }
+
+  private async runNow(req: EditorRequest): Promise<EditorResult> {
     try {
       switch (req.command) {
         case 'view':

@@ -146,3 +146,14 @@ describe('Editor confinement and bounds', () => {
     expect(fs.statSync(path.join(dir, 'made', 'new.txt')).gid).toBe(65534);
   });
 });
+
+describe('Editor ordering', () => {
+  it('runs concurrent commands one at a time, so two edits of one file both land', async () => {
+    const results = await Promise.all([
+      ed.run({ command: 'str_replace', path: 'a.py', old_str: 'one', new_str: '1' }),
+      ed.run({ command: 'str_replace', path: 'a.py', old_str: 'three', new_str: '3' }),
+    ]);
+    expect(results.map((r) => r.error)).toEqual([false, false]);
+    expect(fs.readFileSync(path.join(dir, 'a.py'), 'utf8')).toBe('1\ntwo\n3\ntwo\n');
+  });
+});
