@@ -1,5 +1,6 @@
 import type { EditorRequest, EditorResult } from './sandbox.js';
-import { WorkspaceFs, WorkspaceFsError, closeFd, listDir, openChildDir, overwrite, readBounded, scanLines } from './workspace-fs.js';
+import { listDir, readBounded, scanLines } from './bounded-read.js';
+import { WorkspaceFs, WorkspaceFsError, closeFd, openChildDir, overwrite } from './workspace-fs.js';
 
 const SNIPPET_LINES = 4;
 const MAX_VIEW_CHARS = 16_000;
