@@ -6,16 +6,16 @@ import type { SandboxCreate } from '../protocol/sandbox.js';
 import { PidsCgroup } from './cgroup.js';
 import { buildEnter, buildLaunch, type LaunchPlan } from './drivers.js';
 import { Editor } from './editor.js';
-import { sandboxesDir, writeLease, type Lease } from './lease.js';
+import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
 import { descendants, killAll, parentOf, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
 import { PythonRepl, REPL_DRIVER } from './python-repl.js';
 import { SANDBOX_DNS, UserNet } from './network.js';
 import { chownTree, makeSandboxFs, removeSandboxFs, type SandboxFs } from './sandbox-fs.js';
-import { asSandboxUser } from './sandbox-user.js';
 import { writeSeccompFilter } from './seccomp.js';
 import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult } from './sandbox.js';
-import { WORKSPACE, resolveInWorkspace } from './workspace-path.js';
+import { readWorkspaceFile, writeWorkspaceFile } from './workspace-fs.js';
+import { WORKSPACE, checkFileKeys, fileKeysError } from './workspace-path.js';
 
 /** Who owns the host, as said in `host.hello`. */
 export interface HostOwner {
@@ -266,34 +266,26 @@ export class HostSandbox {
     return this.repl.run(code, timeoutMs ?? this.req.tools.pythonTimeoutMs);
   }
 
-  /** Runs an editor command on the host-side workspace. */
-  editorOp(req: EditorRequest): EditorResult {
+  /** Runs an editor command on the workspace (link-safe, bounded: editor.ts). */
+  editorOp(req: EditorRequest): Promise<EditorResult> {
     this.alive();
-    // With the sandbox's own rights: a planted symlink cannot make root read or write for it.
-    return asSandboxUser(this.uid, () => this.editor.run(req));
+    // Link-safe by construction (every component opened with O_NOFOLLOW relative to its parent's
+    // fd); new files take the workspace root's owner, the sandbox's uid. Not wrapped in a
+    // seteuid: glibc applies it to every thread, so the thread pool's I/O for other sandboxes
+    // would run with this sandbox's rights while an async call is in flight.
+    return this.editor.run(req);
   }
 
-  /** Reads a workspace file. @throws TaskError when the path leaves the workspace or is missing. */
-  readFile(p: string): string {
+  /** Reads a workspace file. @throws TaskError when the path leaves the workspace, is missing or not a regular file. */
+  readFile(p: string): Promise<string> {
     this.alive();
-    const host = resolveInWorkspace(this.workdir, p);
-    if (!host) throw new TaskError(`path outside the workspace: ${p}`, { code: 'PATH_OUTSIDE_WORKSPACE' });
-    try {
-      return asSandboxUser(this.uid, () => fs.readFileSync(host, 'utf8'));
-    } catch (err) {
-      throw new TaskError(`cannot read ${p}: ${(err as Error).message}`, { code: 'READ_FAILED' });
-    }
+    return readWorkspaceFile(this.workdir, p);
   }
 
   /** Writes a workspace file, creating directories. @throws TaskError when the path leaves the workspace. */
-  writeFile(p: string, content: string): void {
+  writeFile(p: string, content: string): Promise<void> {
     this.alive();
-    const host = resolveInWorkspace(this.workdir, p);
-    if (!host) throw new TaskError(`path outside the workspace: ${p}`, { code: 'PATH_OUTSIDE_WORKSPACE' });
-    asSandboxUser(this.uid, () => {
-      fs.mkdirSync(path.dirname(host), { recursive: true });
-      fs.writeFileSync(host, content);
-    });
+    return writeWorkspaceFile(this.workdir, p, content);
   }
 
   /**
@@ -334,7 +326,8 @@ export class HostSandbox {
     killAll(tree);
     await this.cgroup?.killAllAndRemove();
     removeSandboxFs(this.dir);
-    fs.rmSync(this.dir, { recursive: true, force: true });
+    // Any depth, mounts detached first, quarantined when it cannot go (remove-tree.ts).
+    await removeSandboxDir(this.dir);
   }
 }
 
@@ -349,7 +342,8 @@ async function seed(workdir: string, req: SandboxCreate): Promise<void> {
       let err = '';
       git.stderr.on('data', (d: Buffer) => (err += d.toString()));
       git.on('error', (e) => reject(new TaskError(`git clone failed: ${e.message}`, { code: 'SEED_FAILED', stage: 'init' })));
-      git.on('close', (code) => (code === 0 ? resolve() : reject(new TaskError(`git clone of ${spec.gitRepo} failed: ${err.trim()}`, { code: 'SEED_FAILED', stage: 'init' }))));
+      // git names the host workdir in its errors: the task sees /workspace.
+      git.on('close', (code) => (code === 0 ? resolve() : reject(new TaskError(`git clone of ${spec.gitRepo} failed: ${err.trim().split(workdir).join(WORKSPACE)}`, { code: 'SEED_FAILED', stage: 'init' }))));
     });
   }
   if (spec.seedDir) {
@@ -357,12 +351,23 @@ async function seed(workdir: string, req: SandboxCreate): Promise<void> {
       throw new TaskError(`seedDir ${spec.seedDir} is not a directory`, { code: 'SEED_FAILED', stage: 'init' });
     }
     // A copy, never a shared mount: sandboxes of one group must not see each other's edits.
-    fs.cpSync(spec.seedDir, workdir, { recursive: true, verbatimSymlinks: true, force: true });
+    try {
+      fs.cpSync(spec.seedDir, workdir, { recursive: true, verbatimSymlinks: true, force: true });
+    } catch (err) {
+      // Node's message names host paths under the state dir: only the code goes out.
+      const code = (err as NodeJS.ErrnoException).code ?? (err as Error).name;
+      throw new TaskError(`copying seedDir ${spec.seedDir} into ${WORKSPACE} failed (${code})`, { code: 'SEED_FAILED', stage: 'init' });
+    }
   }
-  for (const [rel, content] of Object.entries(spec.files ?? {})) {
-    const host = resolveInWorkspace(workdir, rel);
-    if (!host) throw new TaskError(`spec.files path outside the workspace: ${rel}`, { code: 'SEED_FAILED', stage: 'init' });
-    fs.mkdirSync(path.dirname(host), { recursive: true });
-    fs.writeFileSync(host, content);
+  const files = Object.entries(spec.files ?? {});
+  const bad = checkFileKeys(files.map(([k]) => k));
+  if (bad.length) throw fileKeysError(bad);
+  for (const [rel, content] of files) {
+    try {
+      await writeWorkspaceFile(workdir, rel, content, 'SEED_FAILED');
+    } catch (err) {
+      const key = JSON.stringify(rel.length > 200 ? `${rel.slice(0, 200)}...` : rel);
+      throw new TaskError(`files: key ${key}: ${(err as Error).message}`, { code: 'SEED_FAILED', stage: 'init' });
+    }
   }
 }

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { PidsCgroup } from './cgroup.js';
 import { isSameProcessAlive, killAll, descendants } from './proc.js';
+import { QUARANTINE_DIR, removeTree } from './remove-tree.js';
 
 /**
  * A lease: `<stateDir>/sandboxes/<id>/lease.json`, naming who owns a sandbox and which
@@ -53,21 +54,31 @@ export function readLease(dir: string): Lease | null {
   }
 }
 
+/** Where trees that could not be removed are moved (kept for the operator to inspect). */
+export function quarantineDir(stateDir: string): string {
+  return path.join(stateDir, QUARANTINE_DIR);
+}
+
 /** What {@link reapStale} cleaned. */
 export interface ReapReport {
+  /** Sandboxes reaped (removed, or quarantined when removal failed). */
   sandboxes: string[];
   sockets: string[];
+  /** Sandboxes whose directory could not be removed, with where it went and why. */
+  quarantined: { sandboxId: string; to: string | null; reason: string }[];
 }
 
 /**
  * Cleans every sandbox whose owner runtime is gone (pid dead, or reused by another process):
  * kills its cgroup, its pty's process group and every descendant of it, and its host if that
- * host is still alive, then removes its directory (workdir included). Also removes host
- * sockets of dead owners. Never kills by process name; never touches a live owner's sandboxes.
- * Never throws.
+ * host is still alive, then removes its directory (workdir included) with {@link removeTree}:
+ * any depth, mounts inside detached first. A directory that cannot be removed is moved to
+ * `<stateDir>/quarantine/`, reported and warned about (`ROLLOUT_QUARANTINE`), and the reap goes
+ * on. Also removes host sockets of dead owners. Never kills by process name; never touches a
+ * live owner's sandboxes. Never throws.
  */
 export async function reapStale(stateDir: string): Promise<ReapReport> {
-  const report: ReapReport = { sandboxes: [], sockets: [] };
+  const report: ReapReport = { sandboxes: [], sockets: [], quarantined: [] };
   let names: string[] = [];
   try {
     names = fs.readdirSync(sandboxesDir(stateDir));
@@ -75,20 +86,29 @@ export async function reapStale(stateDir: string): Promise<ReapReport> {
     // nothing to reap
   }
   for (const name of names) {
-    const dir = path.join(sandboxesDir(stateDir), name);
-    const lease = readLease(dir);
-    if (lease && isSameProcessAlive(lease.ownerPid, lease.ownerStart)) continue;
-    if (!lease) {
-      // A directory whose lease was never written: only reap it once it is clearly abandoned.
-      try {
-        if (Date.now() - fs.statSync(dir).mtimeMs < 60_000) continue;
-      } catch {
-        continue;
+    try {
+      const dir = path.join(sandboxesDir(stateDir), name);
+      const lease = readLease(dir);
+      if (lease && isSameProcessAlive(lease.ownerPid, lease.ownerStart)) continue;
+      if (!lease) {
+        // A directory whose lease was never written: only reap it once it is clearly abandoned.
+        try {
+          if (Date.now() - fs.statSync(dir).mtimeMs < 60_000) continue;
+        } catch {
+          continue;
+        }
       }
+      if (lease) await killLeased(lease);
+      const out = await removeTree(dir, quarantineDir(stateDir));
+      report.sandboxes.push(name);
+      if (!out.removed) {
+        report.quarantined.push({ sandboxId: name, to: out.quarantinedTo, reason: out.reason });
+        warnQuarantine(name, out.quarantinedTo, out.reason);
+      }
+    } catch (err) {
+      // One bad entry must never stop the reap (nor the runtime's start-up that awaits it).
+      warnQuarantine(name, null, (err as Error).message);
     }
-    if (lease) await killLeased(lease);
-    fs.rmSync(dir, { recursive: true, force: true });
-    report.sandboxes.push(name);
   }
   try {
     for (const s of fs.readdirSync(hostsDir(stateDir))) {
@@ -110,9 +130,29 @@ export async function reapStale(stateDir: string): Promise<ReapReport> {
  * Never throws.
  */
 export async function reapSandbox(dir: string): Promise<void> {
-  const lease = readLease(dir);
-  if (lease) await killLeased(lease);
-  fs.rmSync(dir, { recursive: true, force: true });
+  try {
+    const lease = readLease(dir);
+    if (lease) await killLeased(lease);
+  } catch {
+    // best effort: the removal below still runs
+  }
+  await removeSandboxDir(dir);
+}
+
+/**
+ * Removes a sandbox directory (`<stateDir>/sandboxes/<id>`) with {@link removeTree}; when that
+ * fails the directory goes to `<stateDir>/quarantine/` with a `ROLLOUT_QUARANTINE` warning.
+ * Never throws.
+ */
+export async function removeSandboxDir(dir: string): Promise<void> {
+  const stateDir = path.dirname(path.dirname(dir));
+  const out = await removeTree(dir, quarantineDir(stateDir));
+  if (!out.removed) warnQuarantine(path.basename(dir), out.quarantinedTo, out.reason);
+}
+
+function warnQuarantine(name: string, to: string | null, reason: string): void {
+  const where = to ? `moved to ${to}` : 'left in place';
+  process.emitWarning(`sandbox ${name}: its directory could not be removed (${reason}); ${where}`, { code: 'ROLLOUT_QUARANTINE' });
 }
 
 async function killLeased(lease: Lease): Promise<void> {

@@ -18,6 +18,7 @@ export interface ClientTimeouts {
 
 // The host enforces tool timeouts itself; the channel timeout only catches a wedged host.
 const GRACE_MS = 15_000;
+const CLOSE_TIMEOUT_MS = 60_000;
 
 /**
  * The runtime-side {@link Sandbox}: each call is one request to the sandbox host that owns it.
@@ -58,7 +59,9 @@ export class SandboxClient implements Sandbox {
           startSandbox: fromPromise(start),
           closeSandbox: fromPromise(async () => {
             try {
-              if (this.channel.isOpen) await this.channel.request({ type: 'sandbox.close', sandboxId: this.id }, { timeoutMs: 10_000 });
+              // Generous: the host removes the workdir before it answers, and a tree thousands of
+              // levels deep takes seconds to remove on a loaded disk.
+              if (this.channel.isOpen) await this.channel.request({ type: 'sandbox.close', sandboxId: this.id }, { timeoutMs: CLOSE_TIMEOUT_MS });
             } finally {
               onClosed();
             }

@@ -94,11 +94,11 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
       case 'sandbox.python':
         return { result: await sb.python(req.code, req.timeoutMs) };
       case 'sandbox.editor':
-        return { result: sb.editorOp(req.request) };
+        return { result: await sb.editorOp(req.request) };
       case 'sandbox.read':
-        return { content: sb.readFile(req.path) };
+        return { content: await sb.readFile(req.path) };
       case 'sandbox.write':
-        sb.writeFile(req.path, req.content);
+        await sb.writeFile(req.path, req.content);
         return {};
       case 'sandbox.interrupt':
         return { killed: sb.interrupt() };

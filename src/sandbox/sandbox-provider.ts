@@ -15,17 +15,22 @@ import { privateMountsPrefix } from './sandbox-fs.js';
 import { sandboxUidFor } from './sandbox-user.js';
 import { parseSandboxOptions, type SandboxOptions, type SandboxOptionsInput } from './sandbox-options.js';
 import type { Sandbox, SandboxProvider, SandboxSpec } from './sandbox.js';
+import { checkFileKeys, fileKeysError } from './workspace-path.js';
 
 const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/rollout.js');
 
 interface Host {
   index: number;
-  proc: ChildProcess;
+  /** Set as soon as the process is spawned (so close can wait for it). */
+  proc: ChildProcess | null;
+  /** Set once the host is ready and greeted. */
   channel: UdsChannel;
   socketPath: string;
   sandboxes: Map<string, SandboxClient>;
-  /** Sandboxes placed on it, including ones starting. */
+  /** Sandboxes placed on it, including ones starting and ones waiting for the host to start. */
   load: number;
+  /** Resolves once the host is ready for requests; rejects when it failed to start. */
+  ready: Promise<Host>;
 }
 
 /** A {@link SandboxProvider} backed by sandbox-host processes, with what the CLI logs. */
@@ -41,8 +46,10 @@ export interface HostSandboxProvider extends SandboxProvider {
 
 /**
  * Makes the runtime's sandbox provider. Hosts (`rollout sandbox-host`, `options.hosts` of
- * them, default the CPU count) are started lazily — a new one only while every running host
- * already has a sandbox — and each sandbox goes to the least loaded host.
+ * them, default the CPU count) are started lazily — a new one only while every host already
+ * has a sandbox — and each sandbox goes to the least loaded host, counting hosts still starting
+ * with the sandboxes promised to them. A host's socket file is removed as soon as its process
+ * is seen to exit.
  *
  * At construction it reaps stale sandboxes of dead runtimes in `stateDir` (before the first
  * create). `close()` closes every sandbox and host and waits for the host processes to exit.
@@ -56,18 +63,22 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
   fs.mkdirSync(hostsDir(options.stateDir), { recursive: true, mode: 0o700 });
   const reaped = reapStale(options.stateDir);
   const ownerStart = processStartTime(process.pid);
+  /** Every host, starting or running: placement counts both. */
   const hosts: Host[] = [];
-  const starting = new Map<number, Promise<Host>>();
   let hostSeq = 0;
   let closed = false;
 
-  const startHost = async (): Promise<Host> => {
-    const index = hostSeq++;
-    const socketPath = path.join(hostsDir(options.stateDir), `h-${process.pid}-${ownerStart ?? 0}-${index}.sock`);
+  /** Spawns a host process and waits until it is ready and greeted. */
+  const launch = async (host: Host): Promise<Host> => {
+    // As root, each host gets a private mount namespace: its sandboxes' tmpfs mounts vanish with it.
     const [hostFile, ...hostPrefix] = [...privateMountsPrefix(), process.execPath];
-    const proc = spawn(hostFile!, [...hostPrefix, BIN, 'sandbox-host', '--socket', socketPath, '--state-dir', options.stateDir, '--max-frame-bytes', String(options.maxFrameBytes)], {
+    const proc = spawn(hostFile!, [...hostPrefix, BIN, 'sandbox-host', '--socket', host.socketPath, '--state-dir', options.stateDir, '--max-frame-bytes', String(options.maxFrameBytes)], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    host.proc = proc;
+    // A host killed outright cannot remove its socket: do it the moment it is seen to die, so
+    // no stale socket waits for the next start-up's reap.
+    proc.once('exit', () => fs.rmSync(host.socketPath, { force: true }));
     let stderr = '';
     proc.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     const ready = new Promise<void>((resolve, reject) => {
@@ -90,8 +101,7 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
       proc.kill('SIGKILL');
       throw err;
     }
-    const host: Host = { index, proc, socketPath, sandboxes: new Map(), load: 0, channel: undefined as never };
-    host.channel = await UdsChannel.connect(socketPath, {
+    host.channel = await UdsChannel.connect(host.socketPath, {
       maxFrameBytes: options.maxFrameBytes,
       onNotification: (msg) => {
         const lost = SandboxLostSchema.safeParse(msg);
@@ -110,54 +120,59 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
       },
     });
     await host.channel.request({ type: 'host.hello', runtimeId: options.runtimeId, ownerPid: process.pid, ownerStart }, { timeoutMs: options.timeouts.hostStartMs });
+    if (closed) {
+      void host.channel.close();
+      throw new SandboxError('sandbox provider closed', { code: 'PROVIDER_CLOSED' });
+    }
     return host;
   };
 
-  /** Picks a host and counts the sandbox on it at once, so concurrent creates spread out. */
+  const startHost = (): Host => {
+    const index = hostSeq++;
+    const socketPath = path.join(hostsDir(options.stateDir), `h-${process.pid}-${ownerStart ?? 0}-${index}.sock`);
+    const host: Host = { index, proc: null, channel: undefined as never, socketPath, sandboxes: new Map(), load: 0, ready: undefined as never };
+    host.ready = launch(host).catch((err: unknown) => {
+      const i = hosts.indexOf(host);
+      if (i >= 0) hosts.splice(i, 1);
+      throw err;
+    });
+    host.ready.catch(() => undefined); // awaited by the creates placed on it
+    hosts.push(host);
+    return host;
+  };
+
+  /**
+   * Picks a host and counts the sandbox on it at once, so concurrent creates spread out.
+   * Hosts still starting count with the sandboxes already promised to them: a burst that
+   * arrives while hosts start is spread over all of them, not piled on the first one ready.
+   * A new host starts only while every host already has a sandbox.
+   */
   const pickHost = async (): Promise<Host> => {
-    const idle = hosts.find((h) => h.load === 0);
-    if (!idle && hosts.length + starting.size < options.hosts) {
-      const id = hostSeq;
-      const p = startHost().then(
-        (h) => {
-          starting.delete(id);
-          if (closed) {
-            void h.channel.close();
-            throw new SandboxError('sandbox provider closed', { code: 'PROVIDER_CLOSED' });
-          }
-          hosts.push(h);
-          return h;
-        },
-        (err) => {
-          starting.delete(id);
-          throw err;
-        },
-      );
-      starting.set(id, p);
-      const h = await p;
-      h.load++;
-      return h;
+    if (closed) throw new SandboxError('sandbox provider is closed', { code: 'PROVIDER_CLOSED' });
+    if (!hosts.some((h) => h.load === 0) && hosts.length < options.hosts) startHost();
+    const host = hosts.reduce((a, b) => (b.load < a.load ? b : a));
+    host.load++;
+    try {
+      return await host.ready;
+    } catch (err) {
+      host.load--;
+      throw err;
     }
-    if (hosts.length === 0) {
-      const h = await Promise.any([...starting.values()]);
-      h.load++;
-      return h;
-    }
-    const h = hosts.reduce((a, b) => (b.load < a.load ? b : a));
-    h.load++;
-    return h;
   };
 
   const provider: HostSandboxProvider = {
     driver,
     options,
     reaped,
-    hostPids: () => hosts.map((h) => h.proc.pid!).filter(Boolean),
+    hostPids: () => hosts.filter((h) => h.channel?.isOpen).map((h) => h.proc!.pid!),
 
     async create(spec: SandboxSpec, opts: { rolloutId: string; signal?: AbortSignal | undefined }): Promise<Sandbox> {
       if (closed) throw new SandboxError('sandbox provider is closed', { code: 'PROVIDER_CLOSED' });
       const parsed = SandboxSpecSchema.safeParse(spec);
       if (!parsed.success) throw new TaskError(`invalid sandbox spec: ${parsed.error.message}`, { code: 'BAD_SPEC', stage: 'init' });
+      // Bad `files` keys are bad instance data: refused here, before any host work or retry.
+      const badKeys = checkFileKeys(Object.keys(parsed.data.files ?? {}));
+      if (badKeys.length) throw fileKeysError(badKeys);
       if (opts.signal?.aborted) throw new CancelledError();
       await reaped;
       const host = await pickHost();
@@ -206,14 +221,18 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
     async close(): Promise<void> {
       if (closed) return;
       closed = true;
-      await Promise.allSettled([...starting.values()]);
-      const all = [...hosts];
-      await Promise.all(all.flatMap((h) => [...h.sandboxes.values()].map((s) => s.close())));
+      // Hosts still starting are waited for too (they close themselves on seeing `closed`).
+      const every = [...hosts];
+      await Promise.allSettled(every.map((h) => h.ready));
+      const live = every.filter((h) => h.channel?.isOpen);
+      await Promise.all(live.flatMap((h) => [...h.sandboxes.values()].map((s) => s.close())));
       await Promise.all(
-        all.map(async (h) => {
-          const exited = h.proc.exitCode !== null ? Promise.resolve() : new Promise<void>((r) => h.proc.once('exit', () => r()));
-          await h.channel.close();
-          const t = setTimeout(() => h.proc.kill('SIGKILL'), 5000);
+        every.map(async (h) => {
+          const proc = h.proc;
+          if (!proc) return;
+          const exited = proc.exitCode !== null || proc.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => proc.once('exit', () => r()));
+          if (h.channel?.isOpen) await h.channel.close();
+          const t = setTimeout(() => proc.kill('SIGKILL'), 5000);
           await exited;
           clearTimeout(t);
         }),

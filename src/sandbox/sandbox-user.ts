@@ -23,27 +23,3 @@ export function sandboxUidFor(sandboxId: string, range: { base: number; count: n
   return range.base + (h % range.count);
 }
 
-/**
- * Runs `fn` with this process's effective uid/gid set to `uid`, so host-side file work for a
- * sandbox (the editor, file upload) gets exactly the sandbox's own rights: a symlink the
- * sandbox planted cannot make the host read a root-only file or write outside what the sandbox
- * itself could write, and new files belong to the sandbox. `uid` null runs `fn` as is.
- *
- * Pass synchronous work only: the effective ids are process-wide and restored before returning,
- * so no other event-loop work ever runs under them — and a promise `fn` returns continues as
- * root after its first `await` (only its synchronous start ran as the sandbox's user).
- * @throws whatever `fn` throws (ids restored first).
- */
-export function asSandboxUser<T>(uid: number | null, fn: () => T): T {
-  if (uid === null || !isRoot()) return fn();
-  // Supplementary groups of root (group 0) would otherwise still apply under the sandbox's uid.
-  process.setgroups!([]);
-  process.setegid!(uid);
-  process.seteuid!(uid);
-  try {
-    return fn();
-  } finally {
-    process.seteuid!(0);
-    process.setegid!(0);
-  }
-}

@@ -47,3 +47,9 @@ export async function until<T>(fn: () => T | undefined | null | false, stepMs = 
     await new Promise((r) => setTimeout(r, stepMs));
   }
 }
+
+/**
+ * The system Python for test children: a pyenv shim on PATH costs seconds per start on a busy
+ * machine and does not pass signals on to Python.
+ */
+export const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';

@@ -184,6 +184,39 @@ describe('sandbox lifecycle', () => {
     await Promise.all(sbs.map((s) => s.close()));
   });
 
+  it('spreads a burst over hosts that are still starting, instead of piling it on the first one up', { timeout: 120_000 }, async () => {
+    // hostStartMs: a loaded 2-core machine can take seconds to start two Node hosts at once.
+    const p2 = createSandboxProvider({ driver: testDriver(), hosts: 2, stateDir, timeouts: { hostStartMs: 60_000 } });
+    try {
+      // All creates arrive before either host is ready (before the fix: 23 of 24 on one host).
+      const sbs = await Promise.all(Array.from({ length: 24 }, (_, i) => p2.create({}, { rolloutId: `burst-${i}` })));
+      const perHost = new Map<number, number>();
+      for (const s of sbs) perHost.set(leaseOf(s.id).hostPid, (perHost.get(leaseOf(s.id).hostPid) ?? 0) + 1);
+      expect([...perHost.values()]).toEqual([12, 12]);
+      await Promise.all(sbs.map((s) => s.close()));
+    } finally {
+      await p2.close();
+    }
+  });
+
+  it("removes a killed host's socket file at once, not at the next start", async () => {
+    const p2 = createSandboxProvider({ driver: testDriver(), hosts: 1, stateDir });
+    try {
+      const sb = await p2.create({}, { rolloutId: 'sock' });
+      const hostPid = p2.hostPids()[0]!;
+      const socks = () => fs.readdirSync(path.join(stateDir, 'hosts')).filter((n) => n.startsWith(`h-${process.pid}-`));
+      const mine = socks();
+      expect(mine.length).toBeGreaterThan(0);
+      process.kill(hostPid, 'SIGKILL');
+      await until(() => isGone(hostPid));
+      await until(() => socks().length < mine.length);
+      expect(p2.hostPids()).toEqual([]);
+      await sb.close();
+    } finally {
+      await p2.close();
+    }
+  });
+
   it('a host that dies takes its sandboxes with it and their calls fail with SandboxError', async () => {
     const p2 = createSandboxProvider({ driver: testDriver(), hosts: 1, stateDir });
     try {
