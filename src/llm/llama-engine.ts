@@ -82,6 +82,10 @@ export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<Llama
           topP: 1,
           minP: 0,
           ...(req.seed !== null ? { seed: req.seed } : {}),
+          // Without it node-llama-cpp ends the iteration before yielding the end-of-generation
+          // token: a natural stop would come back as `length` without the token, and the
+          // policy's decision to stop would never be trained.
+          yieldEogToken: true,
         });
         for await (const r of it) {
           const id = r.token as unknown as number;
