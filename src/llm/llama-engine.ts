@@ -42,7 +42,7 @@ export interface LlamaEngine extends Engine {
  * @throws Error when the binary cannot load or the model file is not a valid GGUF.
  */
 export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<LlamaEngine> {
-  const { getLlama } = await import('node-llama-cpp');
+  const { getLlama, TokenBias } = await import('node-llama-cpp');
   const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, logLevel: 'error' as never });
   const model = await llama.loadModel({ modelPath: opts.modelPath });
   const parallel = opts.parallel ?? 4;
@@ -82,6 +82,7 @@ export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<Llama
           topP: 1,
           minP: 0,
           ...(req.seed !== null ? { seed: req.seed } : {}),
+          ...(req.logitBias ? { tokenBias: biasOf(new TokenBias(model.tokenizer), req.logitBias) } : {}),
           // Without it node-llama-cpp ends the iteration before yielding the end-of-generation
           // token: a natural stop would come back as `length` without the token, and the
           // policy's decision to stop would never be trained.
@@ -112,4 +113,9 @@ export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<Llama
       await llama.dispose();
     },
   };
+}
+
+function biasOf<B extends { set(token: never, bias: { logit: number }): B }>(bias: B, logitBias: Readonly<Record<number, number>>): B {
+  for (const [id, logit] of Object.entries(logitBias)) bias.set(Number(id) as never, { logit });
+  return bias;
 }
