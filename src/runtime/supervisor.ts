@@ -468,8 +468,9 @@ export class Supervisor {
     let outcome: Outcome;
     let error: RolloutError | null = null;
     if (final === 'done') {
-      // A last turn cut by the token limit is an overlong sample (RL users filter them): truncated.
-      if (att.builder.lastFinishReason === 'length' && att.finish !== 'context_full') att.finish = 'length';
+      // The loop stopped on a last turn cut by the token limit (an overlong sample, which RL users
+      // filter): truncated. max_iterations / context_full / finish_tool keep their own reason.
+      if (att.builder.lastFinishReason === 'length' && (att.finish === 'no_tool_call' || att.finish === null)) att.finish = 'length';
       outcome = att.finish === 'max_iterations' || att.finish === 'context_full' || att.finish === 'length' ? 'truncated' : 'completed';
     } else if (final === 'cancelled') {
       outcome = 'cancelled';
