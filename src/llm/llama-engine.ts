@@ -115,7 +115,17 @@ export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<Llama
   };
 }
 
-function biasOf<B extends { set(token: never, bias: { logit: number }): B }>(bias: B, logitBias: Readonly<Record<number, number>>): B {
-  for (const [id, logit] of Object.entries(logitBias)) bias.set(Number(id) as never, { logit });
+/**
+ * OpenAI's `logit_bias` as a node-llama-cpp TokenBias. `TokenBias.set` silently skips
+ * end-of-generation tokens, but OpenAI servers bias them like any other (a test forces a natural
+ * stop that way), so those go into its bias map directly — node-llama-cpp 3.21.1 reads that map
+ * as is (pinned version).
+ */
+function biasOf<B extends object>(bias: B, logitBias: Readonly<Record<number, number>>): B {
+  const map = (bias as unknown as { _biases?: Map<number, number> })._biases;
+  for (const [id, logit] of Object.entries(logitBias)) {
+    if (map instanceof Map) map.set(Number(id), logit);
+    else (bias as unknown as { set(t: number, b: { logit: number }): void }).set(Number(id), { logit });
+  }
   return bias;
 }
