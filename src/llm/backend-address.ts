@@ -8,8 +8,10 @@ const FORMS = 'expected http(s)://host:port[/path], host:port, or prorl+|vllm+|s
 const BARE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*):\d{1,5}(?:\/[^\s?#]*)?(?:\?[^\s#]*)?$/;
 
 function bad(address: string, why: string): ValidationError {
-  const shown = address.length > 200 ? `${address.slice(0, 200)}…` : address;
-  return new ValidationError(`invalid backend address ${JSON.stringify(shown)}: ${why}`, [{ path: 'address', message: `${why}; ${FORMS}` }]);
+  // Shown bounded and without control characters: the address is an API client's input.
+  const clean = address.replace(/[\u0000-\u001f\u007f]/g, '?');
+  const shown = clean.length > 200 ? `${clean.slice(0, 200)}…` : clean;
+  return new ValidationError(`invalid backend address ${shown}: ${why}`, [{ path: 'address', message: `${why}; ${FORMS}` }]);
 }
 
 /**

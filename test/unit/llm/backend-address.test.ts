@@ -25,7 +25,7 @@ describe('parseBackendAddress', () => {
   });
 
   it('refuses a scheme other than http instead of reading it as a host name', () => {
-    expect(() => parseBackendAddress('ftp://x:1')).toThrow(/invalid backend address "ftp:\/\/x:1": unknown scheme/);
+    expect(() => parseBackendAddress('ftp://x:1')).toThrow(/invalid backend address ftp:\/\/x:1: unknown scheme/);
     expect(() => parseBackendAddress('vllm+ftp://x:1')).toThrow(ValidationError);
   });
 
