@@ -79,7 +79,7 @@ describe('rollouts through the pool against two llm-serve engines', () => {
       const body = (await (await fetch(`${s.url}/debug/samples`)).json()) as { samples: LlamaSample[] };
       for (const x of body.samples) samples.set(`${x.instanceId}|${x.turn}`, { ...x, url: s.url });
     }
-  }, 120_000);
+  }, 300_000);
 
   afterAll(async () => {
     await Promise.all(
