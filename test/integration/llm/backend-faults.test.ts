@@ -185,3 +185,13 @@ describe('logprob semantics', () => {
     expect(pool.listBackends().map((b) => b.logprobSemantics)).toEqual(['raw', 'processed', 'processed']);
   });
 });
+
+describe('backend ids', () => {
+  it('gives two paths on one host:port two backends in the pool', () => {
+    const pool = new BackendPool({ probeIntervalMs: 0 });
+    cleanups.push(() => pool.close());
+    pool.addBackend({ url: 'http://127.0.0.1:9/a/v1', protocol: 'openai' });
+    pool.addBackend({ url: 'http://127.0.0.1:9/b/v1', protocol: 'openai' });
+    expect(pool.listBackends().map((b) => b.id)).toEqual(['127.0.0.1:9/a/v1', '127.0.0.1:9/b/v1']);
+  });
+});
