@@ -119,7 +119,7 @@ describe('OpenAI chat-completions backends', () => {
     expect(r.trajectory.turns[0]!.outputIds).toEqual(codec.encodeAssistant(task.oracle![0]!));
     expect(r.trajectory.turns[0]!.logprobs.every((x) => x < 0)).toBe(true);
     expect(r.trajectory.messages.find((m) => m.role === 'assistant')!.tool_calls).toMatchObject([{ name: 'bash', arguments: { cmd: 'ls' } }]);
-  }, 30_000);
+  }, 120_000);
 
   it('sends return_token_ids once to a server that refuses it, then never again', async () => {
     const s = await startFakeLlmServer({ tasks: [task], protocol: 'openai', openaiTokenIds: false });
