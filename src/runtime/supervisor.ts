@@ -256,6 +256,7 @@ export class Supervisor {
         sampling: s.sampling,
         preferredBackendId: att.lastBackendId,
         signal: att.signal,
+        chat: b.chat,
       });
     } catch (err) {
       // The server counts tokens its own way: a prompt it calls too long is a full context
@@ -275,7 +276,7 @@ export class Supervisor {
     }
     const parsed = this.parts.codec.parseAssistant(res.outputIds);
     const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls };
-    b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs }, assistant);
+    b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds }, assistant);
     att.assistant = assistant;
     att.malformed = parsed.malformed;
     this.progress(att);
@@ -467,7 +468,10 @@ export class Supervisor {
     let outcome: Outcome;
     let error: RolloutError | null = null;
     if (final === 'done') {
-      outcome = att.finish === 'max_iterations' || att.finish === 'context_full' ? 'truncated' : 'completed';
+      // The loop stopped on a last turn cut by the token limit (an overlong sample, which RL users
+      // filter): truncated. max_iterations / context_full / finish_tool keep their own reason.
+      if (att.builder.lastFinishReason === 'length' && (att.finish === 'no_tool_call' || att.finish === null)) att.finish = 'length';
+      outcome = att.finish === 'max_iterations' || att.finish === 'context_full' || att.finish === 'length' ? 'truncated' : 'completed';
     } else if (final === 'cancelled') {
       outcome = 'cancelled';
       error = new CancelledError(s.cancelReason ?? 'cancelled');
