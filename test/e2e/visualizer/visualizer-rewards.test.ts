@@ -119,7 +119,7 @@ describe('visualizer page: rewards first', () => {
     expect(await p.locator('#tokens .tok-prompt').count()).toBe(6);
     // A likely token and an unlikely one get different colours.
     const [sure, unlikely] = await p.evaluate(() => {
-      const cells = [...document.querySelectorAll<HTMLElement>('#tokens .tok-sampled')];
+      const cells = Array.from(document.querySelectorAll<HTMLElement>('#tokens .tok-sampled'));
       return [cells[0]!.style.background, cells[2]!.style.background];
     });
     expect(sure).not.toBe(unlikely);

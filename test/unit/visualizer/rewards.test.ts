@@ -13,13 +13,14 @@ interface Stats {
   group(id: string): GroupView | null;
   groupSummary(): { groups: number; complete: number; noSignal: number };
 }
-const mod = (await import(/* @vite-ignore */ '../../../visualizer/rewards.js')) as {
+const pageModule = async <T>(name: string): Promise<T> => (await import(/* @vite-ignore */ `../../../visualizer/${name}`)) as T;
+const mod = await pageModule<{
   RewardStats: new (opts?: { bucketMs?: number; maxGroups?: number }) => Stats;
   describeGroup: (id: string, members: Array<Omit<Member, 'advantage'>>) => GroupView;
-};
-const { outcomeCountsByReward } = (await import(/* @vite-ignore */ '../../../visualizer/charts.js')) as {
+}>('rewards.js');
+const { outcomeCountsByReward } = await pageModule<{
   outcomeCountsByReward: (counts: Record<string, number>, zero: number) => Record<string, number>;
-};
+}>('charts.js');
 
 const ended = (id: string, dataSource: string, reward: number | null, extra: Partial<{ groupId: string; trajectoryId: unknown; outcome: string }> = {}) => ({
   id, dataSource, groupId: extra.groupId ?? null, trajectoryId: extra.trajectoryId ?? null, outcome: extra.outcome ?? 'completed', reward,
