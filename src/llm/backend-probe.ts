@@ -111,7 +111,7 @@ export async function probeBackend(address: string, opts: ProbeOptions = {}): Pr
   }
   out.kind ??= 'unknown';
 
-  const fits = await protocolWorks(spec, out.model, timeoutMs);
+  const fits = verdict(spec, out.kind, await protocolAnswer(spec, out.model, timeoutMs));
   const host = new URL(spec.url).host;
   const suggest: Record<ServerKind, string | null> = {
     vllm: `vllm+http://${host}`,
@@ -143,8 +143,22 @@ export async function probeBackend(address: string, opts: ProbeOptions = {}): Pr
   return out;
 }
 
-/** Whether the address's own protocol route answers a one-token request: true, or why not. */
-async function protocolWorks(spec: BackendSpec, model: string | null, timeoutMs: number): Promise<true | string> {
+/**
+ * Whether the address's protocol fits the server, from its answer to a one-token request: a 2xx
+ * fits; a 404/405 means the route is not there; another 4xx means the route exists but refused
+ * the probe's body (our fake wants a header, SGLang wants `input_ids`) — it fits unless the
+ * server is recognisably another engine. True, or why not.
+ */
+export function verdict(spec: BackendSpec, kind: ServerKind, answer: number | string): true | string {
+  if (typeof answer === 'string') return answer;
+  if (answer >= 200 && answer < 300) return true;
+  if (answer === 404 || answer === 405 || answer >= 500) return `HTTP ${answer}`;
+  const other = (kind === 'vllm' || kind === 'sglang') && kind !== spec.protocol;
+  return other ? `HTTP ${answer}` : true;
+}
+
+/** The HTTP status of the protocol's own route for a one-token request, or why there was none. */
+async function protocolAnswer(spec: BackendSpec, model: string | null, timeoutMs: number): Promise<number | string> {
   let answer: Answer;
   try {
     switch (spec.protocol) {
@@ -164,5 +178,5 @@ async function protocolWorks(spec: BackendSpec, model: string | null, timeoutMs:
   } catch (err) {
     return reason(err, timeoutMs);
   }
-  return answer.status >= 200 && answer.status < 300 ? true : `HTTP ${answer.status}`;
+  return answer.status;
 }
