@@ -7,7 +7,9 @@ import { Store, FINAL_STATES, OUTCOMES, STATES } from './store.js';
 import { renderGraph } from './graph.js';
 import { renderTimeline } from './timeline.js';
 import { TerminalReplay, bashSteps } from './terminal.js';
-import { drawThroughput, drawBackends, drawSplitBar, OUTCOME_COLORS } from './charts.js';
+import { drawThroughput, drawBackends, drawSplitBar, drawRewardHistogram, drawRewardOverTime, outcomeCountsByReward, REWARD_OUTCOME_COLORS } from './charts.js';
+import { fmtElapsed, fmtReward } from './format.js';
+import { renderGroup, renderTokens, renderEval, toJsonl, download } from './panels.js';
 
 const params = new URLSearchParams(location.search);
 /** Where the HTTP API lives; the page's own origin unless `?api=` says otherwise. */
@@ -45,7 +47,10 @@ const ui = {
   filterState: /** @type {HTMLSelectElement} */ ($('filter-state')),
   filterOutcome: /** @type {HTMLSelectElement} */ ($('filter-outcome')),
   filterTask: /** @type {HTMLInputElement} */ ($('filter-task')),
+  firstRun: $('first-run'),
 };
+$('first-run-curl').textContent = `curl -X POST ${apiBase}/v1/rollouts -H 'content-type: application/json'${token ? ` -H 'authorization: Bearer …'` : ''} \\
+  -d '{"instance": {"data_source": "math", "instance_id": "q1", "question": "1+1?", "answer": "2"}}'`;
 for (const s of STATES) ui.filterState.append(new Option(s, s));
 for (const o of OUTCOMES) ui.filterOutcome.append(new Option(o, o));
 
@@ -201,6 +206,7 @@ function frame() {
     rowsDirty = true;
     renderCounts();
   }
+  if (linkPending !== null && rowsDirty) scrollToLinked();
   if (rowsDirty || scrolled) renderRows(ticked);
   if (ticked || rowsDirty) renderStuck();
   scrolled = false;
@@ -226,13 +232,6 @@ function frame() {
   if (stats.recentFrameMs.length > 600) stats.recentFrameMs.shift();
 }
 
-function fmtElapsed(ms) {
-  if (ms < 0) ms = 0;
-  if (ms < 10_000) return `${(ms / 1000).toFixed(1)}s`;
-  if (ms < 3_600_000) return `${Math.floor(ms / 60_000)}m${String(Math.floor((ms % 60_000) / 1000)).padStart(2, '0')}s`;
-  return `${Math.floor(ms / 3_600_000)}h${String(Math.floor((ms % 3_600_000) / 60_000)).padStart(2, '0')}m`;
-}
-
 function renderCounts() {
   let live = 0;
   for (const s of STATES) if (!FINAL_STATES.has(s)) live += store.stateCounts[s] ?? 0;
@@ -245,6 +244,8 @@ function renderCounts() {
   }
   ui.counts.textContent = `${live} live · ${ended} ended · ${(recent / 10).toFixed(1)} ended/s`;
   ui.rowCount.textContent = `${filtered.length} of ${store.rollouts.size} rollouts`;
+  // A first-run hint on an empty page: how to get work onto it.
+  ui.firstRun.hidden = store.rollouts.size > 0;
   ui.rowCount.dataset.shown = String(filtered.length);
   ui.rowCount.dataset.total = String(store.rollouts.size);
   if (store.gaps > 0) {
@@ -336,7 +337,7 @@ function renderRows(ticked) {
     c[5].textContent = fmtElapsed(elapsed);
     c[6].textContent = r.outcome ?? '';
     c[6].className = r.outcome ? `outcome-${r.outcome}` : '';
-    c[7].textContent = r.reward === null || r.reward === undefined ? '' : String(Math.round(r.reward * 1000) / 1000);
+    c[7].textContent = fmtReward(r.reward);
   }
   stats.renderedRows = count;
   void ticked;
@@ -347,7 +348,34 @@ function renderCharts() {
   drawThroughput($('chart-throughput'), store.buckets, store.bucketMs, now, 60);
   drawBackends($('chart-backends'), store.backendHistory, store.backends);
   drawSplitBar($('chart-states'), store.stateCounts, STATE_COLORS, 'rollouts by state');
-  drawSplitBar($('chart-outcomes'), store.outcomeCounts, OUTCOME_COLORS, 'outcomes');
+  drawSplitBar($('chart-outcomes'), outcomeCountsByReward(store.outcomeCounts, store.rewards.completedZero), REWARD_OUTCOME_COLORS, 'outcomes');
+  const hist = store.rewards.histogram();
+  drawRewardHistogram($('chart-rewards'), hist);
+  $('chart-rewards').dataset.sources = JSON.stringify(hist.sources.map((x) => ({ name: x.name, n: x.n, mean: x.mean, counts: x.counts })));
+  drawRewardOverTime($('chart-reward-time'), store.rewards.overTime());
+  renderGroupsSummary();
+}
+
+function renderGroupsSummary() {
+  const g = store.rewards.groupSummary();
+  const root = $('groups-summary');
+  root.dataset.groups = String(g.groups);
+  root.dataset.noSignal = String(g.noSignal);
+  if (g.groups === 0) {
+    root.textContent = 'GRPO groups: none yet (submit with n > 1 or a group id)';
+    return;
+  }
+  root.replaceChildren();
+  const b = document.createElement('b');
+  b.textContent = `${g.groups} groups`;
+  const line = document.createElement('div');
+  line.append(b, ` · ${g.complete} complete`);
+  const ns = document.createElement('div');
+  ns.className = g.noSignal > 0 ? 'no-signal' : '';
+  ns.textContent = `${g.noSignal} with no signal (all rewards equal)${g.complete > 0 ? ` — ${Math.round((100 * g.noSignal) / g.complete)}% of complete groups` : ''}`;
+  const hint = document.createElement('div');
+  hint.textContent = 'filter by a group id in "task" to see its members';
+  root.append(line, ns, hint);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -362,6 +390,20 @@ for (const input of [ui.filterState, ui.filterOutcome, ui.filterTask]) {
 }
 
 let selectedId = null;
+/** A rollout named by the URL (#rollout=…) whose row has not been scrolled into view yet. */
+let linkPending = null;
+
+/** Scrolls the table so the linked rollout's row is in the middle of the view, once it exists. */
+function scrollToLinked() {
+  const i = filtered.findIndex((r) => r.id === linkPending);
+  if (i < 0) return;
+  const height = ui.rows.clientHeight || 400;
+  // The spacer gives the list its height; without it the scroll would be clamped to 0.
+  ui.spacer.style.height = `${filtered.length * ROW_H}px`;
+  ui.rows.scrollTop = Math.max(0, i * ROW_H - height / 2 + ROW_H / 2);
+  linkPending = null;
+  scrolled = true;
+}
 let selectedVersion = -1;
 let graphData = null;
 let graphHandle = null;
@@ -374,8 +416,9 @@ ui.rows.addEventListener('click', (e) => {
 });
 $('detail-close').addEventListener('click', () => select(null));
 
-function select(id) {
+function select(id, fromLink = false) {
   const changed = id !== selectedId;
+  if (fromLink) linkPending = id;
   selectedId = id;
   selectedVersion = -1;
   ui.detail.hidden = id === null;
@@ -486,8 +529,71 @@ function renderDetail(ticked) {
   if (versionChanged) {
     terminal.setSteps(bashSteps(r.events), true);
     renderConversation(r);
+    const res = resultOf(results.get(r.id));
+    renderEval($('eval'), res);
+    renderTokens($('tokens'), res?.trajectory ?? null);
+  }
+  if (versionChanged || store.rewards.version !== seenGroupVersion) {
+    seenGroupVersion = store.rewards.version;
+    renderGroup($('group'), r.groupId ? store.rewards.group(r.groupId) : null, r.id, (id) => select(id, true));
   }
 }
+
+let seenGroupVersion = -1;
+
+/** The RolloutResult inside a `GET /v1/rollouts/:id` answer (or the answer itself). */
+function resultOf(body) {
+  if (body === null || body === undefined || typeof body !== 'object' || body.unavailable) return null;
+  return body.result ?? (body.trajectory ? body : null);
+}
+
+async function fetchResultBody(id) {
+  const res = await fetch(`${apiBase}/v1/rollouts/${encodeURIComponent(id)}`, { headers: apiHeaders });
+  if (!res.ok) throw new Error(`GET /v1/rollouts/${id}: ${res.status}`);
+  return res.json();
+}
+
+$('download-one').addEventListener('click', async () => {
+  if (selectedId === null) return;
+  const id = selectedId;
+  let body = results.get(id);
+  if (!resultOf(body)) body = await fetchResultBody(id).catch(() => null);
+  const res = resultOf(body);
+  if (res === null) {
+    ui.notice.hidden = false;
+    ui.notice.textContent = `no result for ${id} yet`;
+    return;
+  }
+  download(`${id}.json`, JSON.stringify(res, null, 2));
+});
+
+/**
+ * Downloads the full result of every ended rollout the filters show, one JSON per line, fetched
+ * six at a time (results already loaded are reused).
+ */
+$('download-filtered').addEventListener('click', async () => {
+  const button = /** @type {HTMLButtonElement} */ ($('download-filtered'));
+  const ids = filtered.filter((r) => r.endTs !== null).map((r) => r.id);
+  const out = new Array(ids.length).fill(null);
+  let next = 0;
+  let done = 0;
+  button.disabled = true;
+  const worker = async () => {
+    while (next < ids.length) {
+      const i = next++;
+      let body = results.get(ids[i]);
+      if (!resultOf(body)) body = await fetchResultBody(ids[i]).catch(() => null);
+      out[i] = resultOf(body);
+      done++;
+      button.textContent = `fetching ${done}/${ids.length}`;
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(6, ids.length) }, worker));
+  button.disabled = false;
+  button.textContent = 'download JSONL';
+  const rows = out.filter((x) => x !== null);
+  download(`rollouts-${rows.length}.jsonl`, toJsonl(rows), 'application/x-ndjson');
+});
 
 function renderConversation(r) {
   const root = $('conversation');
@@ -536,8 +642,12 @@ setInterval(() => {
 
 window.__viz = { store, stats, wsUrl, select, get selectedId() { return selectedId; } };
 
-const initial = /^#rollout=(.+)$/.exec(location.hash);
-if (initial) select(decodeURIComponent(initial[1]));
+function selectFromHash() {
+  const m = /^#rollout=(.+)$/.exec(location.hash);
+  if (m && decodeURIComponent(m[1]) !== selectedId) select(decodeURIComponent(m[1]), true);
+}
+window.addEventListener('hashchange', selectFromHash);
+selectFromHash();
 loadGraph();
 connect();
 seedFromListing();

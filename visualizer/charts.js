@@ -114,22 +114,141 @@ export function drawBackends(canvas, history, backends) {
   axes(ctx, w, h, max, 'in-flight LLM requests per backend');
 }
 
+/**
+ * Writes legend items left to right, wrapping onto a new line when one would overflow the
+ * canvas, so a long legend never runs off its edge. Returns the y of the last line.
+ */
+function legend(ctx, items, w, y, lineH = 12) {
+  let x = 4;
+  for (const { text, color } of items) {
+    const tw = ctx.measureText(text).width;
+    if (x > 4 && x + tw > w - 4) {
+      x = 4;
+      y += lineH;
+    }
+    ctx.fillStyle = color;
+    ctx.fillRect(x, y - 7, 7, 7);
+    ctx.fillStyle = '#c9d1d9';
+    ctx.fillText(text, x + 10, y);
+    x += tw + 22;
+  }
+  return y;
+}
+
 /** One horizontal bar split by count: rollouts per state, or per outcome. */
 export function drawSplitBar(canvas, counts, colors, title) {
-  const { ctx, w, h } = prepare(canvas);
+  const { ctx, w } = prepare(canvas);
   const entries = Object.entries(counts).filter(([, n]) => n > 0);
   const total = entries.reduce((a, [, n]) => a + n, 0);
   ctx.fillStyle = '#8b949e';
   ctx.fillText(`${title} (${total})`, 4, 10);
   let x = 0;
-  let legendX = 4;
+  const items = [];
   entries.forEach(([key, n], j) => {
     const bw = total === 0 ? 0 : (n / total) * w;
-    ctx.fillStyle = colors[key] ?? PALETTE[j % PALETTE.length];
+    const color = colors[key] ?? PALETTE[j % PALETTE.length];
+    ctx.fillStyle = color;
     ctx.fillRect(x, 16, bw, 14);
     x += bw;
-    const text = `${key} ${n}`;
-    ctx.fillText(text, legendX, 44);
-    legendX += ctx.measureText(text).width + 10;
+    items.push({ text: `${key} ${n}`, color });
   });
+  legend(ctx, items, w, 44);
+}
+
+/** Outcome colours with `completed` split by reward, so "completed" never hides reward 0. */
+export const REWARD_OUTCOME_COLORS = { ...OUTCOME_COLORS, 'completed · reward>0': '#3fb950', 'completed · reward 0': '#1f5f2b' };
+
+/**
+ * Outcome counts with completed rollouts split by reward: a green bar of 100 must not hide that
+ * 20 of them scored 0. `completedZero` is {@link RewardStats#completedZero}.
+ */
+export function outcomeCountsByReward(outcomeCounts, completedZero) {
+  const out = {};
+  for (const [k, n] of Object.entries(outcomeCounts)) {
+    if (k === 'completed') {
+      const zero = Math.min(n, completedZero);
+      out['completed · reward>0'] = n - zero;
+      out['completed · reward 0'] = zero;
+    } else out[k] = n;
+  }
+  return out;
+}
+
+/**
+ * The reward histogram: one group of bars per bin, one bar per data source, with each source's
+ * mean and count in the legend. `hist` is {@link RewardStats#histogram}'s answer.
+ */
+export function drawRewardHistogram(canvas, hist) {
+  const { ctx, w, h } = prepare(canvas);
+  const { lo, hi, bins, sources } = hist;
+  let max = 1;
+  for (const s of sources) for (const c of s.counts) max = Math.max(max, c);
+  const plotTop = 16;
+  const plotBottom = h - 40;
+  const plotH = plotBottom - plotTop;
+  const groupW = (w - 8) / bins;
+  const barW = Math.max(1, (groupW - 4) / Math.max(1, sources.length));
+  sources.forEach((s, j) => {
+    ctx.fillStyle = PALETTE[j % PALETTE.length];
+    s.counts.forEach((c, i) => {
+      if (c === 0) return;
+      const bh = (c / max) * plotH;
+      ctx.fillRect(4 + i * groupW + 2 + j * barW, plotBottom - bh, Math.max(1, barW - 1), bh);
+    });
+  });
+  ctx.strokeStyle = '#30363d';
+  ctx.beginPath();
+  ctx.moveTo(0, plotBottom + 0.5);
+  ctx.lineTo(w, plotBottom + 0.5);
+  ctx.stroke();
+  ctx.fillStyle = '#8b949e';
+  ctx.fillText(`reward distribution by data source (${sources.reduce((a, s) => a + s.n, 0)} rewarded)`, 4, 10);
+  ctx.textAlign = 'right';
+  ctx.fillText(String(max), w - 2, 22);
+  ctx.fillText(String(Math.round(hi * 100) / 100), w - 2, plotBottom + 11);
+  ctx.textAlign = 'left';
+  ctx.fillText(String(Math.round(lo * 100) / 100), 4, plotBottom + 11);
+  if (sources.length === 0) {
+    ctx.fillText('no rewards yet', 4, plotBottom - 4);
+    return;
+  }
+  legend(ctx, sources.map((s, j) => ({ text: `${s.name}: mean ${s.mean.toFixed(3)} (n=${s.n})`, color: PALETTE[j % PALETTE.length] })), w, plotBottom + 24);
+}
+
+/** Mean reward per time bucket (line), with the bucket's count under it (bars, faint). */
+export function drawRewardOverTime(canvas, points) {
+  const { ctx, w, h } = prepare(canvas);
+  const plotTop = 16;
+  const plotBottom = h - 14;
+  ctx.fillStyle = '#8b949e';
+  ctx.fillText('mean reward over time', 4, 10);
+  if (points.length === 0) {
+    ctx.fillText('no rewards yet', 4, plotBottom - 4);
+    return;
+  }
+  let lo = 0;
+  let hi = 1;
+  let maxN = 1;
+  for (const p of points) {
+    lo = Math.min(lo, p.mean);
+    hi = Math.max(hi, p.mean);
+    maxN = Math.max(maxN, p.n);
+  }
+  const n = points.length;
+  const x = (i) => (n === 1 ? w / 2 : 4 + (i / (n - 1)) * (w - 8));
+  const y = (v) => plotBottom - ((v - lo) / (hi - lo)) * (plotBottom - plotTop);
+  ctx.fillStyle = '#21262d';
+  points.forEach((p, i) => {
+    const bh = (p.n / maxN) * (plotBottom - plotTop) * 0.5;
+    ctx.fillRect(x(i) - 2, plotBottom - bh, 4, bh);
+  });
+  ctx.strokeStyle = '#3fb950';
+  ctx.beginPath();
+  points.forEach((p, i) => (i === 0 ? ctx.moveTo(x(i), y(p.mean)) : ctx.lineTo(x(i), y(p.mean))));
+  ctx.stroke();
+  ctx.fillStyle = '#8b949e';
+  ctx.textAlign = 'right';
+  ctx.fillText(`last ${points[n - 1].mean.toFixed(3)} (n=${points[n - 1].n})`, w - 2, 10);
+  ctx.textAlign = 'left';
+  ctx.fillText(String(lo), 4, plotBottom + 11);
 }

@@ -2,6 +2,8 @@
 // buckets for the charts, and incremental state counts. Pure (no DOM), so the render loop can
 // read it once per animation frame however many events arrived in between.
 
+import { RewardStats } from './rewards.js';
+
 /** States after which a rollout never changes. */
 export const FINAL_STATES = new Set(['done', 'failed', 'timedOut', 'cancelled']);
 
@@ -50,6 +52,8 @@ export class Store {
     this.latestTs = 0;
     this.gaps = 0;
     this.eventsApplied = 0;
+    /** Rewards per data source and over time, and GRPO groups. */
+    this.rewards = new RewardStats();
   }
 
   _rollout(id, ts) {
@@ -77,6 +81,8 @@ export class Store {
         events: [],
         droppedEvents: 0,
         version: 0,
+        /** Whether its result is counted in the reward aggregates (once per rollout). */
+        rewardCounted: false,
       };
       this.rollouts.set(id, r);
       this.stateCounts[r.state] = (this.stateCounts[r.state] ?? 0) + 1;
@@ -193,6 +199,8 @@ export class Store {
       r.events.push(ev);
       this._fold(r, ev, ts);
     }
+    if (ev.type === 'rollout.submitted') this.rewards.join(r);
+    if (ev.type === 'rollout.result') this._countReward(r, ts);
     this.version++;
     return r;
   }
@@ -228,6 +236,13 @@ export class Store {
       default:
         break;
     }
+  }
+
+  _countReward(r, ts) {
+    if (r.rewardCounted) return;
+    r.rewardCounted = true;
+    this.rewards.add(r, ts);
+    this.chartVersion++;
   }
 
   /** A rollout's own fields from one of its events, in order. */
@@ -299,6 +314,8 @@ export class Store {
     // The end time is unknown; the last event time is the best bound for elapsed.
     if (FINAL_STATES.has(r.state)) r.endTs = r.submittedTs;
     r.seeded = true;
+    if (r.outcome !== null) this._countReward(r, r.submittedTs);
+    else this.rewards.join(r);
     this.version++;
   }
 

@@ -1,6 +1,8 @@
 // The waterfall of one rollout: its stages (machine states), LLM calls and tool calls on one
 // time axis, built from the events' runtime timestamps.
 
+import { fmtElapsed } from './format.js';
+
 const MAX_ROWS = 400;
 
 /**
@@ -68,11 +70,6 @@ export function timelineSpans(events) {
   return spans;
 }
 
-function fmtMs(ms) {
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
-  return `${Math.floor(ms / 60_000)} m ${Math.round((ms % 60_000) / 1000)} s`;
-}
 
 /**
  * Renders the waterfall into `root`, replacing its content. Rows past MAX_ROWS are summarized,
@@ -95,7 +92,7 @@ export function renderTimeline(root, events, now) {
   if (hidden > 0) spans = spans.slice(hidden);
   const axis = document.createElement('div');
   axis.className = 'tl-axis';
-  axis.textContent = `0 … ${fmtMs(total)}${hidden > 0 ? ` (${hidden} earlier spans not shown)` : ''}`;
+  axis.textContent = `0 … ${fmtElapsed(total)}${hidden > 0 ? ` (${hidden} earlier spans not shown)` : ''}`;
   root.append(axis);
   const frag = document.createDocumentFragment();
   for (const s of spans) {
@@ -111,11 +108,11 @@ export function renderTimeline(root, events, now) {
     bar.className = `tl-bar ${s.cls}${s.end === null ? ' open' : ''}`;
     bar.style.left = `${((s.start - t0) / total) * 100}%`;
     bar.style.width = `max(2px, ${((end - s.start) / total) * 100}%)`;
-    bar.title = `${s.label}: ${fmtMs(end - s.start)} at +${fmtMs(s.start - t0)}`;
+    bar.title = `${s.label}: ${fmtElapsed(end - s.start)} at +${fmtElapsed(s.start - t0)}`;
     track.append(bar);
     const dur = document.createElement('span');
     dur.className = 'tl-dur';
-    dur.textContent = fmtMs(end - s.start);
+    dur.textContent = fmtElapsed(end - s.start);
     row.append(label, track, dur);
     frag.append(row);
   }

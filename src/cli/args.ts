@@ -14,7 +14,7 @@ export function parseFlags<const O extends Options>(command: string, argv: strin
   try {
     parsed = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true }) as Flags<O>;
   } catch (err) {
-    process.stderr.write(`rollout ${command}: ${(err as Error).message}\n\n${usage}`);
+    process.stderr.write(`rollout ${command}: ${explainFlagError(err, Object.keys(options))}\n\n${usage}`);
     return 2;
   }
   if ((parsed.values as { help?: boolean }).help) {
@@ -40,4 +40,43 @@ export function numberFlag(name: string, value: string | undefined, opts: { inte
     throw new UsageError(`--${name} must be ${opts.integer ? 'a non-negative integer' : 'a number'}, got '${value}'`);
   }
   return n;
+}
+
+/** Edit distance between two short strings (flags, command names). */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = cur;
+  }
+  return prev[b.length]!;
+}
+
+/**
+ * The known name closest to `given` (a typo of at most a third of its length, or a prefix), or
+ * null when none is close: `--max-token` → `max-tokens`, `serv` → `serve`.
+ */
+export function didYouMean(given: string, known: readonly string[]): string | null {
+  const g = given.replace(/^-+/, '').split('=')[0]!;
+  if (g === '') return null;
+  let best: string | null = null;
+  let bestD = Infinity;
+  for (const k of known) {
+    const d = k.startsWith(g) && g.length >= 2 ? 0.5 : distance(g, k);
+    if (d < bestD) [best, bestD] = [k, d];
+  }
+  return bestD <= Math.max(1, Math.floor(g.length / 3)) ? best : null;
+}
+
+/**
+ * `parseArgs`'s error for an unknown flag, with the closest known flag suggested: `Unknown
+ * option '--max-token'. … (did you mean --max-tokens?)`. Other errors pass through.
+ */
+export function explainFlagError(err: unknown, known: readonly string[]): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const m = /Unknown option '(-{1,2}[^']+)'/.exec(message);
+  if (!m) return message;
+  const guess = didYouMean(m[1]!, known);
+  return guess ? `unknown option '${m[1]}' (did you mean --${guess}?)` : `unknown option '${m[1]}'`;
 }

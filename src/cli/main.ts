@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { didYouMean } from './args.js';
+
 /**
  * The `rollout` command: a thin dispatcher. Each subcommand lives in `commands/<name>.ts` and
  * exports `run(argv): Promise<number>`; it is imported only when called, so `rollout
@@ -9,7 +12,14 @@ const commands: Record<string, { summary: string; load: () => Promise<{ run(argv
   'sandbox-host': { summary: 'a process that owns many sandboxes (started by the runtime)', load: () => import('./commands/sandbox-host.js') },
   'fake-llm': { summary: 'a fake inference server with the real tokenizer', load: () => import('./commands/fake-llm.js') },
   'llm-serve': { summary: 'serve a GGUF model with node-llama-cpp over the same protocols', load: () => import('./commands/llm-serve.js') },
+  doctor: { summary: 'pre-flight checks: sandbox driver, cgroups, disk, and each backend', load: () => import('./commands/doctor.js') },
 };
+
+/** The package's version, from package.json beside the sources. */
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
 
 function usage(): string {
   const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(14)} ${c.summary}`);
@@ -23,9 +33,14 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(usage());
     return name ? 0 : 2;
   }
+  if (name === '--version' || name === '-v') {
+    process.stdout.write(`rollout-runtime ${version()}\n`);
+    return 0;
+  }
   const cmd = commands[name];
   if (!cmd) {
-    process.stderr.write(`rollout: unknown command '${name}'\n\n${usage()}`);
+    const guess = didYouMean(name, Object.keys(commands));
+    process.stderr.write(`rollout: unknown command '${name}'${guess ? ` (did you mean '${guess}'?)` : ''}\n\n${usage()}`);
     return 2;
   }
   const mod = await cmd.load();

@@ -2,6 +2,11 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RolloutEvent } from '../protocol/events.js';
 import type { ServiceRuntime } from './service-runtime.js';
 
+const REWARD_BUCKETS = [-1, 0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 2];
+const TOKEN_BUCKETS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768];
+/** Live rollouts and open groups tracked for labels; beyond this the oldest are forgotten. */
+const MAX_TRACKED = 100_000;
+
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 
 /**
@@ -22,6 +27,14 @@ export class ServiceMetrics {
   private readonly llmSeconds: Histogram<'backend'>;
   private readonly tokens: Counter<'kind'>;
   private readonly eventGaps: Counter;
+  private readonly rewards: Histogram<'data_source'>;
+  private readonly groups: Counter<'signal'>;
+  private readonly tokensPerTurn: Histogram;
+  private readonly truncations: Counter<'finish'>;
+  /** Live rollouts' data source and group, from `rollout.submitted` (results do not carry them). */
+  private readonly live = new Map<string, { dataSource: string; groupId: string | null }>();
+  /** Open groups: members submitted, members ended, and whether the ended rewards still agree. */
+  private readonly openGroups = new Map<string, { submitted: number; ended: number; first: number | null; differ: boolean }>();
   readonly httpRequests: Counter<'route' | 'status'>;
   readonly wsConnections: Gauge;
   readonly wsDropped: Counter<'reason'>;
@@ -35,6 +48,10 @@ export class ServiceMetrics {
     this.llmSeconds = new Histogram({ name: 'rollout_llm_seconds', help: 'LLM call latency', labelNames: ['backend'], buckets: SECONDS, registers });
     this.tokens = new Counter({ name: 'rollout_tokens_total', help: 'Tokens through LLM calls', labelNames: ['kind'], registers });
     this.eventGaps = new Counter({ name: 'rollout_metrics_event_gaps_total', help: 'Events the metrics subscriber missed (its buffer overflowed)', registers });
+    this.rewards = new Histogram({ name: 'rollout_reward', help: 'Rewards of evaluated rollouts, by data source', labelNames: ['data_source'], buckets: REWARD_BUCKETS, registers });
+    this.groups = new Counter({ name: 'rollout_groups_total', help: 'Ended GRPO groups by learning signal: none (every reward equal, advantage 0) or some', labelNames: ['signal'], registers });
+    this.tokensPerTurn = new Histogram({ name: 'rollout_tokens_per_turn', help: 'Tokens sampled per assistant turn', buckets: TOKEN_BUCKETS, registers });
+    this.truncations = new Counter({ name: 'rollout_truncations_total', help: 'Truncated rollouts by why (max_iterations, context_full, length)', labelNames: ['finish'], registers });
     this.httpRequests = new Counter({ name: 'rollout_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['route', 'status'], registers });
     this.wsConnections = new Gauge({ name: 'rollout_ws_connections', help: 'Open WebSocket connections', registers });
     this.wsDropped = new Counter({ name: 'rollout_ws_dropped_total', help: 'Events not sent to slow WebSocket clients, and clients closed', labelNames: ['reason'], registers });
@@ -104,7 +121,11 @@ export class ServiceMetrics {
       case 'gap':
         this.eventGaps.inc(Math.max(0, ev.to - ev.from + 1));
         break;
+      case 'rollout.submitted':
+        this.submitted(ev.rolloutId, ev.dataSource, ev.groupId ?? null, ev.attempt);
+        break;
       case 'llm.end':
+        this.tokensPerTurn.observe(ev.outputTokens);
         this.llmSeconds.observe({ backend: ev.backendId }, ev.latencyMs / 1000);
         this.tokens.inc({ kind: 'prompt' }, ev.promptTokens);
         this.tokens.inc({ kind: 'output' }, ev.outputTokens);
@@ -113,6 +134,8 @@ export class ServiceMetrics {
         this.actionSeconds.observe({ tool: ev.name }, ev.latencyMs / 1000);
         break;
       case 'rollout.result':
+        this.ended(ev.rolloutId, ev.reward);
+        if (ev.outcome === 'truncated') this.truncations.inc({ finish: ev.finish ?? 'unknown' });
         this.outcomes.inc({ outcome: ev.outcome });
         this.stageSeconds.observe({ stage: 'queue' }, ev.timing.queueMs / 1000);
         this.stageSeconds.observe({ stage: 'init' }, ev.timing.initMs / 1000);
@@ -121,6 +144,36 @@ export class ServiceMetrics {
         break;
       default:
         break;
+    }
+  }
+
+  private submitted(id: string, dataSource: string, groupId: string | null, attempt: number | undefined): void {
+    // A retry is submitted again under the same id: the same member, not a new one.
+    const again = this.live.has(id) || (attempt ?? 1) > 1;
+    this.live.set(id, { dataSource, groupId });
+    if (this.live.size > MAX_TRACKED) this.live.delete(this.live.keys().next().value!);
+    if (groupId === null || again) return;
+    const g = this.openGroups.get(groupId) ?? { submitted: 0, ended: 0, first: null, differ: false };
+    g.submitted++;
+    this.openGroups.set(groupId, g);
+    if (this.openGroups.size > MAX_TRACKED) this.openGroups.delete(this.openGroups.keys().next().value!);
+  }
+
+  private ended(id: string, reward: number | null): void {
+    const r = this.live.get(id);
+    this.live.delete(id);
+    if (reward !== null) this.rewards.observe({ data_source: r?.dataSource ?? 'unknown' }, reward);
+    const g = r?.groupId ? this.openGroups.get(r.groupId) : undefined;
+    if (!g || !r?.groupId) return;
+    g.ended++;
+    // A member without a reward (failed, cancelled) gives no advantage either way.
+    if (reward !== null) {
+      if (g.first === null) g.first = reward;
+      else if (reward !== g.first) g.differ = true;
+    }
+    if (g.ended >= g.submitted) {
+      this.groups.inc({ signal: g.differ ? 'some' : 'none' });
+      this.openGroups.delete(r.groupId);
     }
   }
 

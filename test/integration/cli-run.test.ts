@@ -45,8 +45,8 @@ describe('rollout run examples/tasks.jsonl (the README command)', () => {
   it('says on stderr that it uses the scripted policy', () => {
     expect(out.stderr).toContain('scripted policy');
   });
-  it('prints plain progress lines when stderr is not a terminal', () => {
-    expect(out.stderr).toMatch(/^\[20\/20\] \S+ completed reward=/m);
+  it('prints a plain progress line with rate, ETA, outcomes and mean reward when stderr is not a terminal', () => {
+    expect(out.stderr).toMatch(/^rollout run: 20\/20 · \d+:\d\d elapsed · ETA 0:00 · [\d.]+ rollouts\/s · \d+ tok\/s · init \d+ run \d+ eval \d+ · ok 20 · reward 0\.750$/m);
   });
   it('prints a summary with outcomes, pass@1 and per-stage timings', () => {
     expect(out.stdout).toMatch(/outcomes\s+completed 20[\s\S]*pass@1\s+0\.750[\s\S]*eval\s+\S+ m?s/);
@@ -93,7 +93,24 @@ describe('rollout run with more rollouts than its submission window', () => {
   });
 });
 
+describe('rollout run pre-flight', () => {
+  it('gives up at once with one line and exit 1 when no backend answers', async () => {
+    const r = await rollout(['run', join(repo, 'examples', 'stem.jsonl'), '--backend', 'http://127.0.0.1:9', '--out', join(dir, 'dead-out')], dir);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/FAIL\s+backend http:\/\/127\.0\.0\.1:9 cannot reach/);
+    expect(r.stderr).toContain('no backend answers (1 probed): giving up before starting any rollout');
+  });
+});
+
 describe.concurrent('rollout run on bad input', () => {
+  it('exits 2 naming the flag and its range for a bad sampling value', async () => {
+    const r = await rollout(['run', join(repo, 'examples', 'stem.jsonl'), '--temperature', '3'], dir);
+    expect([r.code, r.stderr]).toEqual([2, expect.stringContaining("--temperature must be a number in [0, 2], got '3'")]);
+  });
+  it('suggests the flag it guesses was meant', async () => {
+    const r = await rollout(['run', join(repo, 'examples', 'stem.jsonl'), '--max-token', '5'], dir);
+    expect([r.code, r.stderr]).toEqual([2, expect.stringContaining("unknown option '--max-token' (did you mean --max-tokens?)")]);
+  });
   it('exits 0 and reports a task-error naming the field for an instance with bad fields', async () => {
     const f = join(dir, 'task-error.jsonl');
     await writeFile(f, '{"data_source":"stem","instance_id":"s1","question":"q","choices":["a","b"]}\n');

@@ -44,10 +44,22 @@ export interface RunSummary {
   resolved: number;
   /** Mean reward over rollouts that have one (completed / truncated). */
   meanReward: number | null;
-  /** Mean over tasks of the unbiased pass@1 (c / n). Rollouts that failed for infra count as not passed. */
+  /** Rollouts cancelled (Ctrl-C, a budget): not finished, so left out of pass@k. */
+  cancelled: number;
+  /**
+   * Mean over tasks with a finished rollout of the unbiased pass@1 (c / n), n counting only
+   * finished (not cancelled) samples. Rollouts that failed for infra count as not passed.
+   */
   passAt1: number;
-  /** Mean over tasks of pass@n (1 when any sample resolved). */
+  /** Mean over those tasks of pass@n (1 when any finished sample resolved). */
   passAtN: number;
+  /** Rewards per task family: a histogram of 10 bins over [0, 1] (values outside clamp to the ends). */
+  rewardHistogram: Record<string, number[]>;
+  /** GRPO groups (tasks with n > 1) whose finished rewards are all equal: no learning signal. */
+  groups: { total: number; noSignal: number };
+  /** Sampled tokens per assistant turn, and rollouts whose last turn the token limit cut. */
+  tokensPerTurn: number | null;
+  truncated: number;
   timings: { queue: StageTiming; init: StageTiming; run: StageTiming; eval: StageTiming; wall: StageTiming };
   tokens: { total: number; sampled: number; perRollout: number | null };
   turns: { total: number; perRollout: number | null };
@@ -110,7 +122,8 @@ export function toSummaryRow(taskKey: string, r: RolloutResult): SummaryRow {
  */
 export function summarize(rows: SummaryRow[], n: number, elapsedMs: number, familyOf: (dataSource: string) => string = (d) => d): RunSummary {
   const outcomes: Record<string, number> = {};
-  const perTask = new Map<string, { n: number; c: number }>();
+  const perTask = new Map<string, { n: number; c: number; rewards: number[] }>();
+  const histogram: Record<string, number[]> = {};
   const rewards: number[] = [];
   const byDs: Record<string, { rollouts: number; resolved: number; rewards: number[] }> = {};
   let tokens = 0;
@@ -121,10 +134,18 @@ export function summarize(rows: SummaryRow[], n: number, elapsedMs: number, fami
   for (const r of rows) {
     if (r.error) errors.set(r.error, (errors.get(r.error) ?? 0) + 1);
     outcomes[r.outcome] = (outcomes[r.outcome] ?? 0) + 1;
-    const t = perTask.get(r.taskKey) ?? { n: 0, c: 0 };
-    t.n++;
-    if (r.resolved) t.c++;
-    perTask.set(r.taskKey, t);
+    // A cancelled sample never finished: counting it as a failure would understate pass@k.
+    if (r.outcome !== 'cancelled') {
+      const t = perTask.get(r.taskKey) ?? { n: 0, c: 0, rewards: [] };
+      t.n++;
+      if (r.resolved) t.c++;
+      if (r.reward !== null) t.rewards.push(r.reward);
+      perTask.set(r.taskKey, t);
+    }
+    if (r.reward !== null) {
+      const bins = (histogram[familyOf(r.dataSource)] ??= new Array<number>(10).fill(0));
+      bins[Math.min(9, Math.max(0, Math.floor(r.reward * 10)))]! += 1;
+    }
     if (r.resolved) resolved++;
     if (r.reward !== null) rewards.push(r.reward);
     const ds = (byDs[familyOf(r.dataSource)] ??= { rollouts: 0, resolved: 0, rewards: [] });
@@ -144,8 +165,16 @@ export function summarize(rows: SummaryRow[], n: number, elapsedMs: number, fami
     outcomes,
     resolved,
     meanReward: mean(rewards),
+    cancelled: outcomes['cancelled'] ?? 0,
     passAt1: mean(tasks.map((t) => passAtK(t.n, t.c, 1))) ?? 0,
     passAtN: mean(tasks.map((t) => passAtK(t.n, t.c, t.n))) ?? 0,
+    rewardHistogram: histogram,
+    groups: {
+      total: n > 1 ? tasks.length : 0,
+      noSignal: n > 1 ? tasks.filter((t) => t.rewards.length >= 2 && t.rewards.every((x) => x === t.rewards[0])).length : 0,
+    },
+    tokensPerTurn: turns > 0 ? sampled / turns : null,
+    truncated: outcomes['truncated'] ?? 0,
     timings: {
       queue: stage(rows.map((x) => x.timing.queueMs)),
       init: stage(rows.map((x) => x.timing.initMs)),
@@ -167,6 +196,12 @@ export function summarize(rows: SummaryRow[], n: number, elapsedMs: number, fami
   };
 }
 
+/** Bin counts as block characters, tallest = the largest bin. */
+function sparkline(bins: number[]): string {
+  const max = Math.max(1, ...bins);
+  return bins.map((b) => (b === 0 ? '·' : '▁▂▃▄▅▆▇█'[Math.min(7, Math.floor((b / max) * 7.999))])).join('');
+}
+
 const fmtMs = (v: number | null): string => (v === null ? '-' : v < 10 ? `${v.toFixed(1)} ms` : v < 10_000 ? `${Math.round(v)} ms` : `${(v / 1000).toFixed(1)} s`);
 const fmtNum = (v: number | null, digits = 3): string => (v === null ? '-' : v.toFixed(digits));
 
@@ -177,11 +212,14 @@ export function formatSummary(s: RunSummary): string {
   lines.push('', 'Summary', '-------');
   row('rollouts', `${s.rollouts} (${s.tasks} tasks × n=${s.n})`);
   row('outcomes', Object.entries(s.outcomes).map(([k, v]) => `${k} ${v}`).join(', ') || '-');
+  if (s.cancelled > 0) row('cancelled', `${s.cancelled} (not finished: left out of pass@k)`);
   row('resolved', `${s.resolved}/${s.rollouts}`);
   row('mean reward', fmtNum(s.meanReward));
   row('pass@1', fmtNum(s.passAt1));
   if (s.n > 1) row(`pass@${s.n}`, fmtNum(s.passAtN));
-  row('tokens', `${s.tokens.total} total, ${s.tokens.sampled} sampled, ${fmtNum(s.tokens.perRollout, 0)} per rollout`);
+  if (s.groups.total > 0) row('groups with no signal', `${s.groups.noSignal}/${s.groups.total} (all rewards equal: GRPO advantage 0)`);
+  if (s.truncated > 0) row('truncated', `${s.truncated} (max turns, full context or cut by the token limit)`);
+  row('tokens', `${s.tokens.total} total, ${s.tokens.sampled} sampled, ${fmtNum(s.tokens.perRollout, 0)} per rollout, ${fmtNum(s.tokensPerTurn, 0)} sampled per turn`);
   row('turns', `${s.turns.total} total, ${fmtNum(s.turns.perRollout, 1)} per rollout`);
   row('elapsed', fmtMs(s.elapsedMs));
   row('rollouts per minute', s.rolloutsPerMinute.toFixed(1));
@@ -190,6 +228,11 @@ export function formatSummary(s: RunSummary): string {
   lines.push('', `  ${'task family'.padEnd(14)} ${'rollouts'.padStart(8)} ${'resolved'.padStart(8)} ${'reward'.padStart(8)}`);
   for (const [name, d] of Object.entries(s.byDataSource)) {
     lines.push(`  ${name.padEnd(14)} ${String(d.rollouts).padStart(8)} ${String(d.resolved).padStart(8)} ${fmtNum(d.meanReward).padStart(8)}`);
+  }
+  const hist = Object.entries(s.rewardHistogram);
+  if (hist.length > 0) {
+    lines.push('', '  reward histogram (10 bins over [0, 1])');
+    for (const [name, bins] of hist) lines.push(`  ${name.padEnd(14)} ${sparkline(bins)}  ${bins.join(' ')}`);
   }
   if (s.errors.length > 0) {
     lines.push('', '  errors');

@@ -2,13 +2,15 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import cliProgress from 'cli-progress';
 import { RolloutError, ValidationError } from '../../errors.js';
 import { builtinHandlers } from '../../handlers/builtin.js';
 import type { RolloutResult } from '../../protocol/trajectory.js';
 import type { SamplingParams } from '../../protocol/instance.js';
 import { formatSummary, summarize, toSummaryRow, type RunSummary, type SummaryRow } from './run-summary.js';
 import { loadTaskFile } from './run-tasks-file.js';
+import { RunProgress } from './run-progress.js';
+import { explainFlagError } from '../args.js';
+import { backendCheck, formatCheck, probeBackends } from '../preflight.js';
 import { openRunEnvironment, type RunEnvironment } from './run-environment.js';
 
 const USAGE = `usage: rollout run TASKS.jsonl [options]
@@ -25,8 +27,17 @@ options:
   --concurrency N       INIT / RUN / EVAL stage limits (default 16)
   --sandbox DRIVER      bwrap | unshare | none | auto (default auto: bwrap when it works)
   --max-iterations N    assistant turns per rollout (default 35)
+  --max-tokens N        sampled tokens per assistant turn (default: what the context leaves)
+  --temperature T       sampling temperature, 0..2 (default: each task's, else 1)
+  --top-p P             nucleus sampling, in (0, 1] (default: each task's, else 1)
   --timeout SECONDS     time budget per rollout, counted inside the stages (default 300)
   -h, --help            this text
+
+Before it starts, every --backend is probed (reachable, protocol fits the server); a dead or
+mismatched one is left out with one line saying why, and the run stops at once when none is
+left. Ctrl-C once: stop submitting, cancel live rollouts, write the summary; twice: exit now.
+Exit status: 0 done, 1 every rollout failed for infrastructure reasons or no backend answers,
+2 bad usage, 130 interrupted.
 `;
 
 /** Parsed `rollout run` options. */
@@ -39,6 +50,19 @@ export interface RunOptions {
   sandbox: 'bwrap' | 'unshare' | 'none' | 'auto';
   maxIterations: number | undefined;
   timeoutS: number | undefined;
+  /** Sampling overrides from the command line, applied on top of each task's own. */
+  sampling: { max_tokens?: number; temperature?: number; top_p?: number };
+}
+
+/** A number flag within [min, max] (`open` excludes min); ValidationError naming the flag and its range. */
+function rangeFlag(name: string, v: string | undefined, min: number, max: number, openMin = false): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || (openMin ? n <= min : n < min) || n > max) {
+    const range = `${openMin ? '(' : '['}${min}, ${max}]`;
+    throw new ValidationError(`--${name} must be a number in ${range}, got '${v}'`, [{ path: name, message: `in ${range}` }]);
+  }
+  return n;
 }
 
 function positiveInt(name: string, v: string | undefined, dflt: number | undefined): number | undefined {
@@ -71,12 +95,17 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
         concurrency: { type: 'string' },
         sandbox: { type: 'string' },
         'max-iterations': { type: 'string' },
+        'max-tokens': { type: 'string' },
+        temperature: { type: 'string' },
+        'top-p': { type: 'string' },
         timeout: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
   } catch (err) {
-    throw new ValidationError((err as Error).message, [{ path: 'argv', message: (err as Error).message }]);
+    const known = ['backend', 'n', 'out', 'concurrency', 'sandbox', 'max-iterations', 'max-tokens', 'temperature', 'top-p', 'timeout', 'help'];
+    const message = explainFlagError(err, known);
+    throw new ValidationError(message, [{ path: 'argv', message }]);
   }
   const v = parsed.values;
   if (v.help) return null;
@@ -98,44 +127,16 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
     sandbox: sandbox as RunOptions['sandbox'],
     maxIterations: positiveInt('max-iterations', v['max-iterations'], undefined),
     timeoutS: positiveInt('timeout', v.timeout, undefined),
+    sampling: dropUndefined({
+      max_tokens: positiveInt('max-tokens', v['max-tokens'], undefined),
+      temperature: rangeFlag('temperature', v.temperature, 0, 2),
+      top_p: rangeFlag('top-p', v['top-p'], 0, 1, true),
+    }),
   };
 }
 
-/** Progress on stderr: a bar on a terminal, one plain line per finished rollout otherwise. */
-class Progress {
-  private readonly bar: cliProgress.SingleBar | null;
-  private done = 0;
-  private resolved = 0;
-
-  constructor(
-    private readonly total: number,
-    private readonly out: NodeJS.WriteStream,
-  ) {
-    this.bar = out.isTTY
-      ? new cliProgress.SingleBar(
-          { stream: out, format: 'rollouts |{bar}| {value}/{total} · resolved {resolved} · {last}', hideCursor: true, clearOnComplete: false },
-          cliProgress.Presets.shades_classic,
-        )
-      : null;
-    this.bar?.start(total, 0, { resolved: 0, last: '' });
-  }
-
-  tick(r: RolloutResult): void {
-    this.done++;
-    if (r.resolved) this.resolved++;
-    const label = `${r.instanceId ?? r.id}${r.trajectoryId !== null ? `#${r.trajectoryId}` : ''}`;
-    if (this.bar) {
-      this.bar.update(this.done, { resolved: this.resolved, last: `${label} ${r.outcome}` });
-    } else {
-      const reward = r.reward === null ? '-' : String(Math.round(r.reward * 1000) / 1000);
-      const err = r.error ? ` (${r.error.code}: ${r.error.message.slice(0, 120)})` : '';
-      this.out.write(`[${this.done}/${this.total}] ${label} ${r.outcome} reward=${reward}${err}\n`);
-    }
-  }
-
-  stop(): void {
-    this.bar?.stop();
-  }
+function dropUndefined<T extends Record<string, unknown>>(o: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
+  return Object.fromEntries(Object.entries(o).filter(([, x]) => x !== undefined)) as { [K in keyof T]?: Exclude<T[K], undefined> };
 }
 
 function writeLine(stream: WriteStream, value: unknown): Promise<void> {
@@ -156,28 +157,35 @@ export async function runTasks(
 ): Promise<RunSummary & { interrupted: boolean }> {
   const known = new Set(builtinHandlers.flatMap((h) => [h.name, ...(h.aliases ?? [])]));
   const tasks = await loadTaskFile(opts.tasksPath, known);
-  const env: RunEnvironment = await openRunEnvironment(opts, (line) => io.stderr.write(`rollout run: ${line}\n`));
+  const backends = await preflight(opts.backends, io.stderr);
+  const env: RunEnvironment = await openRunEnvironment({ ...opts, backends }, (line) => io.stderr.write(`rollout run: ${line}\n`));
   const trajPath = join(opts.outDir, 'trajectories.jsonl');
   let stream: WriteStream | undefined;
-  let progress: Progress | undefined;
+  let progress: RunProgress | undefined;
   let interrupted = false;
   // Resolves the submission loop's wait for a free window slot (a result came, or Ctrl-C).
   let wake: (() => void) | null = null;
+  // First Ctrl-C: stop submitting, cancel what is live (sandboxes closed), write the summary.
+  // Second: the user wants out now.
   const onSignal = () => {
+    if (interrupted) {
+      io.stderr.write('\nrollout run: interrupted twice; exiting without waiting\n');
+      process.exit(130);
+    }
     interrupted = true;
     wake?.();
-    io.stderr.write('\nrollout run: interrupted; cancelling live rollouts\n');
+    io.stderr.write('\nrollout run: interrupted; cancelling live rollouts (Ctrl-C again to exit at once)\n');
     void env.runtime.close({ drain: false });
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   try {
     await mkdir(opts.outDir, { recursive: true });
     stream = createWriteStream(trajPath);
     const s = stream;
     const total = tasks.length * opts.n;
     io.stderr.write(`rollout run: ${tasks.length} tasks × n=${opts.n} = ${total} rollouts, ${env.description}\n`);
-    progress = new Progress(total, io.stderr);
+    progress = new RunProgress(total, io.stderr, () => (interrupted ? null : env.runtime.status()));
     const p = progress;
     const started = Date.now();
     const collected: SummaryRow[] = [];
@@ -190,7 +198,7 @@ export async function runTasks(
     for (const [i, t] of tasks.entries()) {
       while (inFlight + opts.n > windowSize && !interrupted) await new Promise<void>((res) => (wake = res));
       if (interrupted) break;
-      const sampling: SamplingParams = { ...t.sampling, ...(opts.maxIterations ? { max_iterations: opts.maxIterations } : {}) };
+      const sampling: SamplingParams = { ...t.sampling, ...opts.sampling, ...(opts.maxIterations ? { max_iterations: opts.maxIterations } : {}) };
       const results: Promise<RolloutResult>[] =
         opts.n === 1 ? [env.runtime.submit(t.instance, sampling).result] : env.runtime.submitGroup(t.instance, sampling, opts.n).rollouts.map((h) => h.result);
       inFlight += opts.n;
@@ -200,6 +208,10 @@ export async function runTasks(
             inFlight--;
             collected.push(toSummaryRow(String(i), result));
             p.tick(result);
+            // A failure is worth a line of its own in a log; successes are in the progress line.
+            if (!io.stderr.isTTY && result.error && result.outcome !== 'cancelled') {
+              io.stderr.write(`rollout run: ${result.instanceId ?? result.id}${result.trajectoryId !== null ? `#${result.trajectoryId}` : ''} ${result.outcome}: ${result.error.code}: ${result.error.message.slice(0, 200)}\n`);
+            }
             // Chained so lines never interleave and the file is complete when the run ends.
             writes = writes.then(() => writeLine(s, { task_index: i, task_line: t.line, ...result }));
             wake?.();
@@ -216,7 +228,7 @@ export async function runTasks(
     await writeFile(join(opts.outDir, 'summary.json'), `${JSON.stringify({ tasks_file: resolve(opts.tasksPath), backend: env.description, ...summary }, null, 2)}\n`);
     io.stdout.write(formatSummary(summary));
     io.stdout.write(`\n  trajectories: ${trajPath}\n  summary:      ${join(opts.outDir, 'summary.json')}\n`);
-    if (interrupted) io.stdout.write('  (interrupted: live rollouts were cancelled)\n');
+    if (interrupted) io.stdout.write(`  (interrupted: ${summary.cancelled} live rollouts were cancelled, ${total - collected.length} never started)\n`);
     return { ...summary, interrupted };
   } finally {
     progress?.stop();
@@ -246,9 +258,43 @@ export async function run(argv: string[]): Promise<number> {
   }
   try {
     const r = await runTasks(opts);
-    return r.interrupted ? 130 : 0;
+    if (r.interrupted) return 130;
+    // Nothing was learned from a run whose every rollout hit an infrastructure fault.
+    if (r.rollouts > 0 && (r.outcomes['infra-error'] ?? 0) === r.rollouts) {
+      process.stderr.write(`rollout run: every rollout failed for infrastructure reasons (${r.errors[0]?.error ?? 'see the summary'})\n`);
+      return 1;
+    }
+    return 0;
   } catch (err) {
+    if (err instanceof NoBackendError) {
+      process.stderr.write(`rollout run: ${err.message}\n`);
+      return 1;
+    }
     process.stderr.write(`rollout run: ${(err as Error).message}\n`);
     return err instanceof ValidationError || (err instanceof RolloutError && err.code === 'TASK') ? 2 : 1;
   }
+}
+
+/** No --backend answered the pre-flight probe. */
+class NoBackendError extends Error {
+  override readonly name = 'NoBackendError';
+}
+
+/**
+ * Probes the real backends before anything starts (in parallel, each bounded), prints one line
+ * per backend that cannot be used, and returns the usable ones. Throws {@link NoBackendError}
+ * when real backends were named and none works, so a dead fleet costs seconds, not every
+ * rollout's retries. Built-in policies (`scripted`, `oracle`) and no backend pass through.
+ */
+async function preflight(addresses: string[], err: NodeJS.WriteStream): Promise<string[]> {
+  const real = addresses.filter((a) => !['scripted', 'oracle'].includes(a.trim()));
+  if (real.length === 0) return addresses;
+  const probes = await probeBackends(real, { timeoutMs: 5000 });
+  const usable: string[] = [];
+  for (const p of probes) {
+    if (p.ok || p.spec === null) usable.push(p.address); // a malformed address is the runtime's ValidationError (exit 2)
+    else err.write(`rollout run: ${formatCheck(backendCheck(p))}\n`);
+  }
+  if (usable.length === 0) throw new NoBackendError(`no backend answers (${real.length} probed): giving up before starting any rollout`);
+  return usable;
 }

@@ -131,7 +131,11 @@ export type EventInput = RolloutEventInput & { ts: number };
  * A recorded-looking rollout: submitted, init, `turns` LLM turns each running one bash command,
  * evaluation and a result. Timestamps advance from `t0` in fixed steps (no wall clock).
  */
-export function syntheticRollout(id: string, t0: number, opts: { turns?: number; finish?: boolean; task?: string } = {}): EventInput[] {
+export function syntheticRollout(
+  id: string,
+  t0: number,
+  opts: { turns?: number; finish?: boolean; task?: string; reward?: number; groupId?: string; trajectoryId?: string } = {},
+): EventInput[] {
   const turns = opts.turns ?? 2;
   let t = t0;
   const at = (dt: number): number => (t += dt);
@@ -139,7 +143,7 @@ export function syntheticRollout(id: string, t0: number, opts: { turns?: number;
   const state = (s: RolloutState, prev: RolloutState | null, turn: number): void => {
     ev.push({ type: 'rollout.state', rolloutId: id, ts: at(5), state: s, prev, turn });
   };
-  ev.push({ type: 'rollout.submitted', rolloutId: id, ts: t, instanceId: `inst-${id}`, trajectoryId: '0', groupId: null, dataSource: opts.task ?? 'swe-lite', attempt: 1 });
+  ev.push({ type: 'rollout.submitted', rolloutId: id, ts: t, instanceId: `inst-${id}`, trajectoryId: opts.trajectoryId ?? '0', groupId: opts.groupId ?? null, dataSource: opts.task ?? 'swe-lite', attempt: 1 });
   state('queued', null, 0);
   state('initializing', 'queued', 0);
   state('waitingRun', 'initializing', 0);
@@ -162,7 +166,7 @@ export function syntheticRollout(id: string, t0: number, opts: { turns?: number;
   state('evaluating', 'waitingEval', turns);
   state('done', 'evaluating', turns);
   ev.push({
-    type: 'rollout.result', rolloutId: id, ts: at(1), outcome: 'completed', finish: 'finish_tool', reward: 1, resolved: true, error: null,
+    type: 'rollout.result', rolloutId: id, ts: at(1), outcome: 'completed', finish: 'finish_tool', reward: opts.reward ?? 1, resolved: (opts.reward ?? 1) > 0, error: null,
     timing: { queueMs: 5, initMs: 5, runMs: 100, evalMs: 5, countedMs: 110, wallMs: 115, timeoutTriggered: false },
     tokens: 100 + turns * 70, turns,
   });

@@ -114,3 +114,47 @@ describe('summarize errors', () => {
     ]);
   });
 });
+
+describe('summarize: what an RL engineer reads first', () => {
+  it('leaves cancelled samples out of pass@k and counts them apart', () => {
+    const rows = [
+      { taskKey: '0', result: result({ resolved: true, reward: 1 }) },
+      { taskKey: '0', result: result({ outcome: 'cancelled', resolved: false, reward: null }) },
+      { taskKey: '0', result: result({ outcome: 'cancelled', resolved: false, reward: null }) },
+      { taskKey: '1', result: result({ resolved: false, reward: 0 }) },
+      { taskKey: '1', result: result({ resolved: true, reward: 1 }) },
+    ];
+    const s = summarize(rows, 3, 1000);
+    expect(s.cancelled).toBe(2);
+    // task 0: 1 of 1 finished resolved; task 1: 1 of 2.
+    expect(s.passAt1).toBeCloseTo((1 + 0.5) / 2, 12);
+    expect(s.passAtN).toBe(1);
+    expect(formatSummary(s)).toMatch(/cancelled\s+2 \(not finished: left out of pass@k\)/);
+  });
+
+  it('counts GRPO groups whose finished rewards are all equal as having no signal', () => {
+    const rows = [
+      ...[1, 1, 1].map((reward) => ({ taskKey: 'flat', result: result({ reward }) })),
+      ...[0, 1, 1].map((reward) => ({ taskKey: 'mixed', result: result({ reward, resolved: reward === 1 }) })),
+    ];
+    const s = summarize(rows, 3, 1000);
+    expect(s.groups).toEqual({ total: 2, noSignal: 1 });
+    expect(formatSummary(s)).toMatch(/groups with no signal\s+1\/2/);
+  });
+
+  it('bins rewards per task family and reports sampled tokens per turn and truncations', () => {
+    const rows = [
+      { taskKey: '0', result: result({ reward: 0 }) },
+      { taskKey: '1', result: result({ reward: 0.55 }) },
+      { taskKey: '2', result: result({ reward: 1, outcome: 'truncated', finish: 'length' as never }) },
+      { taskKey: '3', result: result({ dataSource: 'code', reward: 1 }) },
+    ];
+    const s = summarize(rows, 1, 1000);
+    expect(s.rewardHistogram['math']).toEqual([1, 0, 0, 0, 0, 1, 0, 0, 0, 1]);
+    expect(s.rewardHistogram['code']).toEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    expect(s.tokensPerTurn).toBe(3);
+    expect(s.truncated).toBe(1);
+    expect(s.groups.total).toBe(0);
+    expect(formatSummary(s)).toContain('reward histogram');
+  });
+});

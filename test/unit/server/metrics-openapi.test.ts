@@ -30,6 +30,36 @@ describe('/metrics', () => {
     expect(text).toMatch(/^rollout_llm_seconds_sum\{backend="b1"\} 0.25$/m);
     expect(text).toMatch(/^rollout_action_seconds_count\{tool="execute_bash"\} 1$/m);
   });
+
+  it('counts rewards by data source, groups without signal, tokens per turn and truncations', async () => {
+    const m = new ServiceMetrics();
+    let seq = 0;
+    const timing = { queueMs: 0, initMs: 0, runMs: 0, evalMs: 0, countedMs: 0, wallMs: 0, timeoutTriggered: false };
+    const submit = (id: string, dataSource: string, groupId: string | null) =>
+      m.observe({ type: 'rollout.submitted', seq: ++seq, rseq: 1, ts: 0, rolloutId: id, instanceId: 'i', trajectoryId: '0', groupId, dataSource, attempt: 1 });
+    const end = (id: string, reward: number | null, outcome: 'completed' | 'truncated' = 'completed', finish: 'finish_tool' | 'max_iterations' = 'finish_tool') =>
+      m.observe({ type: 'rollout.result', seq: ++seq, rseq: 9, ts: 0, rolloutId: id, outcome, finish, reward, resolved: reward === 1, error: null, timing, tokens: 10, turns: 1 });
+    for (const id of ['f0', 'f1', 'f2']) submit(id, 'math', 'flat');
+    for (const id of ['m0', 'm1']) submit(id, 'math', 'mixed');
+    submit('c0', 'code', null);
+    for (const id of ['f0', 'f1']) end(id, 1);
+    m.observe({ type: 'llm.end', seq: ++seq, rseq: 2, ts: 0, rolloutId: 'c0', turn: 0, backendId: 'b', promptTokens: 10, outputTokens: 100, latencyMs: 1, finishReason: 'stop', content: '', toolCalls: [] });
+    let text = (await m.text()).body;
+    // The flat group has a member still running: not counted yet.
+    expect(text).not.toMatch(/^rollout_groups_total/m);
+    end('f2', 1);
+    end('m0', 0);
+    end('m1', 1, 'truncated', 'max_iterations');
+    end('c0', 0.5);
+    text = (await m.text()).body;
+    expect(text).toMatch(/^rollout_groups_total\{signal="none"\} 1$/m);
+    expect(text).toMatch(/^rollout_groups_total\{signal="some"\} 1$/m);
+    expect(text).toMatch(/^rollout_reward_count\{data_source="math"\} 5$/m);
+    expect(text).toMatch(/^rollout_reward_sum\{data_source="math"\} 4$/m);
+    expect(text).toMatch(/^rollout_reward_bucket\{le="0.5",data_source="code"\} 1$/m);
+    expect(text).toMatch(/^rollout_tokens_per_turn_bucket\{le="128"\} 1$/m);
+    expect(text).toMatch(/^rollout_truncations_total\{finish="max_iterations"\} 1$/m);
+  });
 });
 
 describe('/v1/openapi.json', () => {

@@ -1,0 +1,58 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+/** `rollout doctor` as a real child process, against a real `rollout fake-llm` and a dead port. */
+
+const repo = fileURLToPath(new URL('../../', import.meta.url));
+const bin = join(repo, 'bin', 'rollout.js');
+
+function rollout(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((res) => {
+    execFile(process.execPath, [bin, ...args], { timeout: 60_000 }, (err, stdout, stderr) => {
+      res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+let fake: ChildProcess | undefined;
+afterAll(async () => {
+  if (fake && fake.exitCode === null) {
+    const gone = new Promise((res) => fake?.once('exit', res));
+    fake.kill('SIGTERM');
+    await gone;
+  }
+});
+
+describe('rollout doctor', () => {
+  it('passes every check against a live fake-llm and prints one line per check', async () => {
+    fake = spawn(process.execPath, [bin, 'fake-llm', '--tasks', join(repo, 'examples', 'stem.jsonl')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const url = await new Promise<string>((res, rej) => {
+      let buf = '';
+      fake?.stdout?.on('data', (d: Buffer) => {
+        buf += d.toString();
+        const m = /listening on (http:\/\/\S+)/.exec(buf);
+        if (m?.[1]) res(m[1]);
+      });
+      fake?.once('exit', () => rej(new Error(`fake-llm exited: ${buf}`)));
+    });
+    const r = await rollout(['doctor', '--backend', url]);
+    expect(r.stdout).toMatch(/^ok\s+node\s+node \d+/m);
+    expect(r.stdout).toMatch(/^(ok|warn)\s+sandbox\s+/m);
+    expect(r.stdout).toMatch(new RegExp(`^ok\\s+backend ${url.replace(/[./:]/g, '\\$&')}\\s+prorl at`, 'm'));
+    expect([r.code, r.stdout]).toEqual([0, expect.stringContaining('all checks passed')]);
+  });
+
+  it('exits 1 with a FAIL line for a backend nothing answers at', async () => {
+    const r = await rollout(['doctor', '--backend', 'http://127.0.0.1:9', '--timeout-ms', '2000']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^FAIL\s+backend http:\/\/127\.0\.0\.1:9\s+cannot reach/m);
+    expect(r.stdout).toContain('1 check(s) failed');
+  });
+
+  it('exits 2 on a bad flag value, naming the flag', async () => {
+    const r = await rollout(['doctor', '--timeout-ms', 'soon']);
+    expect([r.code, r.stderr]).toEqual([2, expect.stringContaining("--timeout-ms must be a positive integer, got 'soon'")]);
+  });
+});

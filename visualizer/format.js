@@ -1,0 +1,20 @@
+// One way to write a duration everywhere on the page (table, timeline, summaries), so "1.2s",
+// "1.20 s" and "1 m 2 s" never sit side by side.
+
+/**
+ * A duration for people, always in the same units: `0.04s`, `4.2s`, `42s`, `1m05s`, `2h03m`.
+ * @param {number} ms
+ */
+export function fmtElapsed(ms) {
+  if (!Number.isFinite(ms) || ms < 0) ms = 0;
+  if (ms < 1000) return `${(ms / 1000).toFixed(2)}s`;
+  if (ms < 10_000) return `${(ms / 1000).toFixed(1)}s`;
+  if (ms < 60_000) return `${Math.floor(ms / 1000)}s`;
+  if (ms < 3_600_000) return `${Math.floor(ms / 60_000)}m${String(Math.floor((ms % 60_000) / 1000)).padStart(2, '0')}s`;
+  return `${Math.floor(ms / 3_600_000)}h${String(Math.floor((ms % 3_600_000) / 60_000)).padStart(2, '0')}m`;
+}
+
+/** A reward for a table cell: at most 3 decimals, nothing when there is none. */
+export function fmtReward(x) {
+  return x === null || x === undefined ? '' : String(Math.round(x * 1000) / 1000);
+}
