@@ -2,16 +2,16 @@ import type { AgentHandler } from '../handlers/agent-handler.js';
 import { BackendPool } from '../llm/backend-pool.js';
 import type { BackendPoolOptionsInput } from '../llm/backend-pool-options.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
+import { OracleBackend } from '../llm/oracle-backend.js';
 import { createRuntime } from '../runtime/runtime.js';
 import type { RuntimeOptionsInput } from '../runtime/runtime-options.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
-import { ScriptedPolicy } from '../testing/scripted-policy.js';
 import { ServiceLlm } from './service-llm.js';
 import type { RuntimeFactory, ServiceRuntime } from './service-runtime.js';
 
 /** What the service's runtime is made of. */
 export interface ServiceRuntimeParts {
-  /** The chat codec shared by the runtime and the scripted policy (must match the backends' tokenizer). */
+  /** The chat codec shared by the runtime and the oracle backend (must match the backends' tokenizer). */
   codec: ChatCodec;
   /** A fresh sandbox provider per runtime (closed with it). */
   sandboxes: () => SandboxProvider | Promise<SandboxProvider>;
@@ -29,7 +29,7 @@ export interface ServiceRuntimeParts {
 
 /**
  * A {@link RuntimeFactory} for `rollout serve`: each call makes a backend pool wrapped in
- * {@link ServiceLlm} (so the address `scripted` works), a sandbox provider, and an embedded
+ * {@link ServiceLlm} (so the address `oracle` works), a sandbox provider, and an embedded
  * runtime retaining events for resume. The returned runtime's `close()` also closes the pool and
  * the sandbox provider, which the runtime does not own — so a ProRL `/stop` leaves no sandbox,
  * host process or probe timer behind.
@@ -37,7 +37,7 @@ export interface ServiceRuntimeParts {
 export function serviceRuntimeFactory(parts: ServiceRuntimeParts): RuntimeFactory {
   return async () => {
     const pool = new BackendPool(parts.pool ?? {});
-    const llm = new ServiceLlm(pool, (spec) => new ScriptedPolicy({ codec: parts.codec, backendId: spec.id ?? 'scripted', weightVersion: spec.weightVersion ?? null }));
+    const llm = new ServiceLlm(pool, (spec) => new OracleBackend({ codec: parts.codec, backendId: spec.id ?? 'oracle', weightVersion: spec.weightVersion ?? null }));
     let sandboxes: SandboxProvider;
     try {
       sandboxes = await parts.sandboxes();

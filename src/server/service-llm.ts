@@ -1,13 +1,12 @@
 import { BackendError } from '../errors.js';
 import type { BackendInfo, BackendSpec, GenerateRequest, GenerateResult, LlmClient, ManagedLlmClient } from '../llm/llm-client.js';
 
-/** The spec `parseAddress('scripted')` yields: no URL, the in-process oracle replay. */
-export const SCRIPTED_URL = 'scripted:';
+import { ORACLE_ADDRESS, ORACLE_URL } from '../llm/oracle-backend.js';
 
 /**
  * The service's LLM client: the backend pool, plus the in-process scripted policy as one more
- * backend when the address `scripted` is registered. Calls go to the pool while it has a backend
- * that is not draining or removed, and to the scripted policy otherwise — so `--backend scripted`
+ * backend when the address `oracle` is registered. Calls go to the pool while it has a backend
+ * that is not draining or removed, and to the scripted policy otherwise — so `--backend oracle`
  * alone runs every rollout on the oracle, and adding a real backend takes over new calls.
  * Throws what the pool throws; BackendError when nothing is registered.
  */
@@ -20,11 +19,11 @@ export class ServiceLlm implements ManagedLlmClient {
   ) {}
 
   addBackend(spec: BackendSpec): BackendInfo {
-    if (spec.url !== SCRIPTED_URL) return this.pool.addBackend(spec);
+    if (spec.url !== ORACLE_URL) return this.pool.addBackend(spec);
     if (!this.scripted || this.scripted.info.state === 'removed') {
       this.scripted = {
         client: this.makeScripted(spec),
-        info: { id: spec.id ?? 'scripted', url: SCRIPTED_URL, protocol: spec.protocol, state: 'healthy', inFlight: 0, served: 0, failures: 0, weightVersion: spec.weightVersion ?? null, latencyMs: null },
+        info: { id: spec.id ?? ORACLE_ADDRESS, url: ORACLE_URL, protocol: spec.protocol, state: 'healthy', inFlight: 0, served: 0, failures: 0, weightVersion: spec.weightVersion ?? null, latencyMs: null },
       };
     } else this.scripted.info.state = 'healthy';
     return { ...this.scripted.info };

@@ -113,7 +113,7 @@ describe('visualizer on rollout serve with rollout fake-llm', () => {
       await new Promise<void>((r) => wss.once('listening', () => r()));
       wss.on('connection', (ws) => ws.on('message', (d) => frames.push(JSON.parse(String(d)) as (typeof frames)[number])));
       const { port } = wss.address() as { port: number };
-      const api = await start(['serve', '--port', '0', '--backend', 'scripted', '--sandbox', 'memory', '--state-dir', dir, '--inspect', `ws://127.0.0.1:${port}`]);
+      const api = await start(['serve', '--port', '0', '--backend', 'oracle', '--sandbox', 'auto', '--state-dir', dir, '--inspect', `ws://127.0.0.1:${port}`]);
       const instance = { data_source: 'shell', instance_id: 'inspect-1', prompt: 'finish', eval_command: 'true', oracle: [{ tool_calls: [{ name: 'finish', arguments: {} }] }] };
       const res = await fetch(`${api}/v1/rollouts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ instance }) });
       expect(res.status).toBe(202);
