@@ -49,8 +49,8 @@ export const defaults = {
         throw new ValidationError(`invalid runtime options: ${err.message}`, [{ path: `backends.${i}`, message: err.issues[0]?.message ?? err.message }]);
       }
     });
-    void clock;
-    const pool = new BackendPool();
+    // The pool's probe timers and latency figures run on the runtime's clock.
+    const pool = new BackendPool({}, { timers: clock, now: () => clock.now() });
     for (const s of specs) pool.addBackend(s);
     return pool;
   },

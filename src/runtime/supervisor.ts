@@ -159,7 +159,7 @@ export class Supervisor {
       { provider: this.parts.sandboxes, rolloutId: s.id, clock: this.clock },
     );
     s.attempt = att;
-    att.ctx = handlerContext(s, att);
+    att.ctx = handlerContext(s, att, this.clock);
     if (this.hub.active) {
       this.emit(s, {
         type: 'rollout.submitted',
@@ -395,6 +395,6 @@ export class Supervisor {
 }
 
 /** The context every handler call of an attempt shares; its sandboxes go to the attempt's owner. */
-function handlerContext(s: RolloutSession, att: Attempt): HandlerContext {
-  return { rolloutId: s.id, instance: s.instance, sampling: s.sampling, signal: att.signal, createSandbox: (spec) => att.sandboxes.create(spec) };
+function handlerContext(s: RolloutSession, att: Attempt, clock: Clock): HandlerContext {
+  return { rolloutId: s.id, instance: s.instance, sampling: s.sampling, signal: att.signal, clock, createSandbox: (spec) => att.sandboxes.create(spec) };
 }

@@ -3,6 +3,7 @@ import { BackendPool } from '../llm/backend-pool.js';
 import type { BackendPoolOptionsInput } from '../llm/backend-pool-options.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
 import { OracleBackend } from '../llm/oracle-backend.js';
+import { systemClock, type Clock } from '../runtime/clock.js';
 import { createRuntime } from '../runtime/runtime.js';
 import type { RuntimeOptionsInput } from '../runtime/runtime-options.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
@@ -23,6 +24,8 @@ export interface ServiceRuntimeParts {
   handlers?: AgentHandler[] | undefined;
   /** An XState inspection observer (`--inspect`). */
   inspect?: unknown;
+  /** The process's clock, shared by the runtime, the backend pool and the oracle. Default the system clock. */
+  clock?: Clock | undefined;
   /** Events retained for WebSocket resume. Default 50,000. */
   retainEvents?: number | undefined;
 }
@@ -36,8 +39,9 @@ export interface ServiceRuntimeParts {
  */
 export function serviceRuntimeFactory(parts: ServiceRuntimeParts): RuntimeFactory {
   return async () => {
-    const pool = new BackendPool(parts.pool ?? {});
-    const llm = new ServiceLlm(pool, (spec) => new OracleBackend({ codec: parts.codec, backendId: spec.id ?? 'oracle', weightVersion: spec.weightVersion ?? null }));
+    const clock = parts.clock ?? systemClock;
+    const pool = new BackendPool(parts.pool ?? {}, { timers: clock, now: () => clock.now() });
+    const llm = new ServiceLlm(pool, (spec) => new OracleBackend({ codec: parts.codec, backendId: spec.id ?? 'oracle', weightVersion: spec.weightVersion ?? null }), clock);
     let sandboxes: SandboxProvider;
     try {
       sandboxes = await parts.sandboxes();
@@ -54,6 +58,7 @@ export function serviceRuntimeFactory(parts: ServiceRuntimeParts): RuntimeFactor
         llm,
         sandboxes,
         codec: parts.codec,
+        clock,
         ...(parts.inspect ? { inspect: parts.inspect } : {}),
       });
     } catch (err) {

@@ -1,4 +1,5 @@
 import { BackendError } from '../errors.js';
+import { systemClock, type Clock } from '../runtime/clock.js';
 import type { BackendInfo, BackendSpec, GenerateRequest, GenerateResult, LlmClient, ManagedLlmClient } from '../llm/llm-client.js';
 
 import { ORACLE_ADDRESS, ORACLE_URL } from '../llm/oracle-backend.js';
@@ -16,6 +17,7 @@ export class ServiceLlm implements ManagedLlmClient {
   constructor(
     private readonly pool: ManagedLlmClient,
     private readonly makeScripted: (spec: BackendSpec) => LlmClient,
+    private readonly clock: Clock = systemClock,
   ) {}
 
   addBackend(spec: BackendSpec): BackendInfo {
@@ -69,7 +71,7 @@ export class ServiceLlm implements ManagedLlmClient {
       throw new BackendError('no LLM backend is registered (POST /add_llm_server or --backend)', { code: 'NO_BACKEND', stage: 'run' });
     }
     s.info.inFlight++;
-    const t0 = performance.now();
+    const t0 = this.clock.now();
     try {
       const r = await s.client.generate(req);
       s.info.served++;
@@ -79,7 +81,7 @@ export class ServiceLlm implements ManagedLlmClient {
       throw err;
     } finally {
       s.info.inFlight--;
-      const ms = performance.now() - t0;
+      const ms = this.clock.now() - t0;
       s.info.latencyMs = s.info.latencyMs === null ? ms : s.info.latencyMs * 0.9 + ms * 0.1;
     }
   }

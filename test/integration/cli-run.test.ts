@@ -42,8 +42,8 @@ describe('rollout run examples/tasks.jsonl (the README command)', () => {
   it('exits 0', () => {
     expect(out.code, out.stderr).toBe(0);
   });
-  it('says on stderr that it uses the scripted policy', () => {
-    expect(out.stderr).toContain('scripted policy');
+  it('says on stderr that it uses the oracle backend', () => {
+    expect(out.stderr).toContain('oracle backend');
   });
   it('prints plain progress lines when stderr is not a terminal', () => {
     expect(out.stderr).toMatch(/^\[20\/20\] \S+ completed reward=/m);

@@ -1,3 +1,4 @@
+import { systemClock } from '../../../../src/runtime/clock.js';
 import { spawn } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -83,6 +84,7 @@ export async function runWithOracle(handler: AgentHandler, instance: Instance, r
     instance,
     sampling: {},
     signal: new AbortController().signal,
+    clock: systemClock,
     async createSandbox(spec) {
       const sb = await createLocalSandbox(spec, root);
       sandboxes.push(sb);
