@@ -1,6 +1,6 @@
 import type { Actor } from 'xstate';
 import type { RolloutMachine, Stage } from '../../machines/rollout.machine.js';
-import type { ActContext, AgentHandler, EvalResult, HandlerContext } from '../handlers/agent-handler.js';
+import type { AgentHandler, EvalResult, HandlerContext } from '../handlers/agent-handler.js';
 import type { TrajectoryBuilder } from '../llm/trajectory-builder.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { Message, ToolCall } from '../protocol/messages.js';
@@ -27,7 +27,6 @@ export class Attempt {
   /** Every sandbox of the attempt; all closed when it ends. */
   readonly sandboxes: AttemptSandboxes;
   ctx: HandlerContext | null = null;
-  actCtx: ActContext | null = null;
   assistant: (Message & { tool_calls: ToolCall[] }) | null = null;
   malformed: { raw: string; error: string }[] = [];
   finish: FinishReason | null = null;
@@ -45,7 +44,6 @@ export class Attempt {
   lastBackendId: string | undefined = undefined;
 
   constructor(
-    readonly number: number,
     readonly builder: TrajectoryBuilder,
     readonly maxIterations: number,
     readonly maxOutputTokens: number,

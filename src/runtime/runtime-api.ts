@@ -35,6 +35,11 @@ export interface RuntimeStatus {
   live: number;
   completed: number;
   outcomes: Record<string, number>;
+  /**
+   * Ended attempts whose sandboxes did not finish closing within `closeTimeoutMs` (their
+   * results were not held back): a provider that hangs on close shows here.
+   */
+  stuckCloses: number;
 }
 
 /** A live rollout's summary, for listings. */
