@@ -116,7 +116,7 @@ export function drawBackends(canvas, history, backends) {
 
 /** One horizontal bar split by count: rollouts per state, or per outcome. */
 export function drawSplitBar(canvas, counts, colors, title) {
-  const { ctx, w, h } = prepare(canvas);
+  const { ctx, w } = prepare(canvas);
   const entries = Object.entries(counts).filter(([, n]) => n > 0);
   const total = entries.reduce((a, [, n]) => a + n, 0);
   ctx.fillStyle = '#8b949e';

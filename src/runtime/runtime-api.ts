@@ -1,4 +1,3 @@
-import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { RolloutEvent, RolloutState } from '../protocol/events.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
 

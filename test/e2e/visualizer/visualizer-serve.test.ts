@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
-import { launchBrowser, type TestBrowser } from './browser.js';
+import { chromiumMissing, launchBrowser, type TestBrowser } from './browser.js';
 
 // The page against the real thing: `rollout fake-llm` and `rollout serve` as child processes,
 // a batch submitted over HTTP, the page watching over the service's WebSocket.
@@ -54,7 +54,7 @@ afterAll(async () => {
 });
 
 describe('visualizer on rollout serve with rollout fake-llm', () => {
-  it('fills the table from a batch, highlights a rollout state in its graph and replays its bash output', async () => {
+  it.skipIf(chromiumMissing())('fills the table from a batch, highlights a rollout state in its graph and replays its bash output', async () => {
     const instances = Array.from({ length: INSTANCES }, (_, i) => ({
       data_source: 'shell',
       instance_id: `viz-${i}`,

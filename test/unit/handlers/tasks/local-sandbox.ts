@@ -1,7 +1,6 @@
 import { systemClock } from '../../../../src/runtime/clock.js';
 import { spawn } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { TaskError } from '../../../../src/errors.js';
 import type { AgentHandler, HandlerContext } from '../../../../src/handlers/agent-handler.js';
