@@ -73,7 +73,7 @@ describe('rollout serve (command)', () => {
   });
 
   it('exits 2 on a bad backend address', async () => {
-    const r = await runCli(['--port', '0', '--backend', 'ftp://nowhere', '--sandbox', 'memory']);
+    const r = await runCli(['--port', '0', '--backend', 'ftp://nowhere', '--sandbox', 'auto']);
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/invalid backend address/);
   });
