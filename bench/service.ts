@@ -28,7 +28,7 @@ const sampling = { max_iterations: 6 };
 const service = createService(
   {
     createRuntime: serviceRuntimeFactory({ codec: createQwen3Codec(), sandboxes: () => new MemorySandboxProvider(), retainEvents: 50_000 }),
-    backends: [{ address: 'scripted' }],
+    backends: [{ address: 'oracle' }],
   },
   { port: 0, backendsIntervalMs: 0 },
 );

@@ -70,8 +70,14 @@ export interface ActOutput {
 /** The final state names. */
 export type FinalState = 'done' | 'failed' | 'timedOut' | 'cancelled';
 
-const notProvided = (name: string) =>
-  fromPromise<never, { rolloutId: string; turn: number }>(() => Promise.reject(new Error(`actor ${name} not provided`)));
+/** What every stage actor gets. */
+export interface StageInput {
+  rolloutId: string;
+  turn: number;
+}
+
+/** A stub stage actor of output `T` that fails until the runtime provides the real one. */
+const notProvided = <T>(name: string) => fromPromise<T, StageInput>(() => Promise.reject(new Error(`actor ${name} not provided`)));
 
 /** The machine with stub implementations; provide real ones with `.provide()`. */
 export const rolloutMachine = setup({
@@ -81,10 +87,10 @@ export const rolloutMachine = setup({
     events: {} as RolloutMachineEvent,
   },
   actors: {
-    initRollout: notProvided('initRollout') as unknown as ReturnType<typeof fromPromise<InitOutput, { rolloutId: string; turn: number }>>,
-    callLlm: notProvided('callLlm') as unknown as ReturnType<typeof fromPromise<CallLlmOutput, { rolloutId: string; turn: number }>>,
-    actTools: notProvided('actTools') as unknown as ReturnType<typeof fromPromise<ActOutput, { rolloutId: string; turn: number }>>,
-    evaluate: notProvided('evaluate') as unknown as ReturnType<typeof fromPromise<void, { rolloutId: string; turn: number }>>,
+    initRollout: notProvided<InitOutput>('initRollout'),
+    callLlm: notProvided<CallLlmOutput>('callLlm'),
+    actTools: notProvided<ActOutput>('actTools'),
+    evaluate: notProvided<void>('evaluate'),
   },
   actions: {
     /** Ask the stage pool for a slot; the supervisor answers with `SLOT`. */
@@ -104,20 +110,13 @@ export const rolloutMachine = setup({
     ended: (_: unknown, _params: { state: FinalState }) => {},
   },
   guards: {
-    contextFull: ({ event }) => (event as unknown as { output: CallLlmOutput }).output.contextFull,
-    loopStopped: ({ event }) => (event as unknown as { output: ActOutput }).output.stop,
-    runSlotTaken: ({ event }) => (event as unknown as { output: InitOutput | undefined }).output?.runSlot === true,
-    evalSlotTaken: ({ event }) => (event as unknown as { output: ActOutput | undefined }).output?.evalSlot === true,
-    // The two conjunctions below are single guards rather than an `and` combinator: a
-    // combinator guard allocates on every evaluation, and these run on every turn.
-    contextFullWithEvalSlot: ({ event }) => {
-      const o = (event as unknown as { output: CallLlmOutput }).output;
-      return o.contextFull && o.evalSlot === true;
-    },
-    loopStoppedWithEvalSlot: ({ event }) => {
-      const o = (event as unknown as { output: ActOutput }).output;
-      return o.stop && o.evalSlot === true;
-    },
+    // The actors' outputs reach these guards as params, typed by each `onDone` (`params:
+    // ({ event }) => event.output`): the guards stay named and pure, with no casts.
+    contextFull: (_, o: CallLlmOutput) => o.contextFull,
+    contextFullWithEvalSlot: (_, o: CallLlmOutput) => o.contextFull && o.evalSlot === true,
+    loopStopped: (_, o: ActOutput) => o.stop,
+    loopStoppedWithEvalSlot: (_, o: ActOutput) => o.stop && o.evalSlot === true,
+    runSlotTaken: (_, o: InitOutput | undefined) => o?.runSlot === true,
     slotIs: ({ event }, params: { stage: Stage }) => event.type === 'SLOT' && event.stage === params.stage,
   },
 }).createMachine({
@@ -141,7 +140,7 @@ export const rolloutMachine = setup({
       invoke: {
         src: 'initRollout',
         input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn }),
-        onDone: [{ guard: 'runSlotTaken', target: 'running' }, { target: 'waitingRun' }],
+        onDone: [{ guard: { type: 'runSlotTaken', params: ({ event }) => event.output }, target: 'running' }, { target: 'waitingRun' }],
         onError: { target: 'failed', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: 'init' as const }) } },
       },
     },
@@ -163,8 +162,8 @@ export const rolloutMachine = setup({
             src: 'callLlm',
             input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn }),
             onDone: [
-              { guard: 'contextFullWithEvalSlot', target: '#rollout.evaluating' },
-              { guard: 'contextFull', target: '#rollout.waitingEval' },
+              { guard: { type: 'contextFullWithEvalSlot', params: ({ event }) => event.output }, target: '#rollout.evaluating' },
+              { guard: { type: 'contextFull', params: ({ event }) => event.output }, target: '#rollout.waitingEval' },
               { target: 'acting', actions: assign({ turn: ({ context }) => context.turn + 1 }) },
             ],
             onError: { target: '#rollout.failed', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: 'run' as const }) } },
@@ -176,8 +175,8 @@ export const rolloutMachine = setup({
             src: 'actTools',
             input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn - 1 }),
             onDone: [
-              { guard: 'loopStoppedWithEvalSlot', target: '#rollout.evaluating' },
-              { guard: 'loopStopped', target: '#rollout.waitingEval' },
+              { guard: { type: 'loopStoppedWithEvalSlot', params: ({ event }) => event.output }, target: '#rollout.evaluating' },
+              { guard: { type: 'loopStopped', params: ({ event }) => event.output }, target: '#rollout.waitingEval' },
               { target: 'llmCalling' },
             ],
             onError: { target: '#rollout.failed', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: 'run' as const }) } },

@@ -3,7 +3,7 @@
  * whether the runtime retries it, and survives serialization across processes
  * ({@link serializeError} / {@link deserializeError}).
  *
- * Outcome mapping (see DESIGN.md, "Failure taxonomy"):
+ * Outcome mapping (`classifyEnd` in src/runtime/rollout-outcome.ts):
  * - {@link InfraError} and subclasses → outcome `infra-error`, retried up to the retry budget;
  * - {@link TaskError} → outcome `task-error`, never retried;
  * - {@link RolloutTimeoutError} → outcome `timed-out`;
@@ -21,6 +21,9 @@ export interface SerializedError {
   details?: Record<string, unknown> | undefined;
   cause?: SerializedError | undefined;
 }
+
+/** A stage of a rollout: where an error happened. */
+type Stage = 'init' | 'run' | 'eval';
 
 /** Base class. Not thrown directly; use a subclass. */
 export class RolloutError extends Error {
@@ -130,19 +133,6 @@ export class ProtocolError extends RolloutError {
   }
 }
 
-const registry: Record<string, new (message: string, opts?: never) => RolloutError> = {
-  InfraError: InfraError as never,
-  SandboxError: SandboxError as never,
-  BackendError: BackendError as never,
-  StaleRolloutError: StaleRolloutError as never,
-  TaskError: TaskError as never,
-  RolloutTimeoutError: RolloutTimeoutError as never,
-  CancelledError: CancelledError as never,
-  QueueFullError: QueueFullError as never,
-  RuntimeClosedError: RuntimeClosedError as never,
-  ProtocolError: ProtocolError as never,
-};
-
 /**
  * Normalizes anything thrown into a {@link RolloutError}. An `AbortError` becomes a
  * {@link CancelledError}; any other unknown value becomes an {@link InfraError} (an unexpected
@@ -173,20 +163,45 @@ export function serializeError(err: unknown): SerializedError {
   };
 }
 
-/** Rebuilds a {@link RolloutError} of the original class (or a base one carrying its name and code). */
+type Reviver = (s: SerializedError, o: { code: string; stage?: Stage; details?: Record<string, unknown>; cause?: unknown }) => RolloutError;
+
+/** How each class is rebuilt from its serialized form: one entry per class, through its own constructor. */
+const revivers: Record<string, Reviver> = {
+  InfraError: (s, o) => new InfraError(s.message, o),
+  SandboxError: (s, o) => new SandboxError(s.message, o),
+  BackendError: (s, o) => new BackendError(s.message, o),
+  StaleRolloutError: (s, o) => new StaleRolloutError(s.message, { stage: o.stage, details: o.details }),
+  TaskError: (s, o) => new TaskError(s.message, o),
+  RolloutTimeoutError: (s, o) => new RolloutTimeoutError(s.message, { code: o.code, stage: o.stage, details: o.details }),
+  CancelledError: (s, o) => new CancelledError(s.message, { details: o.details }),
+  ValidationError: (s) => new ValidationError(s.message, issuesOf(s.details)),
+  QueueFullError: (s) => new QueueFullError(s.message, s.details),
+  RuntimeClosedError: (s) => new RuntimeClosedError(s.message),
+  ProtocolError: (s, o) => new ProtocolError(s.message, o),
+};
+
+/**
+ * Rebuilds a {@link RolloutError} of the original class with its code, stage, details and
+ * (serialized) cause, or a base one carrying the name, code and retryability of a class this
+ * process does not know. Round-trips every class of this file (see its table test).
+ */
 export function deserializeError(s: SerializedError): RolloutError {
-  const Ctor = registry[s.name];
+  const cause = s.cause ? deserializeError(s.cause) : undefined;
+  const opts = { code: s.code, stage: s.stage, details: s.details, ...(cause ? { cause } : {}) };
+  const revive = revivers[s.name];
   let e: RolloutError;
-  if (s.name === 'ValidationError') {
-    e = new ValidationError(s.message, (s.details?.issues as { path: string; message: string }[]) ?? []);
-  } else if (Ctor) {
-    e = new Ctor(s.message, { code: s.code, details: s.details } as never);
-  } else {
-    e = new RolloutError(s.message, { code: s.code, retryable: s.retryable, ...(s.details ? { details: s.details } : {}) });
+  if (revive) e = revive(s, opts);
+  else {
+    e = new RolloutError(s.message, { ...opts, retryable: s.retryable });
     e.name = s.name;
   }
   if (s.stage) e.stage = s.stage;
   return e;
+}
+
+function issuesOf(details: Record<string, unknown> | undefined): { path: string; message: string }[] {
+  const issues = details?.['issues'];
+  return Array.isArray(issues) ? issues.filter((i): i is { path: string; message: string } => typeof i?.path === 'string' && typeof i?.message === 'string') : [];
 }
 
 function safeString(v: unknown): string {

@@ -24,6 +24,7 @@ export type { Sandbox, SandboxProvider, SandboxSpec, BashRequest, BashResult, Py
 export { BackendPool } from './llm/backend-pool.js';
 export { BackendPoolOptionsSchema, type BackendPoolOptionsInput } from './llm/backend-pool-options.js';
 export { parseBackendAddress } from './llm/backend-address.js';
+export { OracleBackend, ORACLE_ADDRESS, type OracleBackendOptions } from './llm/oracle-backend.js';
 export { createQwen3Codec } from './llm/qwen3-codec.js';
 export { createHfCodec, type HfChatCodec, type HfCodecOptions } from './llm/hf-codec.js';
 export { createSandboxProvider, type HostSandboxProvider } from './sandbox/sandbox-provider.js';

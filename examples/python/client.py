@@ -7,7 +7,7 @@ It registers an LLM backend, submits GRPO groups two ways -- through the ProRL-c
 token invariants of every result. It exits 1 when any invariant fails, 2 on a usage or
 connection error, 0 otherwise.
 
-    python3 examples/python/client.py --url http://127.0.0.1:8006 --backend scripted \
+    python3 examples/python/client.py --url http://127.0.0.1:8006 --backend oracle \
         --tasks examples/shell.jsonl --groups 2 --n 4
 
 Token invariants checked (what a trainer relies on to build its loss):
@@ -307,7 +307,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--url", default="http://127.0.0.1:8006")
     p.add_argument("--token", default=os.environ.get("ROLLOUT_TOKEN"))
-    p.add_argument("--backend", default=None, help="address to register with /add_llm_server (e.g. scripted, http://h:p)")
+    p.add_argument("--backend", default=None, help="address to register with /add_llm_server (e.g. oracle, http://h:p)")
     p.add_argument("--tasks", default=os.path.join(here, "..", "shell.jsonl"))
     p.add_argument("--groups", type=int, default=2, help="instances taken from the task file")
     p.add_argument("--n", type=int, default=4, help="GRPO group size")

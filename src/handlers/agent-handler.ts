@@ -2,6 +2,7 @@ import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { Message, ToolCall, ToolSchema } from '../protocol/messages.js';
 import type { Sandbox, SandboxSpec } from '../sandbox/sandbox.js';
 import type { FinishReason } from '../protocol/trajectory.js';
+import type { Clock } from '../runtime/clock.js';
 
 /** What every handler hook receives. */
 export interface HandlerContext {
@@ -10,6 +11,8 @@ export interface HandlerContext {
   sampling: SamplingParams;
   /** Aborted on cancel, timeout and stale; pass it to every sandbox call. */
   signal: AbortSignal;
+  /** The runtime's clock: measure and wait with it, never with `Date.now` or `performance.now`. */
+  clock: Clock;
   /**
    * Starts a sandbox owned by this rollout. The runtime closes every sandbox made here when the
    * rollout ends, on every path; a handler never has to (and may, early).

@@ -44,7 +44,7 @@ export async function toolAgentAct(ctx: ActContext, offeredTools: readonly ToolS
     const id = c.id ?? `call_${ctx.turn}_${i}`;
     c.id = id;
     ctx.onToolCall?.({ callId: id, name: c.name, arguments: c.arguments });
-    const obs = await runToolCall(ctx.sandbox, c as ToolCall & { id: string }, offered, ctx.signal);
+    const obs = await runToolCall(ctx.sandbox, c as ToolCall & { id: string }, offered, ctx.signal, ctx.clock);
     ctx.onToolResult?.(obs);
     observations.push(obs);
     if (c.name === 'finish' && !obs.error) {

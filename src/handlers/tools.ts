@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ToolCall, ToolSchema } from '../protocol/messages.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
+import type { Clock } from '../runtime/clock.js';
 import type { Observation } from './agent-handler.js';
 
 /**
@@ -109,15 +110,16 @@ export async function runToolCall(
   call: ToolCall & { id: string },
   offered: ReadonlySet<string>,
   signal: AbortSignal,
+  clock: Clock,
 ): Promise<Observation> {
   // Module-level helpers rather than closures per call: this runs for every tool call.
   if (!offered.has(call.name)) return policyError(call, `Error: unknown tool '${call.name}'. Available tools: ${[...offered].join(', ')}.`);
-  const t0 = performance.now();
+  const t0 = clock.now();
   switch (call.name as ToolName) {
     case 'finish': {
       const a = finishArgs.safeParse(call.arguments);
       if (!a.success) return policyError(call, `Error: invalid arguments for finish: ${issues(a.error)}`);
-      return finished(call, t0, { content: a.data.message ?? '', exitCode: null });
+      return finished(call, clock.now() - t0, { content: a.data.message ?? '', exitCode: null });
     }
     case 'execute_bash': {
       const a = bashArgs.safeParse(call.arguments);
@@ -128,14 +130,14 @@ export async function runToolCall(
       let content = r.output;
       if (r.timedOut) content += `\n[The command has no new output after its timeout. It may still be running: send empty command to wait, or C-c with is_input=true to interrupt.]`;
       else if (r.exitCode !== null) content += `\n[Command finished with exit code ${r.exitCode}]`;
-      return finished(call, t0, { content, exitCode: r.exitCode, error: r.exitCode !== null && r.exitCode !== 0 });
+      return finished(call, clock.now() - t0, { content, exitCode: r.exitCode, error: r.exitCode !== null && r.exitCode !== 0 });
     }
     case 'str_replace_editor': {
       const a = editorArgs.safeParse(call.arguments);
       if (!a.success) return policyError(call, `Error: invalid arguments for str_replace_editor: ${issues(a.error)}`);
       if (!sandbox) return policyError(call, 'Error: this task has no sandbox to edit files in.');
       const r = await sandbox.editor(a.data, signal);
-      return finished(call, t0, { content: r.output, error: r.error, exitCode: null });
+      return finished(call, clock.now() - t0, { content: r.output, error: r.error, exitCode: null });
     }
     case 'execute_ipython_cell': {
       const a = ipythonArgs.safeParse(call.arguments);
@@ -144,7 +146,7 @@ export async function runToolCall(
       const r = await sandbox.python(a.data.code, {}, signal);
       let content = r.output + (r.error ? r.error : '');
       if (r.timedOut) content += '\n[The cell timed out.]';
-      return finished(call, t0, { content, error: r.error !== null || r.timedOut, exitCode: null });
+      return finished(call, clock.now() - t0, { content, error: r.error !== null || r.timedOut, exitCode: null });
     }
     default:
       return policyError(call, `Error: tool '${call.name}' has no implementation.`);
@@ -155,11 +157,11 @@ function policyError(call: ToolCall & { id: string }, content: string): Observat
   return { callId: call.id, name: call.name, content, error: true, policyError: true, exitCode: null };
 }
 
-function finished(call: ToolCall & { id: string }, t0: number, o: Omit<Observation, 'callId' | 'name'>): Observation {
+function finished(call: ToolCall & { id: string }, latencyMs: number, o: Omit<Observation, 'callId' | 'name'>): Observation {
   const obs = o as Observation;
   obs.callId = call.id;
   obs.name = call.name;
-  obs.latencyMs = performance.now() - t0;
+  obs.latencyMs = latencyMs;
   return obs;
 }
 

@@ -14,3 +14,4 @@ export { startLlmHttpServer, EngineHttpError, type Engine, type EngineRequest, t
 export { createLlamaEngine, type LlamaEngine, type LlamaEngineOptions, type LlamaSample } from './llama-engine.js';
 export { buildTinyGguf, ensureTinyGguf, type TinyGgufOptions } from './gguf-writer.js';
 export { TrajectoryBuilder } from './trajectory-builder.js';
+export { OracleBackend, ORACLE_ADDRESS, ORACLE_URL, isOracleAddress, oracleSpec, type OracleBackendOptions } from './oracle-backend.js';

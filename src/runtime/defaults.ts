@@ -3,25 +3,44 @@ import type { ChatCodec } from '../llm/chat-codec.js';
 import type { LlmClient } from '../llm/llm-client.js';
 import { parseBackendAddress } from '../llm/backend-address.js';
 import { BackendPool } from '../llm/backend-pool.js';
+import { isOracleAddress, OracleBackend } from '../llm/oracle-backend.js';
 import { createQwen3Codec } from '../llm/qwen3-codec.js';
 import { createSandboxProvider } from '../sandbox/index.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
 import type { Clock } from './clock.js';
-import { ScriptedPolicy } from '../testing/scripted-policy.js';
+
+let announced = false;
 
 /**
  * The parts a runtime uses when the options leave them out. This file is the ONE place that
- * picks them: the Qwen3 codec, a backend pool over `options.backends` (the scripted policy
- * when there are none), and sandbox hosts with the best driver present (bwrap, then unshare).
- * Parts made here are owned by the runtime and closed by `runtime.close()`.
+ * picks them: the Qwen3 codec, a backend pool over `options.backends` (the oracle backend when
+ * they say `oracle`, or — announced once per process — when there are none), and sandbox hosts
+ * with the best driver present (bwrap, then unshare). Parts made here are owned by the runtime
+ * and closed by `runtime.close()`.
  */
 export const defaults = {
   codec(): ChatCodec {
     return createQwen3Codec();
   },
-  /** @throws ValidationError naming `backends` when an address does not parse. */
+  /**
+   * @throws ValidationError naming `backends.<i>` when an address does not parse, or when
+   *   `oracle` is mixed with model backends (the service mixes them; a bare runtime does not).
+   */
   llm(codec: ChatCodec, clock: Clock, backends: readonly string[]): LlmClient {
-    if (backends.length === 0) return new ScriptedPolicy({ codec, clock });
+    if (backends.length === 0) {
+      if (!announced) {
+        announced = true;
+        process.emitWarning('no LLM backend given: replaying instance.oracle (the oracle backend), not a model; pass backends or llm to sample a policy', { code: 'ROLLOUT_ORACLE_BACKEND' });
+      }
+      return new OracleBackend({ codec });
+    }
+    const oracle = backends.findIndex(isOracleAddress);
+    if (oracle >= 0) {
+      if (backends.length === 1) return new OracleBackend({ codec });
+      throw new ValidationError('invalid runtime options: the oracle backend cannot be mixed with model backends', [
+        { path: `backends.${oracle}`, message: "'oracle' must be the only backend" },
+      ]);
+    }
     const specs = backends.map((a, i) => {
       try {
         return parseBackendAddress(a);
@@ -30,7 +49,8 @@ export const defaults = {
         throw new ValidationError(`invalid runtime options: ${err.message}`, [{ path: `backends.${i}`, message: err.issues[0]?.message ?? err.message }]);
       }
     });
-    const pool = new BackendPool();
+    // The pool's probe timers and latency figures run on the runtime's clock.
+    const pool = new BackendPool({}, { timers: clock, now: () => clock.now() });
     for (const s of specs) pool.addBackend(s);
     return pool;
   },

@@ -1,12 +1,15 @@
 import type { Actor } from 'xstate';
 import type { RolloutMachine, Stage } from '../../machines/rollout.machine.js';
-import type { ActContext, AgentHandler, EvalResult, HandlerContext } from '../handlers/agent-handler.js';
+import type { AgentHandler, EvalResult, HandlerContext } from '../handlers/agent-handler.js';
 import type { TrajectoryBuilder } from '../llm/trajectory-builder.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { Message, ToolCall } from '../protocol/messages.js';
 import type { RolloutState } from '../protocol/events.js';
 import type { FinishReason, RolloutResult } from '../protocol/trajectory.js';
-import type { Sandbox } from '../sandbox/sandbox.js';
+import type { Sandbox, SandboxProvider } from '../sandbox/sandbox.js';
+import { AttemptSandboxes } from './attempt-sandboxes.js';
+import type { Clock } from './clock.js';
+import type { RolloutSummary } from './runtime-api.js';
 import type { RolloutError } from '../errors.js';
 
 /**
@@ -21,12 +24,9 @@ export class Attempt {
   handler: AgentHandler | null = null;
   handlerState: unknown = undefined;
   sandbox: Sandbox | undefined = undefined;
-  /** Every sandbox made through ctx.createSandbox; all closed when the attempt ends. */
-  readonly sandboxes = new Set<Sandbox>();
-  /** ctx.createSandbox calls still running, so the end of the attempt can wait for their clean-up. */
-  readonly pendingCreates = new Set<Promise<unknown>>();
+  /** Every sandbox of the attempt; all closed when it ends. */
+  readonly sandboxes: AttemptSandboxes;
   ctx: HandlerContext | null = null;
-  actCtx: ActContext | null = null;
   assistant: (Message & { tool_calls: ToolCall[] }) | null = null;
   malformed: { raw: string; error: string }[] = [];
   finish: FinishReason | null = null;
@@ -44,12 +44,17 @@ export class Attempt {
   lastBackendId: string | undefined = undefined;
 
   constructor(
-    readonly number: number,
     readonly builder: TrajectoryBuilder,
     readonly maxIterations: number,
     readonly maxOutputTokens: number,
     readonly maxModelLen: number,
-  ) {}
+    where: { provider: SandboxProvider; rolloutId: string; clock: Clock },
+  ) {
+    // A sandbox that comes up is progress: the no-progress limit restarts.
+    this.sandboxes = new AttemptSandboxes(where.provider, where.rolloutId, this.abort.signal, () => this.ended, () => {
+      this.lastProgress = where.clock.now();
+    });
+  }
 
   get signal(): AbortSignal {
     return this.abort.signal;
@@ -71,12 +76,6 @@ export class RolloutSession {
   result: RolloutResult | null = null;
   retryTimer: unknown = null;
   wallAt: number;
-  /** The time of this rollout's live deadline-index entry; Infinity when none. */
-  armedAt = Infinity;
-  /** When waiting for the sandboxes of an ended attempt stops (closeTimeoutMs); Infinity when not closing. */
-  closeAt = Infinity;
-  /** Ends that wait early (called by the sweep at closeAt). */
-  closeCut: (() => void) | null = null;
   readonly timing = { initMs: 0, runMs: 0, evalMs: 0 };
   readonly promise: Promise<RolloutResult>;
   resolve!: (r: RolloutResult) => void;
@@ -105,4 +104,22 @@ export class RolloutSession {
   get dataSource(): string {
     return this.instance.data_source;
   }
+}
+
+/** The public view of a rollout: live counts from its attempt, final ones from its result. */
+export function summarize(s: RolloutSession): RolloutSummary {
+  const att = s.attempt;
+  return {
+    id: s.id,
+    instanceId: s.instanceId,
+    groupId: s.groupId,
+    trajectoryId: s.trajectoryId,
+    dataSource: s.dataSource,
+    state: s.state,
+    turn: s.result ? s.result.trajectory.turns.length : (att?.builder.turnCount ?? 0),
+    tokens: s.result ? s.result.trajectory.tokens.length : (att?.builder.length ?? 0),
+    attempt: s.attempts,
+    submittedAt: s.submittedAt,
+    result: s.result,
+  };
 }

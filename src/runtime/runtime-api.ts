@@ -1,4 +1,3 @@
-import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { RolloutEvent, RolloutState } from '../protocol/events.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
 
@@ -35,6 +34,11 @@ export interface RuntimeStatus {
   live: number;
   completed: number;
   outcomes: Record<string, number>;
+  /**
+   * Ended attempts whose sandboxes did not finish closing within `closeTimeoutMs` (their
+   * results were not held back): a provider that hangs on close shows here.
+   */
+  stuckCloses: number;
 }
 
 /** A live rollout's summary, for listings. */

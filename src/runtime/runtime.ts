@@ -11,7 +11,8 @@ import { defaults } from './defaults.js';
 import type { EventsOptions, GroupHandle, RolloutHandle, RolloutSummary, Runtime, RuntimeStatus, SubmitOptions } from './runtime-api.js';
 import { parseRuntimeOptions, type RuntimeOptions, type RuntimeOptionsInput } from './runtime-options.js';
 import { Supervisor } from './supervisor.js';
-import type { RolloutSession } from './rollout-session.js';
+import { summarize, type RolloutSession } from './rollout-session.js';
+import { validateSubmission } from './submission.js';
 
 /**
  * The embedded runtime: {@link Runtime} plus backend management that delegates to the LLM
@@ -82,13 +83,13 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
   const runtime: EmbeddedRuntime = {
     options,
     submit(instance: unknown, sampling?: unknown, opts: SubmitOptions = {}): RolloutHandle {
-      const v = sup.validate(instance, sampling);
+      const v = validateSubmission(instance, sampling);
       sup.checkAdmission(1);
       return handle(sup.admit(v.instance, v.sampling, opts.id, opts.groupId ?? null));
     },
     submitGroup(instance: unknown, sampling: unknown, n: number, opts: { groupId?: string } = {}): GroupHandle {
       if (!Number.isInteger(n) || n < 1) throw new ValidationError('group size n must be a positive integer', [{ path: 'n', message: 'must be a positive integer' }]);
-      const v = sup.validate(instance, sampling);
+      const v = validateSubmission(instance, sampling);
       // All or nothing: a group is only useful whole.
       sup.checkAdmission(n);
       const groupId = opts.groupId ?? randomUUID();
@@ -110,7 +111,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     dataSources: () => knownSources,
     get(id: string): RolloutSummary | undefined {
       const s = sup.find(id);
-      return s ? sup.summary(s) : undefined;
+      return s ? summarize(s) : undefined;
     },
     list(filter = {}): RolloutSummary[] {
       const out: RolloutSummary[] = [];
@@ -118,7 +119,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
         if (filter.state && s.state !== filter.state) continue;
         if (filter.groupId && s.groupId !== filter.groupId) continue;
         if (filter.outcome && s.result?.outcome !== filter.outcome) continue;
-        out.push(sup.summary(s));
+        out.push(summarize(s));
       }
       return out;
     },

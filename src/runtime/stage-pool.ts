@@ -29,14 +29,6 @@ export class StagePool {
     return this.waiters.size;
   }
 
-  holds(id: string): boolean {
-    return this.holders.has(id);
-  }
-
-  isWaiting(id: string): boolean {
-    return this.waiters.has(id);
-  }
-
   /** Asks for a slot: granted now (onGrant called synchronously) or queued. Idempotent. */
   request(id: string): void {
     if (this.holders.has(id) || this.waiters.has(id)) return;

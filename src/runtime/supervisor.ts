@@ -1,38 +1,26 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, fromPromise, type InspectionEvent, type Observer } from 'xstate';
-import { rolloutMachine, type ActOutput, type CallLlmOutput, type FinalState, type InitOutput, type Stage } from '../../machines/rollout.machine.js';
-import {
-  BackendError,
-  CancelledError,
-  InfraError,
-  QueueFullError,
-  RolloutTimeoutError,
-  RuntimeClosedError,
-  SandboxError,
-  StaleRolloutError,
-  TaskError,
-  ValidationError,
-  serializeError,
-  toRolloutError,
-  type RolloutError,
-} from '../errors.js';
-import type { ActContext, HandlerContext, Observation } from '../handlers/agent-handler.js';
+import { rolloutMachine, type ActOutput, type CallLlmOutput, type FinalState, type InitOutput, type Stage, type StageInput } from '../../machines/rollout.machine.js';
+import { CancelledError, QueueFullError, RuntimeClosedError, ValidationError, serializeError, toRolloutError, type RolloutError } from '../errors.js';
+import type { HandlerContext } from '../handlers/agent-handler.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
-import type { GenerateResult, LlmClient } from '../llm/llm-client.js';
+import type { LlmClient } from '../llm/llm-client.js';
 import { TrajectoryBuilder } from '../llm/trajectory-builder.js';
 import type { RolloutEventInput, RolloutState } from '../protocol/events.js';
-import { InstanceSchema, SamplingParamsSchema, type Instance, type SamplingParams } from '../protocol/instance.js';
-import type { Message, ToolCall } from '../protocol/messages.js';
-import type { Outcome, RolloutResult, Trajectory } from '../protocol/trajectory.js';
-import type { Sandbox, SandboxProvider, SandboxSpec } from '../sandbox/sandbox.js';
+import type { Instance, SamplingParams } from '../protocol/instance.js';
+import type { Outcome } from '../protocol/trajectory.js';
+import type { SandboxProvider } from '../sandbox/sandbox.js';
+import { AttemptSteps } from './attempt-steps.js';
 import type { Clock } from './clock.js';
-import { DeadlineIndex } from './deadline-index.js';
+import { DeadlineSweeper } from './deadline-sweeper.js';
 import { EventHub } from './event-hub.js';
+import { deadlineError, dueDeadline, nextDeadline } from './rollout-deadlines.js';
+import { buildResult, classifyEnd, doneFinish, retryDelayMs } from './rollout-outcome.js';
 import { Attempt, RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
 import { StagePool } from './stage-pool.js';
-import type { RolloutSummary, RuntimeStatus } from './runtime-api.js';
+import type { RuntimeStatus } from './runtime-api.js';
 
 /** The parts a supervisor runs on, resolved from the options. */
 export interface SupervisorParts {
@@ -43,63 +31,82 @@ export interface SupervisorParts {
   clock: Clock;
 }
 
-const CLIP = 2_000;
+// One shared abort reason per final state: it only tells a handler why its signal fired.
 const ENDED: Record<FinalState, CancelledError> = {
   done: new CancelledError('rollout done'),
   failed: new CancelledError('rollout failed'),
   timedOut: new CancelledError('rollout timed out'),
   cancelled: new CancelledError('rollout cancelled'),
 };
-const EMPTY_TRAJECTORY = (): Trajectory => ({ turns: [], tokens: [], lossMask: [], logprobs: [], messages: [], tools: [], diagnostics: { drift: [] } });
 
 /**
- * Owns every rollout of a runtime: admission, the INIT / RUN / EVAL stage pools, the deadline
- * index and its sweep, retries, cancellation, events and results. A plain class whose typed
- * methods are its mailbox; each rollout attempt is its own root XState actor kept in a Map
- * (one XState system with thousands of spawned children is quadratic, see DESIGN.md).
+ * Owns every rollout of a runtime: admission, attempts, retries, cancellation and queries. Each
+ * rollout attempt is its own root XState actor kept in a Map (one XState system with thousands
+ * of spawned children is quadratic). It hands out the rest behind small interfaces: the stage
+ * work to {@link AttemptSteps}, the deadlines to a {@link DeadlineSweeper}, each attempt's
+ * sandboxes to its own owner, and the outcome and result to pure functions.
  *
  * Invariants: every rollout resolves its result exactly once; on every path its slots are
  * released (exit actions, plus a `forget` on every pool when the attempt ends) and every
- * sandbox it made is closed before the result resolves.
+ * sandbox it made is closed (or given up on after `closeTimeoutMs`) before the result resolves.
  */
 export class Supervisor {
-  readonly sessions = new Map<string, RolloutSession>();
+  private readonly sessions = new Map<string, RolloutSession>();
   private readonly finished = new Map<string, RolloutSession>();
-  readonly pools: Record<Stage, StagePool>;
-  private readonly deadlines = new DeadlineIndex();
+  private readonly pools: Record<Stage, StagePool>;
+  private readonly sweeper: DeadlineSweeper;
   readonly hub: EventHub;
   private readonly machine;
-  private sweepTimer: unknown = null;
+  private readonly clock: Clock;
   private backoffCount = 0;
   private completedCount = 0;
   private readonly outcomes: Record<string, number> = {};
-  state: 'running' | 'closing' | 'closed' = 'running';
-  private readonly clock: Clock;
+  private state: 'running' | 'closing' | 'closed' = 'running';
 
   constructor(
-    readonly opts: RuntimeOptions,
+    private readonly opts: RuntimeOptions,
     private readonly parts: SupervisorParts,
   ) {
-    this.clock = parts.clock;
-    this.hub = new EventHub(parts.clock, opts.events.retain, opts.events.bufferSize);
+    const clock = (this.clock = parts.clock);
+    this.hub = new EventHub(clock, opts.events.retain, opts.events.bufferSize);
     const grant = (stage: Stage) => (id: string) => this.sessions.get(id)?.attempt?.actor?.send({ type: 'SLOT', stage });
-    this.pools = {
+    const pools = (this.pools = {
       init: new StagePool('init', opts.stages.init, grant('init')),
       run: new StagePool('run', opts.stages.run, grant('run')),
       eval: new StagePool('eval', opts.stages.eval, grant('eval')),
-    };
+    });
+    const sessions = this.sessions;
+    this.sweeper = new DeadlineSweeper({
+      clock,
+      sweepIntervalMs: opts.sweepIntervalMs,
+      liveCount: () => sessions.size,
+      session: (id) => sessions.get(id),
+      nextDeadline: (s) => nextDeadline(s, opts.staleAfterMs),
+      due: (s, now) => this.deadlinePassed(s, now),
+    });
+    const steps = new AttemptSteps({
+      opts,
+      llm: parts.llm,
+      codec: parts.codec,
+      registry: parts.registry,
+      clock,
+      hub: this.hub,
+      pools,
+      live: (id) => this.live(id),
+      callStarted: (s) => this.sweeper.track(s),
+    });
     // Provided once per runtime: the implementations find the rollout by id in the Map.
     this.machine = rolloutMachine.provide({
       actors: {
-        initRollout: fromPromise<InitOutput, { rolloutId: string; turn: number }>(({ input }) => this.runInit(input.rolloutId)),
-        callLlm: fromPromise<CallLlmOutput, { rolloutId: string; turn: number }>(({ input }) => this.runLlm(input.rolloutId, input.turn)),
-        actTools: fromPromise<ActOutput, { rolloutId: string; turn: number }>(({ input }) => this.runAct(input.rolloutId, input.turn)),
-        evaluate: fromPromise<void, { rolloutId: string; turn: number }>(({ input }) => this.runEval(input.rolloutId)),
+        initRollout: fromPromise<InitOutput, StageInput>(({ input }) => steps.init(input.rolloutId)),
+        callLlm: fromPromise<CallLlmOutput, StageInput>(({ input }) => steps.llm(input.rolloutId, input.turn)),
+        actTools: fromPromise<ActOutput, StageInput>(({ input }) => steps.act(input.rolloutId, input.turn)),
+        evaluate: fromPromise<void, StageInput>(({ input }) => steps.eval(input.rolloutId)),
       },
       actions: {
-        requestSlot: ({ context }, p) => this.pools[p.stage].request(context.rolloutId),
-        withdrawSlot: ({ context }, p) => this.pools[p.stage].withdraw(context.rolloutId),
-        releaseSlot: ({ context }, p) => this.pools[p.stage].release(context.rolloutId),
+        requestSlot: ({ context }, p) => pools[p.stage].request(context.rolloutId),
+        withdrawSlot: ({ context }, p) => pools[p.stage].withdraw(context.rolloutId),
+        releaseSlot: ({ context }, p) => pools[p.stage].release(context.rolloutId),
         stageEntered: ({ context }, p) => this.onStageEntered(context.rolloutId, p.stage),
         stageExited: ({ context }, p) => this.onStageExited(context.rolloutId, p.stage),
         stateEntered: ({ context }, p) => this.onStateEntered(context.rolloutId, p.state as RolloutState, context.turn),
@@ -116,15 +123,6 @@ export class Supervisor {
     return this.pools.init.waiting + this.backoffCount;
   }
 
-  /** Validates the input; throws ValidationError naming the field. */
-  validate(instance: unknown, sampling: unknown): { instance: Instance; sampling: SamplingParams } {
-    const i = InstanceSchema.safeParse(instance);
-    if (!i.success) throw zodToValidation('instance', i.error.issues);
-    const s = SamplingParamsSchema.safeParse(sampling ?? {});
-    if (!s.success) throw zodToValidation('sampling', s.error.issues);
-    return { instance: i.data, sampling: s.data };
-  }
-
   /** Throws RuntimeClosedError / QueueFullError when `n` more rollouts cannot be admitted. */
   checkAdmission(n: number): void {
     if (this.state !== 'running') throw new RuntimeClosedError();
@@ -136,30 +134,31 @@ export class Supervisor {
     }
   }
 
-  /** Admits one validated rollout and starts its first attempt. */
+  /** Admits one validated rollout and starts its first attempt. Throws ValidationError on a duplicate live id. */
   admit(instance: Instance, sampling: SamplingParams, id: string | undefined, groupId: string | null): RolloutSession {
     const rid = id ?? randomUUID();
     if (this.sessions.has(rid)) throw new ValidationError(`a live rollout already has id '${rid}'`, [{ path: 'id', message: 'duplicate live id' }]);
     this.finished.delete(rid);
     const s = new RolloutSession(rid, instance, sampling, groupId, this.clock.now(), this.opts.wallClockMs);
     this.sessions.set(rid, s);
-    this.arm(s);
-    this.ensureSweep();
+    this.sweeper.track(s);
     this.startAttempt(s);
     return s;
   }
 
+  // ───────────────────────────── attempts ─────────────────────────────
+
   private startAttempt(s: RolloutSession): void {
     const n = ++s.attempts;
     const att = new Attempt(
-      n,
       new TrajectoryBuilder({ codec: this.parts.codec, detectDrift: this.opts.detectDrift, enableThinking: s.sampling.enable_thinking }),
       s.sampling.max_iterations ?? this.opts.maxIterations,
       s.sampling.max_output_tokens ?? this.opts.maxOutputTokens,
       s.sampling.max_model_len ?? this.opts.maxModelLen,
+      { provider: this.parts.sandboxes, rolloutId: s.id, clock: this.clock },
     );
     s.attempt = att;
-    att.ctx = this.handlerContext(s, att);
+    att.ctx = handlerContext(s, att, this.clock);
     if (this.hub.active) {
       this.emit(s, {
         type: 'rollout.submitted',
@@ -179,233 +178,12 @@ export class Supervisor {
     actor.start();
   }
 
-  private handlerContext(s: RolloutSession, att: Attempt): HandlerContext {
-    const createSandbox = (spec: SandboxSpec): Promise<Sandbox> => {
-      if (att.ended) return Promise.reject(new CancelledError('rollout ended before its sandbox was requested'));
-      const p = this.makeSandbox(s, att, spec);
-      // Tracked until settled so the end of the attempt can wait for its clean-up; one
-      // settle handler for both outcomes (the end maps rejections away itself).
-      att.pendingCreates.add(p);
-      const untrack = (): void => void att.pendingCreates.delete(p);
-      p.then(untrack, untrack);
-      return p;
-    };
-    return { rolloutId: s.id, instance: s.instance, sampling: s.sampling, signal: att.signal, createSandbox };
-  }
-
-  private async makeSandbox(s: RolloutSession, att: Attempt, spec: SandboxSpec): Promise<Sandbox> {
-    const sb = await this.parts.sandboxes.create(spec, { rolloutId: s.id, signal: att.signal });
-    if (att.ended) {
-      // The rollout ended (cancel, timeout) while the sandbox was starting: nobody else will close it.
-      await sb.close().catch(() => {});
-      throw new CancelledError('rollout ended while its sandbox was starting');
-    }
-    att.sandboxes.add(sb);
-    this.progress(att);
-    return sb;
-  }
-
-  // ───────────────────────────── the stage actors ─────────────────────────────
-
   /** The live session of `id`; throws CancelledError when it has ended. */
   private live(id: string): RolloutSession {
     const s = this.sessions.get(id);
     const att = s?.attempt;
     if (!s || !att || att.ended) throw new CancelledError('rollout is no longer live');
     return s;
-  }
-
-  private async runInit(id: string): Promise<InitOutput> {
-    const s = this.live(id);
-    const att = s.attempt!;
-    const handler = this.parts.registry.resolve(s.dataSource);
-    att.handler = handler;
-    const r = await handler.init(att.ctx!);
-    if (att.ended) return { runSlot: false };
-    if (r.sandbox && !att.sandboxes.has(r.sandbox)) att.sandboxes.add(r.sandbox);
-    att.sandbox = r.sandbox;
-    att.handlerState = r.state;
-    const opts = s.sampling.enable_thinking === undefined ? undefined : { enableThinking: s.sampling.enable_thinking };
-    const ids = this.parts.codec.encodePrompt(r.messages, r.tools, opts);
-    att.builder.start(r.messages, r.tools, ids);
-    return { runSlot: this.pools.run.tryTake(id) };
-  }
-
-  private async runLlm(id: string, turn: number): Promise<CallLlmOutput> {
-    const s = this.live(id);
-    const att = s.attempt!;
-    const b = att.builder;
-    const room = att.maxModelLen - b.length;
-    if (room <= 0) {
-      att.finish = 'context_full';
-      return { contextFull: true, evalSlot: this.pools.eval.tryTake(id) };
-    }
-    const maxTokens = Math.min(att.maxOutputTokens, room);
-    if (this.hub.active) this.emit(s, { type: 'llm.start', rolloutId: id, turn, promptTokens: b.length, maxTokens });
-    this.setCall(s, att, 'llm', this.opts.llmTimeoutMs);
-    const t0 = this.clock.now();
-    let res: GenerateResult;
-    try {
-      res = await this.parts.llm.generate({
-        rolloutId: id,
-        instance: s.instance,
-        turn,
-        // A live view of the builder's tokens: it does not change while the call is in flight.
-        promptIds: b.promptIds as number[],
-        maxTokens,
-        sampling: s.sampling,
-        preferredBackendId: att.lastBackendId,
-        signal: att.signal,
-        chat: b.chat,
-      });
-    } catch (err) {
-      // The server counts tokens its own way: a prompt it calls too long is a full context
-      // (outcome truncated, still evaluated), not a broken task.
-      if (!(err instanceof TaskError && err.code === 'CONTEXT_FULL') || att.ended) throw err;
-      att.callAt = Infinity;
-      att.finish = 'context_full';
-      return { contextFull: true, evalSlot: this.pools.eval.tryTake(id) };
-    }
-    if (att.ended) throw new CancelledError('rollout ended during the LLM call');
-    att.callAt = Infinity;
-    // Kept so the pool can route the next turn to the same backend (prefix-cache hits).
-    att.lastBackendId = res.backendId;
-    const latencyMs = this.clock.now() - t0;
-    if (res.logprobs.length !== res.outputIds.length) {
-      throw new BackendError(`backend ${res.backendId} returned ${res.logprobs.length} logprobs for ${res.outputIds.length} ids`, { code: 'BAD_RESPONSE' });
-    }
-    const parsed = this.parts.codec.parseAssistant(res.outputIds);
-    const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls };
-    b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds }, assistant);
-    att.assistant = assistant;
-    att.malformed = parsed.malformed;
-    this.progress(att);
-    if (this.hub.active) {
-      this.emit(s, {
-        type: 'llm.end',
-        rolloutId: id,
-        turn,
-        backendId: res.backendId,
-        promptTokens: b.length - res.outputIds.length,
-        outputTokens: res.outputIds.length,
-        latencyMs,
-        finishReason: res.finishReason,
-        content: clip(parsed.content),
-        toolCalls: parsed.toolCalls,
-      });
-    }
-    return { contextFull: false };
-  }
-
-  private async runAct(id: string, turn: number): Promise<ActOutput> {
-    const s = this.live(id);
-    const att = s.attempt!;
-    const handler = att.handler!;
-    this.setCall(s, att, 'action', this.opts.actionTimeoutMs);
-    // One ActContext per attempt, refreshed each turn: `act` is awaited, so no handler sees it change under it.
-    const ctx = (att.actCtx ??= this.actContext(s, att));
-    ctx.sandbox = att.sandbox;
-    ctx.state = att.handlerState;
-    ctx.turn = turn;
-    ctx.assistant = att.assistant!;
-    ctx.malformed = att.malformed;
-    const res = await handler.act(ctx);
-    if (att.ended) throw new CancelledError('rollout ended during the action');
-    att.callAt = Infinity;
-    if (res.state !== undefined) att.handlerState = res.state;
-    const b = att.builder;
-    if (res.stop) {
-      att.finish = res.stop;
-      b.addUntokenizedMessages(res.messages);
-      return { stop: true, evalSlot: this.pools.eval.tryTake(id) };
-    }
-    if (turn + 1 >= att.maxIterations) {
-      att.finish = 'max_iterations';
-      b.addUntokenizedMessages(res.messages);
-      return { stop: true, evalSlot: this.pools.eval.tryTake(id) };
-    }
-    const ids = this.parts.codec.encodeContinuation(res.messages, b.lastOutputIds, s.sampling.enable_thinking === undefined ? undefined : { enableThinking: s.sampling.enable_thinking });
-    if (b.length + ids.length >= att.maxModelLen) {
-      att.finish = 'context_full';
-      b.addUntokenizedMessages(res.messages);
-      return { stop: true, evalSlot: this.pools.eval.tryTake(id) };
-    }
-    b.addContinuation(res.messages, ids);
-    return { stop: false };
-  }
-
-  private actContext(s: RolloutSession, att: Attempt): ActContext {
-    // A plain literal with the two hooks shared by every rollout (they find their attempt through
-    // symbol-keyed fields, which survive a handler's `{ ...ctx }`): the spread and two closures
-    // per attempt were measurable on the orchestration benchmark.
-    const ctx: HookedActContext = {
-      rolloutId: s.id,
-      instance: s.instance,
-      sampling: s.sampling,
-      signal: att.signal,
-      createSandbox: att.ctx!.createSandbox,
-      sandbox: undefined,
-      state: undefined,
-      turn: 0,
-      assistant: NO_ASSISTANT,
-      malformed: [],
-      onToolCall: this.toolCallHook,
-      onToolResult: this.toolResultHook,
-      [SESSION]: s,
-      [ATTEMPT]: att,
-    };
-    return ctx;
-  }
-
-  private readonly toolCallHook = makeToolCallHook(this);
-  private readonly toolResultHook = makeToolResultHook(this);
-
-  /** @internal For the act-context hooks. */
-  toolCalled(s: RolloutSession, att: Attempt, turn: number, c: { callId: string; name: string; arguments: Record<string, unknown> }): void {
-    if (att.ended) return;
-    this.progress(att);
-    if (this.hub.active) this.emit(s, { type: 'tool.call', rolloutId: s.id, turn, callId: c.callId, name: c.name, arguments: c.arguments });
-  }
-
-  /** @internal For the act-context hooks. */
-  toolReturned(s: RolloutSession, att: Attempt, turn: number, o: Observation): void {
-    if (att.ended) return;
-    this.progress(att);
-    if (this.hub.active) {
-      this.emit(s, {
-        type: 'tool.result',
-        rolloutId: s.id,
-        turn,
-        callId: o.callId,
-        name: o.name,
-        output: clip(o.content),
-        exitCode: o.exitCode ?? null,
-        latencyMs: o.latencyMs ?? 0,
-        error: o.error ?? false,
-      });
-    }
-  }
-
-  private async runEval(id: string): Promise<void> {
-    const att = this.live(id).attempt!;
-    const base = att.ctx!;
-    // Spelled out rather than `{ ...att.ctx, … }`: a spread with extra keys costs ~1 µs here.
-    const r = await att.handler!.eval({
-      rolloutId: base.rolloutId,
-      instance: base.instance,
-      sampling: base.sampling,
-      signal: base.signal,
-      createSandbox: base.createSandbox,
-      sandbox: att.sandbox,
-      state: att.handlerState,
-      messages: [...att.builder.messageView],
-      finish: att.finish ?? 'error',
-    });
-    if (att.ended) return;
-    if (typeof r?.reward !== 'number' || !Number.isFinite(r.reward)) {
-      throw new TaskError(`handler ${att.handler!.name} returned a non-numeric reward`, { code: 'BAD_REWARD', stage: 'eval' });
-    }
-    att.evalResult = r;
   }
 
   // ───────────────────────────── machine actions ─────────────────────────────
@@ -419,7 +197,7 @@ export class Supervisor {
     att.stageStart = now;
     att.lastProgress = now;
     att.budgetAt = now + Math.max(0, this.opts.budgetMs - att.countedMs);
-    this.arm(s);
+    this.sweeper.track(s);
   }
 
   private onStageExited(id: string, stage: Stage): void {
@@ -461,77 +239,37 @@ export class Supervisor {
     this.pools.init.forget(id);
     this.pools.run.forget(id);
     this.pools.eval.forget(id);
-    // One shared reason per final state: an Error per rollout (stack capture) costs ~2 µs and garbage.
     att.abort.abort(ENDED[final]);
-    const closing = this.closeSandboxes(s, att);
-
-    let outcome: Outcome;
-    let error: RolloutError | null = null;
-    if (final === 'done') {
-      // The loop stopped on a last turn cut by the token limit (an overlong sample, which RL users
-      // filter): truncated. max_iterations / context_full / finish_tool keep their own reason.
-      if (att.builder.lastFinishReason === 'length' && (att.finish === 'no_tool_call' || att.finish === null)) att.finish = 'length';
-      outcome = att.finish === 'max_iterations' || att.finish === 'context_full' || att.finish === 'length' ? 'truncated' : 'completed';
-    } else if (final === 'cancelled') {
-      outcome = 'cancelled';
-      error = new CancelledError(s.cancelReason ?? 'cancelled');
-    } else if (final === 'timedOut') {
-      outcome = 'timed-out';
-      error = att.error ?? new RolloutTimeoutError('rollout timed out');
-    } else {
-      error = att.error ?? new InfraError('rollout failed without an error');
-      if (error instanceof TaskError || error instanceof ValidationError) outcome = 'task-error';
-      else if (error instanceof CancelledError) outcome = 'cancelled';
-      else if (error instanceof RolloutTimeoutError) outcome = 'timed-out';
-      else outcome = 'infra-error';
-      if (outcome === 'infra-error' && error.retryable && s.attempts <= this.opts.retries.max && this.state === 'running') {
-        this.scheduleRetry(s, att, error, closing);
-        return;
-      }
-    }
-    this.finalize(s, att, outcome, error, closing);
-  }
-
-  // ───────────────────────────── ends, retries, results ─────────────────────────────
-
-  /**
-   * Closes the attempt's sandboxes (and waits for creations still in flight, which close
-   * themselves). Bounded by `closeTimeoutMs`, enforced by the sweep (no timer per rollout; the
-   * closing set is scanned each sweep — it only holds rollouts whose close is still running,
-   * which is cheaper than a heap entry per rollout): a provider whose close hangs must not hang
-   * the rollout's result or its retry; such a close is counted in `stuckCloses`.
-   */
-  private closeSandboxes(s: RolloutSession, att: Attempt): Promise<void> {
-    const sbs = [...att.sandboxes];
-    att.sandboxes.clear();
-    if (sbs.length === 0 && att.pendingCreates.size === 0) return Promise.resolve();
-    const closes: Promise<unknown>[] = sbs.map((sb) => sb.close().catch(() => {}));
-    return new Promise<void>((resolve) => {
-      let done = false;
-      const finish = (ok: boolean): void => {
-        if (done) return;
-        done = true;
-        s.closeAt = Infinity;
-        s.closeCut = null;
-        this.closing.delete(s);
-        if (!ok) this.stuckCloses++;
-        resolve();
-      };
-      s.closeCut = () => finish(false);
-      s.closeAt = this.clock.now() + this.opts.closeTimeoutMs;
-      this.closing.add(s);
-      for (const p of att.pendingCreates) closes.push(p.catch(() => {}));
-      void Promise.all(closes).then(() => finish(true));
+    // A provider whose close hangs must not hang the rollout's result or its retry.
+    const closes = att.sandboxes.closeAll();
+    const closing = closes ? this.sweeper.bound(closes, this.opts.closeTimeoutMs) : Promise.resolve();
+    const d = classifyEnd({
+      final,
+      finish: final === 'done' ? doneFinish(att.finish, att.builder.lastFinishReason) : att.finish,
+      error: att.error,
+      cancelReason: s.cancelReason,
+      attempts: s.attempts,
+      maxRetries: this.opts.retries.max,
+      running: this.state === 'running',
     });
+    if (d.retry) this.scheduleRetry(s, att, d.error!, closing);
+    else this.finalize(s, att, d.outcome, d.error, closing);
   }
 
-  /** Sandbox closes that did not finish within closeTimeoutMs. */
-  stuckCloses = 0;
-  private readonly closing = new Set<RolloutSession>();
+  /** Enforces whichever deadline of `s` has passed (called by the sweeper). */
+  private deadlinePassed(s: RolloutSession, now: number): void {
+    const kind = dueDeadline(s, now, this.opts.staleAfterMs);
+    if (kind === null) return;
+    const error = deadlineError(kind, s, this.opts);
+    if (kind === 'wall' && s.retryTimer !== null) this.endBackoff(s, 'timed-out', error);
+    else if (kind === 'wall' || kind === 'budget') s.attempt?.actor?.send({ type: 'TIMEOUT', error });
+    else s.attempt?.actor?.send({ type: 'FAIL', error });
+  }
+
+  // ───────────────────────────── retries and results ─────────────────────────────
 
   private scheduleRetry(s: RolloutSession, att: Attempt, error: RolloutError, closing: Promise<void>): void {
-    const r = this.opts.retries;
-    const delayMs = Math.min(r.backoffMaxMs, r.backoffMs * 2 ** (s.attempts - 1));
+    const delayMs = retryDelayMs(this.opts.retries, s.attempts);
     if (this.hub.active) this.emit(s, { type: 'rollout.retry', rolloutId: s.id, attempt: s.attempts + 1, delayMs, error: serializeError(error) });
     s.state = 'queued';
     this.backoffCount++;
@@ -567,36 +305,8 @@ export class Supervisor {
   private finalize(s: RolloutSession, att: Attempt, outcome: Outcome, error: RolloutError | null, closing: Promise<void>): void {
     if (s.settled) return;
     s.settled = true;
-    s.armedAt = Infinity;
-    const now = this.clock.now();
-    const counted = s.timing.initMs + s.timing.runMs + s.timing.evalMs;
-    const wallMs = now - s.submittedAt;
-    const ev = outcome === 'completed' || outcome === 'truncated' ? att.evalResult : null;
-    const finish = outcome === 'timed-out' ? 'timeout' : outcome === 'cancelled' ? 'cancelled' : outcome === 'infra-error' || outcome === 'task-error' ? 'error' : att.finish;
-    const result: RolloutResult = {
-      id: s.id,
-      instanceId: s.instanceId,
-      trajectoryId: s.trajectoryId,
-      groupId: s.groupId,
-      dataSource: s.dataSource,
-      outcome,
-      finish,
-      reward: ev ? ev.reward : null,
-      resolved: ev ? ev.resolved : false,
-      evalDetails: ev?.details ?? null,
-      error: error ? serializeError(error) : null,
-      attempts: s.attempts,
-      trajectory: att.builder ? att.builder.build() : EMPTY_TRAJECTORY(),
-      timing: {
-        queueMs: Math.max(0, wallMs - counted),
-        initMs: s.timing.initMs,
-        runMs: s.timing.runMs,
-        evalMs: s.timing.evalMs,
-        countedMs: counted,
-        wallMs,
-        timeoutTriggered: outcome === 'timed-out',
-      },
-    };
+    this.sweeper.forget(s);
+    const result = buildResult(s, att, outcome, error, this.clock.now());
     s.result = result;
     this.completedCount++;
     this.outcomes[outcome] = (this.outcomes[outcome] ?? 0) + 1;
@@ -605,7 +315,7 @@ export class Supervisor {
         type: 'rollout.result',
         rolloutId: s.id,
         outcome,
-        finish,
+        finish: result.finish,
         reward: result.reward,
         resolved: result.resolved,
         error: result.error,
@@ -622,101 +332,9 @@ export class Supervisor {
       }
       // Drop heavy per-attempt data; the result holds what is kept.
       s.attempt = null;
-      if (this.sessions.size === 0) this.stopSweep();
+      if (this.sessions.size === 0) this.sweeper.idle();
       s.resolve(result);
     });
-  }
-
-  // ───────────────────────────── deadlines ─────────────────────────────
-
-  private setCall(s: RolloutSession, att: Attempt, kind: 'llm' | 'action', ms: number): void {
-    att.callKind = kind;
-    att.callAt = this.clock.now() + ms;
-    this.arm(s);
-  }
-
-  private progress(att: Attempt): void {
-    att.lastProgress = this.clock.now();
-  }
-
-  private nextDeadline(s: RolloutSession): number {
-    const att = s.attempt;
-    let at = s.wallAt;
-    if (att && !att.ended) {
-      if (att.budgetAt < at) at = att.budgetAt;
-      if (att.callAt < at) at = att.callAt;
-      if (att.activeStage !== null) {
-        const stale = att.lastProgress + this.opts.staleAfterMs;
-        if (stale < at) at = stale;
-      }
-    }
-    return at;
-  }
-
-  /** Makes sure the index will look at `s` no later than its earliest deadline. */
-  private arm(s: RolloutSession): void {
-    if (s.settled) return;
-    const at = this.nextDeadline(s);
-    if (at < s.armedAt) {
-      s.armedAt = at;
-      this.deadlines.push({ at, rolloutId: s.id });
-      // Superseded entries stay until they pop; compact when they dominate the heap.
-      if (this.deadlines.size > 4 * this.sessions.size + 1024) {
-        this.deadlines.compact((e) => this.sessions.get(e.rolloutId)?.armedAt === e.at);
-      }
-    }
-  }
-
-  private ensureSweep(): void {
-    if (this.sweepTimer !== null) return;
-    this.sweepTimer = this.clock.setTimeout(() => this.sweep(), this.opts.sweepIntervalMs);
-  }
-
-  private stopSweep(): void {
-    if (this.sweepTimer === null) return;
-    this.clock.clearTimeout(this.sweepTimer);
-    this.sweepTimer = null;
-  }
-
-  /** One pass of the sweep: looks at every rollout whose entry fell due. */
-  private sweep(): void {
-    this.sweepTimer = null;
-    const now = this.clock.now();
-    for (const s of this.closing) if (now >= s.closeAt) s.closeCut?.();
-    for (const e of this.deadlines.popDue(now)) {
-      const s = this.sessions.get(e.rolloutId);
-      if (!s || s.settled || s.armedAt !== e.at) continue;
-      s.armedAt = Infinity;
-      this.check(s, now);
-      this.arm(s);
-    }
-    if (this.sessions.size > 0) this.ensureSweep();
-  }
-
-  private check(s: RolloutSession, now: number): void {
-    const att = s.attempt;
-    if (now >= s.wallAt) {
-      const err = new RolloutTimeoutError(`wall-clock cap of ${this.opts.wallClockMs} ms reached`, { code: 'WALL_CLOCK' });
-      if (s.retryTimer !== null) this.endBackoff(s, 'timed-out', err);
-      else att?.actor?.send({ type: 'TIMEOUT', error: err });
-      return;
-    }
-    if (!att || att.ended || !att.actor) return;
-    if (now >= att.budgetAt) {
-      att.actor.send({ type: 'TIMEOUT', error: new RolloutTimeoutError(`time budget of ${this.opts.budgetMs} ms used up`, { code: 'BUDGET', stage: att.activeStage ?? 'run' }) });
-      return;
-    }
-    if (now >= att.callAt) {
-      const err =
-        att.callKind === 'llm'
-          ? new BackendError(`LLM call exceeded llmTimeoutMs=${this.opts.llmTimeoutMs}`, { code: 'LLM_TIMEOUT', stage: 'run' })
-          : new SandboxError(`action exceeded actionTimeoutMs=${this.opts.actionTimeoutMs}`, { code: 'ACTION_TIMEOUT', stage: 'run' });
-      att.actor.send({ type: 'FAIL', error: err });
-      return;
-    }
-    if (att.activeStage !== null && now >= att.lastProgress + this.opts.staleAfterMs) {
-      att.actor.send({ type: 'FAIL', error: new StaleRolloutError(`no progress for ${this.opts.staleAfterMs} ms in ${s.state}`, { stage: att.activeStage }) });
-    }
   }
 
   // ───────────────────────────── public operations ─────────────────────────────
@@ -739,28 +357,12 @@ export class Supervisor {
     return this.sessions.get(id) ?? this.finished.get(id);
   }
 
-  summary(s: RolloutSession): RolloutSummary {
-    const att = s.attempt;
-    return {
-      id: s.id,
-      instanceId: s.instanceId,
-      groupId: s.groupId,
-      trajectoryId: s.trajectoryId,
-      dataSource: s.dataSource,
-      state: s.state,
-      turn: s.result ? s.result.trajectory.turns.length : (att?.builder.turnCount ?? 0),
-      tokens: s.result ? s.result.trajectory.tokens.length : (att?.builder.length ?? 0),
-      attempt: s.attempts,
-      submittedAt: s.submittedAt,
-      result: s.result,
-    };
-  }
-
   /** Live then retained rollouts. */
   all(): RolloutSession[] {
     return [...this.sessions.values(), ...[...this.finished.values()].filter((f) => !this.sessions.has(f.id))];
   }
 
+  /** Counts for `/status` and metrics. */
   status(): RuntimeStatus {
     const st = (p: StagePool) => ({ active: p.active, waiting: p.waiting, limit: p.limit });
     return {
@@ -770,6 +372,7 @@ export class Supervisor {
       live: this.sessions.size,
       completed: this.completedCount,
       outcomes: { ...this.outcomes },
+      stuckCloses: this.sweeper.overdue,
     };
   }
 
@@ -781,8 +384,7 @@ export class Supervisor {
     else await Promise.all(live.map((s) => this.cancel(s.id, 'runtime closed')));
     // Anything admitted meanwhile by a retry resolves too.
     while (this.sessions.size > 0) await Promise.all([...this.sessions.values()].map((s) => this.cancel(s.id, 'runtime closed')));
-    this.stopSweep();
-    this.deadlines.clear();
+    this.sweeper.stop();
     this.hub.close();
     this.state = 'closed';
   }
@@ -792,33 +394,7 @@ export class Supervisor {
   }
 }
 
-const SESSION = Symbol('session');
-const ATTEMPT = Symbol('attempt');
-const NO_ASSISTANT: Message & { tool_calls: ToolCall[] } = Object.freeze({ role: 'assistant', content: '', tool_calls: [] }) as never;
-
-interface HookedActContext extends ActContext {
-  [SESSION]: RolloutSession;
-  [ATTEMPT]: Attempt;
-}
-
-function makeToolCallHook(sup: Supervisor): NonNullable<ActContext['onToolCall']> {
-  return function (this: HookedActContext | undefined, c) {
-    // Called detached (`const { onToolCall } = ctx`) there is no attempt to report to.
-    if (this?.[ATTEMPT]) sup.toolCalled(this[SESSION], this[ATTEMPT], this.turn, c);
-  };
-}
-
-function makeToolResultHook(sup: Supervisor): NonNullable<ActContext['onToolResult']> {
-  return function (this: HookedActContext | undefined, o) {
-    if (this?.[ATTEMPT]) sup.toolReturned(this[SESSION], this[ATTEMPT], this.turn, o);
-  };
-}
-
-function clip(s: string): string {
-  return s.length > CLIP ? s.slice(0, CLIP) + '…' : s;
-}
-
-function zodToValidation(root: string, issues: { path: PropertyKey[]; message: string }[]): ValidationError {
-  const list = issues.map((i) => ({ path: [root, ...i.path.map(String)].join('.'), message: i.message }));
-  return new ValidationError(`invalid ${root}: ${list.map((i) => `${i.path}: ${i.message}`).join('; ')}`, list);
+/** The context every handler call of an attempt shares; its sandboxes go to the attempt's owner. */
+function handlerContext(s: RolloutSession, att: Attempt, clock: Clock): HandlerContext {
+  return { rolloutId: s.id, instance: s.instance, sampling: s.sampling, signal: att.signal, clock, createSandbox: (spec) => att.sandboxes.create(spec) };
 }

@@ -2,16 +2,17 @@ import type { AgentHandler } from '../handlers/agent-handler.js';
 import { BackendPool } from '../llm/backend-pool.js';
 import type { BackendPoolOptionsInput } from '../llm/backend-pool-options.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
+import { OracleBackend } from '../llm/oracle-backend.js';
+import { systemClock, type Clock } from '../runtime/clock.js';
 import { createRuntime } from '../runtime/runtime.js';
 import type { RuntimeOptionsInput } from '../runtime/runtime-options.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
-import { ScriptedPolicy } from '../testing/scripted-policy.js';
 import { ServiceLlm } from './service-llm.js';
 import type { RuntimeFactory, ServiceRuntime } from './service-runtime.js';
 
 /** What the service's runtime is made of. */
 export interface ServiceRuntimeParts {
-  /** The chat codec shared by the runtime and the scripted policy (must match the backends' tokenizer). */
+  /** The chat codec shared by the runtime and the oracle backend (must match the backends' tokenizer). */
   codec: ChatCodec;
   /** A fresh sandbox provider per runtime (closed with it). */
   sandboxes: () => SandboxProvider | Promise<SandboxProvider>;
@@ -23,21 +24,24 @@ export interface ServiceRuntimeParts {
   handlers?: AgentHandler[] | undefined;
   /** An XState inspection observer (`--inspect`). */
   inspect?: unknown;
+  /** The process's clock, shared by the runtime, the backend pool and the oracle. Default the system clock. */
+  clock?: Clock | undefined;
   /** Events retained for WebSocket resume. Default 50,000. */
   retainEvents?: number | undefined;
 }
 
 /**
  * A {@link RuntimeFactory} for `rollout serve`: each call makes a backend pool wrapped in
- * {@link ServiceLlm} (so the address `scripted` works), a sandbox provider, and an embedded
+ * {@link ServiceLlm} (so the address `oracle` works), a sandbox provider, and an embedded
  * runtime retaining events for resume. The returned runtime's `close()` also closes the pool and
  * the sandbox provider, which the runtime does not own — so a ProRL `/stop` leaves no sandbox,
  * host process or probe timer behind.
  */
 export function serviceRuntimeFactory(parts: ServiceRuntimeParts): RuntimeFactory {
   return async () => {
-    const pool = new BackendPool(parts.pool ?? {});
-    const llm = new ServiceLlm(pool, (spec) => new ScriptedPolicy({ codec: parts.codec, backendId: spec.id ?? 'scripted', weightVersion: spec.weightVersion ?? null }));
+    const clock = parts.clock ?? systemClock;
+    const pool = new BackendPool(parts.pool ?? {}, { timers: clock, now: () => clock.now() });
+    const llm = new ServiceLlm(pool, (spec) => new OracleBackend({ codec: parts.codec, backendId: spec.id ?? 'oracle', weightVersion: spec.weightVersion ?? null }), clock);
     let sandboxes: SandboxProvider;
     try {
       sandboxes = await parts.sandboxes();
@@ -54,6 +58,7 @@ export function serviceRuntimeFactory(parts: ServiceRuntimeParts): RuntimeFactor
         llm,
         sandboxes,
         codec: parts.codec,
+        clock,
         ...(parts.inspect ? { inspect: parts.inspect } : {}),
       });
     } catch (err) {

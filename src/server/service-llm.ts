@@ -1,13 +1,13 @@
 import { BackendError } from '../errors.js';
+import { systemClock, type Clock } from '../runtime/clock.js';
 import type { BackendInfo, BackendSpec, GenerateRequest, GenerateResult, LlmClient, ManagedLlmClient } from '../llm/llm-client.js';
 
-/** The spec `parseAddress('scripted')` yields: no URL, the in-process oracle replay. */
-export const SCRIPTED_URL = 'scripted:';
+import { ORACLE_ADDRESS, ORACLE_URL } from '../llm/oracle-backend.js';
 
 /**
  * The service's LLM client: the backend pool, plus the in-process scripted policy as one more
- * backend when the address `scripted` is registered. Calls go to the pool while it has a backend
- * that is not draining or removed, and to the scripted policy otherwise — so `--backend scripted`
+ * backend when the address `oracle` is registered. Calls go to the pool while it has a backend
+ * that is not draining or removed, and to the scripted policy otherwise — so `--backend oracle`
  * alone runs every rollout on the oracle, and adding a real backend takes over new calls.
  * Throws what the pool throws; BackendError when nothing is registered.
  */
@@ -17,14 +17,15 @@ export class ServiceLlm implements ManagedLlmClient {
   constructor(
     private readonly pool: ManagedLlmClient,
     private readonly makeScripted: (spec: BackendSpec) => LlmClient,
+    private readonly clock: Clock = systemClock,
   ) {}
 
   addBackend(spec: BackendSpec): BackendInfo {
-    if (spec.url !== SCRIPTED_URL) return this.pool.addBackend(spec);
+    if (spec.url !== ORACLE_URL) return this.pool.addBackend(spec);
     if (!this.scripted || this.scripted.info.state === 'removed') {
       this.scripted = {
         client: this.makeScripted(spec),
-        info: { id: spec.id ?? 'scripted', url: SCRIPTED_URL, protocol: spec.protocol, state: 'healthy', inFlight: 0, served: 0, failures: 0, weightVersion: spec.weightVersion ?? null, latencyMs: null },
+        info: { id: spec.id ?? ORACLE_ADDRESS, url: ORACLE_URL, protocol: spec.protocol, state: 'healthy', inFlight: 0, served: 0, failures: 0, weightVersion: spec.weightVersion ?? null, latencyMs: null },
       };
     } else this.scripted.info.state = 'healthy';
     return { ...this.scripted.info };
@@ -70,7 +71,7 @@ export class ServiceLlm implements ManagedLlmClient {
       throw new BackendError('no LLM backend is registered (POST /add_llm_server or --backend)', { code: 'NO_BACKEND', stage: 'run' });
     }
     s.info.inFlight++;
-    const t0 = performance.now();
+    const t0 = this.clock.now();
     try {
       const r = await s.client.generate(req);
       s.info.served++;
@@ -80,7 +81,7 @@ export class ServiceLlm implements ManagedLlmClient {
       throw err;
     } finally {
       s.info.inFlight--;
-      const ms = performance.now() - t0;
+      const ms = this.clock.now() - t0;
       s.info.latencyMs = s.info.latencyMs === null ? ms : s.info.latencyMs * 0.9 + ms * 0.1;
     }
   }

@@ -12,7 +12,8 @@ import { Router } from './router.js';
 import type { BackendRegistration, ServiceContext } from './service-context.js';
 import { parseServiceOptions, type ServiceOptions, type ServiceOptionsInput } from './service-options.js';
 import type { RuntimeFactory, ServiceRuntime } from './service-runtime.js';
-import { EventHub } from './ws-events.js';
+import { WsEventHub } from './ws-events.js';
+import { systemClock, type Clock } from '../runtime/clock.js';
 
 /** What {@link createService} needs besides options. */
 export interface ServiceDeps {
@@ -24,8 +25,8 @@ export interface ServiceDeps {
   visualizer?: VisualizerHook | undefined;
   /** Start with no runtime, as the reference server does until `/start`. Default false. */
   startStopped?: boolean | undefined;
-  /** Wall clock of heartbeats and slow-client timing (ms since the epoch). Default `Date.now`. */
-  now?: (() => number) | undefined;
+  /** The process's clock (heartbeat timestamps, slow-client timing). Default the system clock. */
+  clock?: Clock | undefined;
 }
 
 /**
@@ -45,7 +46,7 @@ export class RolloutService implements ServiceContext {
   private readonly registrations: (BackendRegistration & { appliedId?: string })[] = [];
   private lock: Promise<unknown> = Promise.resolve();
   private readonly server: Server;
-  private readonly hub: EventHub;
+  private readonly hub: WsEventHub;
   private closed = false;
 
   constructor(
@@ -60,7 +61,7 @@ export class RolloutService implements ServiceContext {
     for (const r of prorlRoutes(this)) this.router.add(r);
     for (const r of nativeRoutes(this)) this.router.add(r);
     this.router.add(openapiRoute(this.router));
-    this.hub = new EventHub(this, deps.now ?? Date.now);
+    this.hub = new WsEventHub(this, deps.clock ?? systemClock);
     this.server = createServer(createRequestListener(this, this.router, deps.visualizer));
     // /process is held open for a whole rollout: node's default 5-minute request timeout would
     // cut long rollouts. Headers must still arrive promptly.

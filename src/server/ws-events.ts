@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { systemClock, type Clock } from '../runtime/clock.js';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, WebSocket, type RawData } from 'ws';
 import { WsClientMessageSchema, type WsServerMessage } from '../protocol/http.js';
@@ -43,7 +44,7 @@ interface Connection {
  * terminated) and an app-level `{type:'heartbeat', ts, seq}` carrying the latest seq. Backend load
  * snapshots go out every `backendsIntervalMs` as `{type:'backends'}`.
  */
-export class EventHub {
+export class WsEventHub {
   private readonly wss: WebSocketServer;
   private readonly conns = new Set<Connection>();
   private readonly heartbeat: NodeJS.Timeout;
@@ -51,10 +52,10 @@ export class EventHub {
   /** Serialized events, shared by every subscriber (an event is stringified once, not once per socket). */
   private readonly cache = new WeakMap<object, string>();
 
-  /** `now` is the clock of heartbeats and the slow-client timer (injected in tests). */
+  /** `clock` times heartbeats' timestamps and the slow-client limit (the process's one clock). */
   constructor(
     private readonly service: ServiceContext,
-    private readonly now: () => number = Date.now,
+    private readonly clock: Clock = systemClock,
   ) {
     const o = service.options;
     this.wss = new WebSocketServer({ noServer: true, maxPayload: o.wsMaxPayloadBytes, perMessageDeflate: false });
@@ -194,7 +195,7 @@ export class EventHub {
     if (ws.bufferedAmount > this.service.options.wsSoftLimitBytes) {
       if (sub.gapFrom === null) sub.gapFrom = item.seq;
       sub.gapTo = item.seq;
-      conn.slowSince ??= this.now();
+      conn.slowSince ??= this.clock.now();
       this.service.metrics.wsDropped.inc({ reason: 'slow-client' });
       return;
     }
@@ -215,7 +216,7 @@ export class EventHub {
   }
 
   private tick(): void {
-    const now = this.now();
+    const now = this.clock.now();
     const o = this.service.options;
     const hb = JSON.stringify({ type: 'heartbeat', ts: now, seq: this.service.lastSeq });
     for (const c of this.conns) {
@@ -243,7 +244,7 @@ export class EventHub {
   private pushBackends(): void {
     const rt = this.service.runtime;
     if (this.conns.size === 0 || !rt?.listBackends) return;
-    const text = JSON.stringify({ type: 'backends', ts: this.now(), backends: rt.listBackends() });
+    const text = JSON.stringify({ type: 'backends', ts: this.clock.now(), backends: rt.listBackends() });
     for (const c of this.conns) if (c.ws.bufferedAmount <= this.service.options.wsSoftLimitBytes) sendRaw(c.ws, text);
   }
 }

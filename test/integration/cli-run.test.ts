@@ -42,8 +42,8 @@ describe('rollout run examples/tasks.jsonl (the README command)', () => {
   it('exits 0', () => {
     expect(out.code, out.stderr).toBe(0);
   });
-  it('says on stderr that it uses the scripted policy', () => {
-    expect(out.stderr).toContain('scripted policy');
+  it('says on stderr that it uses the oracle backend', () => {
+    expect(out.stderr).toContain('oracle backend');
   });
   it('prints a plain progress line with rate, ETA, outcomes and mean reward when stderr is not a terminal', () => {
     expect(out.stderr).toMatch(/^rollout run: 20\/20 · \d+:\d\d elapsed · ETA 0:00 · [\d.]+ rollouts\/s · \d+ tok\/s · init \d+ run \d+ eval \d+ · ok 20 · reward 0\.750$/m);

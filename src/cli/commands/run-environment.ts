@@ -1,4 +1,4 @@
-import { ValidationError } from '../../errors.js';
+import { isOracleAddress, ORACLE_ADDRESS } from '../../llm/oracle-backend.js';
 import { createRuntime, type EmbeddedRuntime } from '../../runtime/runtime.js';
 import { detectDriver } from '../../sandbox/index.js';
 
@@ -12,32 +12,29 @@ export interface RunEnvironment {
 }
 
 /**
- * Builds the embedded runtime for `rollout run`: the scripted policy when no backend (or only
- * `scripted`) is given — and says so through `log` — else a backend pool over the
+ * Builds the embedded runtime for `rollout run`: the oracle backend when no backend (or only
+ * `oracle`) is given — and says so through `log` — else a backend pool over the
  * addresses; sandbox hosts with the requested driver; the Qwen3 codec (the runtime's
- * defaults). Throws ValidationError for a bad address or a mix of `scripted` and real backends.
+ * defaults). Throws ValidationError for a bad address or a mix of `oracle` and real backends.
  */
 export async function openRunEnvironment(
   opts: { backends: string[]; concurrency: number; sandbox: 'bwrap' | 'unshare' | 'none' | 'auto'; timeoutS?: number | undefined },
   log: (line: string) => void,
 ): Promise<RunEnvironment> {
-  const scripted = opts.backends.length === 0 || opts.backends.every((b) => b.trim() === 'scripted');
-  if (!scripted && opts.backends.some((b) => b.trim() === 'scripted')) {
-    throw new ValidationError("--backend scripted cannot be mixed with real backends", [{ path: 'backend', message: 'scripted and http mixed' }]);
-  }
+  const oracle = opts.backends.length === 0 || opts.backends.every(isOracleAddress);
   const det = detectDriver(opts.sandbox);
-  if (scripted) log("no --backend given: using the in-process scripted policy, which replays each instance's `oracle` turns (not a model)");
+  if (oracle) log("using the oracle backend, which replays each instance's `oracle` turns (not a model)");
   if (det.unsafe) log(`sandbox driver 'none': ${det.reason === 'requested' ? 'requested' : det.reason}; commands run WITHOUT isolation`);
   const c = opts.concurrency;
-  // The runtime makes and owns the codec, the backend pool (or scripted policy) and the
+  // The runtime makes and owns the codec, the backend pool (or oracle backend) and the
   // sandbox hosts (src/runtime/defaults.ts); a bad address is its ValidationError.
   const runtime = createRuntime({
-    backends: scripted ? [] : opts.backends,
+    backends: oracle ? [ORACLE_ADDRESS] : opts.backends,
     sandboxDriver: opts.sandbox,
     stages: { init: c, run: c, eval: c },
     ...(opts.timeoutS ? { budgetMs: opts.timeoutS * 1000 } : {}),
   });
-  const policy = scripted ? 'scripted policy' : `backends ${runtime.listBackends().map((b) => `${b.protocol}+${b.url}`).join(', ')}`;
+  const policy = oracle ? 'oracle backend' : `backends ${runtime.listBackends().map((b) => `${b.protocol}+${b.url}`).join(', ')}`;
   const description = `${policy}, sandbox driver ${det.driver}`;
   return {
     runtime,

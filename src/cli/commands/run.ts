@@ -20,8 +20,8 @@ prints a summary, and writes trajectories.jsonl and summary.json.
 
 options:
   --backend ADDRESS     an inference server (repeatable): http://host:port, vllm+http://...,
-                        sglang+http://..., prorl+http://..., or 'scripted' (default: the
-                        in-process scripted policy replaying each instance's oracle turns)
+                        sglang+http://..., prorl+http://..., or 'oracle' (default: the
+                        in-process oracle backend replaying each instance's oracle turns)
   --n N                 samples per task, as a GRPO group (default 1)
   --out DIR             output directory (default ./rollouts-out/<timestamp>)
   --concurrency N       INIT / RUN / EVAL stage limits (default 16)

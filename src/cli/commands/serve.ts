@@ -5,7 +5,6 @@ import type { SandboxProvider } from '../../sandbox/sandbox.js';
 import { createSandboxProvider } from '../../sandbox/index.js';
 import { createQwen3Codec } from '../../llm/qwen3-codec.js';
 import { createInspector, type RuntimeInspector } from '../../runtime/inspection.js';
-import { MemorySandboxProvider } from '../../testing/memory-sandbox.js';
 import { RolloutError } from '../../errors.js';
 import { serviceRuntimeFactory } from '../../server/runtime-factory.js';
 import { createService } from '../../server/service.js';
@@ -16,10 +15,10 @@ const USAGE = `usage: rollout serve [options]
 
   --host HOST          interface to bind (default 127.0.0.1)
   --port PORT          port (default 8006; 0 picks a free one)
-  --backend ADDRESS    LLM backend, repeatable: http://h:p, vllm+http://h:p, sglang+http://h:p, scripted
+  --backend ADDRESS    LLM backend, repeatable: http://h:p, vllm+http://h:p, sglang+http://h:p, oracle
   --config FILE        JSON {"service": {...}, "runtime": {...}, "pool": {...}, "backends": [...]}
   --token SECRET       require Authorization: Bearer SECRET (also ROLLOUT_TOKEN); /healthz stays open
-  --sandbox DRIVER     auto | bwrap | unshare | none | memory (default auto)
+  --sandbox DRIVER     auto | bwrap | unshare | none (default auto)
   --inspect URL        send XState inspection events to a ws:// inspector
   --state-dir DIR      sandbox leases (default: the OS temp dir)
   --retain N           events kept for WebSocket resume (default 50000)
@@ -125,19 +124,18 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 /**
- * The sandbox provider for `--sandbox`. `memory` is the in-process fake (development only: it
- * understands a handful of shell builtins); the others are the sandbox area's drivers.
+ * The sandbox provider for `--sandbox`: one of the sandbox area's drivers (the in-memory fake
+ * is for tests only and lives in `rollout-runtime/testing`).
  */
 function makeSandboxes(driver: SandboxFlag, stateDir: string | undefined): SandboxProvider {
-  if (driver === 'memory') return new MemorySandboxProvider();
   return createSandboxProvider({ driver, ...(stateDir ? { stateDir } : {}) });
 }
 
-const SANDBOX_FLAGS = ['auto', 'bwrap', 'unshare', 'none', 'memory'] as const;
+const SANDBOX_FLAGS = ['auto', 'bwrap', 'unshare', 'none'] as const;
 type SandboxFlag = (typeof SANDBOX_FLAGS)[number];
 
 /** Checks `--sandbox` at start-up, so a typo fails now and not at the first `/start`. */
 function sandboxDriver(value: string): SandboxFlag {
-  if (!(SANDBOX_FLAGS as readonly string[]).includes(value)) throw new UsageError(`--sandbox must be auto, bwrap, unshare, none or memory, got '${value}'`);
+  if (!(SANDBOX_FLAGS as readonly string[]).includes(value)) throw new UsageError(`--sandbox must be auto, bwrap, unshare or none, got '${value}'`);
   return value as SandboxFlag;
 }

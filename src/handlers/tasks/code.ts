@@ -90,7 +90,7 @@ export const codeHandler: AgentHandler = defineToolAgent({
     });
     try {
       const budget = (inst.timeout_s * inst.tests.length + 30) * 1000;
-      const r = await runToEnd(sb, 'python3 .eval/run.py', budget, ctx.signal);
+      const r = await runToEnd(sb, 'python3 .eval/run.py', budget, ctx.signal, ctx.clock);
       let raw: string;
       try {
         raw = await sb.readFile('.eval/result.json');

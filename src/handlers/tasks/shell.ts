@@ -49,7 +49,7 @@ export const shellHandler: AgentHandler = defineToolAgent({
     const st = ctx.state as { evalCommand: string; evalTimeoutMs: number };
     if (!ctx.sandbox) throw new SandboxError('shell eval: the run left no sandbox', { stage: 'eval' });
     await settleShell(ctx.sandbox, ctx.signal);
-    const r = await runToEnd(ctx.sandbox, st.evalCommand, st.evalTimeoutMs, ctx.signal);
+    const r = await runToEnd(ctx.sandbox, st.evalCommand, st.evalTimeoutMs, ctx.signal, ctx.clock);
     const resolved = r.exitCode === 0;
     return { reward: resolved ? 1 : 0, resolved, details: { exit_code: r.exitCode, timed_out: r.timedOut, output: clip(r.output) } };
   },

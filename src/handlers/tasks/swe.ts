@@ -6,6 +6,7 @@ import type { Sandbox, SandboxSpec } from '../../sandbox/sandbox.js';
 import { clip, parseInstance, runToEnd, settleShell, shellQuote } from './task-kit.js';
 import { defineToolAgent } from '../tool-agent.js';
 import { toolSchemas } from '../tools.js';
+import type { Clock } from '../../runtime/clock.js';
 
 /**
  * A software-engineering instance: a small repository with a bug and tests that fail on it.
@@ -69,8 +70,8 @@ const SYSTEM =
   'explore the code with execute_bash, edit files with str_replace_editor, and run the tests. ' +
   'When the fix is complete, call finish.';
 
-async function mustRun(sb: Sandbox, command: string, what: string, signal: AbortSignal): Promise<string> {
-  const r = await runToEnd(sb, command, 120_000, signal);
+async function mustRun(sb: Sandbox, command: string, what: string, ctx: { signal: AbortSignal; clock: Clock }): Promise<string> {
+  const r = await runToEnd(sb, command, 120_000, ctx.signal, ctx.clock);
   if (r.exitCode !== 0) throw new SandboxError(`swe eval: ${what} failed (exit ${r.exitCode}): ${clip(r.output, 500)}`, { stage: 'eval' });
   return r.output;
 }
@@ -104,13 +105,13 @@ export const sweHandler: AgentHandler = defineToolAgent({
     await settleShell(ctx.sandbox, ctx.signal);
     // An agent that deleted .git (or the base tag) broke its own workspace: a trainable failure,
     // scored 0, not an infrastructure fault to retry.
-    const base = await runToEnd(ctx.sandbox, `git rev-parse -q --verify ${BASE_TAG}^{commit}`, 60_000, ctx.signal);
+    const base = await runToEnd(ctx.sandbox, `git rev-parse -q --verify ${BASE_TAG}^{commit}`, 60_000, ctx.signal, ctx.clock);
     if (base.exitCode !== 0) {
       return { reward: 0, resolved: false, details: { git_patch: null, applied: false, error: `the workspace's git repository or its ${BASE_TAG} tag is gone` } };
     }
     // Into .git, so the patch file is not part of the diff; read back as a file because the bash
     // tool truncates long output.
-    await mustRun(ctx.sandbox, `git add -A && git diff --cached --binary ${BASE_TAG} > .git/rollout.patch`, 'git diff', ctx.signal);
+    await mustRun(ctx.sandbox, `git add -A && git diff --cached --binary ${BASE_TAG} > .git/rollout.patch`, 'git diff', ctx);
     const patch = await ctx.sandbox.readFile('.git/rollout.patch');
     await ctx.sandbox.close();
 
@@ -118,13 +119,13 @@ export const sweHandler: AgentHandler = defineToolAgent({
     try {
       if (patch.trim()) {
         await sb.writeFile('.git/rollout.patch', patch);
-        const ap = await runToEnd(sb, 'git apply --whitespace=nowarn .git/rollout.patch', 120_000, ctx.signal);
+        const ap = await runToEnd(sb, 'git apply --whitespace=nowarn .git/rollout.patch', 120_000, ctx.signal, ctx.clock);
         if (ap.exitCode !== 0) {
           return { reward: 0, resolved: false, details: { git_patch: patch, applied: false, output: clip(ap.output) } };
         }
       }
       for (const [path, content] of Object.entries(inst.test_files ?? {})) await sb.writeFile(path, content);
-      const t = await runToEnd(sb, `timeout ${inst.eval_timeout_s} bash -c ${shellQuote(inst.test_command)}`, (inst.eval_timeout_s + 10) * 1000, ctx.signal);
+      const t = await runToEnd(sb, `timeout ${inst.eval_timeout_s} bash -c ${shellQuote(inst.test_command)}`, (inst.eval_timeout_s + 10) * 1000, ctx.signal, ctx.clock);
       const resolved = t.exitCode === 0;
       return { reward: resolved ? 1 : 0, resolved, details: { git_patch: patch, applied: true, exit_code: t.exitCode, timed_out: t.timedOut || t.exitCode === 124, output: clip(t.output) } };
     } finally {

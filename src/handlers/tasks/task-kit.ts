@@ -3,6 +3,7 @@ import { TaskError } from '../../errors.js';
 import type { Instance } from '../../protocol/instance.js';
 import type { Message } from '../../protocol/messages.js';
 import type { BashResult, Sandbox } from '../../sandbox/sandbox.js';
+import type { Clock } from '../../runtime/clock.js';
 
 /**
  * Small helpers every built-in task handler shares: instance validation that names the bad
@@ -97,12 +98,12 @@ export async function settleShell(sandbox: Sandbox, signal: AbortSignal): Promis
  * exits or the deadline passes, then interrupts it. The result's output is all of it;
  * `exitCode` is null and `timedOut` true when it did not finish.
  */
-export async function runToEnd(sandbox: Sandbox, command: string, timeoutMs: number, signal: AbortSignal): Promise<BashResult> {
-  const deadline = performance.now() + timeoutMs;
+export async function runToEnd(sandbox: Sandbox, command: string, timeoutMs: number, signal: AbortSignal, clock: Clock): Promise<BashResult> {
+  const deadline = clock.now() + timeoutMs;
   let r = await sandbox.bash({ command, timeoutMs }, signal);
   let output = r.output;
   while (r.timedOut && r.exitCode === null) {
-    const left = deadline - performance.now();
+    const left = deadline - clock.now();
     if (left <= 0) {
       await sandbox.bash({ command: 'C-c', isInput: true, timeoutMs: 5_000 }, signal);
       break;

@@ -56,8 +56,8 @@ describe('rollout serve (command)', () => {
 
   it('takes options from --config, with flags winning', async () => {
     const cfg = join(dir, 'serve.json');
-    writeFileSync(cfg, JSON.stringify({ service: { bodyLimitBytes: 1_000_000 }, runtime: { stages: { init: 3, run: 5 } }, backends: ['scripted'] }));
-    const s = await serve(['--config', cfg, '--sandbox', 'memory', '--body-limit', '2048']);
+    writeFileSync(cfg, JSON.stringify({ service: { bodyLimitBytes: 1_000_000 }, runtime: { stages: { init: 3, run: 5 } }, backends: ['oracle'] }));
+    const s = await serve(['--config', cfg, '--sandbox', SANDBOX, '--body-limit', '2048']);
     try {
       expect((await api(s.url, 'GET', '/status')).body).toMatchObject({ init: { limit: 3 }, run: { limit: 5 }, llm_servers: 1 });
       expect((await api(s.url, 'POST', '/process', { instance: { data_source: 'shell', pad: 'x'.repeat(4096) } })).status).toBe(413);
@@ -73,7 +73,7 @@ describe('rollout serve (command)', () => {
   });
 
   it('exits 2 on a bad backend address', async () => {
-    const r = await runCli(['--port', '0', '--backend', 'ftp://nowhere', '--sandbox', 'memory']);
+    const r = await runCli(['--port', '0', '--backend', 'ftp://nowhere', '--sandbox', 'auto']);
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/invalid backend address/);
   });

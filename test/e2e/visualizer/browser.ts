@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,11 +13,32 @@ export interface TestBrowser {
   close(): Promise<void>;
 }
 
+/** The Debian chromium the browser tests drive (`apt-get install chromium`); ROLLOUT_TEST_CHROMIUM overrides the path. */
+export const CHROMIUM = process.env['ROLLOUT_TEST_CHROMIUM'] ?? '/usr/bin/chromium';
+
+let told = false;
+
+/**
+ * Null when {@link CHROMIUM} is installed. Otherwise the reason the browser tests skip, printed
+ * once as one line saying what to install — or, with ROLLOUT_REQUIRE_CHROMIUM=1 (CI, which
+ * installs it), an error: there a missing browser fails the run instead of skipping.
+ */
+export function chromiumMissing(): string | null {
+  if (existsSync(CHROMIUM)) return null;
+  const why = `${CHROMIUM} not found: skipping the visualizer browser tests (install it: apt-get install chromium)`;
+  if (process.env['ROLLOUT_REQUIRE_CHROMIUM'] === '1') throw new Error(`ROLLOUT_REQUIRE_CHROMIUM=1 but ${why.split(':')[0]}`);
+  if (!told) {
+    told = true;
+    process.stderr.write(`${why}\n`);
+  }
+  return why;
+}
+
 /** Launches /usr/bin/chromium (never a downloaded browser) with a throwaway user-data-dir. */
 export async function launchBrowser(): Promise<TestBrowser> {
   const profile = await mkdtemp(join(tmpdir(), 'viz-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium',
+    executablePath: CHROMIUM,
     headless: true,
     viewport: { width: 1500, height: 950 },
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],

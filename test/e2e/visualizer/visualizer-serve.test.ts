@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
-import { launchBrowser, type TestBrowser } from './browser.js';
+import { chromiumMissing, launchBrowser, type TestBrowser } from './browser.js';
 
 // The page against the real thing: `rollout fake-llm` and `rollout serve` as child processes,
 // a batch submitted over HTTP, the page watching over the service's WebSocket.
@@ -54,7 +54,7 @@ afterAll(async () => {
 });
 
 describe('visualizer on rollout serve with rollout fake-llm', () => {
-  it('fills the table from a batch, highlights a rollout state in its graph and replays its bash output', async () => {
+  it.skipIf(chromiumMissing())('fills the table from a batch, highlights a rollout state in its graph and replays its bash output', async () => {
     const instances = Array.from({ length: INSTANCES }, (_, i) => ({
       data_source: 'shell',
       instance_id: `viz-${i}`,
@@ -113,7 +113,7 @@ describe('visualizer on rollout serve with rollout fake-llm', () => {
       await new Promise<void>((r) => wss.once('listening', () => r()));
       wss.on('connection', (ws) => ws.on('message', (d) => frames.push(JSON.parse(String(d)) as (typeof frames)[number])));
       const { port } = wss.address() as { port: number };
-      const api = await start(['serve', '--port', '0', '--backend', 'scripted', '--sandbox', 'memory', '--state-dir', dir, '--inspect', `ws://127.0.0.1:${port}`]);
+      const api = await start(['serve', '--port', '0', '--backend', 'oracle', '--sandbox', 'auto', '--state-dir', dir, '--inspect', `ws://127.0.0.1:${port}`]);
       const instance = { data_source: 'shell', instance_id: 'inspect-1', prompt: 'finish', eval_command: 'true', oracle: [{ tool_calls: [{ name: 'finish', arguments: {} }] }] };
       const res = await fetch(`${api}/v1/rollouts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ instance }) });
       expect(res.status).toBe(202);

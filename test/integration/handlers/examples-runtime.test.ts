@@ -60,7 +60,7 @@ for (const f of FILES) {
 
 describe('swe trajectories', () => {
   it('carry the agent diff as git_patch in the eval details', () => {
-    expect(results.get('swe-calc-add')?.evalDetails?.git_patch).toMatch(/-    return a - b\n\+    return a \+ b/);
+    expect(results.get('swe-calc-add')?.evalDetails?.git_patch).toMatch(/- {4}return a - b\n\+ {4}return a \+ b/);
   });
 });
 

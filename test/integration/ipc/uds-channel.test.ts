@@ -91,22 +91,24 @@ describe('UdsChannel', () => {
   });
 
   it('rejects pending requests with CHANNEL_CLOSED when the peer closes', async () => {
-    const { client, serverSide } = await pair({ onRequest: () => new Promise(() => {}) });
+    let arrived!: () => void;
+    const inFlight = new Promise<void>((r) => (arrived = r));
+    const { client, serverSide } = await pair({ onRequest: () => (arrived(), new Promise(() => {})) });
     const p = client.request({ type: 'wait' });
     const { channel } = await serverSide;
-    await new Promise((r) => setTimeout(r, 5));
+    // The server holds the request unanswered: it is in flight when the peer closes.
+    await inFlight;
     await channel.close();
     await expect(p).rejects.toMatchObject({ code: 'CHANNEL_CLOSED' });
     await expect(client.request({ type: 'after' })).rejects.toMatchObject({ code: 'CHANNEL_CLOSED' });
   });
 
   it('delivers messages without an id as notifications', async () => {
-    let got: unknown;
-    const { client, serverSide } = await pair({});
-    const notified = new Promise((r) => { (client as unknown as { opts: ChannelOptions }).opts.onNotification = r; });
+    let onNotification!: (m: unknown) => void;
+    const notified = new Promise((r) => (onNotification = r));
+    const { serverSide } = await pair({}, { onNotification });
     (await serverSide).channel.notify({ type: 'sandbox.lost', sandboxId: 's1' });
-    got = await notified;
-    expect(got).toEqual({ type: 'sandbox.lost', sandboxId: 's1' });
+    expect(await notified).toEqual({ type: 'sandbox.lost', sandboxId: 's1' });
   });
 
   it('delivers a burst larger than the socket buffer in order, waiting for drain', async () => {

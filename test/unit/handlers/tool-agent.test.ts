@@ -1,3 +1,4 @@
+import { systemClock } from '../../../src/runtime/clock.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ActContext } from '../../../src/handlers/agent-handler.js';
 import { defineToolAgent, toolAgentAct } from '../../../src/handlers/tool-agent.js';
@@ -22,6 +23,7 @@ async function ctxWith(calls: ToolCall[], opts: { malformed?: { raw: string; err
     instance: { data_source: 'x' },
     sampling: {},
     signal: new AbortController().signal,
+    clock: systemClock,
     createSandbox: () => Promise.reject(new Error('unused')),
     sandbox,
     state: undefined,

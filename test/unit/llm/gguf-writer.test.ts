@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -37,8 +37,13 @@ describe('ensureTinyGguf', () => {
   it('writes the model once into the cache folder and reuses it', () => {
     const p = ensureTinyGguf({ seed: 9 }, dir);
     expect(existsSync(p)).toBe(true);
-    const before = readFileSync(p);
+    // Mark the file: a rewrite (even with the same bytes) would give a new mtime or inode.
+    const marked = new Date(1_000_000_000_000);
+    utimesSync(p, marked, marked);
+    const before = statSync(p);
     expect(ensureTinyGguf({ seed: 9 }, dir)).toBe(p);
-    expect(sha(readFileSync(p))).toBe(sha(before));
+    const after = statSync(p);
+    expect([after.ino, after.mtimeMs]).toEqual([before.ino, marked.getTime()]);
+    expect(ensureTinyGguf({ seed: 10 }, dir)).not.toBe(p);
   });
 });

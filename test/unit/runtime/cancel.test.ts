@@ -155,8 +155,10 @@ describe('sandbox close', () => {
     void h.result.then((r) => (res = r));
     await clock.advance(50);
     expect(res).toBeNull();
+    expect(rt.status().stuckCloses).toBe(0);
     await clock.advance(60);
     expect((res as { outcome: string } | null)?.outcome).toBe('completed');
+    expect(rt.status().stuckCloses).toBe(1);
     await rt.close();
     expect(clock.pending).toBe(0);
   });

@@ -3,15 +3,42 @@ import { ValidationError } from '../../../src/errors.js';
 import { createRuntime } from '../../../src/runtime/runtime.js';
 import { BackendPool } from '../../../src/llm/backend-pool.js';
 import { defaults } from '../../../src/runtime/defaults.js';
-import { ScriptedPolicy } from '../../../src/testing/scripted-policy.js';
+import { OracleBackend } from '../../../src/llm/oracle-backend.js';
 import { TestCodec } from '../../../src/testing/test-codec.js';
 import { systemClock } from '../../../src/runtime/clock.js';
 
 describe('runtime defaults', () => {
-  it('uses the scripted policy when no backend is given', async () => {
-    const llm = defaults.llm(new TestCodec(), systemClock, []);
-    expect(llm).toBeInstanceOf(ScriptedPolicy);
-    await llm.close?.();
+  it('uses the oracle backend when no backend is given, and says so once', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const a = defaults.llm(new TestCodec(), systemClock, []);
+      const b = defaults.llm(new TestCodec(), systemClock, []);
+      expect(a).toBeInstanceOf(OracleBackend);
+      expect(b).toBeInstanceOf(OracleBackend);
+      await new Promise((r) => setImmediate(r));
+      const ours = warnings.filter((w) => (w as Error & { code?: string }).code === 'ROLLOUT_ORACLE_BACKEND');
+      expect(ours).toHaveLength(1);
+      expect(ours[0]!.message).toMatch(/replaying instance\.oracle/);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
+  it('uses the oracle backend when it is asked for by name', () => {
+    expect(defaults.llm(new TestCodec(), systemClock, ['oracle'])).toBeInstanceOf(OracleBackend);
+  });
+
+  it('refuses the oracle mixed with model backends, naming its index', () => {
+    let err: unknown;
+    try {
+      createRuntime({ backends: ['http://127.0.0.1:1', 'oracle'], codec: new TestCodec() });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ValidationError);
+    expect((err as ValidationError).issues[0]).toMatchObject({ path: 'backends.1', message: "'oracle' must be the only backend" });
   });
 
   it('makes a backend pool over the given addresses', async () => {

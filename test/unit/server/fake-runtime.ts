@@ -220,6 +220,7 @@ export class FakeRuntime implements ServiceRuntime {
       stages: { init: { active: 0, waiting: 0, limit: 64 }, run: { active: 0, waiting: 0, limit: 64 }, eval: { active: 0, waiting: 0, limit: 64 } },
       live,
       completed: this.recs.size - live,
+      stuckCloses: 0,
       outcomes: {},
     };
   }

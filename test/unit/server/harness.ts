@@ -2,6 +2,7 @@ import { createService, type RolloutService } from '../../../src/server/service.
 import type { ServiceOptionsInput } from '../../../src/server/service-options.js';
 import type { BackendRegistration } from '../../../src/server/service-context.js';
 import { FakeRuntime } from './fake-runtime.js';
+import type { Clock } from '../../../src/runtime/clock.js';
 import type { VisualizerHook } from '../../../src/server/http-server.js';
 
 /** A service on port 0 over fake runtimes (a new one per start), and its base URL. */
@@ -16,7 +17,7 @@ export interface Harness {
 
 export async function startHarness(
   options: ServiceOptionsInput = {},
-  deps: { backends?: BackendRegistration[]; startStopped?: boolean; retention?: number; now?: () => number; visualizer?: VisualizerHook } = {},
+  deps: { backends?: BackendRegistration[]; startStopped?: boolean; retention?: number; clock?: Clock; visualizer?: VisualizerHook } = {},
 ): Promise<Harness> {
   const runtimes: FakeRuntime[] = [];
   const service = createService(
@@ -28,7 +29,7 @@ export async function startHarness(
       },
       backends: deps.backends,
       startStopped: deps.startStopped,
-      now: deps.now,
+      clock: deps.clock,
       visualizer: deps.visualizer,
     },
     { port: 0, backendsIntervalMs: 0, ...options },

@@ -35,26 +35,26 @@ const scripted = () => ({ generate: async (): Promise<GenerateResult> => ({ outp
 const req = { rolloutId: 'r', instance: { data_source: 'shell' }, turn: 0, promptIds: [1], maxTokens: 10, sampling: {}, signal: new AbortController().signal } as GenerateRequest;
 
 describe('ServiceLlm', () => {
-  it('routes every call to the scripted policy when it is the only backend', async () => {
+  it('routes every call to the oracle backend when it is the only backend', async () => {
     const llm = new ServiceLlm(new FakePool(), scripted);
-    llm.addBackend(parseAddress('scripted'));
-    expect((await llm.generate(req)).backendId).toBe('scripted');
-    expect(llm.listBackends()).toMatchObject([{ id: 'scripted', served: 1, inFlight: 0 }]);
+    llm.addBackend(parseAddress('oracle'));
+    expect((await llm.generate(req)).backendId).toBe('oracle');
+    expect(llm.listBackends()).toMatchObject([{ id: 'oracle', served: 1, inFlight: 0 }]);
   });
 
-  it('prefers a usable pool backend over the scripted policy', async () => {
+  it('prefers a usable pool backend over the oracle backend', async () => {
     const llm = new ServiceLlm(new FakePool(), scripted);
-    llm.addBackend(parseAddress('scripted'));
+    llm.addBackend(parseAddress('oracle'));
     llm.addBackend(parseAddress('http://127.0.0.1:9', { id: 'real' }));
     expect((await llm.generate(req)).backendId).toBe('real');
   });
 
-  it('falls back to the scripted policy once the pool backends drain', async () => {
+  it('falls back to the oracle backend once the pool backends drain', async () => {
     const llm = new ServiceLlm(new FakePool(), scripted);
-    llm.addBackend(parseAddress('scripted'));
+    llm.addBackend(parseAddress('oracle'));
     llm.addBackend(parseAddress('http://127.0.0.1:9', { id: 'real' }));
     llm.drainBackend('real');
-    expect((await llm.generate(req)).backendId).toBe('scripted');
+    expect((await llm.generate(req)).backendId).toBe('oracle');
   });
 
   it('fails with a BackendError when nothing is registered', async () => {
@@ -62,10 +62,10 @@ describe('ServiceLlm', () => {
     await expect(llm.generate(req)).rejects.toBeInstanceOf(BackendError);
   });
 
-  it('removes the scripted backend from the listing', () => {
+  it('removes the oracle backend from the listing', () => {
     const llm = new ServiceLlm(new FakePool(), scripted);
-    llm.addBackend(parseAddress('scripted'));
-    expect(llm.removeBackend('scripted')).toBe(true);
+    llm.addBackend(parseAddress('oracle'));
+    expect(llm.removeBackend('oracle')).toBe(true);
     expect(llm.listBackends()).toEqual([]);
   });
 });

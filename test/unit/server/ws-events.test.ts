@@ -1,3 +1,4 @@
+import { ManualClock } from '../../../src/runtime/clock.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { startHarness, post, mathInstance, waitFor, type Harness } from './harness.js';
@@ -170,15 +171,15 @@ describe('WebSocket /v1/events', () => {
   });
 
   it('closes a client that stays over the soft limit for wsSlowCloseMs with 1008 slow consumer', async () => {
-    let clock = 1_000_000;
-    h = await startHarness({ wsSoftLimitBytes: 1, heartbeatMs: 10, wsSlowCloseMs: 30_000 }, { now: () => clock });
+    const clock = new ManualClock(1_000_000);
+    h = await startHarness({ wsSoftLimitBytes: 1, heartbeatMs: 10, wsSlowCloseMs: 30_000 }, { clock });
     const c = await connect(h.url);
     const closed = new Promise<{ code: number; reason: string }>((resolve) => c.ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
     const serverSide = [...(h.service as any).hub.conns][0];
     Object.defineProperty(serverSide.ws, 'bufferedAmount', { get: () => 10, configurable: true });
     await waitFor(() => serverSide.slowSince !== null);
     expect(c.ws.readyState).toBe(WebSocket.OPEN);
-    clock += 30_000;
+    await clock.advance(30_000);
     expect(await closed).toEqual({ code: 1008, reason: 'slow consumer' });
   });
 

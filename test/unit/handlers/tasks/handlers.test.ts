@@ -1,3 +1,4 @@
+import { systemClock } from '../../../../src/runtime/clock.js';
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -29,6 +30,7 @@ function ctx(instance: Record<string, unknown>): HandlerContext {
     instance: inst(instance),
     sampling: {},
     signal: new AbortController().signal,
+    clock: systemClock,
     createSandbox: () => Promise.reject(new Error('no sandbox expected')),
   };
 }

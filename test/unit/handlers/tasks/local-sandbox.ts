@@ -1,6 +1,6 @@
+import { systemClock } from '../../../../src/runtime/clock.js';
 import { spawn } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { TaskError } from '../../../../src/errors.js';
 import type { AgentHandler, HandlerContext } from '../../../../src/handlers/agent-handler.js';
@@ -83,6 +83,7 @@ export async function runWithOracle(handler: AgentHandler, instance: Instance, r
     instance,
     sampling: {},
     signal: new AbortController().signal,
+    clock: systemClock,
     async createSandbox(spec) {
       const sb = await createLocalSandbox(spec, root);
       sandboxes.push(sb);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { answerTexts, runToEnd } from '../../../../src/handlers/tasks/task-kit.js';
+import { ManualClock } from '../../../../src/runtime/clock.js';
 import type { BashRequest, BashResult, Sandbox } from '../../../../src/sandbox/sandbox.js';
 
 /** A sandbox whose bash answers from a script; only `bash` is used by runToEnd. */
@@ -17,12 +18,12 @@ function scriptedBash(answers: Partial<BashResult>[]): { sandbox: Sandbox; reque
 describe('runToEnd', () => {
   it('keeps waiting past the no-output timeout until the command exits', async () => {
     const { sandbox, requests } = scriptedBash([{ output: 'a' }, { output: 'b' }, { output: 'c', exitCode: 0, timedOut: false }]);
-    const r = await runToEnd(sandbox, 'make test', 60_000, new AbortController().signal);
+    const r = await runToEnd(sandbox, 'make test', 60_000, new AbortController().signal, new ManualClock());
     expect([r.output, r.exitCode, requests.map((q) => q.command)]).toEqual(['abc', 0, ['make test', '', '']]);
   });
   it('interrupts the command once the deadline has passed', async () => {
     const { sandbox, requests } = scriptedBash([{ output: 'x' }, { output: '' }]);
-    const r = await runToEnd(sandbox, 'sleep 99', 0, new AbortController().signal);
+    const r = await runToEnd(sandbox, 'sleep 99', 0, new AbortController().signal, new ManualClock());
     expect([r.timedOut, requests.at(-1)]).toEqual([true, { command: 'C-c', isInput: true, timeoutMs: 5000 }]);
   });
 });

@@ -1,0 +1,71 @@
+import { CancelledError } from '../errors.js';
+import type { Sandbox, SandboxProvider, SandboxSpec } from '../sandbox/sandbox.js';
+
+/**
+ * The sandboxes of one rollout attempt, and their one close path. Every sandbox a handler makes
+ * through `ctx.createSandbox` (or returns from `init`) is owned here; {@link closeAll} closes
+ * them all when the attempt ends, including ones whose creation is still in flight (they close
+ * themselves as soon as they arrive, since nobody else would).
+ */
+export class AttemptSandboxes {
+  private readonly open = new Set<Sandbox>();
+  /** Creations still running, so the end of the attempt can wait for their clean-up. */
+  private readonly pending = new Set<Promise<unknown>>();
+
+  /**
+   * @param ended whether the attempt has ended (its owner's flag; checked before and after
+   *   each creation)
+   * @param made called when a sandbox is ready (counts as the rollout's progress)
+   */
+  constructor(
+    private readonly provider: SandboxProvider,
+    private readonly rolloutId: string,
+    private readonly signal: AbortSignal,
+    private readonly ended: () => boolean,
+    private readonly made: () => void,
+  ) {}
+
+  /**
+   * Makes a sandbox owned by the attempt.
+   * @throws CancelledError when the attempt ended before or while the sandbox was starting
+   *   (the sandbox is closed first); whatever the provider throws otherwise.
+   */
+  create(spec: SandboxSpec): Promise<Sandbox> {
+    if (this.ended()) return Promise.reject(new CancelledError('rollout ended before its sandbox was requested'));
+    const p = this.make(spec);
+    this.pending.add(p);
+    const untrack = (): void => void this.pending.delete(p);
+    p.then(untrack, untrack);
+    return p;
+  }
+
+  /** Takes ownership of a sandbox the handler made some other way (returned from `init`). */
+  adopt(sb: Sandbox): void {
+    this.open.add(sb);
+  }
+
+  /**
+   * Closes every owned sandbox and waits for creations in flight; resolves when all are done,
+   * never rejects (a failed close is the provider's to report). Null when there is nothing to
+   * wait for. Later {@link create} calls are rejected through `ended`.
+   */
+  closeAll(): Promise<void> | null {
+    if (this.open.size === 0 && this.pending.size === 0) return null;
+    const closes: Promise<unknown>[] = [...this.open].map((sb) => sb.close().catch(() => {}));
+    this.open.clear();
+    for (const p of this.pending) closes.push(p.catch(() => {}));
+    return Promise.all(closes).then(() => {});
+  }
+
+  private async make(spec: SandboxSpec): Promise<Sandbox> {
+    const sb = await this.provider.create(spec, { rolloutId: this.rolloutId, signal: this.signal });
+    if (this.ended()) {
+      // The rollout ended (cancel, timeout) while the sandbox was starting: nobody else will close it.
+      await sb.close().catch(() => {});
+      throw new CancelledError('rollout ended while its sandbox was starting');
+    }
+    this.open.add(sb);
+    this.made();
+    return sb;
+  }
+}

@@ -1,0 +1,230 @@
+import type { ActOutput, CallLlmOutput, InitOutput, Stage } from '../../machines/rollout.machine.js';
+import { BackendError, CancelledError, TaskError } from '../errors.js';
+import type { ActContext, Observation } from '../handlers/agent-handler.js';
+import type { HandlerRegistry } from '../handlers/registry.js';
+import type { ChatCodec } from '../llm/chat-codec.js';
+import type { GenerateResult, LlmClient } from '../llm/llm-client.js';
+import type { RolloutEventInput } from '../protocol/events.js';
+import type { Message } from '../protocol/messages.js';
+import type { Clock } from './clock.js';
+import type { EventHub } from './event-hub.js';
+import type { Attempt, RolloutSession } from './rollout-session.js';
+import type { RuntimeOptions } from './runtime-options.js';
+import type { StagePool } from './stage-pool.js';
+
+/** What the steps see of their owner (the supervisor). */
+export interface StepsContext {
+  readonly opts: RuntimeOptions;
+  readonly llm: LlmClient;
+  readonly codec: ChatCodec;
+  readonly registry: HandlerRegistry;
+  readonly clock: Clock;
+  readonly hub: EventHub;
+  readonly pools: Record<Stage, StagePool>;
+  /** The live session of `id`; throws CancelledError when it has ended. */
+  live(id: string): RolloutSession;
+  /** A call (LLM or action) of `s` started: its timeout is now `att.callAt`. */
+  callStarted(s: RolloutSession): void;
+}
+
+const CLIP = 2_000;
+
+/**
+ * The work of one attempt's stages, as the rollout machine's four actors run it: `init` (the
+ * handler's init, the prompt), `llm` (one generation), `act` (the handler acts on the reply) and
+ * `eval` (the handler grades the trajectory), plus the tool hooks that report a handler's tool
+ * calls as events and progress. Each step looks its rollout up by id and checks after every
+ * await that the attempt has not ended, so a late answer never touches a newer attempt.
+ */
+export class AttemptSteps {
+  constructor(private readonly ctx: StepsContext) {}
+
+  async init(id: string): Promise<InitOutput> {
+    const s = this.ctx.live(id);
+    const att = s.attempt!;
+    const handler = this.ctx.registry.resolve(s.dataSource);
+    att.handler = handler;
+    const r = await handler.init(att.ctx!);
+    if (att.ended) return { runSlot: false };
+    if (r.sandbox) att.sandboxes.adopt(r.sandbox);
+    att.sandbox = r.sandbox;
+    att.handlerState = r.state;
+    const ids = this.ctx.codec.encodePrompt(r.messages, r.tools, thinking(s));
+    att.builder.start(r.messages, r.tools, ids);
+    return { runSlot: this.ctx.pools.run.tryTake(id) };
+  }
+
+  async llm(id: string, turn: number): Promise<CallLlmOutput> {
+    const { ctx } = this;
+    const s = ctx.live(id);
+    const att = s.attempt!;
+    const b = att.builder;
+    const room = att.maxModelLen - b.length;
+    if (room <= 0) {
+      att.finish = 'context_full';
+      return { contextFull: true, evalSlot: ctx.pools.eval.tryTake(id) };
+    }
+    const maxTokens = Math.min(att.maxOutputTokens, room);
+    if (ctx.hub.active) this.emit(s, { type: 'llm.start', rolloutId: id, turn, promptTokens: b.length, maxTokens });
+    this.startCall(s, att, 'llm', ctx.opts.llmTimeoutMs);
+    const t0 = ctx.clock.now();
+    let res: GenerateResult;
+    try {
+      res = await ctx.llm.generate({
+        rolloutId: id,
+        instance: s.instance,
+        turn,
+        // A live view of the builder's tokens: it does not change while the call is in flight.
+        promptIds: b.promptIds as number[],
+        maxTokens,
+        sampling: s.sampling,
+        preferredBackendId: att.lastBackendId,
+        signal: att.signal,
+        chat: b.chat,
+      });
+    } catch (err) {
+      // The server counts tokens its own way: a prompt it calls too long is a full context
+      // (outcome truncated, still evaluated), not a broken task.
+      if (!(err instanceof TaskError && err.code === 'CONTEXT_FULL') || att.ended) throw err;
+      att.callAt = Infinity;
+      att.finish = 'context_full';
+      return { contextFull: true, evalSlot: ctx.pools.eval.tryTake(id) };
+    }
+    if (att.ended) throw new CancelledError('rollout ended during the LLM call');
+    att.callAt = Infinity;
+    // Kept so the pool can route the next turn to the same backend (prefix-cache hits).
+    att.lastBackendId = res.backendId;
+    const latencyMs = ctx.clock.now() - t0;
+    if (res.logprobs.length !== res.outputIds.length) {
+      throw new BackendError(`backend ${res.backendId} returned ${res.logprobs.length} logprobs for ${res.outputIds.length} ids`, { code: 'BAD_RESPONSE' });
+    }
+    const parsed = ctx.codec.parseAssistant(res.outputIds);
+    const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls };
+    b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds }, assistant);
+    att.assistant = assistant;
+    att.malformed = parsed.malformed;
+    this.progress(att);
+    if (ctx.hub.active) {
+      this.emit(s, {
+        type: 'llm.end',
+        rolloutId: id,
+        turn,
+        backendId: res.backendId,
+        promptTokens: b.length - res.outputIds.length,
+        outputTokens: res.outputIds.length,
+        latencyMs,
+        finishReason: res.finishReason,
+        content: clip(parsed.content),
+        toolCalls: parsed.toolCalls,
+      });
+    }
+    return { contextFull: false };
+  }
+
+  async act(id: string, turn: number): Promise<ActOutput> {
+    const { ctx } = this;
+    const s = ctx.live(id);
+    const att = s.attempt!;
+    const handler = att.handler!;
+    this.startCall(s, att, 'action', ctx.opts.actionTimeoutMs);
+    const base = att.ctx!;
+    // A fresh context per turn, with hooks bound to this attempt and turn: a handler may keep,
+    // spread or destructure it (`const { onToolCall } = ctx`) and its events still arrive.
+    const actx: ActContext = {
+      ...base,
+      sandbox: att.sandbox,
+      state: att.handlerState,
+      turn,
+      assistant: att.assistant!,
+      malformed: att.malformed,
+      onToolCall: (c) => this.toolCalled(s, att, turn, c),
+      onToolResult: (o) => this.toolReturned(s, att, turn, o),
+    };
+    const res = await handler.act(actx);
+    if (att.ended) throw new CancelledError('rollout ended during the action');
+    att.callAt = Infinity;
+    if (res.state !== undefined) att.handlerState = res.state;
+    const b = att.builder;
+    if (res.stop) {
+      att.finish = res.stop;
+      b.addUntokenizedMessages(res.messages);
+      return { stop: true, evalSlot: ctx.pools.eval.tryTake(id) };
+    }
+    if (turn + 1 >= att.maxIterations) {
+      att.finish = 'max_iterations';
+      b.addUntokenizedMessages(res.messages);
+      return { stop: true, evalSlot: ctx.pools.eval.tryTake(id) };
+    }
+    const ids = ctx.codec.encodeContinuation(res.messages, b.lastOutputIds, thinking(s));
+    if (b.length + ids.length >= att.maxModelLen) {
+      att.finish = 'context_full';
+      b.addUntokenizedMessages(res.messages);
+      return { stop: true, evalSlot: ctx.pools.eval.tryTake(id) };
+    }
+    b.addContinuation(res.messages, ids);
+    return { stop: false };
+  }
+
+  async eval(id: string): Promise<void> {
+    const att = this.ctx.live(id).attempt!;
+    const r = await att.handler!.eval({
+      ...att.ctx!,
+      sandbox: att.sandbox,
+      state: att.handlerState,
+      messages: [...att.builder.messageView],
+      finish: att.finish ?? 'error',
+    });
+    if (att.ended) return;
+    if (typeof r?.reward !== 'number' || !Number.isFinite(r.reward)) {
+      throw new TaskError(`handler ${att.handler!.name} returned a non-numeric reward`, { code: 'BAD_REWARD', stage: 'eval' });
+    }
+    att.evalResult = r;
+  }
+
+  private toolCalled(s: RolloutSession, att: Attempt, turn: number, c: { callId: string; name: string; arguments: Record<string, unknown> }): void {
+    if (att.ended) return;
+    this.progress(att);
+    if (this.ctx.hub.active) this.emit(s, { type: 'tool.call', rolloutId: s.id, turn, callId: c.callId, name: c.name, arguments: c.arguments });
+  }
+
+  private toolReturned(s: RolloutSession, att: Attempt, turn: number, o: Observation): void {
+    if (att.ended) return;
+    this.progress(att);
+    if (this.ctx.hub.active) {
+      this.emit(s, {
+        type: 'tool.result',
+        rolloutId: s.id,
+        turn,
+        callId: o.callId,
+        name: o.name,
+        output: clip(o.content),
+        exitCode: o.exitCode ?? null,
+        latencyMs: o.latencyMs ?? 0,
+        error: o.error ?? false,
+      });
+    }
+  }
+
+  private startCall(s: RolloutSession, att: Attempt, kind: 'llm' | 'action', ms: number): void {
+    att.callKind = kind;
+    att.callAt = this.ctx.clock.now() + ms;
+    this.ctx.callStarted(s);
+  }
+
+  private progress(att: Attempt): void {
+    att.lastProgress = this.ctx.clock.now();
+  }
+
+  private emit(s: RolloutSession, ev: RolloutEventInput): void {
+    this.ctx.hub.emit(s, s.groupId, ev);
+  }
+}
+
+function thinking(s: RolloutSession): { enableThinking: boolean } | undefined {
+  return s.sampling.enable_thinking === undefined ? undefined : { enableThinking: s.sampling.enable_thinking };
+}
+
+/** Clips event text (tool output, replies) to a size a dashboard can show. */
+export function clip(s: string): string {
+  return s.length > CLIP ? s.slice(0, CLIP) + '…' : s;
+}

@@ -1,0 +1,19 @@
+import { ValidationError } from '../errors.js';
+import { InstanceSchema, SamplingParamsSchema, type Instance, type SamplingParams } from '../protocol/instance.js';
+
+/**
+ * Validates a submission's instance and sampling parameters (sampling defaults to `{}`).
+ * @throws ValidationError naming each bad field as `instance.<path>` or `sampling.<path>`.
+ */
+export function validateSubmission(instance: unknown, sampling: unknown): { instance: Instance; sampling: SamplingParams } {
+  const i = InstanceSchema.safeParse(instance);
+  if (!i.success) throw zodToValidation('instance', i.error.issues);
+  const s = SamplingParamsSchema.safeParse(sampling ?? {});
+  if (!s.success) throw zodToValidation('sampling', s.error.issues);
+  return { instance: i.data, sampling: s.data };
+}
+
+function zodToValidation(root: string, issues: { path: PropertyKey[]; message: string }[]): ValidationError {
+  const list = issues.map((i) => ({ path: [root, ...i.path.map(String)].join('.'), message: i.message }));
+  return new ValidationError(`invalid ${root}: ${list.map((i) => `${i.path}: ${i.message}`).join('; ')}`, list);
+}
