@@ -51,7 +51,8 @@ export class HttpBackend {
    */
   async generate(req: GenerateRequest, timeoutMs: number, abort?: AbortSignal): Promise<ParsedGeneration> {
     const headers: Record<string, string> = { 'x-rollout-turn': String(req.turn), 'x-rollout-id': req.rolloutId };
-    if (req.instance.instance_id !== undefined) headers['x-rollout-instance-id'] = String(req.instance.instance_id);
+    // Percent-encoded: instance data is the client's, and a newline or non-ASCII byte in a header breaks the request (#9.9).
+    if (req.instance.instance_id !== undefined) headers['x-rollout-instance-id'] = encodeURIComponent(String(req.instance.instance_id));
     const model = this.model ?? (this.protocol.name === 'vllm' ? await this.servedModel(timeoutMs, req.signal, abort) : undefined);
     const { status, body } = await this.request('POST', this.protocol.generatePath, JSON.stringify(this.protocol.body(req, model)), headers, timeoutMs, req.signal, abort);
     if (status >= 400 && status < 500) {

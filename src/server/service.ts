@@ -26,6 +26,8 @@ export interface ServiceDeps {
   startStopped?: boolean | undefined;
   /** Wall clock of heartbeats and slow-client timing (ms since the epoch). Default `Date.now`. */
   now?: (() => number) | undefined;
+  /** Where operator-facing warnings go (one line each). Default: stderr. */
+  warn?: ((message: string) => void) | undefined;
 }
 
 /**
@@ -185,6 +187,11 @@ export class RolloutService implements ServiceContext {
       for (const b of live) rt.removeBackend(b.id);
     }
     return n;
+  }
+
+  warn(message: string): void {
+    if (this.deps.warn) this.deps.warn(message);
+    else process.stderr.write(`rollout serve: ${message}\n`);
   }
 
   forgetBackend(id: string): void {

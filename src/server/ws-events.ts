@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, WebSocket, type RawData } from 'ws';
 import { WsClientMessageSchema, type WsServerMessage } from '../protocol/http.js';
 import type { RolloutEvent } from '../protocol/events.js';
-import { isAuthorized, isHostAllowed } from './auth.js';
+import { isAuthorized, isHostAllowed, isOriginAllowed } from './auth.js';
 import { zodIssues } from './http-error.js';
 import type { ServiceContext } from './service-context.js';
 
@@ -80,9 +80,9 @@ export class EventHub {
     if (url.pathname !== EVENTS_PATH) return refuse(socket, 404, 'Not Found');
     if (!isHostAllowed(req, this.service.options.host, this.service.options.token)) return refuse(socket, 403, 'Forbidden');
     if (!isAuthorized(req, this.service.options.token, url)) return refuse(socket, 401, 'Unauthorized');
-    // Browsers let any page open a WebSocket to 127.0.0.1; without a token, only pages served by
-    // this service (the visualizer) may. Non-browser clients send no Origin.
-    if (!this.service.options.token && !sameOrigin(req)) return refuse(socket, 403, 'Forbidden');
+    // Browsers let any page open a WebSocket to 127.0.0.1: only pages served by this service (the
+    // visualizer) or holding the token may. Non-browser clients send no Origin.
+    if (!isOriginAllowed(req, this.service.options.token, url)) return refuse(socket, 403, 'Forbidden');
     if (this.conns.size >= this.service.options.wsMaxConnections) return refuse(socket, 503, 'Service Unavailable');
     this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws));
   }
@@ -283,17 +283,6 @@ function sendRaw(ws: WebSocket, text: string): void {
     c.bytes += text.length;
   }
   ws.send(text);
-}
-
-/** True when the request has no Origin (not a browser) or one naming this host. */
-function sameOrigin(req: IncomingMessage): boolean {
-  const origin = req.headers.origin;
-  if (origin === undefined) return true;
-  try {
-    return new URL(origin).host === req.headers.host;
-  } catch {
-    return false;
-  }
 }
 
 function refuse(socket: Duplex, status: number, text: string): void {
