@@ -26,7 +26,17 @@ interface Connection {
   alive: boolean;
   /** When the socket went over the soft limit (null while under it). */
   slowSince: number | null;
+  /** Message-rate token bucket: tokens left, and when it was last refilled. */
+  tokens: number;
+  refilledAt: number;
+  /** Messages received and not yet handled (bounded by the bucket's burst). */
+  inbox: { data: RawData; isBinary: boolean }[];
+  /** A drain of the inbox is scheduled. */
+  draining: boolean;
 }
+
+/** Client messages handled per turn of the event loop; the rest wait for the next turn. */
+const MESSAGES_PER_TURN = 16;
 
 /**
  * The WebSocket hub at `/v1/events`.
@@ -114,13 +124,13 @@ export class EventHub {
   }
 
   private accept(ws: WebSocket): void {
-    const conn: Connection = { ws, subs: new Map(), alive: true, slowSince: null };
+    const conn: Connection = { ws, subs: new Map(), alive: true, slowSince: null, tokens: this.service.options.wsMessageBurst, refilledAt: this.now(), inbox: [], draining: false };
     this.conns.add(conn);
     this.service.metrics.wsConnections.set(this.conns.size);
     ws.on('pong', () => {
       conn.alive = true;
     });
-    ws.on('message', (data, isBinary) => this.onMessage(conn, data, isBinary));
+    ws.on('message', (data, isBinary) => this.receive(conn, data, isBinary));
     ws.on('error', () => ws.terminate());
     ws.on('close', () => {
       for (const s of conn.subs.values()) s.abort.abort();
@@ -133,6 +143,46 @@ export class EventHub {
 
   private sendHello(c: Connection): void {
     send(c.ws, { type: 'hello', epoch: this.service.epoch, seq: this.service.lastSeq, heartbeat_ms: this.service.options.heartbeatMs });
+  }
+
+  /**
+   * Admits one client message (#9.13): a token bucket bounds each connection's rate
+   * (`wsMessagesPerSecond`, bursts of `wsMessageBurst`) and a client over it is closed with 1008;
+   * admitted messages are queued and handled a few per event-loop turn (setImmediate), so a
+   * flooding client cannot hold the loop and `/healthz` and the HTTP routes keep answering.
+   */
+  private receive(conn: Connection, data: RawData, isBinary: boolean): void {
+    if (conn.ws.readyState !== WebSocket.OPEN) return;
+    const o = this.service.options;
+    const now = this.now();
+    conn.tokens = Math.min(o.wsMessageBurst, conn.tokens + ((now - conn.refilledAt) / 1000) * o.wsMessagesPerSecond);
+    conn.refilledAt = now;
+    if (conn.tokens < 1) {
+      this.service.metrics.wsDropped.inc({ reason: 'rate' });
+      conn.inbox.length = 0;
+      conn.ws.close(1008, 'message rate exceeded');
+      setTimeout(() => conn.ws.terminate(), 1000).unref();
+      return;
+    }
+    conn.tokens -= 1;
+    conn.inbox.push({ data, isBinary });
+    if (!conn.draining) {
+      conn.draining = true;
+      setImmediate(() => this.drainInbox(conn));
+    }
+  }
+
+  private drainInbox(conn: Connection): void {
+    for (let i = 0; i < MESSAGES_PER_TURN && conn.inbox.length > 0; i++) {
+      const m = conn.inbox.shift()!;
+      if (conn.ws.readyState !== WebSocket.OPEN) break;
+      this.onMessage(conn, m.data, m.isBinary);
+    }
+    if (conn.inbox.length > 0 && conn.ws.readyState === WebSocket.OPEN) setImmediate(() => this.drainInbox(conn));
+    else {
+      conn.inbox.length = 0;
+      conn.draining = false;
+    }
   }
 
   private onMessage(conn: Connection, data: RawData, isBinary: boolean): void {
