@@ -16,7 +16,7 @@ export interface Harness {
 
 export async function startHarness(
   options: ServiceOptionsInput = {},
-  deps: { backends?: BackendRegistration[]; startStopped?: boolean; retention?: number; now?: () => number; visualizer?: VisualizerHook } = {},
+  deps: { backends?: BackendRegistration[]; startStopped?: boolean; retention?: number; now?: () => number; visualizer?: VisualizerHook; warn?: (m: string) => void } = {},
 ): Promise<Harness> {
   const runtimes: FakeRuntime[] = [];
   const service = createService(
@@ -30,6 +30,7 @@ export async function startHarness(
       startStopped: deps.startStopped,
       now: deps.now,
       visualizer: deps.visualizer,
+      warn: deps.warn,
     },
     { port: 0, backendsIntervalMs: 0, ...options },
   );

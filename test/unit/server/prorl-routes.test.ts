@@ -40,6 +40,32 @@ describe('ProRL routes', () => {
     expect((await pending).body).toMatchObject({ outcome: 'cancelled', filter: true, critical_error: null });
   });
 
+  it('ignores unknown top-level keys and logs each name once (#10.4)', async () => {
+    const warnings: string[] = [];
+    h = await startHarness({}, { warn: (m) => warnings.push(m) });
+    for (let i = 0; i < 3; i++) {
+      const r = await post(`${h.url}/process`, { instance: mathInstance(), job_id: 'j', extra_info: { i }, timeout: 300 });
+      expect(r.status).toBe(200);
+    }
+    expect(warnings).toHaveLength(2);
+    expect(warnings.join('\n')).toMatch(/'extra_info'.*ignored/);
+  });
+
+  it('runs two live /process calls with one job_id as separate rollouts and cancels both by it (#10.4)', async () => {
+    h = await startHarness();
+    const body = { instance: mathInstance({ fake: { hold: true } }), job_id: 'owner/repo#1 x' };
+    const a = post(`${h.url}/process`, body);
+    const b = post(`${h.url}/process`, body);
+    await waitFor(() => h.rt().live() === 2);
+    const st = await get(`${h.url}/status`);
+    expect(st.body).toMatchObject({ status: 'running', pending_jobs: 2, jobs: ['owner/repo#1 x', 'owner/repo#1 x'], init: 0, run: 0, eval: 0 });
+    expect(await post(`${h.url}/cancel`, { job_id: 'owner/repo#1 x' })).toMatchObject({ status: 200, body: { cancelled: 2 } });
+    const [ra, rb] = await Promise.all([a, b]);
+    expect([ra.body.outcome, rb.body.outcome]).toEqual(['cancelled', 'cancelled']);
+    expect(ra.body.job_id).toBe('owner/repo#1 x');
+    expect(ra.body.rollout_id).not.toBe(rb.body.rollout_id);
+  });
+
   it('answers 200 to /cancel of an unknown job, as the reference does', async () => {
     h = await startHarness();
     expect(await post(`${h.url}/cancel`, { job_id: 'nope' })).toMatchObject({ status: 200, body: { status: 'not running', cancelled: 0 } });
