@@ -56,7 +56,7 @@ function readLikeTheReference(r: any): { finished: boolean; patch: string; turns
   return { finished: r.finish === true, patch: r.git_patch ?? '', turns: r.messages.length };
 }
 
-describe('ProRL clients, unchanged (memory sandboxes)', () => {
+describe('ProRL clients, unchanged (memory sandboxes)', { timeout: 120_000 }, () => {
   let s: Served;
   beforeAll(async () => {
     s = await serve(['--sandbox', 'memory', '--stopped']);

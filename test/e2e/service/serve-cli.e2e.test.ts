@@ -37,7 +37,7 @@ function runCli(args: string[]): Promise<{ code: number | null; err: string }> {
   });
 }
 
-describe('rollout serve (command)', () => {
+describe('rollout serve (command)', { timeout: 120_000 }, () => {
   it('exits 0 on SIGTERM mid-run, leaving no sandbox or host process behind', async () => {
     const s = await serve(['--backend', llm.url, '--sandbox', SANDBOX]);
     let before: number[] = [];
