@@ -10,6 +10,9 @@ import { confine, confineSamplingPaths } from '../../../src/server/path-roots.js
 import { toProrlResult } from '../../../src/server/prorl-result.js';
 import { MemorySandboxProvider } from '../../../src/testing/memory-sandbox.js';
 import { TestCodec } from '../../../src/testing/test-codec.js';
+import { startFakeLlmServer } from '../../../src/testing/fake-llm-server.js';
+import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
+import { InstanceSchema } from '../../../src/protocol/instance.js';
 import type { RolloutResult } from '../../../src/protocol/trajectory.js';
 import { startHarness, post, get, mathInstance, waitFor, type Harness } from './harness.js';
 
@@ -123,6 +126,26 @@ describe('bad instance data (#9.9)', () => {
     const p = await post(`${h.url}/process`, { instance: mathInstance({ instance_id: 'tâche-ü-数' }) });
     expect(p).toMatchObject({ status: 200, body: { instance_id: 'tâche-ü-数' } });
   });
+
+  it('runs an instance whose id holds non-ASCII, spaces and # against an HTTP backend (the id is encoded in its header)', async () => {
+    const id = 'tâche #1 数/x';
+    const task = { data_source: 'math', instance_id: id, problem: '1+1?', answer: '2', oracle: [{ tool_calls: [{ name: 'finish', arguments: { message: '\\boxed{2}' } }] }] };
+    const llm = await startFakeLlmServer({ tasks: [InstanceSchema.parse(task)] });
+    try {
+      const codec = createQwen3Codec();
+      const service = createService(
+        { createRuntime: serviceRuntimeFactory({ codec, sandboxes: () => new MemorySandboxProvider() }), backends: [{ address: llm.url }] },
+        { port: 0, backendsIntervalMs: 0 },
+      );
+      svc = service;
+      const url = await service.listen();
+      const r = await post(`${url}/process`, { instance: task, sampling_params: { max_iterations: 3 } });
+      expect(r.status).toBe(200);
+      expect(r.body).toMatchObject({ outcome: 'completed', instance_id: id, resolved: true, finish: true });
+    } finally {
+      await llm.close();
+    }
+  }, 60_000);
 
   it('never shows a host path in an error message', () => {
     const state = join(tmpdir(), 'rollout-state-x', 'sandboxes', 'sb-1');
