@@ -56,3 +56,13 @@ export class HandlerRegistry {
     return undefined;
   }
 }
+
+/**
+ * True when `dataSource` is routed by one of `keys` as {@link HandlerRegistry.keys} lists them:
+ * an exact name or alias, or a `prefix*` entry it starts with. For callers that hold only the list
+ * (the HTTP service, `rollout run`'s task-file check).
+ */
+export function routesDataSource(keys: Iterable<string>, dataSource: string): boolean {
+  for (const k of keys) if (k === dataSource || (k.endsWith('*') && dataSource.startsWith(k.slice(0, -1)))) return true;
+  return false;
+}

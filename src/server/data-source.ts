@@ -1,3 +1,4 @@
+import { routesDataSource } from '../handlers/registry.js';
 import { HttpError } from './http-error.js';
 import type { ServiceRuntime } from './service-runtime.js';
 
@@ -8,7 +9,7 @@ import type { ServiceRuntime } from './service-runtime.js';
 export function checkDataSource(rt: ServiceRuntime, dataSource: string, path: string): void {
   const known = rt.dataSources?.();
   // `name*` entries are prefix routes (any `deepcoder...` goes to the code handler).
-  if (!known || known.some((k) => k === dataSource || (k.endsWith('*') && dataSource.startsWith(k.slice(0, -1))))) return;
+  if (!known || routesDataSource(known, dataSource)) return;
   throw new HttpError(400, 'UNKNOWN_DATA_SOURCE', `unknown data_source '${dataSource.slice(0, 200)}'`, [
     { path, message: `expected one of: ${known.join(', ')}` },
   ]);
