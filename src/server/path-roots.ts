@@ -58,8 +58,7 @@ export function confine(value: string, roots: readonly string[], field: string):
     ]);
   }
   if (value.includes('\0')) throw notAllowed(field, 'contains a NUL byte');
-  const expanded = value.startsWith('~') ? null : value;
-  if (expanded === null) throw notAllowed(field, "'~' is not expanded; give a path inside a path root");
+  if (value.startsWith('~')) throw notAllowed(field, "'~' is not expanded; give a path inside a path root");
   let missing = false;
   for (const root of roots) {
     let realRoot: string;
@@ -68,7 +67,7 @@ export function confine(value: string, roots: readonly string[], field: string):
     } catch {
       continue;
     }
-    const candidate = isAbsolute(expanded) ? expanded : resolve(realRoot, expanded);
+    const candidate = isAbsolute(value) ? value : resolve(realRoot, value);
     let real: string;
     try {
       real = realpathSync(candidate);

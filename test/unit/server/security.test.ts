@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { WebSocket } from 'ws';
 import { createService, type RolloutService } from '../../../src/server/service.js';
 import { serviceRuntimeFactory } from '../../../src/server/runtime-factory.js';
-import { confine, confineSamplingPaths } from '../../../src/server/path-roots.js';
+import { confine, confineInstancePaths, confineSamplingPaths } from '../../../src/server/path-roots.js';
 import { toProrlResult } from '../../../src/server/prorl-result.js';
 import { MemorySandboxProvider } from '../../../src/testing/memory-sandbox.js';
 import { TestCodec } from '../../../src/testing/test-codec.js';
@@ -234,6 +234,20 @@ describe('host paths named by API clients (#9.12)', () => {
     expect(() => confine(join(root, 'link'), [root], 'instance.repo_dir')).toThrow(/outside the allowed path roots/);
     expect(() => confine(join(root, 'nope'), [root], 'instance.repo_dir')).toThrow(/does not exist/);
     expect(() => confine(join(root, 'repo'), [], 'instance.repo_dir')).toThrow(/no host paths/);
+  });
+
+  it('confines an image that names a local layout but lets a registry reference through', () => {
+    const ok: Record<string, unknown> = { image: 'python:3.11-slim' };
+    confineInstancePaths(ok, [], 'instance');
+    expect(ok['image']).toBe('python:3.11-slim');
+    expect(() => confineInstancePaths({ image: 'oci:/var/lib/secret-layout:latest' }, [], 'instance')).toThrow(/instance\.image/);
+    expect(() => confineInstancePaths({ image: './layout' }, [], 'instance')).toThrow(/instance\.image/);
+    const root = mkdtempSync(join(tmpdir(), 'rollout-img-'));
+    dirs.push(root);
+    mkdirSync(join(root, 'layout'));
+    const inside: Record<string, unknown> = { image: `oci:${join(root, 'layout')}:v1` };
+    confineInstancePaths(inside, [root], 'instance');
+    expect(inside['image']).toBe(`oci:${realpathSync(join(root, 'layout'))}:v1`);
   });
 
   it('confines a tokenizer directory but lets a hub name through', () => {
