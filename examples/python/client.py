@@ -162,10 +162,28 @@ def check_prorl(r, problems, label):
     def bad(msg):
         problems.append("%s: %s" % (label, msg))
 
-    for key in ("messages", "tools", "resolved", "reward", "critical_error", "filter", "finish", "success", "error",
-                "instance_id", "trajectory_id", "timing"):
+    for key in ("messages", "tools", "resolved", "reward", "critical_error", "filter", "finish", "finish_reason",
+                "end_properly", "success", "error", "instance_id", "trajectory_id", "timing"):
         if key not in r:
             bad("missing field %s" % key)
+    # The reference's clients read `if r['finish']` (a bool) and `json.loads(tool_call['arguments'])`.
+    if not isinstance(r.get("finish"), bool):
+        bad("finish is %r, not a bool" % (r.get("finish"),))
+    call_ids = set()
+    for i, m in enumerate(r.get("messages", [])):
+        if "token_ids" not in m:
+            bad("message %d (%s) without token_ids" % (i, m.get("role")))
+        if m.get("role") == "assistant":
+            call_ids = set()
+            for c in m.get("tool_calls") or []:
+                try:
+                    json.loads(c["arguments"])
+                except (TypeError, ValueError):
+                    bad("message %d: tool-call arguments %r are not a JSON string" % (i, c.get("arguments")))
+                if "id" in c:
+                    call_ids.add(c["id"])
+        elif m.get("role") == "tool" and "tool_call_id" in m and m["tool_call_id"] not in call_ids:
+            bad("message %d: tool_call_id %r names no call of the assistant message before it" % (i, m["tool_call_id"]))
     timing = r.get("timing") or {}
     for key in ("init_time", "run_time", "eval_time", "others_time", "counted_elapsed", "timeout_triggered"):
         if key not in timing:

@@ -94,6 +94,8 @@ export interface AgentHandler {
   readonly name: string;
   /** Other `data_source` values routed here (e.g. `deepscaler` → math). */
   readonly aliases?: readonly string[];
+  /** `data_source` prefixes routed here when no name or alias matches (e.g. `deepcoder` → `deepcoder_lcb`). */
+  readonly prefixes?: readonly string[];
   init(ctx: HandlerContext): Promise<InitResult>;
   act(ctx: ActContext): Promise<ActResult>;
   eval(ctx: EvalContext): Promise<EvalResult>;

@@ -64,6 +64,8 @@ const offeredSets = new WeakMap<readonly ToolSchema[], ReadonlySet<string>>();
 export interface ToolAgentDefinition {
   name: string;
   aliases?: readonly string[] | undefined;
+  /** `data_source` prefixes routed to this handler. */
+  prefixes?: readonly string[] | undefined;
   /**
    * Builds the first messages and the sandbox. `tools` in the result overrides the
    * definition's default tools.
@@ -86,6 +88,7 @@ export function defineToolAgent(def: ToolAgentDefinition): AgentHandler {
   return {
     name: def.name,
     ...(def.aliases ? { aliases: def.aliases } : {}),
+    ...(def.prefixes ? { prefixes: def.prefixes } : {}),
     async init(ctx) {
       const r = await def.init(ctx);
       const tools = r.tools ?? defaultTools;

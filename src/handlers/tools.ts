@@ -7,11 +7,11 @@ import type { Observation } from './agent-handler.js';
 /**
  * The tools of the shared tool agent, with the names and arguments of OpenHands / ProRL Agent
  * so prompts and trained policies carry over: `execute_bash`, `str_replace_editor`,
- * `execute_ipython_cell`, `finish`.
+ * `execute_ipython_cell`, `think`, `finish`.
  */
 
 /** Names of the built-in tools. */
-export type ToolName = 'execute_bash' | 'str_replace_editor' | 'execute_ipython_cell' | 'finish';
+export type ToolName = 'execute_bash' | 'str_replace_editor' | 'execute_ipython_cell' | 'think' | 'finish';
 
 const bashArgs = z.object({
   command: z.string(),
@@ -28,6 +28,7 @@ const editorArgs = z.discriminatedUnion('command', [
 ]);
 const ipythonArgs = z.object({ code: z.string() });
 const finishArgs = z.object({ message: z.string().optional() });
+const thinkArgs = z.object({ thought: z.string() });
 
 /** Tool schemas as offered to the model (OpenAI function-tool form). */
 export const TOOL_SCHEMAS: Readonly<Record<ToolName, ToolSchema>> = Object.freeze({
@@ -76,6 +77,15 @@ export const TOOL_SCHEMAS: Readonly<Record<ToolName, ToolSchema>> = Object.freez
       parameters: { type: 'object', properties: { code: { type: 'string', description: 'The Python code.' } }, required: ['code'] },
     },
   },
+  think: {
+    type: 'function',
+    function: {
+      name: 'think',
+      description:
+        'Think about something: brainstorm, plan, or reason about the problem. The thought is recorded in the conversation; it does not change the workspace and the tool returns nothing.',
+      parameters: { type: 'object', properties: { thought: { type: 'string', description: 'The thought.' } }, required: ['thought'] },
+    },
+  },
   finish: {
     type: 'function',
     function: {
@@ -87,7 +97,7 @@ export const TOOL_SCHEMAS: Readonly<Record<ToolName, ToolSchema>> = Object.freez
 });
 
 /** Every built-in tool name, in a stable order. */
-export const ALL_TOOLS: readonly ToolName[] = ['execute_bash', 'str_replace_editor', 'execute_ipython_cell', 'finish'];
+export const ALL_TOOLS: readonly ToolName[] = ['execute_bash', 'str_replace_editor', 'execute_ipython_cell', 'think', 'finish'];
 
 /** Schemas for the named tools. Throws on an unknown name. */
 export function toolSchemas(names: readonly ToolName[] = ALL_TOOLS): ToolSchema[] {
@@ -120,6 +130,12 @@ export async function runToolCall(
       const a = finishArgs.safeParse(call.arguments);
       if (!a.success) return policyError(call, `Error: invalid arguments for finish: ${issues(a.error)}`);
       return finished(call, clock.now() - t0, { content: a.data.message ?? '', exitCode: null });
+    }
+    case 'think': {
+      // The thought already sits in the assistant message's tool call: nothing to run, nothing to return (as the reference's think tool).
+      const a = thinkArgs.safeParse(call.arguments);
+      if (!a.success) return policyError(call, `Error: invalid arguments for think: ${issues(a.error)}`);
+      return finished(call, t0, { content: '', exitCode: null });
     }
     case 'execute_bash': {
       const a = bashArgs.safeParse(call.arguments);

@@ -81,7 +81,8 @@ export class HttpBackend {
   async generate(req: GenerateRequest, timeouts: number | CallTimeouts, abort?: AbortSignal): Promise<ParsedGeneration> {
     const t: CallTimeouts = typeof timeouts === 'number' ? { callMs: timeouts } : timeouts;
     const headers: Record<string, string> = { 'x-rollout-turn': String(req.turn), 'x-rollout-id': req.rolloutId };
-    if (req.instance.instance_id !== undefined) headers['x-rollout-instance-id'] = String(req.instance.instance_id);
+    // Percent-encoded: instance data is the client's, and a newline or non-ASCII byte in a header breaks the request (#9.9).
+    if (req.instance.instance_id !== undefined) headers['x-rollout-instance-id'] = encodeURIComponent(String(req.instance.instance_id));
     if (this.protocol.name === 'openai' && !req.chat) {
       throw new TaskError(`backend ${this.id} speaks OpenAI chat completions, which needs the conversation; this caller sent prompt ids only`, { code: 'BACKEND_REJECTED', stage: 'run', details: { backendId: this.id } });
     }

@@ -209,7 +209,7 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
         topP: num(sp.top_p, 1),
         topK: num(sp.top_k, -1),
         seed: typeof seedRaw === 'number' ? seedRaw : null,
-        instanceId: header('x-rollout-instance-id'),
+        instanceId: decodeInstanceId(header('x-rollout-instance-id')),
         turn: turnHeader === null ? null : Number(turnHeader),
         signal: ac.signal,
       });
@@ -278,4 +278,14 @@ function json(res: http.ServerResponse, status: number, body: unknown): void {
   const s = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) });
   res.end(s);
+}
+
+/** `x-rollout-instance-id` is percent-encoded by the runtime (instance ids may hold any text); a raw value passes as is. */
+function decodeInstanceId(v: string | null): string | null {
+  if (v === null) return null;
+  try {
+    return decodeURIComponent(v);
+  } catch {
+    return v;
+  }
 }

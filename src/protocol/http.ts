@@ -2,12 +2,13 @@ import { z } from 'zod';
 import { InstanceSchema, SamplingParamsSchema } from './instance.js';
 import { MessageSchema, ToolSchemaSchema } from './messages.js';
 import { RolloutStateSchema } from './events.js';
-import { FinishReasonSchema, OutcomeSchema } from './trajectory.js';
+import { OutcomeSchema } from './trajectory.js';
 
 /**
  * Every body the HTTP service accepts or answers, and every WebSocket message, as zod schemas.
- * Request schemas are strict (unknown top-level keys are a 400 naming the key); the instance and
- * sampling params pass unknown keys through to the task handler, as ProRL does.
+ * `/v1` request schemas are strict (unknown top-level keys are a 400 naming the key); the ProRL
+ * ones ignore unknown top-level keys, as the reference (FastAPI) does. The instance and sampling
+ * params pass unknown keys through to the task handler, as ProRL does.
  */
 
 /** A job / rollout id as a client may choose it. */
@@ -22,48 +23,80 @@ const SamplingParamsBodySchema = z.preprocess(
   SamplingParamsSchema,
 );
 
-/** `POST /process` (ProRL): one rollout, answered when it ends. */
-export const ProcessRequestSchema = z
-  .object({
-    instance: InstanceSchema,
-    sampling_params: SamplingParamsBodySchema.optional(),
-    /** ProRL's job id, used by `/cancel`; generated when absent. */
-    job_id: IdSchema.optional(),
-  })
-  .strict();
+/**
+ * A ProRL `job_id`: a label the client picks, any text (`owner/repo#1 x`), a number taken as its
+ * decimal text. Not the rollout's id: two live jobs may share it, and `/cancel` reaches both.
+ */
+const JobIdSchema = z.union([z.string().min(1).max(4096), z.number()]).transform(String);
+
+/** `POST /process` (ProRL): one rollout, answered when it ends. Unknown top-level keys are ignored. */
+export const ProcessRequestSchema = z.object({
+  instance: InstanceSchema,
+  sampling_params: SamplingParamsBodySchema.optional(),
+  /** ProRL's job label, used by `/cancel`; the rollout id when absent. */
+  job_id: JobIdSchema.optional(),
+});
 /** A parsed `/process` body. */
 export type ProcessRequest = z.infer<typeof ProcessRequestSchema>;
 
-/** Routes without a body (`/start`, `/stop`, `.../cancel`...) take none, or `{}`; anything else is a 400. */
+/** `/v1` routes without a body (`.../cancel`, `.../drain`) take none, or `{}`; anything else is a 400. */
 export const EmptyBodySchema = z.object({}).strict().optional();
 
-/** `POST /cancel` (ProRL). */
-export const CancelRequestSchema = z.object({ job_id: IdSchema }).strict();
+/** ProRL routes without a body (`/start`, `/stop`, `/clear_llm_server`): none, or any object (keys ignored). */
+export const ProrlEmptyBodySchema = z.object({}).optional();
+
+/** `POST /cancel` (ProRL): every live job with this label is cancelled. */
+export const CancelRequestSchema = z.object({ job_id: JobIdSchema });
 
 /** `POST /add_llm_server` (ProRL): a backend address (`http://h:p`, `vllm+http://h:p`, `scripted`). */
-export const AddLlmServerRequestSchema = z.object({ address: z.string().min(1).max(2048) }).strict();
+export const AddLlmServerRequestSchema = z.object({ address: z.string().min(1).max(2048) });
 
 /** `critical_error` of the ProRL result: which stage failed for a reason other than the policy. */
 export const CriticalErrorSchema = z.enum(['init', 'run', 'eval', 'timeout']).nullable();
 
-/** The `/process` answer: the ProRL result shape, plus `job_id`, `outcome` and `attempts`. */
+/** Why the agent loop stopped, in the ProRL result's `finish_reason`. */
+export const ProrlFinishReasonSchema = z.enum(['finish_tool', 'no_tool_call', 'max_iterations', 'context_full', 'length', 'timeout', 'cancelled', 'error']);
+/** A `finish_reason`. */
+export type ProrlFinishReason = z.infer<typeof ProrlFinishReasonSchema>;
+
+/**
+ * A message of the ProRL result: as {@link MessageSchema}, but tool-call `arguments` are JSON
+ * strings (clients `json.loads` them) and `token_ids` is always present.
+ */
+export const ProrlMessageSchema = MessageSchema.extend({
+  tool_calls: z.array(z.object({ id: z.string().optional(), name: z.string(), arguments: z.string() })).optional(),
+  token_ids: z.array(z.number().int()),
+});
+/** A message of the ProRL result. */
+export type ProrlMessage = z.infer<typeof ProrlMessageSchema>;
+
+/** The `/process` answer: the ProRL result shape, plus `job_id`, `rollout_id`, `outcome` and `attempts`. */
 export const ProcessResponseSchema = z.object({
+  /** The client's `job_id` label (the rollout id when it gave none). */
   job_id: z.string(),
-  messages: z.array(MessageSchema),
+  /** This rollout's own id (`/v1/rollouts/{id}`). */
+  rollout_id: z.string(),
+  messages: z.array(ProrlMessageSchema),
   tools: z.array(ToolSchemaSchema),
   resolved: z.boolean(),
   reward: z.number().nullable(),
   critical_error: CriticalErrorSchema,
   /** Drop this sample from training: never true for a completed or truncated rollout. */
   filter: z.boolean(),
-  finish: FinishReasonSchema.nullable(),
+  /** The last action was the finish tool. */
+  finish: z.boolean(),
+  finish_reason: ProrlFinishReasonSchema,
+  /** The agent stopped on its own (finish tool, or a turn without a tool call) and the rollout completed. */
+  end_properly: z.boolean(),
   /** The rollout ran through evaluation (outcome completed or truncated). */
   success: z.boolean(),
-  /** `Name: message` of the error that ended it, or null. */
+  /** `Name: message` of the error that ended it (host paths redacted), or null. */
   error: z.string().nullable(),
-  git_patch: z.string().nullable(),
+  /** The agent's diff, on SWE data sources only ('' when it changed nothing). */
+  git_patch: z.string().optional(),
   instance_id: z.string().nullable(),
-  trajectory_id: z.string().nullable(),
+  /** `instance.trajectory_id` with the JSON type the client sent. */
+  trajectory_id: z.union([z.string(), z.number()]).nullable(),
   timing: z.object({
     init_time: z.number(),
     run_time: z.number(),

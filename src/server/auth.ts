@@ -39,3 +39,32 @@ export function isHostAllowed(req: IncomingMessage, bindHost: string, token: str
   const name = host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.replace(/:\d+$/, '');
   return LOOPBACK.test(name);
 }
+
+/**
+ * Refuses cross-site requests (issue #9.5). A browser names the page that made a request in
+ * `Origin`; a page at another origin may still *send* requests to 127.0.0.1 (`no-cors` fetches,
+ * form posts, WebSocket handshakes) even though it cannot read the answers — and here sending is
+ * enough to run code in a sandbox. So a request with an `Origin` is served only when that origin
+ * is this service's own (scheme http/https and the same `host:port` as the `Host` header, which
+ * {@link isHostAllowed} has already pinned to a loopback name on an open loopback service), or
+ * when it presents the configured token (a page that holds the token is the operator's). Clients
+ * that are not browsers send no `Origin` and are not affected; `Origin: null` (sandboxed frames,
+ * `file:` pages) is foreign.
+ */
+export function isOriginAllowed(req: IncomingMessage, token: string | undefined, url?: URL): boolean {
+  const origin = req.headers.origin;
+  if (origin === undefined) return true;
+  if (token && isAuthorized(req, token, url)) return true;
+  return isSameOrigin(origin, req.headers.host);
+}
+
+/** True when `origin` is `http(s)://` + exactly `host`. */
+export function isSameOrigin(origin: string, host: string | undefined): boolean {
+  if (!host) return false;
+  try {
+    const o = new URL(origin);
+    return (o.protocol === 'http:' || o.protocol === 'https:') && o.host === new URL(`${o.protocol}//${host}`).host;
+  } catch {
+    return false;
+  }
+}

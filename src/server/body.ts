@@ -12,22 +12,26 @@ export interface BodyLimits {
 }
 
 /**
- * Reads and parses a JSON body within `limits`. An empty body is `undefined`.
- * Throws {@link HttpError}: 413 over `maxBytes` (checked against Content-Length first, then while
- * streaming, so a lying client cannot make us buffer more), 415 for a non-JSON content type,
+ * Reads and parses a JSON body within `limits`. An empty body is `undefined`, whatever its
+ * content type. Throws {@link HttpError}: 413 over `maxBytes` (checked against Content-Length
+ * first, then while streaming, so a lying client cannot make us buffer more), 415 for a
+ * non-empty body whose content type is missing or not JSON,
  * 400 for malformed JSON or nesting deeper than `maxDepth`, 408 when the body takes longer than
  * `timeoutMs`.
  */
 export async function readJsonBody(req: IncomingMessage, limits: BodyLimits): Promise<unknown> {
   const type = req.headers['content-type'];
-  // Only JSON (or no type at all). Refusing text/plain and forms matters beyond tidiness: those
-  // are the types a web page may POST cross-origin without a CORS preflight, and this API runs
-  // code in sandboxes on the machine that a browser's page can reach at 127.0.0.1.
-  if (type !== undefined && !/^application\/(?:[\w.+-]*\+)?json\b/i.test(type)) {
-    drain(req);
-    throw new HttpError(415, 'UNSUPPORTED_MEDIA_TYPE', `content-type must be application/json, got ${type.slice(0, 100)}`);
-  }
+  // Only JSON carries a body. Refusing text/plain, forms and untyped bodies matters beyond
+  // tidiness: those are what a web page may POST cross-origin without a CORS preflight
+  // (`fetch(url, {mode: 'no-cors', body})`), and this API runs code in sandboxes on a machine a
+  // browser's page can reach at 127.0.0.1. An EMPTY body is accepted with any type: old aiohttp
+  // sends `application/octet-stream` on a bodiless `session.post(url)` (REFERENCE.md §5).
+  const json = type !== undefined && JSON_TYPE.test(type);
   const declared = Number(req.headers['content-length']);
+  if (!json && Number.isFinite(declared) && declared > 0) {
+    drain(req);
+    throw unsupported(type);
+  }
   if (Number.isFinite(declared) && declared > limits.maxBytes) {
     drain(req);
     throw new HttpError(413, 'PAYLOAD_TOO_LARGE', `body of ${declared} bytes is over the limit of ${limits.maxBytes}`);
@@ -38,6 +42,11 @@ export async function readJsonBody(req: IncomingMessage, limits: BodyLimits): Pr
   const timer = setTimeout(() => req.emit('error', new HttpError(408, 'REQUEST_TIMEOUT', `body not received within ${limits.timeoutMs} ms`)), limits.timeoutMs);
   try {
     for await (const chunk of req as AsyncIterable<Buffer>) {
+      // A chunked body without a JSON type: refused at its first byte, never buffered.
+      if (!json && chunk.length > 0) {
+        drain(req);
+        throw unsupported(type);
+      }
       size += chunk.length;
       if (size > limits.maxBytes) {
         drain(req);
@@ -60,6 +69,12 @@ export async function readJsonBody(req: IncomingMessage, limits: BodyLimits): Pr
   } catch (err) {
     throw new HttpError(400, 'INVALID_JSON', `malformed JSON: ${(err as Error).message.slice(0, 200)}`);
   }
+}
+
+const JSON_TYPE = /^application\/(?:[\w.+-]*\+)?json\s*(?:;|$)/i;
+
+function unsupported(type: string | undefined): HttpError {
+  return new HttpError(415, 'UNSUPPORTED_MEDIA_TYPE', `a request body needs content-type application/json, got ${type === undefined ? 'none' : type.slice(0, 100)}`);
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { z } from 'zod';
+import { redactHostPaths } from './redact.js';
 import { QueueFullError, RolloutError, RuntimeClosedError, TaskError, ValidationError } from '../errors.js';
 
 /** One problem with a request: the dotted field path (`instance.data_source`) and what is wrong. */
@@ -53,8 +54,9 @@ export function toHttpError(err: unknown): HttpError {
   if (err instanceof TaskError) return new HttpError(400, err.code, err.message);
   if (err instanceof QueueFullError) return new HttpError(429, err.code, err.message, [], { 'retry-after': '1' });
   if (err instanceof RuntimeClosedError) return new HttpError(503, err.code, err.message);
-  if (err instanceof RolloutError) return new HttpError(500, err.code, err.message);
-  return new HttpError(500, 'INTERNAL', err instanceof Error ? err.message : String(err));
+  // Our faults' messages may name host paths (state dir, workdirs): never shown to a client (#9.9).
+  if (err instanceof RolloutError) return new HttpError(500, err.code, redactHostPaths(err.message));
+  return new HttpError(500, 'INTERNAL', redactHostPaths(err instanceof Error ? err.message : String(err)));
 }
 
 /** Writes a JSON answer (no-op when the connection is already gone). */

@@ -1,5 +1,5 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { isAuthorized, isHostAllowed } from './auth.js';
+import { isAuthorized, isHostAllowed, isOriginAllowed } from './auth.js';
 import { readJsonBody } from './body.js';
 import { HttpError, sendError, sendJson, toHttpError } from './http-error.js';
 import type { Router } from './router.js';
@@ -31,6 +31,10 @@ export function createRequestListener(service: ServiceContext, router: Router, v
     if (!isHostAllowed(req, service.options.host, service.options.token)) {
       req.resume();
       return sendError(res, new HttpError(403, 'FORBIDDEN_HOST', 'this service answers loopback host names only (set a token to serve others)'));
+    }
+    if (!isOriginAllowed(req, service.options.token, url)) {
+      req.resume();
+      return sendError(res, new HttpError(403, 'FORBIDDEN_ORIGIN', 'cross-site request refused: Origin is not this service (present the bearer token to allow it)'));
     }
     if (visualizer && (url.pathname === '/visualizer' || url.pathname.startsWith('/visualizer/'))) {
       label = '/visualizer';

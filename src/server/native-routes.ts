@@ -2,7 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { AddBackendRequestSchema, EmptyBodySchema, BatchRequestSchema, ListQuerySchema, SubmitRequestSchema } from '../protocol/http.js';
 import type { RolloutSummary } from '../runtime/runtime-api.js';
 import type { GroupHandle } from '../runtime/runtime-api.js';
+import { checkCapacity } from './capacity.js';
+import { redactHostPaths } from './redact.js';
+import type { SerializedError } from '../errors.js';
 import { checkDataSource } from './data-source.js';
+import { confineInstancePaths, confineSamplingPaths } from './path-roots.js';
 import { HttpError, parseOr400 } from './http-error.js';
 import type { Route } from './router.js';
 import type { ServiceContext } from './service-context.js';
@@ -73,6 +77,8 @@ export function nativeRoutes(service: ServiceContext): Route[] {
         const body = parseOr400(SubmitRequestSchema, await r.body());
         const rt = running(service);
         checkDataSource(rt, body.instance.data_source, 'instance.data_source');
+        confineInstancePaths(body.instance, service.options.pathRoots, 'instance');
+        confineSamplingPaths(body.sampling_params, service.options.pathRoots, 'sampling_params');
         const handle = rt.submit(body.instance, body.sampling_params ?? {}, { id: body.id, groupId: body.group_id });
         handle.result.catch(() => undefined);
         return { status: 202, body: { id: handle.id, group_id: body.group_id ?? null, state: rt.get(handle.id)?.state ?? 'queued' } };
@@ -83,8 +89,19 @@ export function nativeRoutes(service: ServiceContext): Route[] {
       path: '/v1/batches',
       handler: async (r) => {
         const body = parseOr400(BatchRequestSchema, await r.body());
+        const total = body.n * body.instances.length;
+        if (total > service.options.maxBatchRollouts) {
+          throw new HttpError(413, 'BATCH_TOO_LARGE', `the batch asks for ${total} rollouts (n × instances); one request may ask for ${service.options.maxBatchRollouts} at most`, [
+            { path: 'n', message: `n × instances must be at most ${service.options.maxBatchRollouts}` },
+          ]);
+        }
         const rt = running(service);
         body.instances.forEach((inst, i) => checkDataSource(rt, inst.data_source, `instances.${i}.data_source`));
+        body.instances.forEach((inst, i) => confineInstancePaths(inst, service.options.pathRoots, `instances.${i}`));
+        // Capacity first (#9.10): a batch the queue cannot hold whole is refused before a single
+        // rollout is admitted — no work, no events, no phantom cancelled outcomes.
+        checkCapacity(rt, total);
+        confineSamplingPaths(body.sampling_params, service.options.pathRoots, 'sampling_params');
         const groups: GroupHandle[] = [];
         try {
           for (const inst of body.instances) {
@@ -133,7 +150,7 @@ export function nativeRoutes(service: ServiceContext): Route[] {
       handler: (r) => {
         const s = running(service).get(r.params.id!);
         if (!s) throw new HttpError(404, 'NOT_FOUND', `no rollout ${r.params.id!.slice(0, 200)}`);
-        return { status: 200, body: { ...summaryBody(s), result: s.result } };
+        return { status: 200, body: { ...summaryBody(s), result: s.result?.error ? { ...s.result, error: redactError(s.result.error) } : s.result } };
       },
     },
     {
@@ -180,4 +197,9 @@ export function nativeRoutes(service: ServiceContext): Route[] {
       },
     },
   ];
+}
+
+/** An error as a client may see it: host paths in its messages (and its causes') replaced. */
+function redactError(e: SerializedError): SerializedError {
+  return { ...e, message: redactHostPaths(e.message), ...(e.cause ? { cause: redactError(e.cause) } : {}) };
 }

@@ -1,8 +1,23 @@
+import type { Message } from '../protocol/messages.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
-import type { ProcessResponse } from '../protocol/http.js';
+import type { ProcessResponse, ProrlFinishReason, ProrlMessage } from '../protocol/http.js';
+import { redactHostPaths } from './redact.js';
+
+/** What the route knows about the request beside the result. */
+export interface ProrlResultContext {
+  /** The client's `job_id` label (the rollout id when the client gave none). */
+  jobId?: string | undefined;
+  /** `instance.trajectory_id` exactly as the client sent it (3 stays 3, "3" stays "3"). */
+  trajectoryId?: unknown;
+}
+
+/** Data sources of the SWE family: their results always carry `git_patch` (a string). */
+const SWE_SOURCES = new Set(['swe', 'swebench']);
+
+const REASONS: ReadonlySet<string> = new Set<ProrlFinishReason>(['finish_tool', 'no_tool_call', 'max_iterations', 'context_full', 'length', 'timeout', 'cancelled', 'error']);
 
 /**
- * Maps a rollout result onto the ProRL `/process` answer.
+ * Maps a rollout result onto the ProRL `/process` answer (REFERENCE.md §1, §5).
  *
  * The guarantee trainers rely on: only `completed` and `truncated` rollouts have `filter: false`.
  * Every other outcome is filtered, and every failure that is not the policy's own sets
@@ -11,8 +26,19 @@ import type { ProcessResponse } from '../protocol/http.js';
  * - `timed-out` → `critical_error: 'timeout'`;
  * - `task-error` → `critical_error` = its stage (default `init`: bad instance data is found there);
  * - `cancelled` → `critical_error: null`, `filter: true` (the client asked for it).
+ *
+ * The shape is the reference's, as its clients read it: `finish` is a bool (the finish tool
+ * ended the run) and our reason is `finish_reason`; `end_properly` is true when the agent
+ * stopped on its own (finish tool or a turn without a tool call) and the rollout completed;
+ * `git_patch` is a string on SWE data sources and absent elsewhere; tool-call `arguments` are
+ * JSON strings; a tool message's `tool_call_id` is absent unless it names a call of the assistant
+ * message before it; every message carries `token_ids` (the first prompt's ids on the last
+ * message before the first assistant turn and `[]` on the ones before it, a continuation's on its
+ * last message — concatenated in order they are the trajectory's tokens); a rollout that did not
+ * complete has its messages trimmed to end with an assistant message (or `[]`). Error messages
+ * have host paths replaced with `<host>`.
  */
-export function toProrlResult(r: RolloutResult): ProcessResponse {
+export function toProrlResult(r: RolloutResult, ctx: ProrlResultContext = {}): ProcessResponse {
   let critical: ProcessResponse['critical_error'] = null;
   switch (r.outcome) {
     case 'infra-error':
@@ -32,21 +58,26 @@ export function toProrlResult(r: RolloutResult): ProcessResponse {
   const trainable = r.outcome === 'completed' || r.outcome === 'truncated';
   const t = r.timing;
   const inStages = t.initMs + t.runMs + t.evalMs;
+  const reason = finishReason(r);
   const patch = r.evalDetails?.['git_patch'] ?? r.evalDetails?.['gitPatch'] ?? r.evalDetails?.['patch'];
-  return {
-    job_id: r.id,
-    messages: r.trajectory.messages,
+  const swe = SWE_SOURCES.has(r.dataSource) || typeof patch === 'string';
+  const tid = ctx.trajectoryId;
+  const out: ProcessResponse = {
+    job_id: ctx.jobId ?? r.id,
+    rollout_id: r.id,
+    messages: prorlMessages(r.trajectory.messages, trainable),
     tools: r.trajectory.tools,
     resolved: trainable ? r.resolved : false,
     reward: r.reward,
     critical_error: critical,
     filter: !trainable,
-    finish: r.finish,
+    finish: reason === 'finish_tool',
+    finish_reason: reason,
+    end_properly: r.outcome === 'completed' && (reason === 'finish_tool' || reason === 'no_tool_call'),
     success: trainable,
-    error: r.error ? `${r.error.name}: ${r.error.message}` : null,
-    git_patch: typeof patch === 'string' ? patch : null,
+    error: r.error ? redactHostPaths(`${r.error.name}: ${r.error.message}`) : null,
     instance_id: r.instanceId,
-    trajectory_id: r.trajectoryId,
+    trajectory_id: typeof tid === 'string' || typeof tid === 'number' ? tid : r.trajectoryId,
     timing: {
       init_time: t.initMs / 1000,
       run_time: t.runMs / 1000,
@@ -59,4 +90,63 @@ export function toProrlResult(r: RolloutResult): ProcessResponse {
     outcome: r.outcome,
     attempts: r.attempts,
   };
+  if (swe) out.git_patch = typeof patch === 'string' ? patch : '';
+  return out;
+}
+
+/** Our finish reason in the reference's vocabulary, from the outcome when the loop gave none. */
+export function finishReason(r: RolloutResult): ProrlFinishReason {
+  const f = r.finish as string | null;
+  const turns = r.trajectory.turns;
+  // A last turn cut by the token limit that left no tool call is a length stop, not the policy's choice.
+  if (f === 'no_tool_call' && turns.length > 0 && turns[turns.length - 1]!.finishReason === 'length') return 'length';
+  if (f !== null && REASONS.has(f)) return f as ProrlFinishReason;
+  switch (r.outcome) {
+    case 'timed-out':
+      return 'timeout';
+    case 'cancelled':
+      return 'cancelled';
+    default:
+      return 'error';
+  }
+}
+
+/**
+ * The messages as the reference returns them (see {@link toProrlResult}). Never mutates the
+ * result's own messages.
+ */
+export function prorlMessages(messages: readonly Message[], trainable: boolean): ProrlMessage[] {
+  let end = messages.length;
+  if (!trainable) {
+    // The reference hands back what the policy said last: drop the tool / user messages after
+    // the last assistant turn, and everything when the policy never spoke.
+    while (end > 0 && messages[end - 1]!.role !== 'assistant') end--;
+  }
+  const out: ProrlMessage[] = new Array(end);
+  const firstAssistant = messages.findIndex((m) => m.role === 'assistant');
+  let callIds = new Set<string>();
+  for (let i = 0; i < end; i++) {
+    const m = messages[i]!;
+    const pm = Object.assign({}, m) as unknown as ProrlMessage & Record<string, unknown>;
+    if (m.role === 'assistant') {
+      callIds = new Set();
+      if (m.tool_calls) {
+        pm.tool_calls = m.tool_calls.map((c) => {
+          if (c.id !== undefined) callIds.add(c.id);
+          return { ...(c.id !== undefined ? { id: c.id } : {}), name: c.name, arguments: JSON.stringify(c.arguments ?? {}) };
+        });
+      }
+    } else if (m.role === 'tool' && m.tool_call_id !== undefined && !callIds.has(m.tool_call_id)) {
+      // An observation for a malformed call names no call the model made: the reference's clients
+      // match ids, so a dangling one is left out rather than invented.
+      delete pm.tool_call_id;
+    }
+    if (pm.token_ids === undefined) {
+      // The first prompt is templated as one piece: its ids go on its last message.
+      const first = messages[firstAssistant];
+      pm.token_ids = i === firstAssistant - 1 && first?.input_ids ? first.input_ids : [];
+    }
+    out[i] = pm;
+  }
+  return out;
 }

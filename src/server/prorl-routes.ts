@@ -1,9 +1,14 @@
-import { AddLlmServerRequestSchema, EmptyBodySchema, CancelRequestSchema, ProcessRequestSchema } from '../protocol/http.js';
-import { HttpError, parseOr400 } from './http-error.js';
-import { toProrlResult } from './prorl-result.js';
-import type { Route } from './router.js';
-import type { ServiceContext } from './service-context.js';
+import type { z } from 'zod';
+import { AddLlmServerRequestSchema, CancelRequestSchema, ProcessRequestSchema, ProrlEmptyBodySchema } from '../protocol/http.js';
+import type { RolloutHandle } from '../runtime/runtime-api.js';
 import { checkDataSource } from './data-source.js';
+import { fastApiError } from './fastapi-error.js';
+import { HttpError, parseOr400 } from './http-error.js';
+import { JobLabels } from './job-labels.js';
+import { confineInstancePaths, confineSamplingPaths } from './path-roots.js';
+import { toProrlResult } from './prorl-result.js';
+import type { Route, RouteAnswer, RouteHandler, RouteRequest } from './router.js';
+import type { ServiceContext } from './service-context.js';
 import type { ServiceRuntime } from './service-runtime.js';
 
 function running(service: ServiceContext): ServiceRuntime {
@@ -13,101 +18,125 @@ function running(service: ServiceContext): ServiceRuntime {
 }
 
 /**
- * The ProRL Agent Server routes, with its field names (REFERENCE.md §1). Differences, all
- * additive: `/start` on a running service answers 200 `{status: 'already running'}` (the
- * reference answers 400, which breaks trainers that call it unconditionally); `/process` answers
- * also `job_id`, `outcome` and `attempts`; a client that disconnects from `/process` cancels its
- * rollout.
+ * The ProRL Agent Server routes, with its field names and conventions (REFERENCE.md §1, §5), so
+ * its trainers run unchanged:
+ * - unknown top-level keys are ignored (each name logged once), a malformed body is 422 with
+ *   FastAPI's `detail`, and every error answer carries `detail` (our `error` object beside it);
+ * - a bodiless POST is accepted with any content type (old aiohttp sends octet-stream);
+ * - `job_id` is a label, any text: two live `/process` calls with one label both run, each as its
+ *   own rollout (its id in `rollout_id`), and `/cancel` of the label reaches all of them;
+ *   `/cancel` of an unknown or finished job answers 200;
+ * - `/start` on a running service answers 200 `{status: 'already running'}` (the reference's 400
+ *   breaks trainers that call it unconditionally);
+ * - `/status` answers `status`, `pending_jobs`, `jobs` (live job labels) and int `init` / `run` /
+ *   `eval` (jobs holding each stage), our detail beside them;
+ * - a client that disconnects from `/process` cancels its rollout.
  */
 export function prorlRoutes(service: ServiceContext): Route[] {
+  const labels = new JobLabels();
+  const noted = new Set<string>();
+  /** Parses a ProRL body; unknown top-level keys are dropped by the schema and logged once per name. */
+  const parse = <S extends z.ZodType>(schema: S, raw: unknown, known: readonly string[]): z.infer<S> => {
+    const body = parseOr400(schema, raw);
+    if (raw !== null && typeof raw === 'object' && !Array.isArray(raw)) {
+      for (const k of Object.keys(raw)) {
+        if (known.includes(k) || noted.has(k) || noted.size >= 100) continue;
+        noted.add(k);
+        service.warn(`ProRL request key '${k.slice(0, 100)}' is not used here and was ignored (logged once)`);
+      }
+    }
+    return body;
+  };
+  const prorl = (method: Route['method'], path: string, handler: RouteHandler): Route => ({
+    method,
+    path,
+    handler: async (r: RouteRequest): Promise<RouteAnswer | undefined> => {
+      try {
+        return await handler(r);
+      } catch (err) {
+        return fastApiError(err);
+      }
+    },
+  });
+
   return [
-    {
-      method: 'POST',
-      path: '/start',
-      handler: async (r) => {
-        parseOr400(EmptyBodySchema, await r.body());
-        const started = await service.start();
-        return { status: 200, body: { status: started ? 'started' : 'already running' } };
-      },
-    },
-    {
-      method: 'POST',
-      path: '/stop',
-      handler: async (r) => {
-        parseOr400(EmptyBodySchema, await r.body());
-        const stopped = await service.stop();
-        return { status: 200, body: { status: stopped ? 'stopped' : 'already stopped' } };
-      },
-    },
-    {
-      method: 'GET',
-      path: '/status',
-      handler: () => {
-        const rt = service.runtime;
-        if (!rt) return { status: 503, body: { status: 'stopped' } };
-        const s = rt.status();
-        return {
-          status: 200,
-          body: {
-            status: s.state,
-            pending_jobs: s.live,
-            queued: s.queued,
-            init: s.stages.init,
-            run: s.stages.run,
-            eval: s.stages.eval,
-            completed: s.completed,
-            outcomes: s.outcomes,
-            llm_servers: rt.listBackends?.().length ?? null,
-            epoch: service.epoch,
-          },
-        };
-      },
-    },
-    {
-      method: 'POST',
-      path: '/process',
-      handler: async (r) => {
-        const body = parseOr400(ProcessRequestSchema, await r.body());
-        const rt = running(service);
-        checkDataSource(rt, body.instance.data_source, 'instance.data_source');
-        const handle = rt.submit(body.instance, body.sampling_params ?? {}, { id: body.job_id });
-        // A trainer that gives up on a request must not leave its rollout holding slots and a
-        // sandbox: the connection closing before we answered cancels the rollout.
-        const onClose = (): void => {
-          if (!r.res.writableFinished) void handle.cancel('client disconnected').catch(() => undefined);
-        };
-        r.res.once('close', onClose);
+    prorl('POST', '/start', async (r) => {
+      parse(ProrlEmptyBodySchema, await r.body(), []);
+      const started = await service.start();
+      return { status: 200, body: { status: started ? 'started' : 'already running' } };
+    }),
+    prorl('POST', '/stop', async (r) => {
+      parse(ProrlEmptyBodySchema, await r.body(), []);
+      const stopped = await service.stop();
+      return { status: 200, body: { status: stopped ? 'stopped' : 'already stopped' } };
+    }),
+    prorl('GET', '/status', () => {
+      const rt = service.runtime;
+      if (!rt) return { status: 503, body: { status: 'stopped', detail: 'the service is stopped; POST /start first' } };
+      const s = rt.status();
+      const jobs: string[] = [];
+      for (const x of rt.list()) if (!x.result) jobs.push(labels.labelOf(x.id) ?? x.id);
+      return {
+        status: 200,
+        body: {
+          status: s.state,
+          pending_jobs: s.live,
+          jobs,
+          init: s.stages.init.active,
+          run: s.stages.run.active,
+          eval: s.stages.eval.active,
+          queued: s.queued,
+          stages: s.stages,
+          completed: s.completed,
+          outcomes: s.outcomes,
+          llm_servers: rt.listBackends?.().length ?? null,
+          epoch: service.epoch,
+        },
+      };
+    }),
+    prorl('POST', '/process', async (r) => {
+      const raw = await r.body();
+      const body = parse(ProcessRequestSchema, raw, ['instance', 'sampling_params', 'job_id']);
+      const rt = running(service);
+      checkDataSource(rt, body.instance.data_source, 'instance.data_source');
+      confineInstancePaths(body.instance, service.options.pathRoots, 'instance');
+      confineSamplingPaths(body.sampling_params, service.options.pathRoots, 'sampling_params');
+      const handle: RolloutHandle = rt.submit(body.instance, body.sampling_params ?? {});
+      const label = body.job_id ?? handle.id;
+      labels.add(label, handle);
+      // A trainer that gives up on a request must not leave its rollout holding slots and a
+      // sandbox: the connection closing before we answered cancels the rollout.
+      const onClose = (): void => {
+        if (!r.res.writableFinished) void handle.cancel('client disconnected').catch(() => undefined);
+      };
+      r.res.once('close', onClose);
+      try {
         const result = await handle.result;
-        return { status: 200, body: toProrlResult(result) };
-      },
-    },
-    {
-      method: 'POST',
-      path: '/cancel',
-      handler: async (r) => {
-        const body = parseOr400(CancelRequestSchema, await r.body());
-        const ok = await running(service).cancel(body.job_id, 'cancelled by /cancel');
-        if (!ok) return { status: 404, body: { status: 'not found', error: { code: 'NOT_FOUND', message: `no live job ${body.job_id}`, issues: [] } } };
-        return { status: 200, body: { status: 'cancelled', job_id: body.job_id } };
-      },
-    },
-    {
-      method: 'POST',
-      path: '/add_llm_server',
-      handler: async (r) => {
-        const body = parseOr400(AddLlmServerRequestSchema, await r.body());
-        const info = service.addBackend({ address: body.address });
-        return { status: 200, body: info ? { status: 'added', id: info.id } : { status: 'buffered' } };
-      },
-    },
-    {
-      method: 'POST',
-      path: '/clear_llm_server',
-      handler: async (r) => {
-        parseOr400(EmptyBodySchema, await r.body());
-        const n = service.clearBackends();
-        return { status: 200, body: { status: 'cleared', removed: n } };
-      },
-    },
+        const rawInstance = (raw as { instance?: { trajectory_id?: unknown } }).instance;
+        return { status: 200, body: toProrlResult(result, { jobId: label, trajectoryId: rawInstance?.trajectory_id }) };
+      } finally {
+        labels.remove(label, handle);
+      }
+    }),
+    prorl('POST', '/cancel', async (r) => {
+      const body = parse(CancelRequestSchema, await r.body(), ['job_id']);
+      const handles = labels.handles(body.job_id);
+      let n = handles.length;
+      await Promise.all(handles.map((h) => h.cancel('cancelled by /cancel').catch(() => undefined)));
+      // A /v1 rollout may be cancelled by its id too, as before labels existed.
+      if (n === 0 && service.runtime && (await service.runtime.cancel(body.job_id, 'cancelled by /cancel'))) n = 1;
+      // Unknown or finished: nothing to do, and not an error (the reference answers 200).
+      return { status: 200, body: { status: n > 0 ? 'cancelled' : 'not running', job_id: body.job_id, cancelled: n } };
+    }),
+    prorl('POST', '/add_llm_server', async (r) => {
+      const body = parse(AddLlmServerRequestSchema, await r.body(), ['address']);
+      const info = service.addBackend({ address: body.address });
+      return { status: 200, body: info ? { status: 'added', id: info.id } : { status: 'buffered' } };
+    }),
+    prorl('POST', '/clear_llm_server', async (r) => {
+      parse(ProrlEmptyBodySchema, await r.body(), []);
+      const n = service.clearBackends();
+      return { status: 200, body: { status: 'cleared', removed: n } };
+    }),
   ];
 }

@@ -35,4 +35,6 @@ export interface ServiceContext {
   clearBackends(): number;
   /** Forgets a registration by backend id (after DELETE). */
   forgetBackend(id: string): void;
+  /** Writes an operator-facing warning (stderr unless the service was given a `warn`). */
+  warn(message: string): void;
 }

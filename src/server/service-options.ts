@@ -35,6 +35,27 @@ export const ServiceOptionsSchema = z
     wsMaxConnections: z.number().int().positive().default(2_000),
     /** Largest WebSocket message a client may send. */
     wsMaxPayloadBytes: z.number().int().positive().default(64 * 1024),
+    /**
+     * WebSocket messages one connection may send per second, on average; `wsMessageBurst` more may
+     * come at once. Beyond it the connection is closed (1008): a flooding client cannot take the
+     * event loop from `/healthz` and the HTTP routes.
+     */
+    wsMessagesPerSecond: z.number().positive().default(100),
+    /** Messages a WebSocket client may send in a burst above `wsMessagesPerSecond`. */
+    wsMessageBurst: z.number().int().positive().default(200),
+    /**
+     * Rollouts one `/v1/batches` request may ask for (`n` × instances). Above it the request is
+     * refused with 413 before any work; a batch under it that the admission queue cannot hold
+     * whole is refused with 429, also before any work.
+     */
+    maxBatchRollouts: z.number().int().positive().default(65_536),
+    /**
+     * Host directories API clients may name in path-like fields (`instance.repo_dir`, a
+     * path-like `sampling_params.custom_tokenizer` or `instance.image`). Empty (the default): no
+     * host path may be named through the API at all. A named path must resolve (symlinks
+     * followed) inside one of these roots.
+     */
+    pathRoots: z.array(z.string().min(1)).default([]),
     /** Rollouts a `/v1/rollouts` listing returns at most. */
     listLimit: z.number().int().positive().default(100_000),
   })

@@ -21,6 +21,8 @@ export interface BackendControl {
 export type ServiceRuntime = Runtime &
   Partial<BackendControl> & {
     dataSources?(): readonly string[];
+    /** The runtime's admission limit, when it tells it: lets a batch be refused before any work. */
+    readonly options?: { readonly maxQueued: number };
   };
 
 /** Makes a fresh runtime: once at start-up and again on each ProRL `/start` after a `/stop`. */

@@ -27,6 +27,8 @@ export interface ServiceDeps {
   startStopped?: boolean | undefined;
   /** The process's clock (heartbeat timestamps, slow-client timing). Default the system clock. */
   clock?: Clock | undefined;
+  /** Where operator-facing warnings go (one line each). Default: stderr. */
+  warn?: ((message: string) => void) | undefined;
 }
 
 /**
@@ -186,6 +188,11 @@ export class RolloutService implements ServiceContext {
       for (const b of live) rt.removeBackend(b.id);
     }
     return n;
+  }
+
+  warn(message: string): void {
+    if (this.deps.warn) this.deps.warn(message);
+    else process.stderr.write(`rollout serve: ${message}\n`);
   }
 
   forgetBackend(id: string): void {

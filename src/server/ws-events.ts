@@ -4,7 +4,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, WebSocket, type RawData } from 'ws';
 import { WsClientMessageSchema, type WsServerMessage } from '../protocol/http.js';
 import type { RolloutEvent } from '../protocol/events.js';
-import { isAuthorized, isHostAllowed } from './auth.js';
+import { isAuthorized, isHostAllowed, isOriginAllowed } from './auth.js';
 import { zodIssues } from './http-error.js';
 import type { ServiceContext } from './service-context.js';
 
@@ -27,7 +27,17 @@ interface Connection {
   alive: boolean;
   /** When the socket went over the soft limit (null while under it). */
   slowSince: number | null;
+  /** Message-rate token bucket: tokens left, and when it was last refilled. */
+  tokens: number;
+  refilledAt: number;
+  /** Messages received and not yet handled (bounded by the bucket's burst). */
+  inbox: { data: RawData; isBinary: boolean }[];
+  /** A drain of the inbox is scheduled. */
+  draining: boolean;
 }
+
+/** Client messages handled per turn of the event loop; the rest wait for the next turn. */
+const MESSAGES_PER_TURN = 16;
 
 /**
  * The WebSocket hub at `/v1/events`.
@@ -81,9 +91,9 @@ export class WsEventHub {
     if (url.pathname !== EVENTS_PATH) return refuse(socket, 404, 'Not Found');
     if (!isHostAllowed(req, this.service.options.host, this.service.options.token)) return refuse(socket, 403, 'Forbidden');
     if (!isAuthorized(req, this.service.options.token, url)) return refuse(socket, 401, 'Unauthorized');
-    // Browsers let any page open a WebSocket to 127.0.0.1; without a token, only pages served by
-    // this service (the visualizer) may. Non-browser clients send no Origin.
-    if (!this.service.options.token && !sameOrigin(req)) return refuse(socket, 403, 'Forbidden');
+    // Browsers let any page open a WebSocket to 127.0.0.1: only pages served by this service (the
+    // visualizer) or holding the token may. Non-browser clients send no Origin.
+    if (!isOriginAllowed(req, this.service.options.token, url)) return refuse(socket, 403, 'Forbidden');
     if (this.conns.size >= this.service.options.wsMaxConnections) return refuse(socket, 503, 'Service Unavailable');
     this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws));
   }
@@ -115,13 +125,13 @@ export class WsEventHub {
   }
 
   private accept(ws: WebSocket): void {
-    const conn: Connection = { ws, subs: new Map(), alive: true, slowSince: null };
+    const conn: Connection = { ws, subs: new Map(), alive: true, slowSince: null, tokens: this.service.options.wsMessageBurst, refilledAt: this.clock.now(), inbox: [], draining: false };
     this.conns.add(conn);
     this.service.metrics.wsConnections.set(this.conns.size);
     ws.on('pong', () => {
       conn.alive = true;
     });
-    ws.on('message', (data, isBinary) => this.onMessage(conn, data, isBinary));
+    ws.on('message', (data, isBinary) => this.receive(conn, data, isBinary));
     ws.on('error', () => ws.terminate());
     ws.on('close', () => {
       for (const s of conn.subs.values()) s.abort.abort();
@@ -134,6 +144,46 @@ export class WsEventHub {
 
   private sendHello(c: Connection): void {
     send(c.ws, { type: 'hello', epoch: this.service.epoch, seq: this.service.lastSeq, heartbeat_ms: this.service.options.heartbeatMs });
+  }
+
+  /**
+   * Admits one client message (#9.13): a token bucket bounds each connection's rate
+   * (`wsMessagesPerSecond`, bursts of `wsMessageBurst`) and a client over it is closed with 1008;
+   * admitted messages are queued and handled a few per event-loop turn (setImmediate), so a
+   * flooding client cannot hold the loop and `/healthz` and the HTTP routes keep answering.
+   */
+  private receive(conn: Connection, data: RawData, isBinary: boolean): void {
+    if (conn.ws.readyState !== WebSocket.OPEN) return;
+    const o = this.service.options;
+    const now = this.clock.now();
+    conn.tokens = Math.min(o.wsMessageBurst, conn.tokens + ((now - conn.refilledAt) / 1000) * o.wsMessagesPerSecond);
+    conn.refilledAt = now;
+    if (conn.tokens < 1) {
+      this.service.metrics.wsDropped.inc({ reason: 'rate' });
+      conn.inbox.length = 0;
+      conn.ws.close(1008, 'message rate exceeded');
+      setTimeout(() => conn.ws.terminate(), 1000).unref();
+      return;
+    }
+    conn.tokens -= 1;
+    conn.inbox.push({ data, isBinary });
+    if (!conn.draining) {
+      conn.draining = true;
+      setImmediate(() => this.drainInbox(conn));
+    }
+  }
+
+  private drainInbox(conn: Connection): void {
+    for (let i = 0; i < MESSAGES_PER_TURN && conn.inbox.length > 0; i++) {
+      const m = conn.inbox.shift()!;
+      if (conn.ws.readyState !== WebSocket.OPEN) break;
+      this.onMessage(conn, m.data, m.isBinary);
+    }
+    if (conn.inbox.length > 0 && conn.ws.readyState === WebSocket.OPEN) setImmediate(() => this.drainInbox(conn));
+    else {
+      conn.inbox.length = 0;
+      conn.draining = false;
+    }
   }
 
   private onMessage(conn: Connection, data: RawData, isBinary: boolean): void {
@@ -284,17 +334,6 @@ function sendRaw(ws: WebSocket, text: string): void {
     c.bytes += text.length;
   }
   ws.send(text);
-}
-
-/** True when the request has no Origin (not a browser) or one naming this host. */
-function sameOrigin(req: IncomingMessage): boolean {
-  const origin = req.headers.origin;
-  if (origin === undefined) return true;
-  try {
-    return new URL(origin).host === req.headers.host;
-  } catch {
-    return false;
-  }
 }
 
 function refuse(socket: Duplex, status: number, text: string): void {

@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { routesDataSource } from '../../handlers/registry.js';
 import { ValidationError } from '../../errors.js';
 import { InstanceSchema, SamplingParamsSchema, type Instance, type SamplingParams } from '../../protocol/instance.js';
 
@@ -52,7 +53,7 @@ export async function loadTaskFile(path: string, known: ReadonlySet<string>): Pr
       const field = issue?.path.map(String).join('.') || '(line)';
       throw new ValidationError(`${path}: line ${n} is not a task instance: field '${field}': ${issue?.message}`, [{ path: `line ${n}.${field}`, message: issue?.message ?? 'invalid' }]);
     }
-    if (!known.has(inst.data.data_source)) {
+    if (!routesDataSource(known, inst.data.data_source)) {
       const list = [...known].sort().join(', ');
       throw new ValidationError(`${path}: line ${n}: unknown data_source '${inst.data.data_source}' (known: ${list})`, [
         { path: `line ${n}.data_source`, message: 'unknown data_source' },

@@ -287,7 +287,7 @@ class NoBackendError extends Error {
  * rollout's retries. Built-in policies (`scripted`, `oracle`) and no backend pass through.
  */
 async function preflight(addresses: string[], err: NodeJS.WriteStream): Promise<string[]> {
-  const real = addresses.filter((a) => !['scripted', 'oracle'].includes(a.trim()));
+  const real = addresses.filter((a) => a.trim() !== 'oracle');
   if (real.length === 0) return addresses;
   const probes = await probeBackends(real, { timeoutMs: 5000 });
   const usable: string[] = [];

@@ -10,6 +10,7 @@ import { serviceRuntimeFactory } from '../../server/runtime-factory.js';
 import { createService } from '../../server/service.js';
 import { serveVisualizer } from '../../server/visualizer-assets.js';
 import type { ServiceOptionsInput } from '../../server/service-options.js';
+import { checkExposure, repeatWarning, type IntervalTimers } from '../../server/exposure.js';
 
 const USAGE = `usage: rollout serve [options]
 
@@ -24,6 +25,17 @@ const USAGE = `usage: rollout serve [options]
   --retain N           events kept for WebSocket resume (default 50000)
   --body-limit BYTES   request body limit (default 10485760)
   --stopped            start without a runtime until POST /start (the reference's behaviour)
+  --insecure           allow a non-loopback --host without --token (warns every minute)
+  --path-root DIR      a directory API clients may name (instance repo_dir, tokenizer dirs...), repeatable;
+                       none by default: path-like instance fields from the API are refused
+
+  The reference server's flags, mapped onto ours:
+  --timeout SECONDS          time budget per rollout (runtime budgetMs)
+  --max-init-workers N       INIT stage concurrency (runtime stages.init)
+  --max-run-workers N        RUN stage concurrency (runtime stages.run)
+  --max-eval-workers N       EVAL stage concurrency (runtime stages.eval)
+  --allow-skip-eval          accepted; no effect (every rollout here is evaluated by its handler)
+  --reward-server-ip IP      accepted; no effect (rewards are computed by the task handlers in-process)
 `;
 
 /** The `--config` file. */
@@ -36,12 +48,18 @@ const ConfigSchema = z
   })
   .strict();
 
+/** What `rollout serve` runs on besides its flags (injected in tests). */
+export interface ServeDeps {
+  /** Timers of the `--insecure` reminder. Default: real, unref'd intervals. */
+  timers?: IntervalTimers | undefined;
+}
+
 /**
  * `rollout serve`: the HTTP + WebSocket service. Prints `listening on http://host:port` once it
  * accepts connections; SIGINT / SIGTERM close it (live rollouts cancelled, sandboxes killed) and
  * the process exits 0. Returns 2 on bad flags or config.
  */
-export async function run(argv: string[]): Promise<number> {
+export async function run(argv: string[], deps: ServeDeps = {}): Promise<number> {
   const flags = parseFlags('serve', argv, {
     host: { type: 'string' },
     port: { type: 'string' },
@@ -54,6 +72,14 @@ export async function run(argv: string[]): Promise<number> {
     retain: { type: 'string' },
     'body-limit': { type: 'string' },
     stopped: { type: 'boolean' },
+    insecure: { type: 'boolean' },
+    'path-root': { type: 'string', multiple: true },
+    timeout: { type: 'string' },
+    'max-init-workers': { type: 'string' },
+    'max-run-workers': { type: 'string' },
+    'max-eval-workers': { type: 'string' },
+    'allow-skip-eval': { type: 'boolean' },
+    'reward-server-ip': { type: 'string' },
   }, USAGE);
   if (typeof flags === 'number') return flags;
   const values = flags.values;
@@ -71,6 +97,7 @@ export async function run(argv: string[]): Promise<number> {
   }
 
   let inspector: RuntimeInspector | null = null;
+  let stopWarning = (): void => undefined;
   try {
     const serviceOptions: ServiceOptionsInput = {
       ...(config.service as ServiceOptionsInput | undefined),
@@ -80,13 +107,21 @@ export async function run(argv: string[]): Promise<number> {
     };
     const token = values.token ?? process.env['ROLLOUT_TOKEN'];
     if (token) serviceOptions.token = token;
+    if (values['path-root']?.length) serviceOptions.pathRoots = [...(serviceOptions.pathRoots ?? []), ...values['path-root']];
+    // Checked before anything starts: an exposed, open service must not even begin (#9.6).
+    const exposure = checkExposure(serviceOptions.host ?? '127.0.0.1', token, values.insecure ?? false);
+    if (exposure.kind === 'refused') {
+      process.stderr.write(`rollout serve: ${exposure.reason}\n`);
+      return 2;
+    }
+    const runtimeOptions = referenceFlags(values, config.runtime);
     inspector = values.inspect ? createInspector(values.inspect) : null;
     const driver = sandboxDriver(values.sandbox ?? 'auto');
     const stateDir = values['state-dir'];
     const factory = serviceRuntimeFactory({
       codec: createQwen3Codec(),
       sandboxes: () => makeSandboxes(driver, stateDir),
-      runtime: config.runtime as never,
+      runtime: runtimeOptions as never,
       pool: config.pool as never,
       inspect: inspector?.inspect,
       retainEvents: numberFlag('retain', values.retain, { integer: true }) ?? 50_000,
@@ -98,6 +133,7 @@ export async function run(argv: string[]): Promise<number> {
     );
     const url = await service.listen();
     process.stdout.write(`listening on ${url}\n`);
+    if (exposure.kind === 'insecure') stopWarning = repeatWarning(exposure.warning, (l) => process.stderr.write(l), deps.timers);
     if (backends.length === 0) process.stdout.write('no backend yet: POST /add_llm_server {"address": ...} or /v1/backends\n');
 
     await new Promise<void>((resolve) => {
@@ -111,10 +147,12 @@ export async function run(argv: string[]): Promise<number> {
       process.once('SIGINT', () => stop('SIGINT'));
       process.once('SIGTERM', () => stop('SIGTERM'));
     });
+    stopWarning();
     await service.close();
     await inspector?.close();
     return 0;
   } catch (err) {
+    stopWarning();
     await inspector?.close();
     const e = err as Error & { issues?: { path: string; message: string }[] };
     const detail = e.issues?.length ? `: ${e.issues.map((i) => `${i.path}: ${i.message}`).join('; ')}` : '';
@@ -138,4 +176,30 @@ type SandboxFlag = (typeof SANDBOX_FLAGS)[number];
 function sandboxDriver(value: string): SandboxFlag {
   if (!(SANDBOX_FLAGS as readonly string[]).includes(value)) throw new UsageError(`--sandbox must be auto, bwrap, unshare or none, got '${value}'`);
   return value as SandboxFlag;
+}
+
+/**
+ * Maps the reference server's flags (REFERENCE.md §5) onto runtime options, over `--config`'s
+ * `runtime` section (flags win). `--allow-skip-eval` and `--reward-server-ip` have no meaning
+ * here and are accepted with a one-line note, so a launcher written for the reference runs as is.
+ */
+function referenceFlags(values: Record<string, unknown>, runtime: Record<string, unknown> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...(runtime ?? {}) };
+  const int = (name: string): number | undefined => numberFlag(name, values[name] as string | undefined, { integer: true });
+  const timeout = numberFlag('timeout', values['timeout'] as string | undefined);
+  if (timeout !== undefined) {
+    if (timeout <= 0) throw new UsageError(`--timeout must be a positive number of seconds, got '${String(values['timeout'])}'`);
+    out['budgetMs'] = Math.round(timeout * 1000);
+  }
+  const stages: Record<string, unknown> = { ...((runtime?.['stages'] as Record<string, unknown> | undefined) ?? {}) };
+  for (const [flag, stage] of [['max-init-workers', 'init'], ['max-run-workers', 'run'], ['max-eval-workers', 'eval']] as const) {
+    const n = int(flag);
+    if (n === undefined) continue;
+    if (n < 1) throw new UsageError(`--${flag} must be at least 1, got '${String(values[flag])}'`);
+    stages[stage] = n;
+  }
+  if (Object.keys(stages).length > 0) out['stages'] = stages;
+  if (values['allow-skip-eval']) process.stderr.write('rollout serve: note: --allow-skip-eval has no effect (every rollout is evaluated by its task handler)\n');
+  if (values['reward-server-ip'] !== undefined) process.stderr.write('rollout serve: note: --reward-server-ip has no effect (rewards are computed in-process by the task handlers)\n');
+  return out;
 }

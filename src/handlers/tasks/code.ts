@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { CancelledError, InfraError, SandboxError } from '../../errors.js';
 import type { AgentHandler } from '../agent-handler.js';
 import { CODE_RUNNER_PY } from './code-runner.js';
+import { GroundTruthError, testsFromGroundTruth, type CodeTest } from './code-ground-truth.js';
 import { ChatPromptSchema, clip, firstMessages, parseInstance, runToEnd } from './task-kit.js';
 import type { TaskPrompt } from './task-kit.js';
 import { defineToolAgent } from '../tool-agent.js';
@@ -13,7 +14,8 @@ const TestSchema = z.union([
 ]);
 
 /**
- * A code instance: `problem` (or `question`, or `prompt` as text or chat messages), hidden `tests` — each either
+ * A code instance: `problem` (or `question`, or `prompt` as text or chat messages), hidden `tests`
+ * (or, in DeepCoder / Eurus / APPS form, `reward_model.ground_truth` or `input_output`) — each either
  * `{input, output}` (the solution reads stdin, its stdout must match) or `{code}` (a Python script
  * that imports the solution module and exits 0 when it passes) — and optionally
  * `solution_file` (default `solution.py`), `starter_code` (written to the solution file),
@@ -24,7 +26,11 @@ export const CodeInstanceSchema = z
     problem: z.string().min(1).optional(),
     prompt: z.union([z.string().min(1), ChatPromptSchema]).optional(),
     question: z.string().min(1).optional(),
-    tests: z.array(TestSchema).min(1),
+    tests: z.array(TestSchema).min(1).optional(),
+    /** DeepCoder / Eurus rows: tests in `reward_model.ground_truth` (see code-ground-truth.ts). */
+    reward_model: z.object({ ground_truth: z.unknown() }).passthrough().optional(),
+    /** APPS / TACO rows: tests in `input_output`, the same format. */
+    input_output: z.unknown().optional(),
     solution_file: z
       .string()
       .regex(/^[\w][\w./-]*\.py$/, 'a relative .py path')
@@ -39,7 +45,21 @@ export const CodeInstanceSchema = z
   .transform((v, ctx) => {
     const problem: TaskPrompt | undefined = v.problem ?? v.prompt ?? v.question;
     if (problem === undefined) ctx.addIssue({ code: 'custom', path: ['problem'], message: "required: the problem text ('problem', 'prompt' or 'question')" });
-    return { ...v, problem: problem ?? '' };
+    let tests: CodeTest[] = v.tests ?? [];
+    if (!v.tests) {
+      const gt = v.reward_model?.ground_truth ?? v.input_output;
+      const path = v.reward_model?.ground_truth !== undefined ? ['reward_model', 'ground_truth'] : v.input_output !== undefined ? ['input_output'] : ['tests'];
+      if (gt === undefined || gt === null) ctx.addIssue({ code: 'custom', path, message: "required: the tests ('tests', 'reward_model.ground_truth' or 'input_output')" });
+      else {
+        try {
+          tests = testsFromGroundTruth(gt, v.solution_file);
+        } catch (err) {
+          if (!(err instanceof GroundTruthError)) throw err;
+          ctx.addIssue({ code: 'custom', path, message: err.message });
+        }
+      }
+    }
+    return { ...v, problem: problem ?? '', tests };
   });
 type CodeInstance = z.output<typeof CodeInstanceSchema>;
 
@@ -49,7 +69,8 @@ const system = (file: string) =>
   'Hidden tests will run your file after you call finish.';
 
 /**
- * `code` (alias `deepcoder`): the agent writes a solution file with bash / editor / Python; the
+ * `code` (aliases `deepcoder`, `codecontests`, `apps`, `codeforces`, `taco`, and any data source
+ * starting with `deepcoder`, as the reference routes them): the agent writes a solution file with bash / editor / Python; the
  * eval copies that one file into a FRESH sandbox together with the hidden tests (never seen by the
  * agent, who cannot tamper with them) and runs them there. Reward: 1 when all tests pass, 0
  * otherwise (`reward_mode: "fraction"` gives passed / total); `resolved` means all passed.
@@ -57,8 +78,9 @@ const system = (file: string) =>
  */
 export const codeHandler: AgentHandler = defineToolAgent({
   name: 'code',
-  aliases: ['deepcoder'],
-  tools: toolSchemas(['execute_bash', 'str_replace_editor', 'execute_ipython_cell', 'finish']),
+  aliases: ['deepcoder', 'codecontests', 'apps', 'codeforces', 'taco'],
+  prefixes: ['deepcoder'],
+  tools: toolSchemas(['execute_bash', 'str_replace_editor', 'execute_ipython_cell', 'think', 'finish']),
   async init(ctx) {
     const inst = parseInstance('code', CodeInstanceSchema, ctx.instance);
     const files = { ...inst.files, ...(inst.starter_code !== undefined ? { [inst.solution_file]: inst.starter_code } : {}) };

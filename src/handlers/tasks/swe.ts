@@ -86,7 +86,7 @@ async function mustRun(sb: Sandbox, command: string, what: string, ctx: { signal
 export const sweHandler: AgentHandler = defineToolAgent({
   name: 'swe',
   aliases: ['swebench'],
-  tools: toolSchemas(['execute_bash', 'str_replace_editor', 'finish']),
+  tools: toolSchemas(['execute_bash', 'str_replace_editor', 'think', 'finish']),
   async init(ctx) {
     const inst = parseInstance('swe', SweInstanceSchema, ctx.instance);
     const sandbox = await ctx.createSandbox(repoSpec(inst));

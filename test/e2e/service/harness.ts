@@ -25,7 +25,7 @@ export interface Served {
   stop(): Promise<number | null>;
 }
 
-/** Starts `rollout serve --port 0` with `args`; resolves at `listening on`. */
+/** Starts `rollout serve --port 0` with `args`; resolves at `listening on` (up to 60 s: tsx compiles the sources at start, slow on a loaded machine). */
 export async function serve(args: string[], env: Record<string, string> = {}): Promise<Served> {
   const stateDir = mkdtempSync(join(tmpdir(), 'rollout-e2e-serve-'));
   const child = spawn(process.execPath, [join(ROOT, 'bin/rollout.js'), 'serve', '--port', '0', '--state-dir', stateDir, ...args], {
@@ -41,7 +41,7 @@ export async function serve(args: string[], env: Record<string, string> = {}): P
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       rej(new Error(`serve did not start: ${err}`));
-    }, 20_000);
+    }, 60_000);
     child.stdout!.on('data', (d) => {
       out += d;
       const m = /listening on (http:\/\/\S+)/.exec(out);

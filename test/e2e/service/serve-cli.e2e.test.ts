@@ -37,14 +37,14 @@ function runCli(args: string[]): Promise<{ code: number | null; err: string }> {
   });
 }
 
-describe('rollout serve (command)', () => {
+describe('rollout serve (command)', { timeout: 120_000 }, () => {
   it('exits 0 on SIGTERM mid-run, leaving no sandbox or host process behind', async () => {
     const s = await serve(['--backend', llm.url, '--sandbox', SANDBOX]);
     let before: number[] = [];
     try {
       const inst = shellInstances()[0]!;
       const pending = api(s.url, 'POST', '/v1/batches', { instances: [inst], n: 4, sampling_params: { max_iterations: 4 } });
-      await until(async () => (await api(s.url, 'GET', '/status')).body.run.active === 4);
+      await until(async () => (await api(s.url, 'GET', '/status')).body.run === 4);
       await pending;
       before = descendants(s.child.pid!).map((p) => p.pid);
       expect(before.length).toBeGreaterThan(0);
@@ -59,8 +59,34 @@ describe('rollout serve (command)', () => {
     writeFileSync(cfg, JSON.stringify({ service: { bodyLimitBytes: 1_000_000 }, runtime: { stages: { init: 3, run: 5 } }, backends: ['oracle'] }));
     const s = await serve(['--config', cfg, '--sandbox', SANDBOX, '--body-limit', '2048']);
     try {
-      expect((await api(s.url, 'GET', '/status')).body).toMatchObject({ init: { limit: 3 }, run: { limit: 5 }, llm_servers: 1 });
+      expect((await api(s.url, 'GET', '/status')).body).toMatchObject({ stages: { init: { limit: 3 }, run: { limit: 5 } }, llm_servers: 1 });
       expect((await api(s.url, 'POST', '/process', { instance: { data_source: 'shell', pad: 'x'.repeat(4096) } })).status).toBe(413);
+    } finally {
+      expect(await s.stop()).toBe(0);
+    }
+  });
+
+  it('maps the reference server flags onto stage limits and the time budget, noting the ones without meaning', async () => {
+    const s = await serve(['--sandbox', 'memory', '--backend', 'scripted', '--timeout', '60', '--max-init-workers', '3', '--max-run-workers', '5', '--max-eval-workers', '2', '--allow-skip-eval', '--reward-server-ip', '10.0.0.1']);
+    try {
+      expect((await api(s.url, 'GET', '/status')).body).toMatchObject({ stages: { init: { limit: 3 }, run: { limit: 5 }, eval: { limit: 2 } } });
+      expect(s.stderr()).toMatch(/--allow-skip-eval has no effect/);
+      expect(s.stderr()).toMatch(/--reward-server-ip has no effect/);
+    } finally {
+      expect(await s.stop()).toBe(0);
+    }
+  });
+
+  it('refuses to bind a non-loopback address without a token: prints why and exits 2 (#9.6)', async () => {
+    const r = await runCli(['--host', '0.0.0.0', '--port', '0', '--sandbox', 'memory']);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/refusing to bind 0\.0\.0\.0 without --token/);
+  });
+
+  it('binds a non-loopback address with --insecure and warns', async () => {
+    const s = await serve(['--host', '0.0.0.0', '--insecure', '--sandbox', 'memory']);
+    try {
+      await until(() => /WARNING: serving 0\.0\.0\.0 without a token/.test(s.stderr()));
     } finally {
       expect(await s.stop()).toBe(0);
     }

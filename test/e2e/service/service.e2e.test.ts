@@ -61,10 +61,10 @@ describe('rollout serve, end to end', () => {
     llmB = await startFakeLlmServer({ tasks: SHELL_TASKS, latencyMs: 60_000 });
     server = await serve(['--backend', llmB.url, '--sandbox', SANDBOX]);
     const batch = await api(server.url, 'POST', '/v1/batches', { instances: shellInstances().slice(0, 2), n: 4, sampling_params: sampling });
-    await until(async () => (await api(server!.url, 'GET', '/status')).body.run.active === 8);
+    await until(async () => (await api(server!.url, 'GET', '/status')).body.run === 8);
     await Promise.all(batch.body.rollout_ids.map((id: string) => api(server!.url, 'POST', `/v1/rollouts/${id}/cancel`)));
     const st = (await api(server.url, 'GET', '/status')).body;
-    expect({ live: st.pending_jobs, init: st.init.active, run: st.run.active, eval: st.eval.active }).toEqual({ live: 0, init: 0, run: 0, eval: 0 });
+    expect({ live: st.pending_jobs, init: st.init, run: st.run, eval: st.eval }).toEqual({ live: 0, init: 0, run: 0, eval: 0 });
     const list = await api(server.url, 'GET', '/v1/rollouts?outcome=cancelled');
     expect(list.body.total).toBe(8);
     await until(() => descendants(server!.child.pid!).every((p) => p.comm !== 'bash' && p.comm !== 'bwrap'), 10_000);
@@ -75,7 +75,7 @@ describe('rollout serve, end to end', () => {
     server = await serve(['--backend', llmB.url, '--sandbox', SANDBOX]);
     const inst = shellInstances()[0]!;
     const pending = Array.from({ length: 4 }, (_, i) => api(server!.url, 'POST', '/process', { instance: { ...inst, trajectory_id: i }, sampling_params: sampling }));
-    await until(async () => (await api(server!.url, 'GET', '/status')).body.run.active === 4);
+    await until(async () => (await api(server!.url, 'GET', '/status')).body.run === 4);
     expect((await api(server.url, 'POST', '/stop')).body).toEqual({ status: 'stopped' });
     for (const r of await Promise.all(pending)) expect(r.body).toMatchObject({ filter: true, resolved: false });
     expect((await api(server.url, 'GET', '/status')).status).toBe(503);

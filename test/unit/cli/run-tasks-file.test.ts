@@ -37,8 +37,8 @@ describe('loadTaskFile', () => {
   it('names an unknown data_source and its line', async () => {
     await expect(loadTaskFile(await file('{"data_source":"chess"}\n'), known)).rejects.toThrow(/line 1: unknown data_source 'chess'/);
   });
-  it('names a line that lacks data_source', async () => {
-    await expect(loadTaskFile(await file('{"problem":"x"}\n'), known)).rejects.toThrow(/line 1 is not a task instance: field 'data_source'/);
+  it('takes a line that lacks data_source for swebench, as the reference does', async () => {
+    await expect(loadTaskFile(await file('{"problem":"x"}\n'), known)).rejects.toThrow(/line 1: unknown data_source 'swebench'/);
   });
   it('says when the file does not exist', async () => {
     await expect(loadTaskFile(join(dir, 'missing.jsonl'), known)).rejects.toThrow(/cannot read task file .*missing.jsonl: no such file/);

@@ -84,6 +84,17 @@ describe('toolAgentAct', () => {
     expect(r.messages[0]!.content).toMatch(/invalid arguments for execute_bash: command/);
   });
 
+  it('records a think call and returns an empty observation without touching the sandbox (#10.3)', async () => {
+    const { ctx } = await ctxWith([{ name: 'think', arguments: { thought: 'first list the files' } }], { sandbox: false });
+    const r = await toolAgentAct(ctx, tools);
+    expect(r.stop).toBeNull();
+    expect(r.observations[0]).toMatchObject({ name: 'think', content: '' });
+    expect(r.observations[0]!.error).toBeFalsy();
+    expect(r.messages[0]).toMatchObject({ role: 'tool', name: 'think', content: '' });
+    const bad = await ctxWith([{ name: 'think', arguments: {} }], { sandbox: false });
+    expect((await toolAgentAct(bad.ctx, tools)).observations[0]).toMatchObject({ policyError: true });
+  });
+
   it('refuses a tool that was not offered', async () => {
     const { ctx } = await ctxWith([{ name: 'execute_ipython_cell', arguments: { code: '1' } }]);
     const r = await toolAgentAct(ctx, toolSchemas(['execute_bash', 'finish']));

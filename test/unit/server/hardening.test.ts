@@ -9,18 +9,24 @@ afterEach(async () => {
 });
 
 describe('input hardening', () => {
-  it('answers malformed JSON with 400 INVALID_JSON', async () => {
+  it('answers malformed JSON with 400 INVALID_JSON on /v1 and 422 with FastAPI detail on ProRL routes', async () => {
     h = await startHarness();
-    const r = await post(`${h.url}/process`, '{"instance": ');
+    const r = await post(`${h.url}/v1/rollouts`, '{"instance": ');
     expect(r.status).toBe(400);
     expect(r.body.error.code).toBe('INVALID_JSON');
+    const p = await post(`${h.url}/process`, '{"instance": ');
+    expect(p.status).toBe(422);
+    expect(p.body.detail[0]).toMatchObject({ loc: ['body'], type: 'json_invalid' });
   });
 
   it('names the field paths of wrong types', async () => {
     h = await startHarness();
-    const r = await post(`${h.url}/process`, { instance: { data_source: 7 }, sampling_params: { temperature: 'hot' } });
+    const r = await post(`${h.url}/v1/rollouts`, { instance: { data_source: 7 }, sampling_params: { temperature: 'hot' } });
     expect(r.status).toBe(400);
     expect(r.body.error.issues.map((i: { path: string }) => i.path).sort()).toEqual(['instance.data_source', 'sampling_params.temperature']);
+    const p = await post(`${h.url}/process`, { instance: { data_source: 7 }, sampling_params: { temperature: 'hot' } });
+    expect(p.status).toBe(422);
+    expect(p.body.detail.map((d: { loc: string[] }) => d.loc.join('.')).sort()).toEqual(['body.instance.data_source', 'body.sampling_params.temperature']);
   });
 
   it('refuses unknown top-level keys', async () => {
@@ -80,7 +86,7 @@ describe('input hardening', () => {
 
   it('refuses an overlong string field', async () => {
     h = await startHarness();
-    const r = await post(`${h.url}/process`, { instance: { data_source: 'm'.repeat(100_000) } });
+    const r = await post(`${h.url}/v1/rollouts`, { instance: { data_source: 'm'.repeat(100_000) } });
     expect(r.status).toBe(400);
     expect(r.body.error.issues[0].path).toBe('instance.data_source');
   });

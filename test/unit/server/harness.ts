@@ -17,7 +17,7 @@ export interface Harness {
 
 export async function startHarness(
   options: ServiceOptionsInput = {},
-  deps: { backends?: BackendRegistration[]; startStopped?: boolean; retention?: number; clock?: Clock; visualizer?: VisualizerHook } = {},
+  deps: { backends?: BackendRegistration[]; startStopped?: boolean; retention?: number; clock?: Clock; visualizer?: VisualizerHook; warn?: (m: string) => void } = {},
 ): Promise<Harness> {
   const runtimes: FakeRuntime[] = [];
   const service = createService(
@@ -31,6 +31,7 @@ export async function startHarness(
       startStopped: deps.startStopped,
       clock: deps.clock,
       visualizer: deps.visualizer,
+      warn: deps.warn,
     },
     { port: 0, backendsIntervalMs: 0, ...options },
   );

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { toProrlResult } from '../../../src/server/prorl-result.js';
 import type { Outcome, RolloutResult } from '../../../src/protocol/trajectory.js';
 import { ProcessResponseSchema } from '../../../src/protocol/http.js';
+import type { Message } from '../../../src/protocol/messages.js';
 
 function result(outcome: Outcome, over: Partial<RolloutResult> = {}): RolloutResult {
   const trainable = outcome === 'completed' || outcome === 'truncated';
@@ -71,5 +72,84 @@ describe('toProrlResult', () => {
 
   it('answers a shape that its own response schema accepts', () => {
     expect(ProcessResponseSchema.safeParse(toProrlResult(result('completed'))).success).toBe(true);
+    expect(ProcessResponseSchema.safeParse(toProrlResult(result('timed-out', { trajectory: conversation() }), { trajectoryId: 3 })).success).toBe(true);
+  });
+});
+
+/** system, user, assistant (two calls, one malformed block), tool ×2, assistant (finish) — as the runtime records them. */
+function conversation(): RolloutResult['trajectory'] {
+  const messages: Message[] = [
+    { role: 'system', content: 's' },
+    { role: 'user', content: 'u' },
+    { role: 'assistant', content: 'a1', tool_calls: [{ id: 'call_0_0', name: 'execute_bash', arguments: { command: 'ls' } }], input_ids: [1, 2, 3], token_ids: [4, 5], logprobs: [-1, -2] },
+    { role: 'tool', content: 'bad call', name: 'invalid_tool_call', tool_call_id: 'malformed_0_0' },
+    { role: 'tool', content: 'file', name: 'execute_bash', tool_call_id: 'call_0_0', token_ids: [6, 7] },
+    { role: 'assistant', content: 'a2', tool_calls: [{ id: 'call_1_0', name: 'finish', arguments: {} }], input_ids: [1, 2, 3, 4, 5, 6, 7], token_ids: [8], logprobs: [-3] },
+  ];
+  return { turns: [], tokens: [1, 2, 3, 4, 5, 6, 7, 8], lossMask: [0, 0, 0, 1, 1, 0, 0, 1], logprobs: [0, 0, 0, -1, -2, 0, 0, -3], messages, tools: [], diagnostics: { drift: [] } };
+}
+
+describe('toProrlResult: the reference result shape (#10.5)', () => {
+  it('answers finish as a bool and our reason as finish_reason', () => {
+    const done = toProrlResult(result('completed', { finish: 'finish_tool' }));
+    expect(done).toMatchObject({ finish: true, finish_reason: 'finish_tool', end_properly: true });
+    const capped = toProrlResult(result('truncated', { finish: 'max_iterations' }));
+    expect(capped).toMatchObject({ finish: false, finish_reason: 'max_iterations', end_properly: false });
+    expect(toProrlResult(result('timed-out', { finish: null }))).toMatchObject({ finish: false, finish_reason: 'timeout', end_properly: false });
+    expect(toProrlResult(result('cancelled', { finish: null }))).toMatchObject({ finish: false, finish_reason: 'cancelled' });
+    expect(toProrlResult(result('infra-error', { finish: null })).finish_reason).toBe('error');
+  });
+
+  it('reports a last turn cut by the token limit as length, not as the policy choosing no tool call', () => {
+    const turn = { promptIds: [1], outputIds: [2], logprobs: [-1], backendId: 'b', weightVersion: null, finishReason: 'length' as const, latencyMs: 1 };
+    const r = toProrlResult(result('truncated', { finish: 'no_tool_call', trajectory: { ...conversation(), turns: [turn] } }));
+    expect(r).toMatchObject({ finish: false, finish_reason: 'length', end_properly: false });
+  });
+
+  it('keeps the JSON type of trajectory_id as the client sent it', () => {
+    expect(toProrlResult(result('completed'), { trajectoryId: 3 }).trajectory_id).toBe(3);
+    expect(toProrlResult(result('completed'), { trajectoryId: '3' }).trajectory_id).toBe('3');
+    expect(toProrlResult(result('completed', { trajectoryId: null })).trajectory_id).toBeNull();
+  });
+
+  it('gives git_patch as a string on SWE data sources and leaves it out elsewhere', () => {
+    expect('git_patch' in toProrlResult(result('completed'))).toBe(false);
+    expect(toProrlResult(result('completed', { dataSource: 'swebench' })).git_patch).toBe('');
+    expect(toProrlResult(result('infra-error', { dataSource: 'swe' })).git_patch).toBe('');
+  });
+
+  it('writes tool-call arguments as JSON strings and keeps only tool_call_ids the assistant made', () => {
+    const r = toProrlResult(result('completed', { trajectory: conversation() }));
+    const a = r.messages[2]!;
+    expect(a.tool_calls).toEqual([{ id: 'call_0_0', name: 'execute_bash', arguments: '{"command":"ls"}' }]);
+    expect(JSON.parse(a.tool_calls![0]!.arguments)).toEqual({ command: 'ls' });
+    expect('tool_call_id' in r.messages[3]!).toBe(false);
+    expect(r.messages[4]!.tool_call_id).toBe('call_0_0');
+  });
+
+  it('puts token_ids on every message, the first prompt on its last message, so they concatenate to the tokens', () => {
+    const r = toProrlResult(result('completed', { trajectory: conversation() }));
+    expect(r.messages.map((m) => m.token_ids)).toEqual([[], [1, 2, 3], [4, 5], [], [6, 7], [8]]);
+    expect(r.messages.flatMap((m) => m.token_ids)).toEqual(conversation().tokens);
+  });
+
+  it('trims a failed, timed-out or cancelled rollout to end with an assistant message, or to nothing', () => {
+    const t = conversation();
+    t.messages.push({ role: 'tool', content: 'late', tool_call_id: 'call_1_0' });
+    for (const o of ['timed-out', 'cancelled', 'infra-error'] as const) {
+      const r = toProrlResult(result(o, { trajectory: t }));
+      expect(r.messages.at(-1)!.role).toBe('assistant');
+      expect(r.messages).toHaveLength(6);
+    }
+    expect(toProrlResult(result('completed', { trajectory: t })).messages).toHaveLength(7);
+    const noAssistant = { ...t, messages: t.messages.slice(0, 2) };
+    expect(toProrlResult(result('task-error', { trajectory: noAssistant })).messages).toEqual([]);
+  });
+
+  it('does not change the result it maps', () => {
+    const t = conversation();
+    const before = JSON.stringify(t);
+    toProrlResult(result('cancelled', { trajectory: t }));
+    expect(JSON.stringify(t)).toBe(before);
   });
 });

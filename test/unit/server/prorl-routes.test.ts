@@ -34,15 +34,41 @@ describe('ProRL routes', () => {
   it('cancels a held /process job through /cancel and answers it as filtered', async () => {
     h = await startHarness();
     const pending = post(`${h.url}/process`, { instance: mathInstance({ fake: { hold: true } }), job_id: 'held' });
-    await waitFor(() => h.rt().get('held') !== undefined);
+    await waitFor(() => h.rt().live() === 1);
     const c = await post(`${h.url}/cancel`, { job_id: 'held' });
     expect(c).toMatchObject({ status: 200, body: { status: 'cancelled' } });
     expect((await pending).body).toMatchObject({ outcome: 'cancelled', filter: true, critical_error: null });
   });
 
-  it('answers 404 to /cancel of an unknown job', async () => {
+  it('ignores unknown top-level keys and logs each name once (#10.4)', async () => {
+    const warnings: string[] = [];
+    h = await startHarness({}, { warn: (m) => warnings.push(m) });
+    for (let i = 0; i < 3; i++) {
+      const r = await post(`${h.url}/process`, { instance: mathInstance(), job_id: 'j', extra_info: { i }, timeout: 300 });
+      expect(r.status).toBe(200);
+    }
+    expect(warnings).toHaveLength(2);
+    expect(warnings.join('\n')).toMatch(/'extra_info'.*ignored/);
+  });
+
+  it('runs two live /process calls with one job_id as separate rollouts and cancels both by it (#10.4)', async () => {
     h = await startHarness();
-    expect((await post(`${h.url}/cancel`, { job_id: 'nope' })).status).toBe(404);
+    const body = { instance: mathInstance({ fake: { hold: true } }), job_id: 'owner/repo#1 x' };
+    const a = post(`${h.url}/process`, body);
+    const b = post(`${h.url}/process`, body);
+    await waitFor(() => h.rt().live() === 2);
+    const st = await get(`${h.url}/status`);
+    expect(st.body).toMatchObject({ status: 'running', pending_jobs: 2, jobs: ['owner/repo#1 x', 'owner/repo#1 x'], init: 0, run: 0, eval: 0 });
+    expect(await post(`${h.url}/cancel`, { job_id: 'owner/repo#1 x' })).toMatchObject({ status: 200, body: { cancelled: 2 } });
+    const [ra, rb] = await Promise.all([a, b]);
+    expect([ra.body.outcome, rb.body.outcome]).toEqual(['cancelled', 'cancelled']);
+    expect(ra.body.job_id).toBe('owner/repo#1 x');
+    expect(ra.body.rollout_id).not.toBe(rb.body.rollout_id);
+  });
+
+  it('answers 200 to /cancel of an unknown job, as the reference does', async () => {
+    h = await startHarness();
+    expect(await post(`${h.url}/cancel`, { job_id: 'nope' })).toMatchObject({ status: 200, body: { status: 'not running', cancelled: 0 } });
   });
 
   it('cancels the rollout of a client that disconnects from /process', async () => {
@@ -50,10 +76,11 @@ describe('ProRL routes', () => {
     const req = http.request(`${h.url}/process`, { method: 'POST', headers: { 'content-type': 'application/json' } });
     req.on('error', () => undefined);
     req.end(JSON.stringify({ instance: mathInstance({ fake: { hold: true } }), job_id: 'gone' }));
-    await waitFor(() => h.rt().get('gone') !== undefined);
+    await waitFor(() => h.rt().live() === 1);
+    const id = h.rt().list()[0]!.id;
     req.destroy();
-    await waitFor(() => h.rt().get('gone')?.result?.outcome === 'cancelled');
-    expect(h.rt().get('gone')?.state).toBe('cancelled');
+    await waitFor(() => h.rt().get(id)?.result?.outcome === 'cancelled');
+    expect(h.rt().get(id)?.state).toBe('cancelled');
   });
 
   it('answers 503 on /status after /stop and 200 after /start', async () => {
@@ -73,7 +100,7 @@ describe('ProRL routes', () => {
   it('fails pending jobs on /stop by closing the runtime without draining', async () => {
     h = await startHarness();
     const pending = post(`${h.url}/process`, { instance: mathInstance({ fake: { hold: true } }), job_id: 'p1' });
-    await waitFor(() => h.rt().get('p1') !== undefined);
+    await waitFor(() => h.rt().live() === 1);
     await post(`${h.url}/stop`);
     expect((await pending).body).toMatchObject({ filter: true, outcome: 'cancelled' });
     expect(h.runtimes[0]!.closedWith).toEqual({ drain: false });
@@ -122,10 +149,14 @@ describe('ProRL routes', () => {
     expect(second.runtime).toBeNull();
   });
 
-  it('refuses a malformed backend address with 400 naming the field', async () => {
+  it('refuses a malformed backend address with 422 naming the field (400 on /v1)', async () => {
     h = await startHarness();
     const r = await post(`${h.url}/add_llm_server`, { address: 'ftp://x' });
-    expect(r.status).toBe(400);
+    expect(r.status).toBe(422);
+    expect(r.body.detail[0].loc).toEqual(['body', 'address']);
     expect(r.body.error.issues[0].path).toBe('address');
+    const v = await post(`${h.url}/v1/backends`, { address: 'ftp://x' });
+    expect(v.status).toBe(400);
+    expect(v.body.error.issues[0].path).toBe('address');
   });
 });

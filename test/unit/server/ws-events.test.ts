@@ -59,8 +59,8 @@ describe('WebSocket /v1/events', () => {
     const c = await connect(h.url);
     c.send({ type: 'subscribe', sub: 'one', rollout: 'r-b' });
     await waitFor(() => c.msgs.some((m) => m.type === 'subscribed'));
-    await post(`${h.url}/process`, { instance: mathInstance(), job_id: 'r-a' });
-    await post(`${h.url}/process`, { instance: mathInstance(), job_id: 'r-b' });
+    await post(`${h.url}/v1/rollouts`, { instance: mathInstance(), id: 'r-a' });
+    await post(`${h.url}/v1/rollouts`, { instance: mathInstance(), id: 'r-b' });
     await waitFor(() => c.events('one').some((e) => e.type === 'rollout.result'));
     expect(new Set(c.events('one').map((e) => e.rolloutId))).toEqual(new Set(['r-b']));
   });
