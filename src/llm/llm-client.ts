@@ -13,6 +13,8 @@ export interface GenerateRequest {
   sampling: SamplingParams;
   /** The backend of the previous turn, to keep prefix-cache hits. */
   preferredBackendId?: string | undefined;
+  /** The model (codec name) the prompt was tokenized for: only backends serving it may take the call. */
+  model?: string | undefined;
   signal: AbortSignal;
 }
 
@@ -47,6 +49,11 @@ export interface BackendSpec {
   /** Model name for OpenAI-style routes (vLLM). */
   model?: string | undefined;
   weightVersion?: string | number | null | undefined;
+  /**
+   * The codec name of the tokenizer this backend serves (`codecFor({tokenizer}).name`); a call
+   * for another model never goes to it. Absent: serves any.
+   */
+  codecKey?: string | undefined;
 }
 
 /** A backend as the pool sees it. */

@@ -3,7 +3,7 @@ import type { ChatCodec } from '../llm/chat-codec.js';
 import type { LlmClient } from '../llm/llm-client.js';
 import { parseBackendAddress } from '../llm/backend-address.js';
 import { BackendPool } from '../llm/backend-pool.js';
-import { createQwen3Codec } from '../llm/qwen3-codec.js';
+import { codecFor, type CodecSpec } from '../llm/codec-registry.js';
 import { createSandboxProvider } from '../sandbox/index.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
 import type { Clock } from './clock.js';
@@ -16,8 +16,9 @@ import { ScriptedPolicy } from '../testing/scripted-policy.js';
  * Parts made here are owned by the runtime and closed by `runtime.close()`.
  */
 export const defaults = {
-  codec(): ChatCodec {
-    return createQwen3Codec();
+  /** @throws ValidationError naming the file and problem when `tokenizer` is not a usable model directory. */
+  codec(spec: CodecSpec = {}): ChatCodec {
+    return codecFor(spec);
   },
   /** @throws ValidationError naming `backends` when an address does not parse. */
   llm(codec: ChatCodec, clock: Clock, backends: readonly string[]): LlmClient {

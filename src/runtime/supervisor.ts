@@ -255,6 +255,7 @@ export class Supervisor {
         maxTokens,
         sampling: s.sampling,
         preferredBackendId: att.lastBackendId,
+        model: this.parts.codec.name,
         signal: att.signal,
       });
     } catch (err) {

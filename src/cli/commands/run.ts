@@ -26,12 +26,19 @@ options:
   --sandbox DRIVER      bwrap | unshare | none | auto (default auto: bwrap when it works)
   --max-iterations N    assistant turns per rollout (default 35)
   --timeout SECONDS     time budget per rollout, counted inside the stages (default 300)
+  --tokenizer DIR       Hugging Face model directory (tokenizer.json, tokenizer_config.json) whose
+                        tokenizer and chat template rollouts use (default: Qwen3)
+  --tool-parser NAME    tool-call format: hermes | qwen3_coder | llama3_json | mistral | deepseek_v3
+                        (default: the one the chat template writes)
   -h, --help            this text
 `;
 
 /** Parsed `rollout run` options. */
 export interface RunOptions {
   tasksPath: string;
+  /** `--tokenizer DIR` / `--tool-parser NAME` (#17). */
+  tokenizer?: string | undefined;
+  toolParser?: string | undefined;
   backends: string[];
   n: number;
   outDir: string;
@@ -72,6 +79,8 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
         sandbox: { type: 'string' },
         'max-iterations': { type: 'string' },
         timeout: { type: 'string' },
+        tokenizer: { type: 'string' },
+        'tool-parser': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -98,6 +107,8 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
     sandbox: sandbox as RunOptions['sandbox'],
     maxIterations: positiveInt('max-iterations', v['max-iterations'], undefined),
     timeoutS: positiveInt('timeout', v.timeout, undefined),
+    tokenizer: v.tokenizer,
+    toolParser: v['tool-parser'],
   };
 }
 

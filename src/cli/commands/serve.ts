@@ -3,7 +3,7 @@ import { numberFlag, parseFlags, UsageError } from '../args.js';
 import { z } from 'zod';
 import type { SandboxProvider } from '../../sandbox/sandbox.js';
 import { createSandboxProvider } from '../../sandbox/index.js';
-import { createQwen3Codec } from '../../llm/qwen3-codec.js';
+import { codecFor } from '../../llm/codec-registry.js';
 import { createInspector, type RuntimeInspector } from '../../runtime/inspection.js';
 import { MemorySandboxProvider } from '../../testing/memory-sandbox.js';
 import { RolloutError } from '../../errors.js';
@@ -25,6 +25,10 @@ const USAGE = `usage: rollout serve [options]
   --retain N           events kept for WebSocket resume (default 50000)
   --body-limit BYTES   request body limit (default 10485760)
   --stopped            start without a runtime until POST /start (the reference's behaviour)
+  --tokenizer DIR      Hugging Face model directory whose tokenizer and chat template rollouts use
+                       (also "tokenizer" in --config; default: Qwen3)
+  --tool-parser NAME   hermes | qwen3_coder | llama3_json | mistral | deepseek_v3 (also "toolParser"
+                       in --config; default: the format the chat template writes)
 `;
 
 /** The `--config` file. */
@@ -34,6 +38,8 @@ const ConfigSchema = z
     runtime: z.record(z.string(), z.unknown()).optional(),
     pool: z.record(z.string(), z.unknown()).optional(),
     backends: z.array(z.string()).optional(),
+    tokenizer: z.string().min(1).optional(),
+    toolParser: z.string().min(1).optional(),
   })
   .strict();
 
@@ -55,6 +61,8 @@ export async function run(argv: string[]): Promise<number> {
     retain: { type: 'string' },
     'body-limit': { type: 'string' },
     stopped: { type: 'boolean' },
+    tokenizer: { type: 'string' },
+    'tool-parser': { type: 'string' },
   }, USAGE);
   if (typeof flags === 'number') return flags;
   const values = flags.values;
@@ -85,7 +93,7 @@ export async function run(argv: string[]): Promise<number> {
     const driver = sandboxDriver(values.sandbox ?? 'auto');
     const stateDir = values['state-dir'];
     const factory = serviceRuntimeFactory({
-      codec: createQwen3Codec(),
+      codec: codecFor({ tokenizer: values.tokenizer ?? config.tokenizer, toolParser: values['tool-parser'] ?? config.toolParser }),
       sandboxes: () => makeSandboxes(driver, stateDir),
       runtime: config.runtime as never,
       pool: config.pool as never,
