@@ -1,7 +1,7 @@
 import { realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { ValidationError } from '../errors.js';
-import { buildCodec, loadTokenizer, type HfChatCodec, type TextTokenizer } from './hf-codec.js';
+import { buildCodec, checkChatTemplate, loadTokenizer, type HfChatCodec, type TextTokenizer } from './hf-codec.js';
 import { ggufPreFor, type GgufVocabSource } from './gguf-writer.js';
 import { readModelDir, type ModelDirFiles } from './model-dir.js';
 import { createQwen3Codec } from './qwen3-codec.js';
@@ -49,6 +49,12 @@ export function codecFor(spec: CodecSpec = {}, opts: { onWarning?: (message: str
     let t = tokenizers.get(dirKey);
     if (!t) {
       const files = readModelDir(spec.tokenizer);
+      // A template our Jinja cannot parse fails here, before the (seconds-long) tokenizer load.
+      try {
+        checkChatTemplate(files.chatTemplate, files.templateSource);
+      } catch (e) {
+        throw new ValidationError(`tokenizer: ${(e as Error).message}`, [{ path: 'tokenizer', message: (e as Error).message }]);
+      }
       let tok: TextTokenizer;
       try {
         tok = loadTokenizer(files.tokenizerJson, files.tokenizerConfig);

@@ -299,6 +299,14 @@ function singleId(tok: TextTokenizer, t: string): number | undefined {
   return ids.length === 1 ? ids[0] : undefined;
 }
 
+/**
+ * Parses a chat template without loading a tokenizer, for early checks.
+ * @throws Error naming `where` when our Jinja (`@huggingface/jinja`) cannot parse it.
+ */
+export function checkChatTemplate(source: string, where: string): void {
+  compileTemplate({ tokenizerJson: {}, tokenizerConfig: {}, chatTemplate: source, templateSource: where });
+}
+
 const PROBE_TOOL: ToolSchema = { type: 'function', function: { name: 'probe_tool_q7', description: 'probe', parameters: { type: 'object', properties: {} } } };
 
 /**
