@@ -44,7 +44,7 @@ const ALIGN = 32;
 
 type Kv = [key: string, type: number, value: unknown, elemType?: number];
 
-type TokenizerJson = { model: { type?: string; vocab: Record<string, number>; merges: (string | [string, string])[] }; added_tokens: { id: number; content: string; special: boolean }[] };
+type TokenizerJson = { model: { type?: string; byte_fallback?: boolean; vocab: Record<string, number>; merges: (string | [string, string])[] }; added_tokens: { id: number; content: string; special: boolean }[] };
 
 /** The GGUF tokenizer keys for a vocabulary: what llama.cpp needs to tokenize as the HF tokenizer does. */
 function vocabKvs(src: GgufVocabSource | undefined): { name: string; kvs: Kv[]; nVocab: number } {
@@ -67,7 +67,8 @@ function vocabKvs(src: GgufVocabSource | undefined): { name: string; kvs: Kv[]; 
     pre = src.pre;
     name = pre;
   }
-  if (tj.model.type !== undefined && tj.model.type !== 'BPE') throw new Error(`tokenizer model ${tj.model.type} is not BPE; the tiny GGUF writer writes byte-level BPE (gpt2) vocabularies only`);
+  // SentencePiece-style BPE (byte_fallback: Gemma, Llama 2, Mistral) is GGUF's `llama` model with scores, not written here.
+  if ((tj.model.type !== undefined && tj.model.type !== 'BPE') || tj.model.byte_fallback === true) throw new Error(`tokenizer model ${tj.model.type ?? '?'}${tj.model.byte_fallback ? ' with byte_fallback' : ''} is not byte-level BPE; the tiny GGUF writer writes byte-level BPE (gpt2) vocabularies only`);
   const tokens: string[] = [];
   for (const [t, id] of Object.entries(tj.model.vocab)) tokens[id] = t;
   const types: number[] = [];

@@ -165,6 +165,17 @@ describe('multi-turn tool-calling rollouts per model family against llm-serve en
         console.log(`${f.name}: ${drift.length} drift finding(s) over ${ROLLOUTS} rollouts x ${TURNS} turns`);
       });
 
+      it("tokenizes every sample text exactly as llama.cpp does with this vocabulary", async () => {
+        const codec = codecs.get(f.name)!;
+        for (const raw of f.samples) {
+          // Qwen3's tokenizer NFC-normalizes and llama.cpp does not: compare on NFC text, which both leave alone.
+          const text = raw.normalize('NFC');
+          const res = await fetch(`${servers.get(f.name)!.url}/tokenize`, { method: 'POST', body: JSON.stringify({ prompt: text }) });
+          const { tokens } = (await res.json()) as { tokens: number[] };
+          expect(codec.encode(text), JSON.stringify(text)).toEqual(tokens);
+        }
+      });
+
       it('agrees with the engine on a tokenization probe (POST /tokenize)', async () => {
         await expect(verifyBackendVocab(servers.get(f.name)!.url, codecs.get(f.name)!)).resolves.toBe(true);
       });
