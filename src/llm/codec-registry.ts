@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { ValidationError } from '../errors.js';
 import { buildCodec, checkChatTemplate, loadTokenizer, type HfChatCodec, type TextTokenizer } from './hf-codec.js';
 import { ggufPreFor, type GgufVocabSource } from './gguf-writer.js';
+import { parseBackendAddress } from './backend-address.js';
 import { readModelDir, type ModelDirFiles } from './model-dir.js';
 import { createQwen3Codec } from './qwen3-codec.js';
 import { TOOL_PARSER_NAMES } from './tool-parsers/index.js';
@@ -162,4 +163,30 @@ export function checkEngineTokenizer(spec: CodecSpec, tokenize: (text: string) =
   } catch (e) {
     return (e as Error).message;
   }
+}
+
+/**
+ * What a backend registration (`/add_llm_server`, `/v1/backends`) with a `tokenizer` needs: the
+ * codec key that routes only that model's rollouts to it, after checking the tokenizer against
+ * the backend's own (`POST /tokenize`) where the backend can tokenize. Undefined without a
+ * tokenizer (the backend serves any rollout, as before) or for the `scripted` address.
+ * @throws ValidationError naming the file and problem for an unusable directory or tool parser,
+ * or naming the backend when its vocabulary differs.
+ */
+export async function backendCodecKey(address: string, spec: CodecSpec & { model?: string | undefined }): Promise<string | undefined> {
+  if (spec.tokenizer === undefined) {
+    if (spec.toolParser !== undefined) codecFor({ toolParser: spec.toolParser });
+    return undefined;
+  }
+  const codec = codecFor({ tokenizer: spec.tokenizer, toolParser: spec.toolParser });
+  if (address.trim() === 'scripted') return codec.name;
+  let url: string;
+  try {
+    url = parseBackendAddress(address).url;
+  } catch {
+    // The address is the registration's own error to report, with its own field.
+    return codec.name;
+  }
+  await verifyBackendVocab(url, codec, { model: spec.model });
+  return codec.name;
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { AddBackendRequestSchema, EmptyBodySchema, BatchRequestSchema, ListQuerySchema, SubmitRequestSchema } from '../protocol/http.js';
+import { backendCodecKey } from '../llm/codec-registry.js';
 import type { RolloutSummary } from '../runtime/runtime-api.js';
 import type { GroupHandle } from '../runtime/runtime-api.js';
 import { checkDataSource } from './data-source.js';
@@ -157,7 +158,8 @@ export function nativeRoutes(service: ServiceContext): Route[] {
       handler: async (r) => {
         const body = parseOr400(AddBackendRequestSchema, await r.body());
         backends(service);
-        const info = service.addBackend({ address: body.address, id: body.id, model: body.model, weightVersion: body.weight_version });
+        const codecKey = await backendCodecKey(body.address, { tokenizer: body.tokenizer, toolParser: body.tool_parser, model: body.model });
+        const info = service.addBackend({ address: body.address, id: body.id, model: body.model, weightVersion: body.weight_version, codecKey });
         return { status: 201, body: info };
       },
     },

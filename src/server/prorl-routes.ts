@@ -1,4 +1,5 @@
 import { AddLlmServerRequestSchema, EmptyBodySchema, CancelRequestSchema, ProcessRequestSchema } from '../protocol/http.js';
+import { backendCodecKey } from '../llm/codec-registry.js';
 import { HttpError, parseOr400 } from './http-error.js';
 import { toProrlResult } from './prorl-result.js';
 import type { Route } from './router.js';
@@ -96,7 +97,8 @@ export function prorlRoutes(service: ServiceContext): Route[] {
       path: '/add_llm_server',
       handler: async (r) => {
         const body = parseOr400(AddLlmServerRequestSchema, await r.body());
-        const info = service.addBackend({ address: body.address });
+        const codecKey = await backendCodecKey(body.address, { tokenizer: body.tokenizer, toolParser: body.tool_parser });
+        const info = service.addBackend({ address: body.address, codecKey });
         return { status: 200, body: info ? { status: 'added', id: info.id } : { status: 'buffered' } };
       },
     },
