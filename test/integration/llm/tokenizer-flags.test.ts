@@ -1,6 +1,8 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { ValidationError } from '../../../src/errors.js';
+import { createRuntime } from '../../../src/runtime/runtime.js';
 import { FAMILIES } from '../../fixtures/model-families.js';
 
 const ROOT = join(import.meta.dirname, '../../..');
@@ -31,4 +33,23 @@ describe('--tokenizer and --tool-parser refuse bad input at start-up, naming the
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/tokenizer-gemma3\/models\/tokenizer\.json: its pre-tokenizer is not one the tiny GGUF writer knows/);
   }, 120_000);
+
+  it('createRuntime: a tokenizer directory without tokenizer.json, as a ValidationError on the tokenizer field', () => {
+    let err: unknown;
+    try {
+      createRuntime({ tokenizer: ROOT, sandboxDriver: 'none' });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ValidationError);
+    expect((err as ValidationError).issues[0]!.path).toBe('tokenizer');
+    expect((err as Error).message).toContain(`${join(ROOT, 'tokenizer.json')}: missing`);
+  });
+});
+
+describe('model families: known gaps', () => {
+  it.todo('one runtime (one service) serving rollouts of several models, each picking its codec per job (#17)');
+  it.todo('a registration without tokenizer checked against the service codec via /tokenize (#17)');
+  it.todo('tiny GGUF for SentencePiece-style vocabularies (Gemma 3, Mistral) and a Gemma 3 real-engine run (#17)');
+  it.todo('gpt-oss harmony format and its tool-call parser (#17)');
 });
