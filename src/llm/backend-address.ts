@@ -9,6 +9,7 @@ const BARE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9]
 
 function bad(address: string, why: string): ValidationError {
   // Shown bounded and without control characters: the address is an API client's input.
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is masked
   const clean = address.replace(/[\u0000-\u001f\u007f]/g, '?');
   const shown = clean.length > 200 ? `${clean.slice(0, 200)}…` : clean;
   return new ValidationError(`invalid backend address ${shown}: ${why}`, [{ path: 'address', message: `${why}; ${FORMS}` }]);

@@ -75,6 +75,8 @@ export class BackendPool implements ManagedLlmClient {
   private pickSeq = 0;
   private closed = false;
   private warnedMixedSemantics = false;
+  /** Whether any backend was added with a codecKey: only then does a pick filter by model. */
+  private anyKeyed = false;
 
   constructor(options: BackendPoolOptionsInput = {}, deps: BackendPoolDeps = {}) {
     this.options = parseBackendPoolOptions(options);
@@ -103,6 +105,7 @@ export class BackendPool implements ManagedLlmClient {
     // Two paths on one host:port are two backends (`h:p/v1` and `h:p/other/v1`).
     const id = spec.id ?? `${url.host}${url.pathname.replace(/\/+$/, '')}`;
     if (this.slots.has(id)) throw new ValidationError(`backend ${id} is already in the pool`, [{ path: 'id', message: 'duplicate backend id' }]);
+    if (spec.codecKey !== undefined) this.anyKeyed = true;
     const slot: Slot = {
       id,
       order: this.order++,
@@ -164,7 +167,7 @@ export class BackendPool implements ManagedLlmClient {
     for (let attempt = 0; attempt <= this.options.retries; attempt++) {
       if (req.signal.aborted) throw new CancelledError('LLM call cancelled');
       if (this.closed) break;
-      const slot = this.pick(attempt === 0 ? req.preferredBackendId : undefined, tried);
+      const slot = this.pick(attempt === 0 ? req.preferredBackendId : undefined, tried, req.model);
       if (!slot) break;
       tried.add(slot);
       this.acquire(slot);
@@ -233,7 +236,10 @@ export class BackendPool implements ManagedLlmClient {
     }
   }
 
-  private pick(preferredId: string | undefined, tried: Set<Slot>): Slot | undefined {
+  private pick(preferredId: string | undefined, tried: Set<Slot>, model?: string): Slot | undefined {
+    // A backend serving another tokenizer never takes the call (a pool shared by runtimes of different models).
+    const serves = (s: Slot): boolean => model === undefined || s.spec.codecKey === undefined || s.spec.codecKey === model;
+    if (model !== undefined && this.anyKeyed) tried = new Set([...tried, ...[...this.slots.values()].filter((s) => !serves(s))]);
     const top = this.heap.peek();
     // Stickiness is a least-loaded refinement; the comparison policies behave like the reference.
     if (preferredId !== undefined && top && this.options.policy === 'least-loaded') {
@@ -247,7 +253,7 @@ export class BackendPool implements ManagedLlmClient {
     // heap-js's iterator pops; walk a copy.
     for (const s of this.heap.toArray()) if (!tried.has(s) && (!best || this.heap.compare(s, best) < 0)) best = s;
     if (best) return best;
-    if (top) return top;
+    if (top && serves(top)) return top;
     for (const s of this.slots.values()) if (s.state === 'probing' && !tried.has(s)) return s;
     return undefined;
   }

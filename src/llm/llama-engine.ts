@@ -28,6 +28,8 @@ export interface LlamaSample {
 export interface LlamaEngine extends Engine {
   /** Recorded samples, oldest first. */
   samples(): LlamaSample[];
+  /** Ids of text with the model's own tokenizer, special tokens parsed, no BOS. */
+  tokenize(text: string): number[];
   close(): Promise<void>;
 }
 
@@ -64,6 +66,7 @@ export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<Llama
 
   return {
     decode: (ids) => model.detokenize(ids as never, true),
+    tokenize: (text) => [...model.tokenize(text, true)] as number[],
     samples: () => log.slice(),
     async generate(req: EngineRequest): Promise<EngineResult> {
       if (closed) throw new EngineHttpError(503, 'engine is closing');

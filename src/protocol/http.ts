@@ -49,7 +49,14 @@ export const ProrlEmptyBodySchema = z.object({}).optional();
 export const CancelRequestSchema = z.object({ job_id: JobIdSchema });
 
 /** `POST /add_llm_server` (ProRL): a backend address (`http://h:p`, `vllm+http://h:p`, `scripted`). */
-export const AddLlmServerRequestSchema = z.object({ address: z.string().min(1).max(2048) });
+export const AddLlmServerRequestSchema = z
+  .object({
+    address: z.string().min(1).max(2048),
+    /** The backend's model directory (tokenizer.json, …); checked against the backend's `/tokenize` where it has one (#17). */
+    tokenizer: z.string().min(1).max(4096).optional(),
+    /** Its tool-call format (`hermes`, `qwen3_coder`, `llama3_json`, `mistral`, `deepseek_v3`). */
+    tool_parser: z.string().min(1).max(64).optional(),
+  });
 
 /** `critical_error` of the ProRL result: which stage failed for a reason other than the policy. */
 export const CriticalErrorSchema = z.enum(['init', 'run', 'eval', 'timeout']).nullable();
@@ -180,6 +187,9 @@ export const AddBackendRequestSchema = z
     id: IdSchema.optional(),
     model: z.string().min(1).max(500).optional(),
     weight_version: z.union([z.string().max(200), z.number()]).nullable().optional(),
+    /** The backend's model directory; rollouts tokenized for another model never go to it (#17). */
+    tokenizer: z.string().min(1).max(4096).optional(),
+    tool_parser: z.string().min(1).max(64).optional(),
   })
   .strict();
 /** A parsed `POST /v1/backends` body. */

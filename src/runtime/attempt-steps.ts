@@ -81,6 +81,8 @@ export class AttemptSteps {
         preferredBackendId: att.lastBackendId,
         signal: att.signal,
         chat: b.chat,
+        // Routes the call only to backends serving this runtime's tokenizer (#17).
+        model: ctx.codec.name,
       });
     } catch (err) {
       // The server counts tokens its own way: a prompt it calls too long is a full context

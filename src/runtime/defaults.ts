@@ -4,7 +4,7 @@ import type { LlmClient } from '../llm/llm-client.js';
 import { parseBackendAddress } from '../llm/backend-address.js';
 import { BackendPool } from '../llm/backend-pool.js';
 import { isOracleAddress, OracleBackend } from '../llm/oracle-backend.js';
-import { createQwen3Codec } from '../llm/qwen3-codec.js';
+import { codecFor, type CodecSpec } from '../llm/codec-registry.js';
 import { createSandboxProvider } from '../sandbox/index.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
 import type { Clock } from './clock.js';
@@ -19,8 +19,9 @@ let announced = false;
  * and closed by `runtime.close()`.
  */
 export const defaults = {
-  codec(): ChatCodec {
-    return createQwen3Codec();
+  /** @throws ValidationError naming the file and problem when `tokenizer` is not a usable model directory. */
+  codec(spec: CodecSpec = {}): ChatCodec {
+    return codecFor(spec);
   },
   /**
    * @throws ValidationError naming `backends.<i>` when an address does not parse, or when

@@ -71,6 +71,10 @@ export const RuntimeOptionsSchema = z
       .custom<SandboxProvider>((v) => typeof (v as SandboxProvider | undefined)?.create === 'function', 'expected a SandboxProvider (an object with create())')
       .optional(),
     codec: z.custom<ChatCodec>((v) => typeof (v as ChatCodec | undefined)?.encodePrompt === 'function', 'expected a ChatCodec').optional(),
+    /** A Hugging Face model directory for the default codec (ignored when `codec` is given); absent: Qwen3. */
+    tokenizer: z.string().min(1).max(4096).optional(),
+    /** Tool-call format of the default codec (`hermes`, `qwen3_coder`, `llama3_json`, `mistral`, `deepseek_v3`); absent: the template's. */
+    toolParser: z.string().min(1).max(64).optional(),
     /** Handlers added to (and overriding by name) the built-in ones. */
     handlers: z.array(z.custom<AgentHandler>((v) => typeof (v as AgentHandler | undefined)?.name === 'string', 'expected an AgentHandler')).default([]),
     /** Register `builtinHandlers` (default true). */

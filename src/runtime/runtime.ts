@@ -48,7 +48,7 @@ function isManaged(llm: LlmClient): llm is ManagedLlmClient {
 export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime {
   const options = parseRuntimeOptions(input);
   const clock = options.clock ?? systemClock;
-  const codec = options.codec ?? defaults.codec();
+  const codec = options.codec ?? defaults.codec({ tokenizer: options.tokenizer, toolParser: options.toolParser });
   const ownsLlm = !options.llm;
   const ownsSandboxes = !options.sandboxes;
   const llm = options.llm ?? defaults.llm(codec, clock, options.backends);

@@ -10,12 +10,13 @@ import { isOracleAddress, oracleSpec } from '../llm/oracle-backend.js';
  * id, model and weight version. Anything else (`true`, `../../etc/passwd`) is refused before it reaches the pool.
  * @throws ValidationError naming `address` (the routes answer 400).
  */
-export function parseAddress(address: string, extras: { id?: string | undefined; model?: string | undefined; weightVersion?: string | number | null | undefined } = {}): BackendSpec {
+export function parseAddress(address: string, extras: { id?: string | undefined; model?: string | undefined; weightVersion?: string | number | null | undefined; codecKey?: string | undefined } = {}): BackendSpec {
   const a = typeof address === 'string' ? address.trim() : address;
   const over = {
     ...(extras.id !== undefined ? { id: extras.id } : {}),
     ...(extras.model !== undefined ? { model: extras.model } : {}),
     ...(extras.weightVersion !== undefined ? { weightVersion: extras.weightVersion } : {}),
+    ...(extras.codecKey !== undefined ? { codecKey: extras.codecKey } : {}),
   };
   if (isOracleAddress(a)) return oracleSpec(over);
   return { ...parseBackendAddress(a), ...over };

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { AddBackendRequestSchema, EmptyBodySchema, BatchRequestSchema, ListQuerySchema, SubmitRequestSchema } from '../protocol/http.js';
+import { backendCodecKey } from '../llm/codec-registry.js';
 import type { RolloutSummary } from '../runtime/runtime-api.js';
 import type { GroupHandle } from '../runtime/runtime-api.js';
 import { checkCapacity } from './capacity.js';
 import { redactHostPaths } from './redact.js';
 import type { SerializedError } from '../errors.js';
 import { checkDataSource } from './data-source.js';
-import { confineInstancePaths, confineSamplingPaths } from './path-roots.js';
+import { confine, confineInstancePaths, confineSamplingPaths } from './path-roots.js';
 import { HttpError, parseOr400 } from './http-error.js';
 import type { Route } from './router.js';
 import type { ServiceContext } from './service-context.js';
@@ -174,7 +175,10 @@ export function nativeRoutes(service: ServiceContext): Route[] {
       handler: async (r) => {
         const body = parseOr400(AddBackendRequestSchema, await r.body());
         backends(service);
-        const info = service.addBackend({ address: body.address, id: body.id, model: body.model, weightVersion: body.weight_version });
+        // A model directory named by an API client must lie inside the configured path roots (#9.12).
+        const tokenizer = body.tokenizer === undefined ? undefined : confine(body.tokenizer, service.options.pathRoots, 'tokenizer');
+        const codecKey = await backendCodecKey(body.address, { tokenizer, toolParser: body.tool_parser, model: body.model });
+        const info = service.addBackend({ address: body.address, id: body.id, model: body.model, weightVersion: body.weight_version, codecKey });
         return { status: 201, body: info };
       },
     },

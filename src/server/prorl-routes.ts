@@ -1,11 +1,12 @@
 import type { z } from 'zod';
 import { AddLlmServerRequestSchema, CancelRequestSchema, ProcessRequestSchema, ProrlEmptyBodySchema } from '../protocol/http.js';
 import type { RolloutHandle } from '../runtime/runtime-api.js';
+import { backendCodecKey } from '../llm/codec-registry.js';
 import { checkDataSource } from './data-source.js';
 import { fastApiError } from './fastapi-error.js';
 import { HttpError, parseOr400 } from './http-error.js';
 import { JobLabels } from './job-labels.js';
-import { confineInstancePaths, confineSamplingPaths } from './path-roots.js';
+import { confine, confineInstancePaths, confineSamplingPaths } from './path-roots.js';
 import { toProrlResult } from './prorl-result.js';
 import type { Route, RouteAnswer, RouteHandler, RouteRequest } from './router.js';
 import type { ServiceContext } from './service-context.js';
@@ -129,8 +130,11 @@ export function prorlRoutes(service: ServiceContext): Route[] {
       return { status: 200, body: { status: n > 0 ? 'cancelled' : 'not running', job_id: body.job_id, cancelled: n } };
     }),
     prorl('POST', '/add_llm_server', async (r) => {
-      const body = parse(AddLlmServerRequestSchema, await r.body(), ['address']);
-      const info = service.addBackend({ address: body.address });
+      const body = parse(AddLlmServerRequestSchema, await r.body(), ['address', 'tokenizer', 'tool_parser']);
+      // A model directory named by an API client must lie inside the configured path roots (#9.12).
+      const tokenizer = body.tokenizer === undefined ? undefined : confine(body.tokenizer, service.options.pathRoots, 'tokenizer');
+      const codecKey = await backendCodecKey(body.address, { tokenizer, toolParser: body.tool_parser });
+      const info = service.addBackend({ address: body.address, codecKey });
       return { status: 200, body: info ? { status: 'added', id: info.id } : { status: 'buffered' } };
     }),
     prorl('POST', '/clear_llm_server', async (r) => {

@@ -9,6 +9,8 @@ export interface BackendRegistration {
   id?: string | undefined;
   model?: string | undefined;
   weightVersion?: string | number | null | undefined;
+  /** The codec name of the tokenizer the backend serves (see `backendCodecKey`). */
+  codecKey?: string | undefined;
 }
 
 /** What the routes and the WebSocket hub see of the service. */

@@ -1,5 +1,6 @@
 import { numberFlag, parseFlags, UsageError } from '../args.js';
 import { startFakeLlmServer } from '../../testing/fake-llm-server.js';
+import { codecFor } from '../../llm/codec-registry.js';
 
 const HELP = `usage: rollout fake-llm [options]
 
@@ -22,6 +23,8 @@ protocols and OpenAI chat completions. Prints "listening on http://host:port" on
   --seed S              seed of the random policy and of the failure draws
   --weight-version V    reported weight version
   --max-model-len N     refuse (400) prompts + max_tokens beyond N
+  --tokenizer DIR       Hugging Face model directory whose tokenizer and template it uses (default Qwen3)
+  --tool-parser NAME    hermes | qwen3_coder | llama3_json | mistral | deepseek_v3 (default: the template's)
 `;
 
 /** `rollout fake-llm`: runs until SIGINT/SIGTERM or `--exit-after`. */
@@ -42,6 +45,8 @@ export async function run(argv: string[]): Promise<number> {
     'weight-version': { type: 'string' },
     'max-model-len': { type: 'string' },
     'no-token-ids': { type: 'boolean' },
+    tokenizer: { type: 'string' },
+    'tool-parser': { type: 'string' },
   }, HELP);
   if (typeof flags === 'number') return flags;
   const v = flags.values;
@@ -84,6 +89,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   let server;
   try {
+    if (v.tokenizer || v['tool-parser']) config.codec = codecFor({ tokenizer: v.tokenizer, toolParser: v['tool-parser'] });
     server = await startFakeLlmServer(config);
   } catch (e) {
     process.stderr.write(`rollout fake-llm: ${(e as Error).message}\n`);

@@ -1,5 +1,6 @@
 import { numberFlag, parseFlags, UsageError } from '../args.js';
 import { ensureTinyGguf } from '../../llm/gguf-writer.js';
+import { checkEngineTokenizer, tinyVocabFor } from '../../llm/codec-registry.js';
 import { createLlamaEngine } from '../../llm/llama-engine.js';
 import { startLlmHttpServer } from '../../llm/llm-http-server.js';
 import { createQwen3Codec } from '../../llm/qwen3-codec.js';
@@ -20,6 +21,9 @@ the tiny model carries the Qwen3 vocabulary), recording what it sampled (GET /de
   --context-size N      tokens per sequence (default 4096)
   --threads N           CPU threads (default 1)
   --weight-version V    reported weight version
+  --tokenizer DIR       Hugging Face model directory: with --tiny, the tiny model carries its
+                        vocabulary and template; with --model, checked against the model's at start
+  --tool-parser NAME    tool-call format of the model (checked; default: the template's)
 `;
 
 /** `rollout llm-serve`: prints `listening on http://host:port` once ready; stops on SIGINT/SIGTERM. */
@@ -35,6 +39,8 @@ export async function run(argv: string[]): Promise<number> {
     'context-size': { type: 'string' },
     threads: { type: 'string' },
     'weight-version': { type: 'string' },
+    tokenizer: { type: 'string' },
+    'tool-parser': { type: 'string' },
   }, HELP);
   if (typeof flags === 'number') return flags;
   const v = flags.values;
@@ -57,8 +63,20 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`rollout llm-serve: ${e.message}\n\n${HELP}`);
     return 2;
   }
-  const modelPath = v.model ?? ensureTinyGguf({ seed: n.seed });
+  let modelPath: string;
+  try {
+    modelPath = v.model ?? ensureTinyGguf({ seed: n.seed, ...(v.tokenizer ? { vocab: tinyVocabFor(v.tokenizer) } : {}) });
+  } catch (e) {
+    process.stderr.write(`rollout llm-serve: ${(e as Error).message}\n`);
+    return 2;
+  }
   const engine = await createLlamaEngine({ modelPath, parallel: n.parallel, contextSize: n.contextSize, threads: n.threads });
+  const bad = v.tokenizer ? checkEngineTokenizer({ tokenizer: v.tokenizer, toolParser: v['tool-parser'] }, engine.tokenize, modelPath) : null;
+  if (bad) {
+    process.stderr.write(`rollout llm-serve: ${bad}\n`);
+    await engine.close();
+    return 2;
+  }
   const server = await startLlmHttpServer({
     engine,
     host: v.host,

@@ -18,7 +18,7 @@ export interface RunEnvironment {
  * defaults). Throws ValidationError for a bad address or a mix of `oracle` and real backends.
  */
 export async function openRunEnvironment(
-  opts: { backends: string[]; concurrency: number; sandbox: 'bwrap' | 'unshare' | 'none' | 'auto'; timeoutS?: number | undefined },
+  opts: { backends: string[]; concurrency: number; sandbox: 'bwrap' | 'unshare' | 'none' | 'auto'; timeoutS?: number | undefined; tokenizer?: string | undefined; toolParser?: string | undefined },
   log: (line: string) => void,
 ): Promise<RunEnvironment> {
   const oracle = opts.backends.length === 0 || opts.backends.every(isOracleAddress);
@@ -33,6 +33,8 @@ export async function openRunEnvironment(
     sandboxDriver: opts.sandbox,
     stages: { init: c, run: c, eval: c },
     ...(opts.timeoutS ? { budgetMs: opts.timeoutS * 1000 } : {}),
+    ...(opts.tokenizer ? { tokenizer: opts.tokenizer } : {}),
+    ...(opts.toolParser ? { toolParser: opts.toolParser } : {}),
   });
   const policy = oracle ? 'oracle backend' : `backends ${runtime.listBackends().map((b) => `${b.protocol}+${b.url}`).join(', ')}`;
   const description = `${policy}, sandbox driver ${det.driver}`;

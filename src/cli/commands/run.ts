@@ -31,6 +31,10 @@ options:
   --temperature T       sampling temperature, 0..2 (default: each task's, else 1)
   --top-p P             nucleus sampling, in (0, 1] (default: each task's, else 1)
   --timeout SECONDS     time budget per rollout, counted inside the stages (default 300)
+  --tokenizer DIR       Hugging Face model directory (tokenizer.json, tokenizer_config.json) whose
+                        tokenizer and chat template rollouts use (default: Qwen3)
+  --tool-parser NAME    tool-call format: hermes | qwen3_coder | llama3_json | mistral | deepseek_v3
+                        (default: the one the chat template writes)
   -h, --help            this text
 
 Before it starts, every --backend is probed (reachable, protocol fits the server); a dead or
@@ -43,6 +47,9 @@ Exit status: 0 done, 1 every rollout failed for infrastructure reasons or no bac
 /** Parsed `rollout run` options. */
 export interface RunOptions {
   tasksPath: string;
+  /** `--tokenizer DIR` / `--tool-parser NAME` (#17). */
+  tokenizer?: string | undefined;
+  toolParser?: string | undefined;
   backends: string[];
   n: number;
   outDir: string;
@@ -99,6 +106,8 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
         temperature: { type: 'string' },
         'top-p': { type: 'string' },
         timeout: { type: 'string' },
+        tokenizer: { type: 'string' },
+        'tool-parser': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -132,6 +141,8 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
       temperature: rangeFlag('temperature', v.temperature, 0, 2),
       top_p: rangeFlag('top-p', v['top-p'], 0, 1, true),
     }),
+    tokenizer: v.tokenizer,
+    toolParser: v['tool-parser'],
   };
 }
 

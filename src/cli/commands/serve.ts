@@ -3,7 +3,7 @@ import { numberFlag, parseFlags, UsageError } from '../args.js';
 import { z } from 'zod';
 import type { SandboxProvider } from '../../sandbox/sandbox.js';
 import { createSandboxProvider } from '../../sandbox/index.js';
-import { createQwen3Codec } from '../../llm/qwen3-codec.js';
+import { codecFor } from '../../llm/codec-registry.js';
 import { createInspector, type RuntimeInspector } from '../../runtime/inspection.js';
 import { RolloutError } from '../../errors.js';
 import { serviceRuntimeFactory } from '../../server/runtime-factory.js';
@@ -36,6 +36,10 @@ const USAGE = `usage: rollout serve [options]
   --max-eval-workers N       EVAL stage concurrency (runtime stages.eval)
   --allow-skip-eval          accepted; no effect (every rollout here is evaluated by its handler)
   --reward-server-ip IP      accepted; no effect (rewards are computed by the task handlers in-process)
+  --tokenizer DIR      Hugging Face model directory whose tokenizer and chat template rollouts use
+                       (also "tokenizer" in --config; default: Qwen3)
+  --tool-parser NAME   hermes | qwen3_coder | llama3_json | mistral | deepseek_v3 (also "toolParser"
+                       in --config; default: the format the chat template writes)
 `;
 
 /** The `--config` file. */
@@ -45,6 +49,8 @@ const ConfigSchema = z
     runtime: z.record(z.string(), z.unknown()).optional(),
     pool: z.record(z.string(), z.unknown()).optional(),
     backends: z.array(z.string()).optional(),
+    tokenizer: z.string().min(1).optional(),
+    toolParser: z.string().min(1).optional(),
   })
   .strict();
 
@@ -80,6 +86,8 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     'max-eval-workers': { type: 'string' },
     'allow-skip-eval': { type: 'boolean' },
     'reward-server-ip': { type: 'string' },
+    tokenizer: { type: 'string' },
+    'tool-parser': { type: 'string' },
   }, USAGE);
   if (typeof flags === 'number') return flags;
   const values = flags.values;
@@ -119,7 +127,7 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     const driver = sandboxDriver(values.sandbox ?? 'auto');
     const stateDir = values['state-dir'];
     const factory = serviceRuntimeFactory({
-      codec: createQwen3Codec(),
+      codec: codecFor({ tokenizer: values.tokenizer ?? config.tokenizer, toolParser: values['tool-parser'] ?? config.toolParser }),
       sandboxes: () => makeSandboxes(driver, stateDir),
       runtime: runtimeOptions as never,
       pool: config.pool as never,

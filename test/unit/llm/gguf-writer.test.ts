@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, statSync, utimesSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildTinyGguf, ensureTinyGguf } from '../../../src/llm/gguf-writer.js';
+import { buildTinyGguf, ensureTinyGguf, ggufPreFor } from '../../../src/llm/gguf-writer.js';
+import { FAMILIES } from '../../fixtures/model-families.js';
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const dir = mkdtempSync(join(tmpdir(), 'gguf-'));
@@ -45,5 +46,28 @@ describe('ensureTinyGguf', () => {
     const after = statSync(p);
     expect([after.ino, after.mtimeMs]).toEqual([before.ino, marked.getTime()]);
     expect(ensureTinyGguf({ seed: 10 }, dir)).not.toBe(p);
+  });
+});
+
+describe('a tiny GGUF with another family vocabulary', () => {
+  it('carries Llama 3.1 vocabulary, llama-bpe pre-tokenizer, its real template and <|eot_id|> as EOS', () => {
+    const b = buildTinyGguf({ seed: 2, vocab: { dir: FAMILIES.llama3_1.dir, pre: 'llama-bpe' } });
+    const text = b.subarray(0, 12_000_000).toString('latin1');
+    expect(text).toContain('tiny-llama-bpe-vocab-seed2');
+    expect(text).toContain('llama-bpe');
+    expect(text).toContain('<|eot_id|>');
+    expect(text).toContain('Environment: ipython');
+  });
+
+  it('recognises llama.cpp pre-tokenizer names from tokenizer.json split regexes', () => {
+    const pre = (dir: string) => ggufPreFor(JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')) as object);
+    expect(pre(FAMILIES.qwen3.dir)).toBe('qwen2');
+    expect(pre(FAMILIES.llama3_1.dir)).toBe('llama-bpe');
+    expect(pre(FAMILIES.deepseek_v3.dir)).toBe('deepseek-v3');
+    expect(pre(FAMILIES.gemma3.dir)).toBeNull();
+  });
+
+  it('refuses a vocabulary that is not byte-level BPE', () => {
+    expect(() => buildTinyGguf({ vocab: { dir: FAMILIES.gemma3.dir, pre: 'gemma' } })).toThrow(/BPE with byte_fallback is not byte-level BPE/);
   });
 });

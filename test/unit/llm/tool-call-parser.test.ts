@@ -24,3 +24,22 @@ describe('parseToolCalls', () => {
     expect(p.malformed).toEqual([{ raw: '<tool_call>{"name": "b"', error: 'unclosed <tool_call> block' }]);
   });
 });
+
+describe('parseToolCalls with a reasoning block', () => {
+  it('keeps the <think> block in content, exposes its text, and ignores a call written inside it', () => {
+    const text = '<think>\nmaybe <tool_call>{"name": "no", "arguments": {}}</tool_call>\n</think>\n\n<tool_call>{"name": "bash", "arguments": {"cmd": "ls"}}</tool_call>';
+    const p = parseToolCalls(text);
+    expect(p.toolCalls).toEqual([{ name: 'bash', arguments: { cmd: 'ls' } }]);
+    expect(p.reasoning).toBe('maybe <tool_call>{"name": "no", "arguments": {}}</tool_call>');
+    expect(p.content).toBe('<think>\nmaybe <tool_call>{"name": "no", "arguments": {}}</tool_call>\n</think>');
+  });
+
+  it('returns a turn without calls verbatim, reasoning included', () => {
+    const text = '<think>\nhm\n</think>\n\nHello.';
+    expect(parseToolCalls(text)).toEqual({ content: text, toolCalls: [], malformed: [], reasoning: 'hm' });
+  });
+
+  it('reads the calls in the format it is given (llama3_json without reasoning)', () => {
+    expect(parseToolCalls('{"name": "bash", "parameters": {"cmd": "pwd"}}', { toolParser: 'llama3_json', reasoning: null }).toolCalls).toEqual([{ name: 'bash', arguments: { cmd: 'pwd' } }]);
+  });
+});

@@ -1,0 +1,192 @@
+import { realpathSync } from 'node:fs';
+import { join } from 'node:path';
+import { ValidationError } from '../errors.js';
+import { buildCodec, checkChatTemplate, loadTokenizer, type HfChatCodec, type TextTokenizer } from './hf-codec.js';
+import { ggufPreFor, type GgufVocabSource } from './gguf-writer.js';
+import { parseBackendAddress } from './backend-address.js';
+import { readModelDir, type ModelDirFiles } from './model-dir.js';
+import { createQwen3Codec } from './qwen3-codec.js';
+import { TOOL_PARSER_NAMES } from './tool-parsers/index.js';
+
+/** Which tokenizer and tool-call format a codec uses: what `--tokenizer` / `--tool-parser` name. */
+export interface CodecSpec {
+  /** A Hugging Face model directory; absent: Qwen3 (the default, shipped offline). */
+  tokenizer?: string | undefined;
+  /** A tool-call format name; absent: the one the template writes (else `hermes`, with a warning). */
+  toolParser?: string | undefined;
+}
+
+const tokenizers = new Map<string, { files: ModelDirFiles; tok: TextTokenizer }>();
+const codecs = new Map<string, HfChatCodec>();
+
+/**
+ * The key two specs share exactly when they give the same codec: `qwen3` or the directory's
+ * real path, plus the tool parser. Backends serving different keys serve different models.
+ * @throws ValidationError when the directory does not exist.
+ */
+export function codecKey(spec: CodecSpec): string {
+  const base = spec.tokenizer === undefined ? 'qwen3' : realDir(spec.tokenizer);
+  return spec.toolParser === undefined ? base : `${base}#${spec.toolParser}`;
+}
+
+/**
+ * The codec for a spec, made once per process per {@link codecKey} (the tokenizer, the slow
+ * part, once per directory): every surface naming the same directory shares it.
+ *
+ * @throws ValidationError naming the file and problem when the directory is not a usable model
+ * directory, the template does not parse or render, or the tool parser is unknown.
+ */
+export function codecFor(spec: CodecSpec = {}, opts: { onWarning?: (message: string) => void } = {}): HfChatCodec {
+  if (spec.toolParser !== undefined && !TOOL_PARSER_NAMES.includes(spec.toolParser)) {
+    throw new ValidationError(`tool parser: unknown "${spec.toolParser}"; known: ${TOOL_PARSER_NAMES.join(', ')}`, [{ path: 'toolParser', message: `unknown "${spec.toolParser}"` }]);
+  }
+  const key = codecKey(spec);
+  const hit = codecs.get(key);
+  if (hit) return hit;
+  let codec: HfChatCodec;
+  if (spec.tokenizer === undefined) codec = createQwen3Codec(spec.toolParser === undefined ? {} : { toolParser: spec.toolParser, onWarning: opts.onWarning });
+  else {
+    const dirKey = realDir(spec.tokenizer);
+    let t = tokenizers.get(dirKey);
+    if (!t) {
+      const files = readModelDir(spec.tokenizer);
+      // A template our Jinja cannot parse fails here, before the (seconds-long) tokenizer load.
+      try {
+        checkChatTemplate(files.chatTemplate, files.templateSource);
+      } catch (e) {
+        throw new ValidationError(`tokenizer: ${(e as Error).message}`, [{ path: 'tokenizer', message: (e as Error).message }]);
+      }
+      let tok: TextTokenizer;
+      try {
+        tok = loadTokenizer(files.tokenizerJson, files.tokenizerConfig);
+      } catch (e) {
+        throw new ValidationError(`tokenizer: ${join(spec.tokenizer, 'tokenizer.json')}: cannot be loaded: ${(e as Error).message}`, [{ path: 'tokenizer', message: (e as Error).message }]);
+      }
+      t = { files, tok };
+      tokenizers.set(dirKey, t);
+    }
+    const f = t.files;
+    try {
+      codec = buildCodec(t.tok, {
+        tokenizerJson: f.tokenizerJson,
+        tokenizerConfig: f.tokenizerConfig,
+        chatTemplate: f.chatTemplate,
+        templateSource: f.templateSource,
+        extraStopIds: f.eosIds,
+        toolParser: spec.toolParser,
+        onWarning: opts.onWarning,
+        name: `hf:${dirKey}`,
+      });
+    } catch (e) {
+      throw new ValidationError(`tokenizer: ${(e as Error).message}`, [{ path: 'tokenizer', message: (e as Error).message }]);
+    }
+  }
+  codecs.set(key, codec);
+  return codec;
+}
+
+function realDir(dir: string): string {
+  try {
+    return realpathSync(dir);
+  } catch {
+    throw new ValidationError(`tokenizer: ${dir}: no such directory`, [{ path: 'tokenizer', message: `${dir}: no such directory` }]);
+  }
+}
+
+/**
+ * Text whose ids tell two vocabularies apart: words, digits, code, whitespace runs and several
+ * scripts, so a tokenizer that differs anywhere that matters differs here.
+ */
+export const VOCAB_PROBE = "The quick brown fox (v1.2.3) can't jump 12345 times;\n\tdef f(x): return x**2  # ok\nÜber naïve café — 日本語 中文 한국어 Привет 🤖\n\n";
+
+/**
+ * Checks that `codec` tokenizes as an engine does, by encoding {@link VOCAB_PROBE} with both.
+ * @throws ValidationError (field `tokenizer`) naming `where` and the first differing position.
+ */
+export function verifyVocab(codec: HfChatCodec, engineIds: readonly number[], where: string): void {
+  const ours = codec.encode(VOCAB_PROBE);
+  let i = 0;
+  while (i < ours.length && i < engineIds.length && ours[i] === engineIds[i]) i++;
+  if (i === ours.length && i === engineIds.length) return;
+  const msg = `${codec.name} does not tokenize as ${where}: a probe text gives id ${ours[i] ?? 'none'} here and ${engineIds[i] ?? 'none'} there at position ${i} (a different vocabulary; give the model's own tokenizer directory)`;
+  throw new ValidationError(`tokenizer: ${msg}`, [{ path: 'tokenizer', message: msg }]);
+}
+
+/**
+ * Asks a backend for the ids of {@link VOCAB_PROBE} (`POST /tokenize`, vLLM's route, which
+ * `rollout llm-serve` also serves) and checks them against `codec`. Resolves `false` when the
+ * backend cannot tokenize (no such route), `true` when it agrees.
+ * @throws ValidationError when the backend tokenizes differently.
+ */
+export async function verifyBackendVocab(url: string, codec: HfChatCodec, opts: { model?: string | undefined; timeoutMs?: number } = {}): Promise<boolean> {
+  let res: Response;
+  try {
+    res = await fetch(new URL('/tokenize', url), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: VOCAB_PROBE, add_special_tokens: false, ...(opts.model ? { model: opts.model } : {}) }),
+      signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000),
+    });
+  } catch {
+    return false;
+  }
+  if (!res.ok) {
+    await res.body?.cancel();
+    return false;
+  }
+  const body = (await res.json().catch(() => null)) as { tokens?: unknown } | null;
+  if (!body || !Array.isArray(body.tokens) || !body.tokens.every((t) => Number.isInteger(t))) return false;
+  verifyVocab(codec, body.tokens as number[], `the backend at ${url}`);
+  return true;
+}
+
+/**
+ * The vocabulary source for a tiny GGUF carrying a model directory's tokenizer
+ * (`llm-serve --tiny --tokenizer DIR`), its llama.cpp pre-tokenizer recognised from tokenizer.json.
+ * @throws ValidationError when the directory is unusable or its pre-tokenizer is not one llama.cpp names.
+ */
+export function tinyVocabFor(dir: string): GgufVocabSource {
+  const files = readModelDir(dir);
+  const pre = ggufPreFor(files.tokenizerJson);
+  if (!pre) throw new ValidationError(`tokenizer: ${join(dir, 'tokenizer.json')}: its pre-tokenizer is not one the tiny GGUF writer knows (qwen2, llama-bpe, deepseek-v3, gpt-4o)`, [{ path: 'tokenizer', message: 'unknown pre-tokenizer' }]);
+  return { dir, pre };
+}
+
+/**
+ * Loads the codec for `spec` and checks it against an engine's own tokenizer: the error text
+ * (the file and the problem) or null when they agree. For start-up checks that print and exit.
+ */
+export function checkEngineTokenizer(spec: CodecSpec, tokenize: (text: string) => number[], where: string): string | null {
+  try {
+    verifyVocab(codecFor(spec), tokenize(VOCAB_PROBE), where);
+    return null;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
+/**
+ * What a backend registration (`/add_llm_server`, `/v1/backends`) with a `tokenizer` needs: the
+ * codec key that routes only that model's rollouts to it, after checking the tokenizer against
+ * the backend's own (`POST /tokenize`) where the backend can tokenize. Undefined without a
+ * tokenizer (the backend serves any rollout, as before) or for the `scripted` address.
+ * @throws ValidationError naming the file and problem for an unusable directory or tool parser,
+ * or naming the backend when its vocabulary differs.
+ */
+export async function backendCodecKey(address: string, spec: CodecSpec & { model?: string | undefined }): Promise<string | undefined> {
+  if (spec.tokenizer === undefined) {
+    if (spec.toolParser !== undefined) codecFor({ toolParser: spec.toolParser });
+    return undefined;
+  }
+  const codec = codecFor({ tokenizer: spec.tokenizer, toolParser: spec.toolParser });
+  if (address.trim() === 'scripted') return codec.name;
+  let url: string;
+  try {
+    url = parseBackendAddress(address).url;
+  } catch {
+    // The address is the registration's own error to report, with its own field.
+    return codec.name;
+  }
+  await verifyBackendVocab(url, codec, { model: spec.model });
+  return codec.name;
+}

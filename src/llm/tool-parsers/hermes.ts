@@ -1,0 +1,16 @@
+import { parseJson, splitBlocks, toToolCall, type ToolParser } from './tool-parser.js';
+
+/**
+ * Hermes / Qwen2.5 / Qwen3: `<tool_call>{"name": .., "arguments": {..}}</tool_call>`, several
+ * per turn. A block whose JSON does not parse, lacks a string `name`, has non-object
+ * `arguments`, or is never closed is malformed.
+ */
+export const hermesParser: ToolParser = {
+  name: 'hermes',
+  parse(text) {
+    return splitBlocks(text, '<tool_call>', '</tool_call>', (inner) => {
+      const j = parseJson(inner.trim());
+      return 'error' in j ? j : toToolCall(j.value);
+    });
+  },
+};
