@@ -53,6 +53,8 @@ export interface LaunchPlan {
   /** Host directory used as $HOME by the unshare and none drivers. */
   homeDir: string;
   rootfs: string | null;
+  /** An image sandbox (bwrap): this writable copy-on-write root replaces `rootfs`; the shell starts in `cwd`. See images/image-root.ts. */
+  imageRoot?: { merged: string; cwd: string } | null | undefined;
   network: boolean;
   limits: SandboxLimits;
   /** Host directory of the sandbox's control files (long commands, the REPL driver). */
@@ -157,19 +159,22 @@ export function buildLaunch(plan: LaunchPlan): Launch {
   const hostCwd = plan.workdir;
   let ctlInside = plan.ctlDir;
   if (plan.driver === 'bwrap') {
-    home = plan.rootfs ? '/root' : hostHome;
+    home = plan.rootfs || plan.imageRoot ? '/root' : hostHome;
     driverArgs = ['bwrap', '--unshare-all', ...(plan.network ? ['--share-net'] : []), '--die-with-parent'];
-    if (plan.rootfs) driverArgs.push('--ro-bind', plan.rootfs, '/');
+    if (plan.imageRoot) driverArgs.push('--bind', plan.imageRoot.merged, '/');
+    else if (plan.rootfs) driverArgs.push('--ro-bind', plan.rootfs, '/');
     else driverArgs.push(...hostRootArgs(topLevel(hostHome)));
     driverArgs.push('--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--tmpfs', '/run');
-    if (!plan.rootfs) {
+    if (plan.imageRoot) {
+      // The image's own /root stays (its writes go to the sandbox's upper dir).
+    } else if (!plan.rootfs) {
       // The host's home and the runtime's state dir must not be visible: a tmpfs over each.
       driverArgs.push('--tmpfs', hostHome);
       if (!isUnder(plan.stateDir, '/tmp') && !isUnder(plan.stateDir, '/run')) driverArgs.push('--tmpfs', plan.stateDir);
     } else driverArgs.push('--tmpfs', '/root');
     ctlInside = '/run/rollout';
     driverArgs.push('--ro-bind', plan.ctlDir, ctlInside);
-    driverArgs.push('--bind', plan.workdir, '/workspace', '--hostname', 'sandbox', '--remount-ro', '/', '--chdir', '/workspace', '--');
+    driverArgs.push('--bind', plan.workdir, '/workspace', '--hostname', 'sandbox', ...(plan.imageRoot ? [] : ['--remount-ro', '/']), '--chdir', plan.imageRoot?.cwd ?? '/workspace', '--');
   } else if (plan.driver === 'unshare') {
     home = hostHome;
     ctlInside = '/run/rollout';

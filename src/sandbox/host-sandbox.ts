@@ -6,6 +6,8 @@ import type { SandboxCreate } from '../protocol/sandbox.js';
 import { PidsCgroup } from './cgroup.js';
 import { buildEnter, buildLaunch, type LaunchPlan } from './drivers.js';
 import { Editor } from './editor.js';
+import { imageCwd, imageEnv, imageWorkdir, mountImageRoot, toWorkspaceAlias } from './images/image-root.js';
+import { overlayDirs, releaseOverlay } from './images/overlay-mount.js';
 import { sandboxesDir, writeLease, type Lease } from './lease.js';
 import { descendants, killAll, parentOf, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
@@ -61,9 +63,10 @@ export class HostSandbox {
   static async create(req: SandboxCreate, ctx: { stateDir: string; owner: HostOwner; onLost: (reason: string) => void }): Promise<HostSandbox> {
     const dir = path.join(sandboxesDir(ctx.stateDir), req.sandboxId);
     if (fs.existsSync(dir)) throw new SandboxError(`sandbox ${req.sandboxId} already exists`, { code: 'SANDBOX_EXISTS', stage: 'init' });
-    const workdir = path.join(dir, 'workspace');
+    // An image sandbox's workspace is its WorkingDir inside the overlay, made once it is mounted.
+    const workdir = req.image ? imageWorkdir(dir, req.image) : path.join(dir, 'workspace');
     const ctlDir = path.join(dir, 'ctl');
-    fs.mkdirSync(workdir, { recursive: true });
+    fs.mkdirSync(req.image ? dir : workdir, { recursive: true });
     fs.mkdirSync(ctlDir);
     fs.mkdirSync(path.join(dir, 'home'));
     fs.mkdirSync(path.join(dir, 'root')); // mount point of the unshare driver's root
@@ -86,6 +89,7 @@ export class HostSandbox {
     writeLease(lease);
     const sb = new HostSandbox(req.sandboxId, req, dir, workdir, ctlDir, cgroup, lease, ctx.onLost);
     try {
+      if (req.image) await mountImageRoot(dir, req.image);
       await seed(workdir, req);
       fs.writeFileSync(path.join(ctlDir, 'repl.py'), REPL_DRIVER);
       await sb.startShell();
@@ -108,7 +112,9 @@ export class HostSandbox {
       workdir: this.workdir,
       stateDir: path.dirname(path.dirname(this.dir)),
       homeDir: path.join(this.dir, 'home'),
-      rootfs: this.req.rootfs,
+      // bwrap binds the image overlay writable as the root; the unshare driver gets it as its (read-only) rootfs.
+      rootfs: this.req.image && this.req.driver !== 'bwrap' ? overlayDirs(this.dir).merged : this.req.rootfs,
+      imageRoot: this.req.image && this.req.driver === 'bwrap' ? { merged: overlayDirs(this.dir).merged, cwd: imageCwd(this.req.image) } : null,
       network: this.req.spec.network ?? false,
       limits: this.req.limits,
       ctlDir: this.ctlDir,
@@ -128,6 +134,7 @@ export class HostSandbox {
       GIT_PAGER: 'cat',
       PYTHONUNBUFFERED: '1',
       PYTHONDONTWRITEBYTECODE: '1',
+      ...imageEnv(this.req.image),
       ...(this.req.spec.env ?? {}),
     };
   }
@@ -236,13 +243,13 @@ export class HostSandbox {
   /** Runs an editor command on the host-side workspace. */
   editorOp(req: EditorRequest): EditorResult {
     this.alive();
-    return this.editor.run(req);
+    return this.editor.run({ ...req, path: toWorkspaceAlias(this.req.image, req.path) });
   }
 
   /** Reads a workspace file. @throws TaskError when the path leaves the workspace or is missing. */
   readFile(p: string): string {
     this.alive();
-    const host = resolveInWorkspace(this.workdir, p);
+    const host = resolveInWorkspace(this.workdir, toWorkspaceAlias(this.req.image, p));
     if (!host) throw new TaskError(`path outside the workspace: ${p}`, { code: 'PATH_OUTSIDE_WORKSPACE' });
     try {
       return fs.readFileSync(host, 'utf8');
@@ -254,7 +261,7 @@ export class HostSandbox {
   /** Writes a workspace file, creating directories. @throws TaskError when the path leaves the workspace. */
   writeFile(p: string, content: string): void {
     this.alive();
-    const host = resolveInWorkspace(this.workdir, p);
+    const host = resolveInWorkspace(this.workdir, toWorkspaceAlias(this.req.image, p));
     if (!host) throw new TaskError(`path outside the workspace: ${p}`, { code: 'PATH_OUTSIDE_WORKSPACE' });
     fs.mkdirSync(path.dirname(host), { recursive: true });
     fs.writeFileSync(host, content);
@@ -295,6 +302,7 @@ export class HostSandbox {
     }
     killAll(tree);
     await this.cgroup?.killAllAndRemove();
+    await releaseOverlay(this.dir);
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
 }

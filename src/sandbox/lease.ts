@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { PidsCgroup } from './cgroup.js';
+import { releaseOverlay } from './images/overlay-mount.js';
 import { isSameProcessAlive, killAll, descendants } from './proc.js';
 
 /**
@@ -87,6 +88,7 @@ export async function reapStale(stateDir: string): Promise<ReapReport> {
       }
     }
     if (lease) await killLeased(lease);
+    await releaseOverlay(dir); // an image sandbox: unmount before removing, or rm would walk the overlay
     fs.rmSync(dir, { recursive: true, force: true });
     report.sandboxes.push(name);
   }
@@ -112,6 +114,7 @@ export async function reapStale(stateDir: string): Promise<ReapReport> {
 export async function reapSandbox(dir: string): Promise<void> {
   const lease = readLease(dir);
   if (lease) await killLeased(lease);
+  await releaseOverlay(dir);
   fs.rmSync(dir, { recursive: true, force: true });
 }
 

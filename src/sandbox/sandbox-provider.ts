@@ -8,6 +8,8 @@ import { CancelledError, SandboxError, TaskError } from '../errors.js';
 import { UdsChannel } from '../ipc/uds-channel.js';
 import { SandboxLostSchema, SandboxSpecSchema } from '../protocol/sandbox.js';
 import { detectDriver, type DriverDetection } from './drivers.js';
+import { ImageStore } from './images/image-store.js';
+import { withWarmPools } from './warm-pool.js';
 import { hostsDir, reapSandbox, reapStale, sandboxesDir, type ReapReport } from './lease.js';
 import { processStartTime } from './proc.js';
 import { asSandboxFault, SandboxClient } from './sandbox-client.js';
@@ -58,6 +60,7 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
   const starting = new Map<number, Promise<Host>>();
   let hostSeq = 0;
   let closed = false;
+  const images = new ImageStore(options.imageStore);
 
   const startHost = async (): Promise<Host> => {
     const index = hostSeq++;
@@ -156,6 +159,8 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
       const parsed = SandboxSpecSchema.safeParse(spec);
       if (!parsed.success) throw new TaskError(`invalid sandbox spec: ${parsed.error.message}`, { code: 'BAD_SPEC', stage: 'init' });
       if (opts.signal?.aborted) throw new CancelledError();
+      // An unknown image is the task's fault (TaskError IMAGE_NOT_FOUND naming it), found before any host work.
+      const image = parsed.data.image ? images.resolve(parsed.data.image) : null;
       await reaped;
       const host = await pickHost();
       const sandboxId = `sb-${crypto.randomBytes(6).toString('hex')}`;
@@ -166,6 +171,7 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
         spec: parsed.data,
         driver: driver.driver,
         rootfs: options.rootfs,
+        image,
         limits: options.limits,
         tools: {
           bashTimeoutMs: options.timeouts.bashMs,
@@ -217,5 +223,5 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
       hosts.length = 0;
     },
   };
-  return provider;
+  return withWarmPools(provider, options);
 }
