@@ -42,8 +42,8 @@ const OPAQUE = '.wh..wh..opq';
  * becomes the `trusted.overlay.opaque=y` xattr on its directory (both per the OCI image spec's
  * "Representing Changesets", and what containerd's overlayfs snapshotter writes).
  *
- * Extraction is node-tar's (owners, modes, mtimes, hard links and symlinks kept; it also refuses
- * to write through a symlink). Before node-tar sees an entry, this refuses — for the whole layer —
+ * Extraction is node-tar's (owners, modes, mtimes, hard links and symlinks kept, absolute
+ * symlink targets as written). Before node-tar sees an entry, this refuses — for the whole layer —
  * any entry with an absolute path or a `..` component, a hard link whose target is not a plain
  * path inside the layer, a symlink whose relative target climbs above the root, and any entry
  * below a symlink of the same layer. Both digests are checked on the fly.
@@ -70,6 +70,8 @@ async function unpackInto(input: UnpackLayerInput): Promise<UnpackedLayer> {
   const diffHash = crypto.createHash('sha256');
   const whiteouts: { dir: string; name: string }[] = [];
   const symlinks = new Set<string>();
+  // node-tar does not make device nodes or FIFOs: made afterwards with mknod / mkfifo (as root).
+  const specials: { rel: string; kind: 'c' | 'b' | 'p'; major: number; minor: number; mode: number; uid: number; gid: number }[] = [];
   let bytes = 0;
   let entries = 0;
   let violation: Error | null = null;
@@ -81,6 +83,10 @@ async function unpackInto(input: UnpackLayerInput): Promise<UnpackedLayer> {
     chmod: true,
     processUmask: 0,
     unlink: false,
+    // Our filter (checkEntry) refuses absolute and '..' entry paths and writes through symlinks;
+    // node-tar's own guard would also rewrite absolute symlink targets (`/usr/bin/python3` →
+    // relative to the link), which breaks images, whose absolute links resolve in their own root.
+    preservePaths: true,
     // Layers of real images compress well; the default ratio guard would refuse a sparse file.
     maxDecompressionRatio: Number.MAX_SAFE_INTEGER,
     filter: (_p: string, entry: ReadEntry | fs.Stats) => {
@@ -100,6 +106,11 @@ async function unpackInto(input: UnpackLayerInput): Promise<UnpackedLayer> {
         return false;
       }
       if (e.type === 'SymbolicLink') symlinks.add(rel);
+      if (e.type === 'CharacterDevice' || e.type === 'BlockDevice' || e.type === 'FIFO') {
+        const h = e.header;
+        specials.push({ rel, kind: e.type === 'FIFO' ? 'p' : e.type === 'CharacterDevice' ? 'c' : 'b', major: h.devmaj ?? 0, minor: h.devmin ?? 0, mode: (e.mode ?? 0o644) & 0o7777, uid: e.uid ?? 0, gid: e.gid ?? 0 });
+        return false;
+      }
       if (e.type === 'File' || e.type === 'OldFile' || e.type === 'ContiguousFile') bytes += e.size;
       return true;
     },
@@ -144,7 +155,7 @@ async function unpackInto(input: UnpackLayerInput): Promise<UnpackedLayer> {
   if (input.diffId && gotDiff !== input.diffId) {
     throw imageTaskError('IMAGE_DIGEST_MISMATCH', w, `diff_id mismatch: the config says ${input.diffId}, the uncompressed layer hashes to ${gotDiff}`);
   }
-  await applyWhiteouts(input.dest, whiteouts, w);
+  await applyWhiteouts(input.dest, whiteouts, specials, w);
   return { diffId: gotDiff, bytes, entries, whiteouts: whiteouts.filter((x) => x.name).length, opaqueDirs: whiteouts.filter((x) => !x.name).length };
 }
 
@@ -168,6 +179,11 @@ export function checkEntry(e: Pick<ReadEntry, 'path' | 'type' | 'linkpath'>, sym
   if (e.type === 'Link') {
     const target = e.linkpath ?? '';
     if (target.startsWith('/') || target.split('/').includes('..') || clean(target) === '') return `hard link '${raw}' points outside the layer ('${target}')`;
+    const tparts = clean(target).split('/');
+    for (let i = 1; i <= tparts.length; i++) {
+      const prefix = tparts.slice(0, i).join('/');
+      if (symlinks.has(prefix)) return `hard link '${raw}' goes through the symlink '${prefix}' of the same layer`;
+    }
   }
   if (e.type === 'SymbolicLink') {
     const target = e.linkpath ?? '';
@@ -234,9 +250,21 @@ function classify(err: unknown, w: ImageWhere): Error {
  * Writes the layer's whiteouts in overlayfs form. Node has no mknod or setxattr: one `sh` runs
  * every `mknod` / `setfattr` (Debian packages coreutils and attr), each path quoted.
  */
-async function applyWhiteouts(dest: string, list: { dir: string; name: string }[], w: ImageWhere): Promise<void> {
-  if (list.length === 0) return;
+async function applyWhiteouts(
+  dest: string,
+  list: { dir: string; name: string }[],
+  specials: { rel: string; kind: 'c' | 'b' | 'p'; major: number; minor: number; mode: number; uid: number; gid: number }[],
+  w: ImageWhere,
+): Promise<void> {
+  if (list.length === 0 && specials.length === 0) return;
   const lines: string[] = ['set -e'];
+  for (const sp of specials) {
+    const target = path.join(dest, sp.rel);
+    fs.mkdirSync(path.dirname(target), { recursive: true });
+    fs.rmSync(target, { force: true });
+    lines.push(sp.kind === 'p' ? `mkfifo -- ${q(target)}` : `mknod -- ${q(target)} ${sp.kind} ${sp.major} ${sp.minor}`);
+    lines.push(`chown -h ${sp.uid}:${sp.gid} -- ${q(target)}`, `chmod ${sp.mode.toString(8)} -- ${q(target)}`);
+  }
   for (const { dir, name } of list) {
     const d = path.join(dest, dir);
     fs.mkdirSync(d, { recursive: true });
