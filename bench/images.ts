@@ -47,7 +47,7 @@ try {
   await store.import(path.join(root, 'bb-layout'), { name: 'bb' });
 
   // ---- cold start vs host root, alternated on one warm host ----
-  const provider = createSandboxProvider({ hosts: 1, stateDir: path.join(root, 'state'), imageStore: store.dir, warmPools: { 'py-pooled': 4 }, limits: { maxProcesses: 64 } }) as WithWarmPools<HostSandboxProvider>;
+  const provider = createSandboxProvider({ hosts: 1, stateDir: path.join(root, 'state'), imageStore: store.dir, timeouts: { hostStartMs: 120_000 }, warmPools: { 'py-pooled': 4 }, limits: { maxProcesses: 64 } }) as WithWarmPools<HostSandboxProvider>;
   await store.import(layout, { name: 'py-pooled' });
   try {
     await (await provider.create({}, { rolloutId: 'warm-host' })).close();
@@ -88,7 +88,7 @@ try {
   }
 
   // ---- memory of 200 idle image sandboxes ----
-  const many = createSandboxProvider({ hosts: 2, stateDir: path.join(root, 'state-many'), imageStore: store.dir, limits: { maxProcesses: 32 } });
+  const many = createSandboxProvider({ hosts: 2, stateDir: path.join(root, 'state-many'), imageStore: store.dir, timeouts: { hostStartMs: 120_000 }, limits: { maxProcesses: 32 } });
   try {
     await Promise.all([0, 1].map(async (i) => (await many.create({}, { rolloutId: `m-warm-${i}` })).close()));
     const mem = (): { rss: number; pss: number } => {
@@ -120,7 +120,7 @@ try {
   }
 
   // ---- SWE eval ----
-  const sweProvider = createSandboxProvider({ hosts: 2, stateDir: path.join(root, 'state-swe'), imageStore: store.dir });
+  const sweProvider = createSandboxProvider({ hosts: 2, stateDir: path.join(root, 'state-swe'), imageStore: store.dir, timeouts: { hostStartMs: 120_000 } });
   const codec = createQwen3Codec();
   const rt = createRuntime({ codec, llm: new ScriptedPolicy({ codec }), sandboxes: sweProvider, stages: { init: 2, run: 2, eval: 2 }, retries: { max: 0 } });
   try {

@@ -26,6 +26,8 @@ options:
   --sandbox DRIVER      bwrap | unshare | none | auto (default auto: bwrap when it works)
   --max-iterations N    assistant turns per rollout (default 35)
   --timeout SECONDS     time budget per rollout, counted inside the stages (default 300)
+  --image-store DIR     the image store instances' \`image\` is found in (default: $ROLLOUT_IMAGE_STORE,
+                        else ~/.cache/rollout-runtime/images; see docs/images.md)
   -h, --help            this text
 `;
 
@@ -72,6 +74,7 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
         sandbox: { type: 'string' },
         'max-iterations': { type: 'string' },
         timeout: { type: 'string' },
+        'image-store': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -80,6 +83,8 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
   }
   const v = parsed.values;
   if (v.help) return null;
+  // The sandbox provider reads the store from here (docs/images.md): one line, no option plumbing.
+  if (v['image-store']) process.env.ROLLOUT_IMAGE_STORE = resolve(v['image-store']);
   if (parsed.positionals.length !== 1) {
     throw new ValidationError(parsed.positionals.length === 0 ? 'missing the task file (TASKS.jsonl)' : `expected one task file, got ${parsed.positionals.length}`, [
       { path: 'TASKS', message: 'one path' },
