@@ -109,7 +109,7 @@ try {
     };
     const before = mem();
     const alive: Sandbox[] = [];
-    for (let i = 0; i < 200; i += 10) alive.push(...(await Promise.all(Array.from({ length: 10 }, (_, j) => many.create({ image: 'bb' }, { rolloutId: `m-${i + j}` })))));
+    for (let i = 0; i < 200; i += 5) alive.push(...(await Promise.all(Array.from({ length: 5 }, (_, j) => many.create({ image: 'bb' }, { rolloutId: `m-${i + j}` })))));
     const after = mem();
     figures.per_sandbox_rss_mb = round((after.rss - before.rss) / 1024 / alive.length, 2);
     figures.per_sandbox_pss_mb = round((after.pss - before.pss) / 1024 / alive.length, 2);
@@ -138,7 +138,15 @@ try {
     await rt.close();
     await sweProvider.close();
   }
+} catch (err) {
+  console.error('bench/images failed:', err);
+  process.exitCode = 1;
 } finally {
+  // Never remove through a mounted overlay: unmount whatever is still mounted under root first.
+  for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const m = line.split(' ')[4];
+    if (m?.startsWith(root)) execFileSync('umount', ['-l', m]);
+  }
   fs.rmSync(root, { recursive: true, force: true });
 }
 report('images', figures);

@@ -10,6 +10,7 @@ import { SandboxLostSchema, SandboxSpecSchema } from '../protocol/sandbox.js';
 import { detectDriver, type DriverDetection } from './drivers.js';
 import { ImageStore } from './images/image-store.js';
 import { withWarmPools } from './warm-pool.js';
+import { reapDeadHostSandboxes } from './images/orphan-reap.js';
 import { hostsDir, reapSandbox, reapStale, sandboxesDir, type ReapReport } from './lease.js';
 import { processStartTime } from './proc.js';
 import { asSandboxFault, SandboxClient } from './sandbox-client.js';
@@ -221,6 +222,8 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
         }),
       );
       hosts.length = 0;
+      // A host killed mid-close leaves sandboxes (and image overlays) behind: clean them now.
+      await reapDeadHostSandboxes(options.stateDir);
     },
   };
   return withWarmPools(provider, options);
