@@ -5,8 +5,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { imageInfraError, imageTaskError, isDiskFull } from './image-errors.js';
 import { ImageRecordSchema, type ImageRecord, type ResolvedImage } from './image-record.js';
-import { readImageSource } from './image-source.js';
-import { unpackLayer } from './layer-unpack.js';
+import type { UnpackLayerInput } from './layer-unpack.js';
 
 /**
  * The image store directory: `ROLLOUT_IMAGE_STORE`, else `$XDG_CACHE_HOME/rollout-runtime/images`,
@@ -67,6 +66,8 @@ export class ImageStore {
    */
   async import(source: string, opts: { name?: string | undefined } = {}): Promise<ImageRecord> {
     for (const d of ['layers', 'images', 'refs', 'used', 'tmp', 'locks']) fs.mkdirSync(this.sub(d), { recursive: true });
+    // Loaded on first import only: node-tar and the unpacker stay off every CLI start.
+    const { readImageSource } = await import('./image-source.js');
     const src = await readImageSource(source, this.sub('tmp'));
     try {
       const label = opts.name ?? src.names[0] ?? source;
@@ -104,7 +105,7 @@ export class ImageStore {
   }
 
   /** Unpacks a layer unless it is there; one unpack at a time per layer, machine-wide. */
-  private ensureLayer(diffId: string, input: () => Parameters<typeof unpackLayer>[0] extends infer T ? Omit<T & object, 'dest'> : never): Promise<{ bytes: number }> {
+  private ensureLayer(diffId: string, input: () => Omit<UnpackLayerInput, 'dest'>): Promise<{ bytes: number }> {
     const hex = hexOf(diffId);
     const running = this.inflight.get(hex);
     if (running) return running;
@@ -118,6 +119,7 @@ export class ImageStore {
           try {
             if (fs.existsSync(final)) return readLayerMeta(meta);
             const tmp = path.join(this.sub('tmp'), `layer-${hex.slice(0, 16)}-${crypto.randomBytes(4).toString('hex')}`);
+            const { unpackLayer } = await import('./layer-unpack.js');
             const got = await unpackLayer({ ...input(), dest: tmp });
             try {
               atomicWrite(meta, JSON.stringify({ diffId, bytes: got.bytes, entries: got.entries }));
