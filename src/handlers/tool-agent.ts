@@ -1,6 +1,7 @@
 import type { ActContext, ActResult, AgentHandler, EvalContext, EvalResult, HandlerContext, InitResult, Observation } from './agent-handler.js';
 import type { Message, ToolCall, ToolSchema } from '../protocol/messages.js';
 import { runToolCall } from './tools.js';
+import { withInstanceImage } from '../sandbox/images/instance-image.js';
 
 /**
  * The shared agent step: runs the tool calls of the last assistant turn one after the other
@@ -90,7 +91,7 @@ export function defineToolAgent(def: ToolAgentDefinition): AgentHandler {
     ...(def.aliases ? { aliases: def.aliases } : {}),
     ...(def.prefixes ? { prefixes: def.prefixes } : {}),
     async init(ctx) {
-      const r = await def.init(ctx);
+      const r = await def.init(withInstanceImage(ctx));
       const tools = r.tools ?? defaultTools;
       return { messages: r.messages, tools, sandbox: r.sandbox, state: { tools, user: r.state } satisfies ToolAgentState };
     },
@@ -102,7 +103,7 @@ export function defineToolAgent(def: ToolAgentDefinition): AgentHandler {
       // Object.assign then a set, not `{ ...ctx, state }`: the spread with an extra key is ~10x slower.
       const userCtx = Object.assign({}, ctx);
       userCtx.state = (ctx.state as ToolAgentState).user;
-      return def.eval(userCtx);
+      return def.eval(withInstanceImage(userCtx));
     },
   };
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ResolvedImageSchema } from './image.js';
 
 /**
  * Messages between the runtime (the sandbox client) and a sandbox host, over the msgpack
@@ -15,6 +16,8 @@ export const SandboxSpecSchema = z.object({
   setup: z.array(z.string()).optional(),
   network: z.boolean().optional(),
   env: z.record(z.string(), z.string()).optional(),
+  /** An image of the image store (name or digest): the sandbox's root becomes a copy-on-write overlay of it. */
+  image: z.string().min(1).max(500).optional(),
 });
 
 export const BashResultSchema = z.object({
@@ -92,6 +95,8 @@ export const SandboxCreateSchema = z.object({
   spec: SandboxSpecSchema,
   driver: z.enum(['bwrap', 'unshare', 'none']),
   rootfs: z.string().nullable(),
+  /** The resolved `spec.image` (layers and config), or absent for a host-root sandbox. */
+  image: ResolvedImageSchema.nullable().optional(),
   limits: SandboxLimitsSchema,
   tools: SandboxToolSettingsSchema,
   /** Host uid/gid the sandbox's processes run as; null keeps the host's own (not root). */

@@ -55,6 +55,8 @@ export interface LaunchPlan {
   /** Host directory used as $HOME by the unshare and none drivers. */
   homeDir: string;
   rootfs: string | null;
+  /** An image sandbox (bwrap): this writable copy-on-write root replaces `rootfs`; the shell starts in `cwd`. See images/image-root.ts. */
+  imageRoot?: { merged: string; cwd: string } | null | undefined;
   network: boolean;
   limits: SandboxLimits;
   /** Host directory of the sandbox's control files (long commands, the REPL driver). */
@@ -207,7 +209,7 @@ export function buildLaunch(plan: LaunchPlan): Launch {
   let ctlInside = plan.ctlDir;
   let drop = plan.sandboxUid !== null ? dropTo(plan.sandboxUid) : [];
   if (plan.driver === 'bwrap') {
-    home = plan.rootfs ? '/root' : hostHome;
+    home = plan.rootfs || plan.imageRoot ? '/root' : hostHome;
     // Never --share-net: a networked sandbox gets user-mode networking in its own namespace (network.ts).
     driverArgs = ['bwrap', '--unshare-all', '--unshare-user', '--die-with-parent', '--cap-drop', 'ALL'];
     // As root, uid/gid 1000 inside maps to the sandbox's host uid; otherwise our own uid is kept
@@ -215,11 +217,14 @@ export function buildLaunch(plan: LaunchPlan): Launch {
     if (plan.sandboxUid !== null) driverArgs.push('--uid', String(INSIDE_UID), '--gid', String(INSIDE_UID));
     if (plan.seccompFile) driverArgs.push('--seccomp', '9');
     else driverArgs.push('--disable-userns');
-    if (plan.rootfs) driverArgs.push('--ro-bind', plan.rootfs, '/');
+    if (plan.imageRoot) driverArgs.push('--bind', plan.imageRoot.merged, '/');
+    else if (plan.rootfs) driverArgs.push('--ro-bind', plan.rootfs, '/');
     else driverArgs.push(...hostRootArgs(topLevel(hostHome)));
     const size = String(plan.limits.tmpBytes);
     driverArgs.push('--dev', '/dev', '--proc', '/proc', '--size', size, '--tmpfs', '/tmp', '--size', size, '--tmpfs', '/dev/shm', '--tmpfs', '/run');
-    if (!plan.rootfs) {
+    if (plan.imageRoot) {
+      // The image's own /root stays (its writes go to the sandbox's upper dir).
+    } else if (!plan.rootfs) {
       // The host's home and the runtime's state dir must not be visible: a tmpfs over each.
       driverArgs.push('--tmpfs', hostHome);
       if (!isUnder(plan.stateDir, '/tmp') && !isUnder(plan.stateDir, '/run')) driverArgs.push('--tmpfs', plan.stateDir);
@@ -229,7 +234,7 @@ export function buildLaunch(plan: LaunchPlan): Launch {
     if (plan.resolvConf) driverArgs.push('--ro-bind', plan.resolvConf, '/etc/resolv.conf');
     ctlInside = '/run/rollout';
     driverArgs.push('--ro-bind', plan.ctlDir, ctlInside);
-    driverArgs.push('--bind', plan.workdir, '/workspace', '--hostname', 'sandbox', '--remount-ro', '/', '--chdir', '/workspace', '--');
+    driverArgs.push('--bind', plan.workdir, '/workspace', '--hostname', 'sandbox', ...(plan.imageRoot ? [] : ['--remount-ro', '/']), '--chdir', plan.imageRoot?.cwd ?? '/workspace', '--');
   } else if (plan.driver === 'unshare') {
     home = hostHome;
     ctlInside = '/run/rollout';

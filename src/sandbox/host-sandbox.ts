@@ -7,6 +7,8 @@ import { PidsCgroup } from './cgroup.js';
 import { buildEnter, buildLaunch, type LaunchPlan } from './drivers.js';
 import { Editor } from './editor.js';
 import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
+import { imageCwd, imageEnv, imageWorkdir, mountImageRoot, toWorkspaceAlias } from './images/image-root.js';
+import { overlayDirs, releaseOverlay } from './images/overlay-mount.js';
 import { descendants, killAll, parentOf, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
 import { PythonRepl, REPL_DRIVER } from './python-repl.js';
@@ -78,7 +80,9 @@ export class HostSandbox {
       fs.rmSync(dir, { recursive: true, force: true });
       throw err;
     }
-    const { workdir, ctlDir } = files;
+    const { ctlDir } = files;
+    // An image sandbox's workspace is its WorkingDir inside the overlay, made once it is mounted.
+    const workdir = req.image ? imageWorkdir(dir, req.image) : files.workdir;
     fs.mkdirSync(path.join(files.root, 'root')); // mount point of the unshare driver's root
     const cgroup = req.driver === 'none' ? null : PidsCgroup.create(req.sandboxId, req.limits.maxProcesses, req.limits.totalMemoryBytes);
     const lease: Lease = {
@@ -100,6 +104,7 @@ export class HostSandbox {
     const seccompFile = req.driver === 'none' ? null : writeSeccompFilter(ctlDir);
     const sb = new HostSandbox(req.sandboxId, req, dir, workdir, ctlDir, files, seccompFile, cgroup, lease, ctx.onLost);
     try {
+      if (req.image) await mountImageRoot(dir, req.image);
       await seed(workdir, req);
       // Seeding ran as root before any sandboxed process existed; the sandbox's uid takes it over.
       if (uid !== null) chownTree(workdir, uid);
@@ -125,7 +130,9 @@ export class HostSandbox {
       workdir: this.workdir,
       stateDir: path.dirname(path.dirname(this.dir)),
       homeDir: this.files.homeDir,
-      rootfs: this.req.rootfs,
+      // bwrap binds the image overlay writable as the root; the unshare driver gets it as its (read-only) rootfs.
+      rootfs: this.req.image && this.req.driver !== 'bwrap' ? overlayDirs(this.dir).merged : this.req.rootfs,
+      imageRoot: this.req.image && this.req.driver === 'bwrap' ? { merged: overlayDirs(this.dir).merged, cwd: imageCwd(this.req.image) } : null,
       network: this.req.spec.network ?? false,
       limits: this.req.limits,
       ctlDir: this.ctlDir,
@@ -154,6 +161,7 @@ export class HostSandbox {
       GIT_PAGER: 'cat',
       PYTHONUNBUFFERED: '1',
       PYTHONDONTWRITEBYTECODE: '1',
+      ...imageEnv(this.req.image),
       ...(this.req.spec.env ?? {}),
     };
   }
@@ -273,19 +281,19 @@ export class HostSandbox {
     // fd); new files take the workspace root's owner, the sandbox's uid. Not wrapped in a
     // seteuid: glibc applies it to every thread, so the thread pool's I/O for other sandboxes
     // would run with this sandbox's rights while an async call is in flight.
-    return this.editor.run(req);
+    return this.editor.run({ ...req, path: toWorkspaceAlias(this.req.image, req.path) });
   }
 
   /** Reads a workspace file. @throws TaskError when the path leaves the workspace, is missing or not a regular file. */
   readFile(p: string): Promise<string> {
     this.alive();
-    return readWorkspaceFile(this.workdir, p);
+    return readWorkspaceFile(this.workdir, toWorkspaceAlias(this.req.image, p));
   }
 
   /** Writes a workspace file, creating directories. @throws TaskError when the path leaves the workspace. */
   writeFile(p: string, content: string): Promise<void> {
     this.alive();
-    return writeWorkspaceFile(this.workdir, p, content);
+    return writeWorkspaceFile(this.workdir, toWorkspaceAlias(this.req.image, p), content);
   }
 
   /**
@@ -325,6 +333,7 @@ export class HostSandbox {
     }
     killAll(tree);
     await this.cgroup?.killAllAndRemove();
+    await releaseOverlay(this.dir);
     removeSandboxFs(this.dir);
     // Any depth, mounts detached first, quarantined when it cannot go (remove-tree.ts).
     await removeSandboxDir(this.dir);

@@ -34,6 +34,8 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
   const creating = new Set<string>();
   // A close that overtook its create (the runtime gave up waiting): honoured when create ends.
   const closedEarly = new Set<string>();
+  // Closes in progress: the host's own exit waits for them (an overlay must not stay mounted).
+  const closing = new Set<Promise<void>>();
   let owner: HostOwner | null = null;
   let channel: UdsChannel | null = null;
 
@@ -45,6 +47,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
   const closeAll = async (): Promise<void> => {
     await Promise.all([...sandboxes.values()].map((s) => s.close()));
     sandboxes.clear();
+    await Promise.all([...closing]);
   };
 
   const handle = async (raw: WireMessage & { id: number }): Promise<Record<string, unknown>> => {
@@ -84,7 +87,11 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
     if (req.type === 'sandbox.close') {
       if (creating.has(req.sandboxId)) closedEarly.add(req.sandboxId);
       sandboxes.delete(req.sandboxId);
-      await sb?.close();
+      if (sb) {
+        const p = sb.close();
+        closing.add(p);
+        await p.finally(() => closing.delete(p));
+      }
       return {};
     }
     if (!sb) throw new SandboxError(`no sandbox ${req.sandboxId} on this host`, { code: 'SANDBOX_LOST' });

@@ -2,6 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../errors.js';
+import { defaultImageStoreDir } from './images/image-store.js';
 
 const uid = typeof process.getuid === 'function' ? process.getuid() : 0;
 
@@ -18,6 +19,12 @@ export const SandboxOptionsSchema = z.object({
   stateDir: z.string().default(() => path.join(os.tmpdir(), `rollout-runtime-${uid}`)),
   /** Root filesystem for bwrap (e.g. built by scripts/make-rootfs.sh); null = the host's, read-only. */
   rootfs: z.string().nullable().default(null),
+  /** The image store `spec.image` is resolved in (see docs/images.md). Default `ROLLOUT_IMAGE_STORE`, else the XDG cache dir. */
+  imageStore: z.string().default(() => defaultImageStoreDir()),
+  /** Warm pools: image name → sandboxes kept started for it (see src/sandbox/warm-pool.ts). Default none. */
+  warmPools: z.record(z.string(), z.number().int().min(0).max(1000)).default({}),
+  /** A warm pool with no take for this long is drained (its sandboxes closed) until the next take. */
+  warmPoolIdleMs: z.number().int().positive().default(300_000),
   /** Identifies this runtime in leases; default `<hostname>-<pid>`. */
   runtimeId: z.string().default(() => `${os.hostname()}-${process.pid}`),
   /**

@@ -8,6 +8,9 @@ import { CancelledError, SandboxError, TaskError } from '../errors.js';
 import { UdsChannel } from '../ipc/uds-channel.js';
 import { SandboxLostSchema, SandboxSpecSchema } from '../protocol/sandbox.js';
 import { detectDriver, type DriverDetection } from './drivers.js';
+import { ImageStore } from './images/image-store.js';
+import { withWarmPools } from './warm-pool.js';
+import { reapDeadHostSandboxes } from './images/orphan-reap.js';
 import { hostsDir, reapSandbox, reapStale, sandboxesDir, type ReapReport } from './lease.js';
 import { processStartTime } from './proc.js';
 import { asSandboxFault, SandboxClient } from './sandbox-client.js';
@@ -67,6 +70,7 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
   const hosts: Host[] = [];
   let hostSeq = 0;
   let closed = false;
+  const images = new ImageStore(options.imageStore);
 
   /** Spawns a host process and waits until it is ready and greeted. */
   const launch = async (host: Host): Promise<Host> => {
@@ -174,6 +178,8 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
       const badKeys = checkFileKeys(Object.keys(parsed.data.files ?? {}));
       if (badKeys.length) throw fileKeysError(badKeys);
       if (opts.signal?.aborted) throw new CancelledError();
+      // An unknown image is the task's fault (TaskError IMAGE_NOT_FOUND naming it), found before any host work.
+      const image = parsed.data.image ? images.resolve(parsed.data.image) : null;
       await reaped;
       const host = await pickHost();
       const sandboxId = `sb-${crypto.randomBytes(6).toString('hex')}`;
@@ -184,6 +190,7 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
         spec: parsed.data,
         driver: driver.driver,
         rootfs: options.rootfs,
+        image,
         limits: options.limits,
         sandboxUid: sandboxUidFor(sandboxId, options.sandboxUids),
         tools: {
@@ -238,7 +245,9 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
         }),
       );
       hosts.length = 0;
+      // A host killed mid-close leaves sandboxes (and image overlays) behind: clean them now.
+      await reapDeadHostSandboxes(options.stateDir);
     },
   };
-  return provider;
+  return withWarmPools(provider, options);
 }

@@ -22,6 +22,12 @@ export interface SandboxSpec {
   network?: boolean | undefined;
   /** Environment variables for the shell. */
   env?: Record<string, string> | undefined;
+  /**
+   * An image of the image store (a name given at import, or a digest): the sandbox's root is a
+   * copy-on-write overlay of its layers, its config's Env and WorkingDir apply. Absent: the
+   * host's root, read-only. An image the store lacks is a TaskError (`IMAGE_NOT_FOUND`).
+   */
+  image?: string | undefined;
 }
 
 export interface BashRequest {

@@ -35,6 +35,8 @@ options:
                         tokenizer and chat template rollouts use (default: Qwen3)
   --tool-parser NAME    tool-call format: hermes | qwen3_coder | llama3_json | mistral | deepseek_v3
                         (default: the one the chat template writes)
+  --image-store DIR     the image store instances' \`image\` is found in (default: $ROLLOUT_IMAGE_STORE,
+                        else ~/.cache/rollout-runtime/images; see docs/images.md)
   -h, --help            this text
 
 Before it starts, every --backend is probed (reachable, protocol fits the server); a dead or
@@ -108,6 +110,7 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
         timeout: { type: 'string' },
         tokenizer: { type: 'string' },
         'tool-parser': { type: 'string' },
+        'image-store': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -118,6 +121,8 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
   }
   const v = parsed.values;
   if (v.help) return null;
+  // The sandbox provider reads the store from here (docs/images.md): one line, no option plumbing.
+  if (v['image-store']) process.env.ROLLOUT_IMAGE_STORE = resolve(v['image-store']);
   if (parsed.positionals.length !== 1) {
     throw new ValidationError(parsed.positionals.length === 0 ? 'missing the task file (TASKS.jsonl)' : `expected one task file, got ${parsed.positionals.length}`, [
       { path: 'TASKS', message: 'one path' },

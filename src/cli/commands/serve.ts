@@ -1,3 +1,4 @@
+import { resolve as pathResolve } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { numberFlag, parseFlags, UsageError } from '../args.js';
 import { z } from 'zod';
@@ -22,6 +23,7 @@ const USAGE = `usage: rollout serve [options]
   --sandbox DRIVER     auto | bwrap | unshare | none (default auto)
   --inspect URL        send XState inspection events to a ws:// inspector
   --state-dir DIR      sandbox leases (default: the OS temp dir)
+  --image-store DIR    task images (default: $ROLLOUT_IMAGE_STORE, else ~/.cache/rollout-runtime/images)
   --retain N           events kept for WebSocket resume (default 50000)
   --body-limit BYTES   request body limit (default 10485760)
   --stopped            start without a runtime until POST /start (the reference's behaviour)
@@ -75,6 +77,7 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     sandbox: { type: 'string' },
     inspect: { type: 'string' },
     'state-dir': { type: 'string' },
+    'image-store': { type: 'string' },
     retain: { type: 'string' },
     'body-limit': { type: 'string' },
     stopped: { type: 'boolean' },
@@ -91,6 +94,8 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
   }, USAGE);
   if (typeof flags === 'number') return flags;
   const values = flags.values;
+  // The sandbox provider reads the store from here (docs/images.md).
+  if (values['image-store']) process.env.ROLLOUT_IMAGE_STORE = pathResolve(values['image-store']);
 
   let config: z.infer<typeof ConfigSchema> = {};
   if (values.config) {

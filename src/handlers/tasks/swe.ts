@@ -1,6 +1,9 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
-import { SandboxError } from '../../errors.js';
+import { SandboxError, TaskError } from '../../errors.js';
+import type { HandlerContext } from '../agent-handler.js';
+import { gradeTests, parseTestLog, type TestStatusMap } from './swe-log-parsers.js';
+import { derivedImageName, patchFiles, R2eRowSchema, rowKind, runnerOf, SweBenchRowSchema, sweTestCommand, type R2eRow, type SweBenchRow } from './swe-rows.js';
 import type { AgentHandler } from '../agent-handler.js';
 import type { Sandbox, SandboxSpec } from '../../sandbox/sandbox.js';
 import { clip, parseInstance, runToEnd, settleShell, shellQuote } from './task-kit.js';
@@ -26,6 +29,8 @@ export const SweInstanceSchema = z
     test_command: z.string().min(1),
     test_files: z.record(z.string().min(1), z.string()).optional(),
     eval_timeout_s: z.number().positive().max(3600).default(120),
+    /** An image of the store to run in (its root instead of the host's); the repository is still `files` / `repo_dir`. */
+    image: z.string().min(1).optional(),
   })
   .transform((v, ctx) => {
     const problem = v.problem_statement ?? v.prompt;
@@ -56,12 +61,13 @@ const GIT_ENV: Record<string, string> = {
 
 const GIT_INIT = `{ [ -d .git ] || { git init -q && git add -A && git commit -qm base --no-verify; }; } && git tag -f ${BASE_TAG} >/dev/null`;
 
-function repoSpec(inst: SweInstance): SandboxSpec {
+function repoSpec(inst: { files?: Record<string, string> | undefined; repo_dir?: string | undefined; setup?: string[] | undefined; image?: string | undefined }): SandboxSpec {
   return {
     ...(inst.files ? { files: inst.files } : {}),
     ...(inst.repo_dir ? { seedDir: resolve(inst.repo_dir) } : {}),
     setup: [GIT_INIT, ...(inst.setup ?? [])],
     env: GIT_ENV,
+    ...(inst.image ? { image: inst.image } : {}),
   };
 }
 
@@ -76,31 +82,90 @@ async function mustRun(sb: Sandbox, command: string, what: string, ctx: { signal
   return r.output;
 }
 
+/** What init hands to eval. */
+type SweState =
+  | { kind: 'bundled'; inst: SweInstance }
+  | { kind: 'swebench'; row: SweBenchRow; spec: SandboxSpec; image: string | null; diagnostic: string | null }
+  | { kind: 'r2e'; row: R2eRow; spec: SandboxSpec; image: string };
+
+const SYSTEM_IMAGE =
+  'You are a software engineer working in a git repository: the shell starts in its root, which is also ' +
+  'mounted at /workspace. Fix the issue below: explore the code with execute_bash, edit files with ' +
+  'str_replace_editor, and run the tests. When the fix is complete, call finish.';
+
+/** Tags the image's checkout as the base the agent's diff is taken against. */
+function imageSpec(image: string, base: string): SandboxSpec {
+  return { image, env: GIT_ENV, setup: [`git rev-parse -q --verify ${shellQuote(`${base}^{commit}`)} >/dev/null && git tag -f ${BASE_TAG} ${shellQuote(base)} >/dev/null`] };
+}
+
+function isImageNotFound(err: unknown): boolean {
+  return err instanceof TaskError && err.code === 'IMAGE_NOT_FOUND';
+}
+
 /**
- * `swe` (alias `swebench`): bash, editor and finish in the repository. The eval takes
- * `git diff` of the workspace against its original state (recorded as `git_patch` in the eval
- * details), applies it in a FRESH sandbox made from the original repository, writes
- * `test_files`, and runs `test_command` there: exit 0 → resolved, reward 1. A patch that does not
- * apply scores 0 (the policy's doing). Git failures outside the patch are SandboxErrors.
+ * A SWE-bench / SWE-Gym row: its image (the row's `image` / `docker_image`, else the name derived
+ * from `instance_id` when the store has it), else — for a derived name only, and when the row
+ * carries the repository as `files` / `repo_dir` — the host-root sandbox, with a diagnostic.
+ */
+async function initSweBench(ctx: HandlerContext, row: SweBenchRow): Promise<{ sandbox: Sandbox; state: SweState }> {
+  const explicit = row.image ?? row.docker_image;
+  const image = explicit ?? derivedImageName(row.instance_id);
+  const spec = imageSpec(image, row.base_commit);
+  try {
+    return { sandbox: await ctx.createSandbox(spec), state: { kind: 'swebench', row, spec, image, diagnostic: null } };
+  } catch (err) {
+    if (!isImageNotFound(err) || explicit) throw err;
+    if (!row.files && !row.repo_dir) {
+      throw new TaskError(`swe instance ${row.instance_id}: no image given and the derived image '${image}' is not in the image store; the row has no files or repo_dir to run without one`, { code: 'IMAGE_NOT_FOUND', stage: 'init', details: { image } });
+    }
+    const host = repoSpec({ files: row.files, repo_dir: row.repo_dir });
+    const diagnostic = `image '${image}' (derived from instance_id) is not in the image store: ran in the host-root sandbox from the row's ${row.files ? 'files' : 'repo_dir'}`;
+    return { sandbox: await ctx.createSandbox(host), state: { kind: 'swebench', row, spec: host, image: null, diagnostic } };
+  }
+}
+
+/**
+ * `swe` (alias `swebench`): bash, editor and finish in the repository. Three row formats
+ * (swe-rows.ts): the bundled one (`files` / `repo_dir` + `test_command`: exit 0 → resolved),
+ * SWE-bench / SWE-Gym rows and R2E-Gym rows (per-test grading).
+ *
+ * The eval takes `git diff` of the workspace against its base (recorded as `git_patch`), applies
+ * it in a FRESH sandbox made the same way (same image), and runs the tests there. A patch that
+ * does not apply scores 0 (the policy's doing). Git failures outside the patch are SandboxErrors.
+ * SWE-bench rows: the test files are reset to the base and `test_patch` applied, the tests the
+ * patch touches run, the log is parsed per test (pytest, Django) and the row is resolved iff every
+ * FAIL_TO_PASS passes and every PASS_TO_PASS still passes; the per-test report is in the details.
  */
 export const sweHandler: AgentHandler = defineToolAgent({
   name: 'swe',
   aliases: ['swebench'],
   tools: toolSchemas(['execute_bash', 'str_replace_editor', 'think', 'finish']),
   async init(ctx) {
+    const kind = rowKind(ctx.instance);
+    if (kind === 'swebench') {
+      const row = parseInstance('swe', SweBenchRowSchema, ctx.instance);
+      const { sandbox, state } = await initSweBench(ctx, row);
+      return { sandbox, messages: [{ role: 'system', content: state.kind === 'swebench' && state.image ? SYSTEM_IMAGE : SYSTEM }, { role: 'user', content: row.problem_statement }], state };
+    }
+    if (kind === 'r2e') {
+      const row = parseInstance('swe', R2eRowSchema, ctx.instance);
+      const spec = imageSpec(row.docker_image, 'HEAD');
+      const sandbox = await ctx.createSandbox(spec);
+      return { sandbox, messages: [{ role: 'system', content: SYSTEM_IMAGE }, { role: 'user', content: row.problem_statement }], state: { kind: 'r2e', row, spec, image: row.docker_image } satisfies SweState };
+    }
     const inst = parseInstance('swe', SweInstanceSchema, ctx.instance);
     const sandbox = await ctx.createSandbox(repoSpec(inst));
     return {
       sandbox,
       messages: [
-        { role: 'system', content: SYSTEM },
+        { role: 'system', content: inst.image ? SYSTEM_IMAGE : SYSTEM },
         { role: 'user', content: inst.problem },
       ],
-      state: inst,
+      state: { kind: 'bundled', inst } satisfies SweState,
     };
   },
   async eval(ctx) {
-    const inst = ctx.state as SweInstance;
+    const state = ctx.state as SweState;
     if (!ctx.sandbox) throw new SandboxError('swe eval: the run left no sandbox', { stage: 'eval' });
     await settleShell(ctx.sandbox, ctx.signal);
     // An agent that deleted .git (or the base tag) broke its own workspace: a trainable failure,
@@ -114,22 +179,81 @@ export const sweHandler: AgentHandler = defineToolAgent({
     await mustRun(ctx.sandbox, `git add -A && git diff --cached --binary ${BASE_TAG} > .git/rollout.patch`, 'git diff', ctx);
     const patch = await ctx.sandbox.readFile('.git/rollout.patch');
     await ctx.sandbox.close();
-
-    const sb = await ctx.createSandbox(repoSpec(inst));
-    try {
-      if (patch.trim()) {
-        await sb.writeFile('.git/rollout.patch', patch);
-        const ap = await runToEnd(sb, 'git apply --whitespace=nowarn .git/rollout.patch', 120_000, ctx.signal, ctx.clock);
-        if (ap.exitCode !== 0) {
-          return { reward: 0, resolved: false, details: { git_patch: patch, applied: false, output: clip(ap.output) } };
-        }
-      }
-      for (const [path, content] of Object.entries(inst.test_files ?? {})) await sb.writeFile(path, content);
-      const t = await runToEnd(sb, `timeout ${inst.eval_timeout_s} bash -c ${shellQuote(inst.test_command)}`, (inst.eval_timeout_s + 10) * 1000, ctx.signal, ctx.clock);
-      const resolved = t.exitCode === 0;
-      return { reward: resolved ? 1 : 0, resolved, details: { git_patch: patch, applied: true, exit_code: t.exitCode, timed_out: t.timedOut || t.exitCode === 124, output: clip(t.output) } };
-    } finally {
-      await sb.close();
-    }
+    if (state.kind === 'bundled') return evalBundled(ctx, state.inst, patch);
+    return evalGraded(ctx, state, patch);
   },
 });
+
+/** Applies the agent's patch in a fresh sandbox; null when it applied, else the 0-reward result. */
+async function applyPatch(sb: Sandbox, patch: string, ctx: { signal: AbortSignal; clock: Clock }): Promise<{ reward: number; resolved: boolean; details: Record<string, unknown> } | null> {
+  if (!patch.trim()) return null;
+  await sb.writeFile('.git/rollout.patch', patch);
+  const ap = await runToEnd(sb, 'git apply --whitespace=nowarn .git/rollout.patch', 120_000, ctx.signal, ctx.clock);
+  if (ap.exitCode === 0) return null;
+  return { reward: 0, resolved: false, details: { git_patch: patch, applied: false, output: clip(ap.output) } };
+}
+
+/** Runs `command` with its whole output in `.git/rollout-test.log` (the bash tool would cut it) and reads it back. */
+async function runTests(sb: Sandbox, command: string, timeoutS: number, ctx: { signal: AbortSignal; clock: Clock }): Promise<{ log: string; exitCode: number | null; timedOut: boolean }> {
+  const r = await runToEnd(sb, `timeout ${timeoutS} bash -c ${shellQuote(command)} > .git/rollout-test.log 2>&1; echo "rollout-exit=$?"`, (timeoutS + 10) * 1000, ctx.signal, ctx.clock);
+  const m = /rollout-exit=(\d+)/.exec(r.output);
+  const log = await sb.readFile('.git/rollout-test.log').catch(() => '');
+  const exitCode = m ? Number(m[1]) : null;
+  return { log, exitCode, timedOut: r.timedOut || exitCode === 124 };
+}
+
+async function evalGraded(ctx: EvalContextLike, state: Exclude<SweState, { kind: 'bundled' }>, patch: string): Promise<{ reward: number; resolved: boolean; details: Record<string, unknown> }> {
+  const sb = await ctx.createSandbox(state.spec);
+  const where = { image: state.image, ...(state.kind === 'swebench' && state.diagnostic ? { diagnostic: state.diagnostic } : {}) };
+  try {
+    const refused = await applyPatch(sb, patch, ctx);
+    if (refused) return { ...refused, details: { ...refused.details, ...where } };
+    let statuses: TestStatusMap;
+    let run: Awaited<ReturnType<typeof runTests>>;
+    if (state.kind === 'swebench') {
+      const row = state.row;
+      const files = patchFiles(row.test_patch);
+      if (row.test_patch.trim()) {
+        // As the SWE-bench harness: the test files back to the base, then the test patch.
+        await mustRun(sb, files.map((f) => `{ git checkout -q ${BASE_TAG} -- ${shellQuote(f)} 2>/dev/null || rm -f -- ${shellQuote(f)}; }`).join(' && ') || 'true', 'resetting the test files', ctx);
+        await sb.writeFile('.git/rollout-test.patch', row.test_patch);
+        const tp = await runToEnd(sb, 'git apply --whitespace=nowarn .git/rollout-test.patch', 120_000, ctx.signal, ctx.clock);
+        if (tp.exitCode !== 0) throw new TaskError(`swe instance ${row.instance_id}: test_patch does not apply to the base commit: ${clip(tp.output, 500)}`, { code: 'BAD_TEST_PATCH', stage: 'eval' });
+      }
+      run = await runTests(sb, sweTestCommand(row), row.eval_timeout_s, ctx);
+      statuses = parseTestLog(run.log, runnerOf(row.repo));
+      const { resolved, report } = gradeTests(statuses, row.FAIL_TO_PASS, row.PASS_TO_PASS);
+      return { reward: resolved ? 1 : 0, resolved, details: { git_patch: patch, applied: true, ...where, exit_code: run.exitCode, timed_out: run.timedOut, report, output: clip(run.log) } };
+    }
+    const row = state.row;
+    run = await runTests(sb, `[ -d /r2e_tests ] && [ ! -e r2e_tests ] && cp -r /r2e_tests r2e_tests; ${row.test_command}`, row.eval_timeout_s, ctx);
+    statuses = parseTestLog(run.log, 'pytest');
+    const expected = Object.entries(row.expected_output_json);
+    const mismatched = expected.filter(([t, want]) => (statuses.get(t) ?? 'MISSING') !== want.toUpperCase()).map(([t, want]) => ({ test: t, expected: want, got: statuses.get(t) ?? null }));
+    const resolved = expected.length > 0 && mismatched.length === 0;
+    return { reward: resolved ? 1 : 0, resolved, details: { git_patch: patch, applied: true, ...where, exit_code: run.exitCode, timed_out: run.timedOut, report: { expected: expected.length, mismatched, tests: Object.fromEntries([...statuses].slice(0, 500)) }, output: clip(run.log) } };
+  } finally {
+    await sb.close();
+  }
+}
+
+type EvalContextLike = Pick<HandlerContext, 'createSandbox' | 'signal' | 'clock'>;
+
+async function evalBundled(ctx: EvalContextLike, inst: SweInstance, patch: string): Promise<{ reward: number; resolved: boolean; details: Record<string, unknown> }> {
+  const sb = await ctx.createSandbox(repoSpec(inst));
+  try {
+    if (patch.trim()) {
+      await sb.writeFile('.git/rollout.patch', patch);
+      const ap = await runToEnd(sb, 'git apply --whitespace=nowarn .git/rollout.patch', 120_000, ctx.signal, ctx.clock);
+      if (ap.exitCode !== 0) {
+        return { reward: 0, resolved: false, details: { git_patch: patch, applied: false, output: clip(ap.output) } };
+      }
+    }
+    for (const [path, content] of Object.entries(inst.test_files ?? {})) await sb.writeFile(path, content);
+    const t = await runToEnd(sb, `timeout ${inst.eval_timeout_s} bash -c ${shellQuote(inst.test_command)}`, (inst.eval_timeout_s + 10) * 1000, ctx.signal, ctx.clock);
+    const resolved = t.exitCode === 0;
+    return { reward: resolved ? 1 : 0, resolved, details: { git_patch: patch, applied: true, exit_code: t.exitCode, timed_out: t.timedOut || t.exitCode === 124, output: clip(t.output) } };
+  } finally {
+    await sb.close();
+  }
+}

@@ -1,0 +1,1 @@
+"""minilib: a tiny library used by the sample SWE-style tasks."""

@@ -1,0 +1,92 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { SandboxError } from '../../errors.js';
+
+/** How an overlay was mounted. */
+export type OverlayKind = 'kernel' | 'fuse';
+
+/** The directories of one sandbox's copy-on-write root, all under `<sandbox dir>/ov/`. */
+export interface OverlayDirs {
+  upper: string;
+  work: string;
+  merged: string;
+}
+
+/** The overlay directories of a sandbox directory (nothing is created). */
+export function overlayDirs(sandboxDir: string): OverlayDirs {
+  // Inside the sandbox's size-capped tmpfs (sandbox-fs.ts): an image sandbox's writes count
+  // against the same disk cap as any other sandbox's.
+  const ov = path.join(sandboxDir, 'fs', 'ov');
+  return { upper: path.join(ov, 'upper'), work: path.join(ov, 'work'), merged: path.join(ov, 'merged') };
+}
+
+function run(argv: string[], cwd?: string): Promise<{ code: number; stderr: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'], ...(cwd ? { cwd } : {}) });
+    let stderr = '';
+    p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    p.on('error', (e) => resolve({ code: -1, stderr: e.message }));
+    p.on('close', (code) => resolve({ code: code ?? -1, stderr: stderr.trim() }));
+  });
+}
+
+/**
+ * Mounts `lowerDirs` (top first, read-only: the image store's layers) with a fresh upper dir as
+ * a copy-on-write root at `dirs.merged`: kernel overlayfs (root on the host), else
+ * fuse-overlayfs. Writes land in `dirs.upper`; the layers are never written.
+ *
+ * The lower dirs are passed relative to their common parent (the store's `layers/`) with that
+ * as the working directory, because the mount options must fit one page (4 KiB) and a 30-layer
+ * image of absolute paths would not.
+ *
+ * @throws SandboxError `OVERLAY_FAILED` with both tools' messages when neither mounts.
+ */
+export async function mountOverlay(lowerDirs: string[], dirs: OverlayDirs): Promise<OverlayKind> {
+  for (const d of [dirs.upper, dirs.work, dirs.merged]) fs.mkdirSync(d, { recursive: true });
+  const parents = new Set(lowerDirs.map((d) => path.dirname(d)));
+  const cwd = parents.size === 1 ? [...parents][0]! : undefined;
+  const lower = cwd ? lowerDirs.map((d) => path.basename(d)) : lowerDirs;
+  // A single lower dir cannot be mounted without an upper... we always have one; overlayfs also
+  // needs at least one lower, which the caller's schema guarantees.
+  const opts = `lowerdir=${lower.join(':')},upperdir=${dirs.upper},workdir=${dirs.work}`;
+  // metacopy: the sandbox's uid takes over its working dir with a chown, which then copies up
+  // metadata only, not every file of a repository. Kernels without it mount without.
+  let kernel = await run(['mount', '-t', 'overlay', 'overlay', '-o', `${opts},index=off,xino=off,redirect_dir=on,metacopy=on`, dirs.merged], cwd);
+  if (kernel.code !== 0) kernel = await run(['mount', '-t', 'overlay', 'overlay', '-o', `${opts},index=off,xino=off`, dirs.merged], cwd);
+  if (kernel.code === 0) return 'kernel';
+  const fuse = await run(['fuse-overlayfs', '-o', opts, dirs.merged], cwd);
+  if (fuse.code === 0) return 'fuse';
+  throw new SandboxError(`cannot mount the image overlay: kernel overlayfs: ${kernel.stderr || `exit ${kernel.code}`}; fuse-overlayfs: ${fuse.stderr || `exit ${fuse.code}`}`, { code: 'OVERLAY_FAILED', stage: 'init' });
+}
+
+/** True when `dir` is a mount point in this mount namespace. */
+export function isMountPoint(dir: string): boolean {
+  let info: string;
+  try {
+    info = fs.readFileSync('/proc/self/mountinfo', 'utf8');
+  } catch {
+    return false;
+  }
+  const target = ` ${escapeMountPath(path.resolve(dir))} `;
+  return info.split('\n').some((l) => {
+    const f = l.split(' ');
+    return f.length > 4 && ` ${f[4]} ` === target;
+  });
+}
+
+function escapeMountPath(p: string): string {
+  return p.replace(/[ \t\n\\]/g, (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, '0')}`);
+}
+
+/**
+ * Unmounts a sandbox's overlay if it is mounted (plain, then lazy when something still holds
+ * it). Safe to call on any sandbox dir, with or without an image. Never throws.
+ */
+export async function releaseOverlay(sandboxDir: string): Promise<void> {
+  const { merged } = overlayDirs(sandboxDir);
+  for (let i = 0; i < 3 && isMountPoint(merged); i++) {
+    const r = await run(['umount', merged]);
+    if (r.code !== 0) await run(['umount', '-l', merged]);
+  }
+}
