@@ -30,6 +30,12 @@ export function imageWorkdir(sandboxDir: string, image: ResolvedImage): string {
 export async function mountImageRoot(sandboxDir: string, image: ResolvedImage): Promise<OverlayKind> {
   const kind = await mountOverlay(image.lowerDirs, overlayDirs(sandboxDir));
   fs.mkdirSync(imageWorkdir(sandboxDir, image), { recursive: true });
+  // bwrap runs as the sandbox's unprivileged uid and cannot create mount points in a root-owned
+  // image root: make them now, as root (into the sandbox's upper dir, never the cache).
+  const merged = overlayDirs(sandboxDir).merged;
+  for (const d of ['dev', 'proc', 'tmp', 'run', 'workspace', 'etc']) fs.mkdirSync(path.join(merged, d), { recursive: true });
+  const resolv = path.join(merged, 'etc', 'resolv.conf');
+  if (!fs.existsSync(resolv)) fs.writeFileSync(resolv, '');
   return kind;
 }
 

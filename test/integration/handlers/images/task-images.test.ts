@@ -27,6 +27,8 @@ let runtime: EmbeddedRuntime;
 describe.skipIf(why !== null)(`task instances with images${why ? ` (skipped: ${why})` : ''}`, () => {
   beforeAll(async () => {
     root = fs.mkdtempSync(path.join(os.tmpdir(), 'task-img-'));
+    // Sandboxed processes run as an unprivileged uid: the state dir's parents must be searchable.
+    fs.chmodSync(root, 0o711);
     store = new ImageStore(path.join(root, 'store'));
     const base = busyboxBashLayer(root);
     if (!base) throw new Error('busybox is missing: apt-get install busybox-static');

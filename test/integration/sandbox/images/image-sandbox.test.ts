@@ -37,6 +37,8 @@ function snapshot(root: string): string[] {
 describe.skipIf(why !== null)(`image sandboxes${why ? ` (skipped: ${why})` : ''}`, () => {
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'img-sbx-'));
+    // Sandboxed processes run as an unprivileged uid: the state dir's parents must be searchable.
+    fs.chmodSync(dir, 0o711);
     stateDir = path.join(dir, 'state');
     const base = busyboxBashLayer(dir);
     if (!base) throw new Error('busybox is missing: apt-get install busybox-static');
@@ -81,15 +83,17 @@ describe.skipIf(why !== null)(`image sandboxes${why ? ` (skipped: ${why})` : ''}
     }
   });
 
-  it('writes anywhere in the root land in the sandbox upper dir: the cache and other sandboxes never see them', async () => {
+  it('writes land in the sandbox upper dir: the cache and other sandboxes never see them; image files stay root\'s', async () => {
     const layers = store.resolve('fixture').lowerDirs;
     const before = layers.map(snapshot);
     const a = await provider.create({ image: 'fixture' }, { rolloutId: 'r-img-a' });
     const b = await provider.create({ image: 'fixture' }, { rolloutId: 'r-img-b' });
     try {
-      const w = await a.bash({ command: 'echo mine > /etc/image-release && rm /app/kept.txt && mkdir -p /usr/local/x && echo y > /usr/local/x/f && cat /etc/image-release' });
-      expect(w.output).toBe('mine\n');
-      const r = await b.bash({ command: 'cat /etc/image-release /app/kept.txt; ls /usr/local/x 2>&1 || true' });
+      const w = await a.bash({ command: 'echo mine > /app/kept.txt && echo new > /app/new.txt && cat /app/kept.txt; echo x > /etc/image-release' });
+      expect(w.output).toContain('mine\n');
+      // The sandbox runs as an unprivileged uid: it owns its working dir, not the image's files.
+      expect(w.output).toMatch(/image-release: Permission denied/);
+      const r = await b.bash({ command: 'cat /etc/image-release /app/kept.txt; ls /app/new.txt 2>&1 || true' });
       expect(r.output).toContain('fixture 1\nkept\n');
       expect(r.output).toMatch(/No such file/);
     } finally {
@@ -103,11 +107,14 @@ describe.skipIf(why !== null)(`image sandboxes${why ? ` (skipped: ${why})` : ''}
     const sb = await provider.create({ image: 'fixture' }, { rolloutId: 'r-img-close' });
     const sdir = path.join(stateDir, 'sandboxes', sb.id);
     const { merged, upper } = overlayDirs(sdir);
-    expect(isMountPoint(merged)).toBe(true);
-    await sb.bash({ command: 'echo x > /tmp-not-tmpfs-file' });
-    expect(fs.existsSync(path.join(upper, 'tmp-not-tmpfs-file'))).toBe(true);
+    // The overlay lives in the sandbox host's private mount namespace: look through its /proc.
+    const hostPid = readLease(sdir)!.hostPid;
+    const mounts = (): string => fs.readFileSync(`/proc/${hostPid}/mountinfo`, 'utf8');
+    expect(mounts()).toContain(` ${merged} `);
+    await sb.bash({ command: 'echo x > /app/written-file' });
+    expect(fs.existsSync(`/proc/${hostPid}/root${upper}/app/written-file`)).toBe(true);
     await sb.close();
-    expect(isMountPoint(merged)).toBe(false);
+    expect(mounts()).not.toContain(sdir);
     expect(fs.existsSync(sdir)).toBe(false);
   });
 
