@@ -8,6 +8,7 @@ import { createInspector, type RuntimeInspector } from '../../runtime/inspection
 import { MemorySandboxProvider } from '../../testing/memory-sandbox.js';
 import { RolloutError } from '../../errors.js';
 import { serviceRuntimeFactory } from '../../server/runtime-factory.js';
+import { clusterRuntimeFactory } from '../../cluster/gateway-factory.js';
 import { createService } from '../../server/service.js';
 import { serveVisualizer } from '../../server/visualizer-assets.js';
 import type { ServiceOptionsInput } from '../../server/service-options.js';
@@ -25,6 +26,8 @@ const USAGE = `usage: rollout serve [options]
   --retain N           events kept for WebSocket resume (default 50000)
   --body-limit BYTES   request body limit (default 10485760)
   --stopped            start without a runtime until POST /start (the reference's behaviour)
+  --redis URL          be a cluster gateway: rollouts run on \`rollout worker --redis URL\` nodes
+  --redis-prefix NAME  the cluster's key prefix (default rollout)
 `;
 
 /** The `--config` file. */
@@ -55,6 +58,8 @@ export async function run(argv: string[]): Promise<number> {
     retain: { type: 'string' },
     'body-limit': { type: 'string' },
     stopped: { type: 'boolean' },
+    redis: { type: 'string' },
+    'redis-prefix': { type: 'string' },
   }, USAGE);
   if (typeof flags === 'number') return flags;
   const values = flags.values;
@@ -84,7 +89,7 @@ export async function run(argv: string[]): Promise<number> {
     inspector = values.inspect ? createInspector(values.inspect) : null;
     const driver = sandboxDriver(values.sandbox ?? 'auto');
     const stateDir = values['state-dir'];
-    const factory = serviceRuntimeFactory({
+    const embedded = serviceRuntimeFactory({
       codec: createQwen3Codec(),
       sandboxes: () => makeSandboxes(driver, stateDir),
       runtime: config.runtime as never,
@@ -92,6 +97,8 @@ export async function run(argv: string[]): Promise<number> {
       inspect: inspector?.inspect,
       retainEvents: numberFlag('retain', values.retain, { integer: true }) ?? 50_000,
     });
+    // --redis: the same service, fronting a cluster (src/cluster); rollouts run on `rollout worker`s.
+    const factory = values.redis ? clusterRuntimeFactory({ redis: values.redis, ...(values['redis-prefix'] ? { prefix: values['redis-prefix'] } : {}) }) : embedded;
     const backends = [...(config.backends ?? []), ...(values.backend ?? [])].map((address) => ({ address }));
     const service = createService(
       { createRuntime: factory, backends, startStopped: values.stopped ?? false, visualizer: serveVisualizer },
