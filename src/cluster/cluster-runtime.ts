@@ -221,6 +221,11 @@ export class ClusterRuntime implements ServiceRuntime {
     return { ...this.board.status(), state: this.state };
   }
 
+  /** Resolves once every backend / weight-version change made so far is in Redis and announced. */
+  flushed(): Promise<void> {
+    return this.backends.flush().then(() => undefined);
+  }
+
   /** Every worker stops taking new jobs (running rollouts go on). */
   async pause(): Promise<void> {
     await this.control({ type: 'pause' }, (m) => m.hset(this.keys.settings, 'paused', '1'));

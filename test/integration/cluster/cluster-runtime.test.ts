@@ -132,4 +132,41 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
     expect(await g.cancel(h.id)).toBe(true);
     expect((await h.result).outcome).toBe('cancelled');
   });
+
+  it('brings a weight version and a backend registered on the gateway to every worker', async () => {
+    const g = await gateway();
+    const workers = [await worker(2), await worker(2)];
+    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    g.setWeightVersion(7);
+    await g.flushed();
+    const hs = Array.from({ length: 6 }, (_, i) => g.submit(instance(`wv-${i}`, 'sleep 0.2')));
+    const rs = await Promise.all(hs.map((h) => h.result));
+    expect(rs.map((r) => r.outcome)).toEqual(rs.map(() => 'completed'));
+    expect(new Set(rs.flatMap((r) => r.trajectory.turns.map((t) => t.weightVersion)))).toEqual(new Set([7]));
+    expect(workers.every((w) => w.running === 0)).toBe(true);
+  });
+
+  it('holds new jobs on every worker while paused and runs them after resume', async () => {
+    const g = await gateway();
+    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    await worker();
+    await g.pause();
+    const h = g.submit(instance('paused'));
+    await (h as { accepted: Promise<void> }).accepted;
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(g.get(h.id)?.state).toBe('queued');
+    await g.resume();
+    expect((await h.result).outcome).toBe('completed');
+  });
+
+  it('refuses a bad instance with a ValidationError naming the field, before anything reaches Redis', async () => {
+    const g = await gateway();
+    expect(() => g.submit({ instance_id: 'x' })).toThrow(/instance/);
+    try {
+      g.submit({ data_source: 7 });
+    } catch (err) {
+      expect((err as { issues: { path: string }[] }).issues[0]!.path).toBe('instance.data_source');
+    }
+  });
 });
+
