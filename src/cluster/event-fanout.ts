@@ -84,12 +84,14 @@ export class EventFanout {
   private async replay(sub: FanoutSubscriber, after: number, upTo: number): Promise<void> {
     try {
       const oldest = await this.store.oldestSeq();
+      // Seqs start at 1: a cursor of -1 or 0 means "from the start", not a hole at 0.
+      const first = Math.max(after + 1, 1);
       let cursor = after;
-      if (oldest !== null && after + 1 < oldest && after < upTo) {
-        sub.gap(after + 1, oldest - 1);
+      if (oldest !== null && first < oldest && first <= upTo) {
+        sub.gap(first, Math.min(oldest - 1, upTo));
         cursor = oldest - 1;
-      } else if (oldest === null && after < upTo) {
-        sub.gap(after + 1, upTo);
+      } else if (oldest === null && first <= upTo) {
+        sub.gap(first, upTo);
         cursor = upTo;
       }
       while (cursor < upTo && !sub.isEnded) {
