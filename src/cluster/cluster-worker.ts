@@ -147,10 +147,24 @@ export class ClusterWorker {
         return { committed: await this.store.commit(failedJobResult(id, job.data as ClusterJobData, 'malformed job data', job.attemptsStarted, this.now()), this.now()) };
       }
       const data = parsed.data;
-      // A job put back after its result was committed (its node died between the two): done.
-      if (await this.redis.exists(this.keys.result(id))) return { committed: false };
-      const marker = this.cancels.get(id) || (await this.redis.get(this.keys.cancel(id)));
+      // One round trip: is there a result already (the job was put back after its node
+      // committed, then died), a cancel marker, a cluster-wide pause?
+      const [done, cancelMark, paused] = await Promise.all([
+        this.redis.exists(this.keys.result(id)),
+        this.redis.get(this.keys.cancel(id)),
+        this.redis.hget(this.keys.settings, 'paused'),
+      ]);
+      if (done) return { committed: false };
+      const marker = this.cancels.get(id) || cancelMark;
+      if (!marker && paused === '1') {
+        // Paused while this job was already on its way here: hand it back untouched.
+        void this.worker?.pause(true);
+        await job.moveToWait(token);
+        throw new WaitingError();
+      }
       if (marker) return { committed: await this.store.commit(cancelledResult(id, data, marker, this.now()), this.now()) };
+      // Backend and weight-version notices that arrived before this job are applied first.
+      await this.registryChain.catch(() => undefined);
       let h = this.live.get(id);
       const seen = new Promise<void>((r) => this.resultSeen.set(id, r));
       if (!h) {
@@ -221,11 +235,11 @@ export class ClusterWorker {
         void this.syncRegistry().catch((err: Error) => this.log(`backend registry: ${err.message}`));
         return;
       case 'weight-version':
-        try {
-          this.backendControl()?.setWeightVersion?.(msg.version, msg.backendId);
-        } catch (err) {
-          this.log(`weight version: ${(err as Error).message}`);
-        }
+        // After the registry is applied: a backend added by a notice still in flight must get
+        // the version too.
+        void this.syncRegistry()
+          .then(() => this.backendControl()?.setWeightVersion?.(msg.version, msg.backendId))
+          .catch((err: Error) => this.log(`weight version: ${err.message}`));
         return;
       case 'pause':
         void this.worker?.pause(true);
