@@ -46,7 +46,7 @@ function task(i: number, command = 'echo ok'): Instance {
 function runtimeFactory() {
   const stateDir = mkdtempSync(join(tmpdir(), 'rollout-bench-cluster-'));
   dirs.push(stateDir);
-  return serviceRuntimeFactory({ codec, sandboxes: () => createSandboxProvider({ stateDir }), runtime: { stages: { init: CAPACITY, run: CAPACITY } }, retainEvents: 0 });
+  return serviceRuntimeFactory({ codec, sandboxes: () => createSandboxProvider({ stateDir, timeouts: { hostStartMs: 120_000 } }), runtime: { stages: { init: CAPACITY, run: CAPACITY } }, retainEvents: 0 });
 }
 
 const redis = await startRedis();

@@ -159,8 +159,7 @@ export class ClusterWorker {
       if (!marker && paused === '1') {
         // Paused while this job was already on its way here: hand it back untouched.
         void this.worker?.pause(true);
-        await job.moveToWait(token);
-        throw new WaitingError();
+        return this.handBack(job, token);
       }
       if (marker) return { committed: await this.store.commit(cancelledResult(id, data, marker, this.now()), this.now()) };
       // Backend and weight-version notices that arrived before this job are applied first.
@@ -168,6 +167,7 @@ export class ClusterWorker {
       let h = this.live.get(id);
       const seen = new Promise<void>((r) => this.resultSeen.set(id, r));
       if (!h) {
+        if (this.closing) return this.handBack(job, token);
         h = this.runtime.submit(data.instance, data.sampling, { id, ...(data.groupId ? { groupId: data.groupId } : {}) });
         this.live.set(id, h);
       }
@@ -178,8 +178,7 @@ export class ClusterWorker {
       this.live.delete(id);
       if (this.closing && result.outcome === 'cancelled' && !late && !this.cancelledHere.has(id)) {
         // Cancelled by this node's own shutdown, not by anyone's request: hand the job back.
-        await job.moveToWait(token);
-        throw new WaitingError();
+        return this.handBack(job, token);
       }
       this.cancelledHere.delete(id);
       await this.eventsWritten(id, seen);
@@ -193,6 +192,12 @@ export class ClusterWorker {
   }
 
   private readonly cancelledHere = new Set<string>();
+
+  /** Puts a job back in the queue untouched (another node, or this one later, runs it). */
+  private async handBack(job: Job, token: string | undefined): Promise<never> {
+    await job.moveToWait(token);
+    throw new WaitingError();
+  }
   /** Per running rollout: called when the forwarder reaches its `rollout.result` event. */
   private readonly resultSeen = new Map<string, () => void>();
 

@@ -20,7 +20,7 @@ stage pools and backend pool. Backends, weight versions and pause/resume come fr
   --capacity N         rollouts run at once on this node (default 16)
   --state-dir DIR      sandbox leases; a node restarted on the same dir reaps what a killed one left
   --sandbox DRIVER     auto | bwrap | unshare | none | memory (default auto)
-  --config FILE        JSON {"runtime": {...}, "pool": {...}, "cluster": {...}}
+  --config FILE        JSON {"runtime": {...}, "pool": {...}, "cluster": {...}, "sandbox": {...}}
   --lock-ms MS         job lock; a silent node loses its jobs after about lock + 2 x stalled (default 30000)
   --stalled-ms MS      stalled-job check period (default 15000)
   --heartbeat-ms MS    node heartbeat period (default 1000)
@@ -32,6 +32,7 @@ const ConfigSchema = z
     runtime: z.record(z.string(), z.unknown()).optional(),
     pool: z.record(z.string(), z.unknown()).optional(),
     cluster: z.record(z.string(), z.unknown()).optional(),
+    sandbox: z.record(z.string(), z.unknown()).optional(),
   })
   .strict();
 
@@ -87,7 +88,7 @@ export async function run(argv: string[]): Promise<number> {
         log: (line) => process.stderr.write(`rollout worker: ${line}\n`),
         createRuntime: serviceRuntimeFactory({
           codec,
-          sandboxes: (): SandboxProvider => (driver === 'memory' ? new MemorySandboxProvider() : createSandboxProvider({ driver: driver as 'auto', ...(stateDir ? { stateDir } : {}) })),
+          sandboxes: (): SandboxProvider => (driver === 'memory' ? new MemorySandboxProvider() : createSandboxProvider({ ...(config.sandbox ?? {}), driver: driver as 'auto', ...(stateDir ? { stateDir } : {}) })),
           // The node's stage pools default to its capacity: BullMQ never hands it more.
           runtime: { stages: { init: capacity, run: capacity }, ...runtimeConfig } as never,
           pool: config.pool as never,

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from '../../e2e/service/harness.js';
@@ -21,9 +21,12 @@ export interface WorkerProcess {
 /** Starts `rollout worker --redis URL`; resolves at `ready`. */
 export async function startWorker(redisUrl: string, opts: { capacity: number; stateDir?: string; prefix?: string; sandbox?: string; extra?: string[] }): Promise<WorkerProcess> {
   const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), 'rollout-cluster-worker-'));
+  // A loaded 2-core machine starts a sandbox host (a Node process) slowly: generous ceilings.
+  const config = join(stateDir, 'worker-config.json');
+  writeFileSync(config, JSON.stringify({ sandbox: { timeouts: { hostStartMs: 120_000 } }, runtime: { retries: { max: 3, backoffMs: 500, backoffMaxMs: 2000 } } }));
   const args = [
     join(ROOT, 'bin/rollout.js'), 'worker', '--redis', redisUrl, '--capacity', String(opts.capacity), '--state-dir', stateDir,
-    '--sandbox', opts.sandbox ?? 'auto', ...(opts.prefix ? ['--prefix', opts.prefix] : []), ...FAST_FAILOVER, ...(opts.extra ?? []),
+    '--sandbox', opts.sandbox ?? 'auto', '--config', config, ...(opts.prefix ? ['--prefix', opts.prefix] : []), ...FAST_FAILOVER, ...(opts.extra ?? []),
   ];
   const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
