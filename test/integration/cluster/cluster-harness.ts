@@ -4,6 +4,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from '../../e2e/service/harness.js';
 
+const spawned = new Set<ChildProcess>();
+
+/** SIGKILLs every worker and gateway this file started that still runs (for afterAll, also after a failed start). */
+export async function killSpawned(): Promise<void> {
+  await Promise.all(
+    [...spawned].map(async (c) => {
+      spawned.delete(c);
+      if (c.exitCode !== null || c.signalCode !== null) return;
+      const gone = new Promise((r) => c.once('exit', r));
+      c.kill('SIGKILL');
+      await gone;
+    }),
+  );
+}
+
 /** Fast failover for tests: a silent node loses its jobs after about lock + 2 × stalled. */
 export const FAST_FAILOVER = ['--lock-ms', '3000', '--stalled-ms', '1000', '--heartbeat-ms', '500'];
 
@@ -29,6 +44,7 @@ export async function startWorker(redisUrl: string, opts: { capacity: number; st
     '--sandbox', opts.sandbox ?? 'auto', '--config', config, ...(opts.prefix ? ['--prefix', opts.prefix] : []), ...FAST_FAILOVER, ...(opts.extra ?? []),
   ];
   const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  spawned.add(child);
   let out = '';
   let err = '';
   child.stderr!.on('data', (d) => (err += d));
@@ -118,6 +134,7 @@ export interface GatewayProcess {
  */
 export async function startGateway(redisUrl: string, extra: string[] = []): Promise<GatewayProcess> {
   const child = spawn(process.execPath, [join(ROOT, 'bin/rollout.js'), 'serve', '--port', '0', '--redis', redisUrl, ...extra], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  spawned.add(child);
   let out = '';
   let err = '';
   child.stderr!.on('data', (d) => (err += d));

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { api } from '../../e2e/service/harness.js';
 import { redisServerPath, startRedis, type TestRedis } from '../../helpers/redis-server.js';
-import { postRetrying, removeDir, shellInstance, startGateway, startWorker, type GatewayProcess, type WorkerProcess } from './cluster-harness.js';
+import { killSpawned, postRetrying, removeDir, shellInstance, startGateway, startWorker, type GatewayProcess, type WorkerProcess } from './cluster-harness.js';
 
 const hasRedis = redisServerPath() !== null;
 
@@ -52,6 +52,7 @@ describe.skipIf(!hasRedis)('across cluster nodes (install redis-server to run)',
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop(), ...workers.map((w) => w.stop())]);
     for (const w of workers) removeDir(w.stateDir);
+    await killSpawned();
     await redis?.stop();
   }, 120_000);
 

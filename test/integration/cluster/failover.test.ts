@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { api, watch } from '../../e2e/service/harness.js';
 import { redisServerPath, startRedis, type TestRedis } from '../../helpers/redis-server.js';
-import { postRetrying, leftoverSandboxes, pidsMentioning, removeDir, shellInstance, startGateway, startWorker, type GatewayProcess, type WorkerProcess } from './cluster-harness.js';
+import { killSpawned, postRetrying, leftoverSandboxes, pidsMentioning, removeDir, shellInstance, startGateway, startWorker, type GatewayProcess, type WorkerProcess } from './cluster-harness.js';
 
 const hasRedis = redisServerPath() !== null;
 /** 300 as the issue asks; ROLLOUT_CLUSTER_ROLLOUTS lowers it on a machine too loaded to run them in time. */
@@ -25,6 +25,7 @@ describe.skipIf(!hasRedis)('a cluster of a gateway and three workers (install re
   afterAll(async () => {
     await Promise.all(workers.map((w) => w.kill9()));
     await Promise.all(gateways.map((g) => g.stop()));
+    await killSpawned();
     await redis?.stop();
     for (const d of dirs) removeDir(d);
   });
