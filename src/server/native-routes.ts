@@ -11,7 +11,7 @@ import { confine, confineInstancePaths, confineSamplingPaths } from './path-root
 import { HttpError, parseOr400 } from './http-error.js';
 import type { Route } from './router.js';
 import type { ServiceContext } from './service-context.js';
-import type { BackendControl, ServiceRuntime } from './service-runtime.js';
+import type { AcceptedHandle, BackendControl, ServiceRuntime } from './service-runtime.js';
 
 function running(service: ServiceContext): ServiceRuntime {
   const rt = service.runtime;
@@ -82,6 +82,7 @@ export function nativeRoutes(service: ServiceContext): Route[] {
         confineSamplingPaths(body.sampling_params, service.options.pathRoots, 'sampling_params');
         const handle = rt.submit(body.instance, body.sampling_params ?? {}, { id: body.id, groupId: body.group_id });
         handle.result.catch(() => undefined);
+        await (handle as AcceptedHandle).accepted;
         return { status: 202, body: { id: handle.id, group_id: body.group_id ?? null, state: rt.get(handle.id)?.state ?? 'queued' } };
       },
     },
@@ -110,6 +111,7 @@ export function nativeRoutes(service: ServiceContext): Route[] {
             g.results.catch(() => undefined);
             groups.push(g);
           }
+          await Promise.all(groups.map((g) => (g as AcceptedHandle).accepted));
         } catch (err) {
           // All or nothing: what was admitted before the refusal is withdrawn.
           await Promise.all(groups.map((g) => g.cancel('batch refused').catch(() => undefined)));
@@ -148,8 +150,9 @@ export function nativeRoutes(service: ServiceContext): Route[] {
     {
       method: 'GET',
       path: '/v1/rollouts/:id',
-      handler: (r) => {
-        const s = running(service).get(r.params.id!);
+      handler: async (r) => {
+        const rt = running(service);
+        const s = rt.get(r.params.id!) ?? (await rt.lookup?.(r.params.id!));
         if (!s) throw new HttpError(404, 'NOT_FOUND', `no rollout ${r.params.id!.slice(0, 200)}`);
         return { status: 200, body: { ...summaryBody(s), result: s.result?.error ? { ...s.result, error: redactError(s.result.error) } : s.result } };
       },

@@ -1,4 +1,4 @@
-import type { Runtime } from '../runtime/runtime-api.js';
+import type { RolloutSummary, Runtime } from '../runtime/runtime-api.js';
 import type { BackendInfo, BackendSpec } from '../llm/llm-client.js';
 
 /**
@@ -23,7 +23,14 @@ export type ServiceRuntime = Runtime &
     dataSources?(): readonly string[];
     /** The runtime's admission limit, when it tells it: lets a batch be refused before any work. */
     readonly options?: { readonly maxQueued: number };
+    /** A rollout `get` does not know locally, looked up where the runtime keeps it (the Redis cluster). */
+    lookup?(id: string): Promise<RolloutSummary | undefined>;
   };
+
+/** A handle whose submission is durable only once `accepted` resolves (the Redis cluster); answer 202 after it. */
+export interface AcceptedHandle {
+  accepted?: Promise<unknown>;
+}
 
 /** Makes a fresh runtime: once at start-up and again on each ProRL `/start` after a `/stop`. */
 export type RuntimeFactory = () => Promise<ServiceRuntime>;

@@ -8,6 +8,7 @@ import { codecFor } from '../../llm/codec-registry.js';
 import { createInspector, type RuntimeInspector } from '../../runtime/inspection.js';
 import { RolloutError } from '../../errors.js';
 import { serviceRuntimeFactory } from '../../server/runtime-factory.js';
+import { clusterRuntimeFactory } from '../../cluster/gateway-factory.js';
 import { createService } from '../../server/service.js';
 import { serveVisualizer } from '../../server/visualizer-assets.js';
 import type { ServiceOptionsInput } from '../../server/service-options.js';
@@ -42,6 +43,8 @@ const USAGE = `usage: rollout serve [options]
                        (also "tokenizer" in --config; default: Qwen3)
   --tool-parser NAME   hermes | qwen3_coder | llama3_json | mistral | deepseek_v3 (also "toolParser"
                        in --config; default: the format the chat template writes)
+  --redis URL          be a cluster gateway: rollouts run on \`rollout worker --redis URL\` nodes
+  --redis-prefix NAME  the cluster's key prefix (default rollout)
 `;
 
 /** The `--config` file. */
@@ -91,6 +94,8 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     'reward-server-ip': { type: 'string' },
     tokenizer: { type: 'string' },
     'tool-parser': { type: 'string' },
+    redis: { type: 'string' },
+    'redis-prefix': { type: 'string' },
   }, USAGE);
   if (typeof flags === 'number') return flags;
   const values = flags.values;
@@ -131,7 +136,7 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     inspector = values.inspect ? createInspector(values.inspect) : null;
     const driver = sandboxDriver(values.sandbox ?? 'auto');
     const stateDir = values['state-dir'];
-    const factory = serviceRuntimeFactory({
+    const embedded = serviceRuntimeFactory({
       codec: codecFor({ tokenizer: values.tokenizer ?? config.tokenizer, toolParser: values['tool-parser'] ?? config.toolParser }),
       sandboxes: () => makeSandboxes(driver, stateDir),
       runtime: runtimeOptions as never,
@@ -139,6 +144,8 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
       inspect: inspector?.inspect,
       retainEvents: numberFlag('retain', values.retain, { integer: true }) ?? 50_000,
     });
+    // --redis: the same service, fronting a cluster (src/cluster); rollouts run on `rollout worker`s.
+    const factory = values.redis ? clusterRuntimeFactory({ redis: values.redis, ...(values['redis-prefix'] ? { prefix: values['redis-prefix'] } : {}) }) : embedded;
     const backends = [...(config.backends ?? []), ...(values.backend ?? [])].map((address) => ({ address }));
     const service = createService(
       { createRuntime: factory, backends, startStopped: values.stopped ?? false, visualizer: serveVisualizer },

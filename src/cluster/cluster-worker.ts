@@ -1,0 +1,333 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { WaitingError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { ClusterControlSchema, ClusterJobDataSchema, type ClusterBackend, type ClusterJobData, type ClusterNodeStatus } from '../protocol/cluster.js';
+import type { RolloutHandle } from '../runtime/runtime-api.js';
+import type { RuntimeFactory, ServiceRuntime, BackendControl } from '../server/service-runtime.js';
+import { applyRegistry, readRegistry } from './backend-registry.js';
+import { cancelledResult, failedJobResult } from './cancelled-result.js';
+import { ClusterKeys } from './cluster-keys.js';
+import { parseClusterOptions, type ClusterOptions, type ClusterOptionsInput } from './cluster-options.js';
+import { ClusterStore } from './cluster-store.js';
+import { EventSink } from './event-sink.js';
+import { redisConnection } from './redis-connection.js';
+
+/** What a worker node is made of besides cluster options. */
+export interface ClusterWorkerParts {
+  /** Makes the node's embedded runtime (its sandboxes, stage pools, backend pool). */
+  createRuntime: RuntimeFactory;
+  /** Rollouts this node runs at once: BullMQ takes no more jobs than this. */
+  capacity: number;
+  /** Default: `<hostname>-<pid>-<random>`. */
+  nodeId?: string | undefined;
+  /** Wall clock (ms since the epoch). */
+  now?: (() => number) | undefined;
+  /** Called for what the node wants an operator to know (lost Redis, a bad control message). */
+  log?: ((line: string) => void) | undefined;
+}
+
+/**
+ * A worker node (`rollout worker --redis`): one embedded runtime fed by BullMQ jobs. The runtime
+ * does not know where its work comes from — this class is the job source (a BullMQ Worker with
+ * concurrency = capacity, each job one `submit`) and the sink (events appended to the cluster's
+ * stream, the result committed once in Redis). Cancels, backend changes, weight versions and
+ * pause/resume arrive on the control channel.
+ *
+ * A node killed with SIGKILL stops renewing its job locks; BullMQ's stalled check on the other
+ * nodes puts those jobs back and another node runs them as a new attempt. A node closed
+ * gracefully puts its running jobs back at once.
+ */
+export class ClusterWorker {
+  readonly nodeId: string;
+  private readonly live = new Map<string, RolloutHandle>();
+  /** Jobs between pick-up and local submit, and cancels that arrived for them meanwhile. */
+  private readonly cancels = new Map<string, string>();
+  private readonly applied = new Map<string, ClusterBackend>();
+  private worker: Worker | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private forward: Promise<void> = Promise.resolve();
+  private readonly stopEvents = new AbortController();
+  private closing: Promise<void> | null = null;
+  private registryChain: Promise<void> = Promise.resolve();
+  private readonly now: () => number;
+  private readonly log: (line: string) => void;
+  private readonly sink: EventSink;
+
+  private constructor(
+    readonly options: ClusterOptions,
+    private readonly parts: ClusterWorkerParts,
+    private readonly runtime: ServiceRuntime,
+    private readonly redis: Redis,
+    private readonly sub: Redis,
+    private readonly store: ClusterStore,
+  ) {
+    this.nodeId = parts.nodeId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+    this.now = parts.now ?? Date.now;
+    this.log = parts.log ?? (() => undefined);
+    this.sink = new EventSink(store, this.log);
+  }
+
+  /** Connects, makes the runtime, applies the backend registry and settings, starts taking jobs. */
+  static async start(input: ClusterOptionsInput, parts: ClusterWorkerParts): Promise<ClusterWorker> {
+    const options = parseClusterOptions(input);
+    if (!Number.isInteger(parts.capacity) || parts.capacity < 1) throw new RangeError(`capacity must be a positive integer, got ${parts.capacity}`);
+    const keys = new ClusterKeys(options.prefix);
+    const redis = redisConnection(options.redis);
+    const sub = redisConnection(options.redis);
+    let runtime: ServiceRuntime | null = null;
+    try {
+      await Promise.all([redis.ping(), sub.ping()]);
+      runtime = await parts.createRuntime();
+      const node = new ClusterWorker(options, parts, runtime, redis, sub, new ClusterStore(redis, keys, options));
+      await node.begin();
+      return node;
+    } catch (err) {
+      await runtime?.close().catch(() => undefined);
+      redis.disconnect();
+      sub.disconnect();
+      throw err;
+    }
+  }
+
+  private get keys(): ClusterKeys {
+    return this.store.keys;
+  }
+
+  private async begin(): Promise<void> {
+    // Control first, so no change between reading the registry and subscribing is missed.
+    this.sub.on('message', (_ch: string, msg: string) => this.onControl(msg));
+    await this.sub.subscribe(this.keys.control);
+    await this.syncRegistry();
+    const settings = await this.redis.hgetall(this.keys.settings);
+    if (settings['weightVersion'] !== undefined) {
+      try {
+        this.backendControl()?.setWeightVersion?.(JSON.parse(settings['weightVersion']) as string | number);
+      } catch {
+        this.log('ignoring a malformed weightVersion setting');
+      }
+    }
+    this.forward = this.forwardEvents();
+    this.worker = new Worker(this.keys.queue, (job, token) => this.process(job, token), {
+      // Connection options (not our client): BullMQ then owns and closes its two connections.
+      connection: { url: this.options.redis, retryStrategy: (times: number) => Math.min(50 * times, 1000) },
+      prefix: this.options.prefix,
+      concurrency: this.parts.capacity,
+      name: this.nodeId,
+      lockDuration: this.options.lockDurationMs,
+      stalledInterval: this.options.stalledIntervalMs,
+      maxStalledCount: this.options.maxStalledCount,
+      autorun: settings['paused'] !== '1',
+    });
+    this.worker.on('error', (err) => this.log(`worker: ${err.message}`));
+    this.worker.on('failed', (job, err) => {
+      // Only failures outside a rollout end here (a rollout's own failure is a result).
+      if (job?.id) void this.commitFailed(job.id, job.data as ClusterJobData, err.message, job.attemptsStarted);
+    });
+    await this.heartbeat();
+    this.timer = setInterval(() => void this.heartbeat().catch(() => undefined), this.options.heartbeatMs);
+    this.timer.unref();
+  }
+
+  /** Rollouts running on this node now. */
+  get running(): number {
+    return this.live.size;
+  }
+
+  private backendControl(): (ServiceRuntime & Partial<BackendControl>) | null {
+    return this.runtime.addBackend ? this.runtime : null;
+  }
+
+  private async process(job: Job, token: string | undefined): Promise<{ committed: boolean }> {
+    const id = job.id!;
+    if (!this.cancels.has(id)) this.cancels.set(id, '');
+    try {
+      const parsed = ClusterJobDataSchema.safeParse(job.data);
+      if (!parsed.success) {
+        return { committed: await this.store.commit(failedJobResult(id, job.data as ClusterJobData, 'malformed job data', job.attemptsStarted, this.now()), this.now()) };
+      }
+      const data = parsed.data;
+      // One round trip: is there a result already (the job was put back after its node
+      // committed, then died), a cancel marker, a cluster-wide pause?
+      const [done, cancelMark, paused] = await Promise.all([
+        this.redis.exists(this.keys.result(id)),
+        this.redis.get(this.keys.cancel(id)),
+        this.redis.hget(this.keys.settings, 'paused'),
+      ]);
+      if (done) return { committed: false };
+      const marker = this.cancels.get(id) || cancelMark;
+      if (!marker && paused === '1') {
+        // Paused while this job was already on its way here: hand it back untouched.
+        void this.worker?.pause(true);
+        return this.handBack(job, token);
+      }
+      if (marker) return { committed: await this.store.commit(cancelledResult(id, data, marker, this.now()), this.now()) };
+      // Backend and weight-version notices that arrived before this job are applied first.
+      await this.registryChain.catch(() => undefined);
+      let h = this.live.get(id);
+      const seen = new Promise<void>((r) => this.resultSeen.set(id, r));
+      if (!h) {
+        if (this.closing) return this.handBack(job, token);
+        h = this.runtime.submit(data.instance, data.sampling, { id, ...(data.groupId ? { groupId: data.groupId } : {}) });
+        this.live.set(id, h);
+      }
+      const late = this.cancels.get(id);
+      this.cancels.delete(id);
+      if (late) void h.cancel(late).catch(() => undefined);
+      const result = await h.result;
+      this.live.delete(id);
+      if (this.closing && result.outcome === 'cancelled' && !late && !this.cancelledHere.has(id)) {
+        // Cancelled by this node's own shutdown, not by anyone's request: hand the job back.
+        return this.handBack(job, token);
+      }
+      this.cancelledHere.delete(id);
+      await this.eventsWritten(id, seen);
+      // Attempts made on nodes that died before this one count too.
+      const prior = Math.max(0, job.attemptsStarted - 1);
+      return { committed: await this.store.commit({ ...result, attempts: result.attempts + prior }, this.now()) };
+    } finally {
+      this.cancels.delete(id);
+      this.resultSeen.delete(id);
+    }
+  }
+
+  private readonly cancelledHere = new Set<string>();
+
+  /** Puts a job back in the queue untouched (another node, or this one later, runs it). */
+  private async handBack(job: Job, token: string | undefined): Promise<never> {
+    await job.moveToWait(token);
+    throw new WaitingError();
+  }
+  /** Per running rollout: called when the forwarder reaches its `rollout.result` event. */
+  private readonly resultSeen = new Map<string, () => void>();
+
+  /**
+   * Resolves once the rollout's events (up to its result event) are in the stream, so the
+   * committed result event follows them. Bounded: a dropped event must not hold a result back.
+   */
+  private eventsWritten(id: string, seen: Promise<void>): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const cap = new Promise<void>((r) => {
+      timer = setTimeout(r, 2000);
+    });
+    return Promise.race([seen, cap]).then(() => {
+      clearTimeout(timer);
+      this.resultSeen.delete(id);
+      return this.sink.drained();
+    });
+  }
+
+  private onControl(raw: string): void {
+    let msg;
+    try {
+      const r = ClusterControlSchema.safeParse(JSON.parse(raw));
+      if (!r.success) return this.log('ignoring a malformed control message');
+      msg = r.data;
+    } catch {
+      return this.log('ignoring a malformed control message');
+    }
+    switch (msg.type) {
+      case 'cancel': {
+        if (this.cancels.has(msg.id)) this.cancels.set(msg.id, msg.reason);
+        const h = this.live.get(msg.id);
+        if (h) {
+          this.cancelledHere.add(msg.id);
+          void h.cancel(msg.reason).catch(() => undefined);
+        }
+        return;
+      }
+      case 'backends':
+        void this.syncRegistry().catch((err: Error) => this.log(`backend registry: ${err.message}`));
+        return;
+      case 'weight-version':
+        // After the registry is applied: a backend added by a notice still in flight must get
+        // the version too.
+        void this.syncRegistry()
+          .then(() => this.backendControl()?.setWeightVersion?.(msg.version, msg.backendId))
+          .catch((err: Error) => this.log(`weight version: ${err.message}`));
+        return;
+      case 'pause':
+        void this.worker?.pause(true);
+        return;
+      case 'resume':
+        this.worker?.resume();
+        if (this.worker && !this.worker.isRunning()) void this.worker.run().catch(() => undefined);
+        return;
+    }
+  }
+
+  /** Re-reads the registry and applies it; serialized, so two notices never interleave. */
+  private syncRegistry(): Promise<void> {
+    this.registryChain = this.registryChain.then(async () => {
+      const rt = this.backendControl();
+      if (!rt?.addBackend || !rt.removeBackend || !rt.drainBackend || !rt.listBackends) return;
+      applyRegistry(rt as ServiceRuntime & BackendControl, await readRegistry(this.redis, this.keys), this.applied);
+    });
+    return this.registryChain;
+  }
+
+  /** The sink: every event of the embedded runtime to the cluster stream, in order. */
+  private async forwardEvents(): Promise<void> {
+    try {
+      for await (const item of this.runtime.events({ signal: this.stopEvents.signal, bufferSize: 100_000 })) {
+        if (item.type === 'gap') {
+          this.log(`event stream: dropped events ${item.from}..${item.to} (Redis too slow)`);
+          continue;
+        }
+        // The result event is written by the commit, only for the result that wins.
+        if (item.type === 'rollout.result') {
+          this.resultSeen.get(item.rolloutId)?.();
+          continue;
+        }
+        const groupId = item.type === 'rollout.submitted' ? item.groupId : (this.runtime.get(item.rolloutId)?.groupId ?? null);
+        this.sink.push(item, groupId);
+      }
+    } catch {
+      // The runtime closed.
+    }
+  }
+
+  private async commitFailed(id: string, data: ClusterJobData, message: string, attempts: number): Promise<void> {
+    try {
+      await this.store.commit(failedJobResult(id, data, message, attempts, this.now()), this.now());
+    } catch (err) {
+      this.log(`could not commit the failure of ${id}: ${(err as Error).message}`);
+    }
+  }
+
+  private async heartbeat(): Promise<void> {
+    const s = this.runtime.status();
+    const hb: ClusterNodeStatus = {
+      nodeId: this.nodeId,
+      pid: process.pid,
+      capacity: this.parts.capacity,
+      running: this.live.size,
+      queued: s.queued,
+      stages: s.stages,
+      completed: s.completed,
+      outcomes: s.outcomes,
+      at: this.now(),
+    };
+    await this.redis.hset(this.keys.nodes, this.nodeId, JSON.stringify(hb));
+  }
+
+  /**
+   * Leaves the cluster: stops taking jobs, hands running jobs back to the queue (another node
+   * runs them as a new attempt), closes the runtime (sandboxes killed) and the connections.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      if (this.timer) clearInterval(this.timer);
+      const w = this.worker;
+      const stopped = w?.close() ?? Promise.resolve();
+      await this.runtime.close({ drain: false });
+      await stopped.catch(() => undefined);
+      this.stopEvents.abort();
+      await this.forward;
+      await this.sink.drained();
+      await this.redis.hdel(this.keys.nodes, this.nodeId).catch(() => undefined);
+      await Promise.all([this.redis.quit().catch(() => undefined), this.sub.quit().catch(() => undefined)]);
+    })();
+    return this.closing;
+  }
+}

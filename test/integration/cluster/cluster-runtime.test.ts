@@ -1,0 +1,172 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ClusterRuntime } from '../../../src/cluster/cluster-runtime.js';
+import { ClusterWorker } from '../../../src/cluster/cluster-worker.js';
+import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
+import { serviceRuntimeFactory } from '../../../src/server/runtime-factory.js';
+import { MemorySandboxProvider } from '../../../src/testing/memory-sandbox.js';
+import type { RolloutEvent } from '../../../src/protocol/events.js';
+import { redisServerPath, startRedis, type TestRedis } from '../../helpers/redis-server.js';
+
+const hasRedis = redisServerPath() !== null;
+const codec = createQwen3Codec();
+
+function instance(id: string, command = 'echo hi'): Record<string, unknown> {
+  return {
+    data_source: 'shell',
+    instance_id: id,
+    prompt: 'say hi',
+    eval_command: 'true',
+    oracle: [{ tool_calls: [{ name: 'execute_bash', arguments: { command } }] }, { tool_calls: [{ name: 'finish', arguments: {} }] }],
+  };
+}
+
+describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (install redis-server to run)', () => {
+  let redis: TestRedis;
+  let prefix = 0;
+  const open: { close(): Promise<void> }[] = [];
+  const opts = (): { redis: string; prefix: string; heartbeatMs: number; lockDurationMs: number; stalledIntervalMs: number } => ({
+    redis: redis.url,
+    prefix: `t${prefix}`,
+    heartbeatMs: 200,
+    lockDurationMs: 2000,
+    stalledIntervalMs: 500,
+  });
+
+  async function gateway(): Promise<ClusterRuntime> {
+    const g = await ClusterRuntime.connect(opts());
+    open.push(g);
+    return g;
+  }
+  async function worker(capacity = 4): Promise<ClusterWorker> {
+    const w = await ClusterWorker.start(opts(), {
+      capacity,
+      createRuntime: serviceRuntimeFactory({ codec, sandboxes: () => new MemorySandboxProvider(), retainEvents: 0 }),
+    });
+    open.push(w);
+    return w;
+  }
+
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((o) => o.close()));
+    prefix++;
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  it('runs a submitted rollout on a worker and returns its result to the gateway', async () => {
+    const g = await gateway();
+    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    await worker();
+    const h = g.submit(instance('a'));
+    const r = await h.result;
+    expect(r.outcome).toBe('completed');
+    expect(r.id).toBe(h.id);
+    expect(r.attempts).toBe(1);
+    expect(g.get(h.id)?.result?.outcome).toBe('completed');
+  });
+
+  it('answers a resubmit of the same id with the one result (idempotent by id)', async () => {
+    const g = await gateway();
+    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    await worker();
+    const a = g.submit(instance('a'), {}, { id: 'same' });
+    const b = g.submit(instance('a'), {}, { id: 'same' });
+    const [ra, rb] = await Promise.all([a.result, b.result]);
+    expect(ra).toBe(rb);
+    const g2 = await gateway();
+    const c = g2.submit(instance('a'), {}, { id: 'same' });
+    expect((await c.result).timing).toEqual(ra.timing);
+  });
+
+  it('streams events with global seqs that a second gateway replays from a cursor', async () => {
+    const g = await gateway();
+    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    await worker();
+    const ac = new AbortController();
+    const seen: RolloutEvent[] = [];
+    const done = (async () => {
+      for await (const e of g.events({ signal: ac.signal })) {
+        if (e.type === 'gap') continue;
+        seen.push(e);
+        if (e.type === 'rollout.result') ac.abort();
+      }
+    })();
+    const h = g.submit(instance('ev'));
+    await h.result;
+    await done;
+    const seqs = seen.map((e) => e.seq);
+    expect(seqs).toEqual([...seqs].sort((x, y) => x - y));
+    expect(seen.map((e) => e.rseq)).toEqual(seen.map((_, i) => i + 1));
+    // Another gateway, resuming after the second event, gets exactly the rest.
+    const g2 = await gateway();
+    const ac2 = new AbortController();
+    const replay: RolloutEvent[] = [];
+    for await (const e of g2.events({ after: seen[1]!.seq, rolloutId: h.id, signal: ac2.signal })) {
+      if (e.type === 'gap') continue;
+      replay.push(e);
+      if (e.type === 'rollout.result') ac2.abort();
+    }
+    expect(replay.map((e) => e.seq)).toEqual(seqs.slice(2));
+  });
+
+  it('cancels a running rollout on the worker that holds it', async () => {
+    const g = await gateway();
+    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    const w = await worker();
+    const h = g.submit(instance('slow', 'sleep 30'));
+    await expect.poll(() => w.running).toBe(1);
+    expect(await g.cancel(h.id, 'stop it')).toBe(true);
+    const r = await h.result;
+    expect(r.outcome).toBe('cancelled');
+    expect(await g.cancel(h.id)).toBe(false);
+  });
+
+  it('cancels a rollout still waiting in the queue without any worker', async () => {
+    const g = await gateway();
+    const h = g.submit(instance('queued'));
+    await (h as { accepted: Promise<void> }).accepted;
+    expect(await g.cancel(h.id)).toBe(true);
+    expect((await h.result).outcome).toBe('cancelled');
+  });
+
+  it('brings a weight version and a backend registered on the gateway to every worker', async () => {
+    const g = await gateway();
+    const workers = [await worker(2), await worker(2)];
+    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    g.setWeightVersion(7);
+    await g.flushed();
+    const hs = Array.from({ length: 6 }, (_, i) => g.submit(instance(`wv-${i}`, 'sleep 0.2')));
+    const rs = await Promise.all(hs.map((h) => h.result));
+    expect(rs.map((r) => r.outcome)).toEqual(rs.map(() => 'completed'));
+    expect(new Set(rs.flatMap((r) => r.trajectory.turns.map((t) => t.weightVersion)))).toEqual(new Set([7]));
+    expect(workers.every((w) => w.running === 0)).toBe(true);
+  });
+
+  it('holds new jobs on every worker while paused and runs them after resume', async () => {
+    const g = await gateway();
+    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    await worker();
+    await g.pause();
+    const h = g.submit(instance('paused'));
+    await (h as { accepted: Promise<void> }).accepted;
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(g.get(h.id)?.state).toBe('queued');
+    await g.resume();
+    expect((await h.result).outcome).toBe('completed');
+  });
+
+  it('refuses a bad instance with a ValidationError naming the field, before anything reaches Redis', async () => {
+    const g = await gateway();
+    expect(() => g.submit({ instance_id: 'x' })).toThrow(/instance/);
+    try {
+      g.submit({ data_source: 7 });
+    } catch (err) {
+      expect((err as { issues: { path: string }[] }).issues[0]!.path).toBe('instance.data_source');
+    }
+  });
+});
+
