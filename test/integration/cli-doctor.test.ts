@@ -25,7 +25,7 @@ afterAll(async () => {
   }
 });
 
-describe('rollout doctor', () => {
+describe('rollout doctor', { timeout: 120_000 }, () => {
   it('passes every check against a live fake-llm and prints one line per check', async () => {
     fake = spawn(process.execPath, [bin, 'fake-llm', '--tasks', join(repo, 'examples', 'stem.jsonl')], { stdio: ['ignore', 'pipe', 'inherit'] });
     const url = await new Promise<string>((res, rej) => {

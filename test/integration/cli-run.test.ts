@@ -59,7 +59,7 @@ describe('rollout run examples/tasks.jsonl (the README command)', () => {
   });
 });
 
-describe('rollout run --backend with a real HTTP inference server', () => {
+describe('rollout run --backend with a real HTTP inference server', { timeout: 120_000 }, () => {
   let fake: ChildProcess | undefined;
   afterAll(async () => {
     if (fake && fake.exitCode === null) {
@@ -85,7 +85,7 @@ describe('rollout run --backend with a real HTTP inference server', () => {
   });
 });
 
-describe('rollout run with more rollouts than its submission window', () => {
+describe('rollout run with more rollouts than its submission window', { timeout: 120_000 }, () => {
   it('runs every rollout of 6 tasks × n=16 and counts pass@16 per task', async () => {
     const r = await rollout(['run', join(repo, 'examples', 'stem.jsonl'), '--n', '16', '--out', join(dir, 'win-out')], dir);
     const summary = JSON.parse(await readFile(join(dir, 'win-out', 'summary.json'), 'utf8')) as Record<string, unknown>;
@@ -93,7 +93,7 @@ describe('rollout run with more rollouts than its submission window', () => {
   });
 });
 
-describe('rollout run pre-flight', () => {
+describe('rollout run pre-flight', { timeout: 120_000 }, () => {
   it('gives up at once with one line and exit 1 when no backend answers', async () => {
     const r = await rollout(['run', join(repo, 'examples', 'stem.jsonl'), '--backend', 'http://127.0.0.1:9', '--out', join(dir, 'dead-out')], dir);
     expect(r.code).toBe(1);
@@ -102,7 +102,7 @@ describe('rollout run pre-flight', () => {
   });
 });
 
-describe.concurrent('rollout run on bad input', () => {
+describe.concurrent('rollout run on bad input', { timeout: 120_000 }, () => {
   it('exits 2 naming the flag and its range for a bad sampling value', async () => {
     const r = await rollout(['run', join(repo, 'examples', 'stem.jsonl'), '--temperature', '3'], dir);
     expect([r.code, r.stderr]).toEqual([2, expect.stringContaining("--temperature must be a number in [0, 2], got '3'")]);

@@ -56,10 +56,10 @@ function readLikeTheReference(r: any): { finished: boolean; patch: string; turns
   return { finished: r.finish === true, patch: r.git_patch ?? '', turns: r.messages.length };
 }
 
-describe('ProRL clients, unchanged (memory sandboxes)', { timeout: 120_000 }, () => {
+describe('ProRL clients, unchanged', { timeout: 120_000 }, () => {
   let s: Served;
   beforeAll(async () => {
-    s = await serve(['--sandbox', 'memory', '--stopped']);
+    s = await serve(['--sandbox', 'none', '--stopped']);
   }, 90_000);
   afterAll(async () => {
     await s.stop();
@@ -70,7 +70,7 @@ describe('ProRL clients, unchanged (memory sandboxes)', { timeout: 120_000 }, ()
     // A trainer's unconditional /start on a running service must not fail.
     expect(await aiohttpPost(s.url, '/start')).toMatchObject({ status: 200, body: { status: 'already running' } });
     expect((await aiohttpPost(s.url, '/clear_llm_server')).status).toBe(200);
-    expect(await api(s.url, 'POST', '/add_llm_server', { address: 'scripted' })).toMatchObject({ status: 200 });
+    expect(await api(s.url, 'POST', '/add_llm_server', { address: 'oracle' })).toMatchObject({ status: 200 });
     const st = await api(s.url, 'GET', '/status');
     expect(st.status).toBe(200);
     expect(st.body).toMatchObject({ status: 'running', pending_jobs: 0, jobs: [] });
@@ -79,7 +79,7 @@ describe('ProRL clients, unchanged (memory sandboxes)', { timeout: 120_000 }, ()
 
   it('runs a profiler-style batch of 256 /process calls, retrying as the profiler does', async () => {
     await aiohttpPost(s.url, '/start');
-    await api(s.url, 'POST', '/add_llm_server', { address: 'scripted' });
+    await api(s.url, 'POST', '/add_llm_server', { address: 'oracle' });
     const rows = jsonl('math.jsonl');
     let retries = 0;
     const one = async (i: number): Promise<any> => {
@@ -113,6 +113,8 @@ describe('ProRL clients, unchanged (memory sandboxes)', { timeout: 120_000 }, ()
     const a = api(s.url, 'POST', '/process', { instance: inst, job_id: label });
     const b = api(s.url, 'POST', '/process', { instance: inst, job_id: label });
     await until(async () => (await api(s.url, 'GET', '/status')).body.jobs.filter((j: string) => j === label).length === 2);
+    // Both at their `sleep 60` (real sandboxes take a moment to start), so each has said something.
+    await until(async () => (await api(s.url, 'GET', '/v1/rollouts?state=acting')).body.rollouts.length === 2);
     expect(await api(s.url, 'POST', '/cancel', { job_id: label })).toMatchObject({ status: 200, body: { status: 'cancelled', cancelled: 2 } });
     const [ra, rb] = await Promise.all([a, b]);
     for (const r of [ra, rb]) {
@@ -162,7 +164,7 @@ describe('ProRL clients, unchanged (memory sandboxes)', { timeout: 120_000 }, ()
 describe('NeMo Gym-style SWE run (real sandboxes)', () => {
   let s: Served;
   beforeAll(async () => {
-    s = await serve(['--sandbox', SANDBOX, '--backend', 'scripted']);
+    s = await serve(['--sandbox', SANDBOX, '--backend', 'oracle']);
   }, 90_000);
   afterAll(async () => {
     await s.stop();

@@ -67,7 +67,7 @@ describe('rollout serve (command)', { timeout: 120_000 }, () => {
   });
 
   it('maps the reference server flags onto stage limits and the time budget, noting the ones without meaning', async () => {
-    const s = await serve(['--sandbox', 'memory', '--backend', 'scripted', '--timeout', '60', '--max-init-workers', '3', '--max-run-workers', '5', '--max-eval-workers', '2', '--allow-skip-eval', '--reward-server-ip', '10.0.0.1']);
+    const s = await serve(['--sandbox', 'none', '--backend', 'oracle', '--timeout', '60', '--max-init-workers', '3', '--max-run-workers', '5', '--max-eval-workers', '2', '--allow-skip-eval', '--reward-server-ip', '10.0.0.1']);
     try {
       expect((await api(s.url, 'GET', '/status')).body).toMatchObject({ stages: { init: { limit: 3 }, run: { limit: 5 }, eval: { limit: 2 } } });
       expect(s.stderr()).toMatch(/--allow-skip-eval has no effect/);
@@ -78,13 +78,13 @@ describe('rollout serve (command)', { timeout: 120_000 }, () => {
   });
 
   it('refuses to bind a non-loopback address without a token: prints why and exits 2 (#9.6)', async () => {
-    const r = await runCli(['--host', '0.0.0.0', '--port', '0', '--sandbox', 'memory']);
+    const r = await runCli(['--host', '0.0.0.0', '--port', '0', '--sandbox', 'none']);
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/refusing to bind 0\.0\.0\.0 without --token/);
   });
 
   it('binds a non-loopback address with --insecure and warns', async () => {
-    const s = await serve(['--host', '0.0.0.0', '--insecure', '--sandbox', 'memory']);
+    const s = await serve(['--host', '0.0.0.0', '--insecure', '--sandbox', 'none']);
     try {
       await until(() => /WARNING: serving 0\.0\.0\.0 without a token/.test(s.stderr()));
     } finally {

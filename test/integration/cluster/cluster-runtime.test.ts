@@ -59,7 +59,7 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
 
   it('runs a submitted rollout on a worker and returns its result to the gateway', async () => {
     const g = await gateway();
-    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
     await worker();
     const h = g.submit(instance('a'));
     const r = await h.result;
@@ -71,7 +71,7 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
 
   it('answers a resubmit of the same id with the one result (idempotent by id)', async () => {
     const g = await gateway();
-    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
     await worker();
     const a = g.submit(instance('a'), {}, { id: 'same' });
     const b = g.submit(instance('a'), {}, { id: 'same' });
@@ -84,7 +84,7 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
 
   it('streams events with global seqs that a second gateway replays from a cursor', async () => {
     const g = await gateway();
-    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
     await worker();
     const ac = new AbortController();
     const seen: RolloutEvent[] = [];
@@ -115,7 +115,7 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
 
   it('cancels a running rollout on the worker that holds it', async () => {
     const g = await gateway();
-    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
     const w = await worker();
     const h = g.submit(instance('slow', 'sleep 30'));
     await expect.poll(() => w.running).toBe(1);
@@ -136,7 +136,7 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
   it('brings a weight version and a backend registered on the gateway to every worker', async () => {
     const g = await gateway();
     const workers = [await worker(2), await worker(2)];
-    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
     g.setWeightVersion(7);
     await g.flushed();
     const hs = Array.from({ length: 6 }, (_, i) => g.submit(instance(`wv-${i}`, 'sleep 0.2')));
@@ -148,7 +148,7 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
 
   it('holds new jobs on every worker while paused and runs them after resume', async () => {
     const g = await gateway();
-    g.addBackend({ id: 'scripted', url: 'scripted:', protocol: 'prorl' });
+    g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
     await worker();
     await g.pause();
     const h = g.submit(instance('paused'));
@@ -161,7 +161,7 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
 
   it('refuses a bad instance with a ValidationError naming the field, before anything reaches Redis', async () => {
     const g = await gateway();
-    expect(() => g.submit({ instance_id: 'x' })).toThrow(/instance/);
+    expect(() => g.submit({ data_source: 7, instance_id: 'x' })).toThrow(/invalid instance/);
     try {
       g.submit({ data_source: 7 });
     } catch (err) {

@@ -39,7 +39,7 @@ describe.skipIf(!hasRedis)('across cluster nodes (install redis-server to run)',
   beforeAll(async () => {
     redis = await startRedis({ appendonly: true });
     const started = await Promise.all([
-      startGateway(redis.url, ['--backend', 'scripted']),
+      startGateway(redis.url, ['--backend', 'oracle']),
       startGateway(redis.url),
       startWorker(redis.url, { capacity: 4 }),
       startWorker(redis.url, { capacity: 4 }),

@@ -35,7 +35,7 @@ describe.skipIf(!hasRedis)('a cluster of a gateway and three workers (install re
     const log = (m: string): void => console.log(`[failover +${((Date.now() - t0) / 1000).toFixed(1)}s] ${m}`);
     // Started together: on a loaded machine each process takes long to load.
     const [first, ...nodes] = await Promise.all([
-      startGateway(redis.url, ['--backend', 'scripted']),
+      startGateway(redis.url, ['--backend', 'oracle']),
       startWorker(redis.url, { capacity: 8 }),
       startWorker(redis.url, { capacity: 8 }),
       startWorker(redis.url, { capacity: 8 }),

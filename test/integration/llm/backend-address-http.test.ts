@@ -8,10 +8,10 @@ afterEach(async () => {
 });
 
 describe('backend addresses at the service', () => {
-  it.each(['true', '../../etc/passwd'])('refuses %j with a 400 naming the address at /add_llm_server and /v1/backends, and registers nothing', async (address) => {
+  it.each(['true', '../../etc/passwd'])('refuses %j naming the address (422 at /add_llm_server as FastAPI would, 400 at /v1/backends), and registers nothing', async (address) => {
     h = await startHarness();
     const a = await post(`${h.url}/add_llm_server`, { address });
-    expect(a.status).toBe(400);
+    expect(a.status).toBe(422);
     expect(JSON.stringify(a.body)).toMatch(/invalid backend address/);
     const b = await post(`${h.url}/v1/backends`, { address });
     expect(b.status).toBe(400);
@@ -21,7 +21,7 @@ describe('backend addresses at the service', () => {
 
   it('refuses a bad address while stopped too, instead of buffering it', async () => {
     h = await startHarness({}, { startStopped: true });
-    expect((await post(`${h.url}/add_llm_server`, { address: 'true' })).status).toBe(400);
+    expect((await post(`${h.url}/add_llm_server`, { address: 'true' })).status).toBe(422);
   });
 
   it('takes the built-in oracle backend by name', async () => {

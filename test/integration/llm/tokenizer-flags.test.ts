@@ -17,7 +17,7 @@ function rollout(args: string[]): Promise<{ code: number | null; stderr: string 
 
 describe('--tokenizer and --tool-parser refuse bad input at start-up, naming the file or name', () => {
   it('serve: a directory without a model', async () => {
-    const r = await rollout(['serve', '--port', '0', '--sandbox', 'memory', '--tokenizer', '/nonexistent/model-dir']);
+    const r = await rollout(['serve', '--port', '0', '--sandbox', 'none', '--tokenizer', '/nonexistent/model-dir']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/rollout serve: tokenizer: \/nonexistent\/model-dir: no such directory/);
   }, 60_000);
