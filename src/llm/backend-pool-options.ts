@@ -20,10 +20,25 @@ export const BackendPoolOptionsSchema = z
     retries: z.number().int().min(0).max(100).default(2),
     /** Per-call timeout; a call that takes longer fails as a timeout and is retried elsewhere. 0 disables it. */
     callTimeoutMs: z.number().min(0).default(600_000),
+    /**
+     * Time from sending a call to the first byte of the answer; longer fails as a timeout and is
+     * retried elsewhere. 0 (default) disables it. The token protocols answer in one piece, so their
+     * first byte comes when the turn is done: set it above the longest turn you expect.
+     */
+    firstByteTimeoutMs: z.number().min(0).default(0),
+    /**
+     * Longest silence between two chunks of an answer once it has started (a server that froze
+     * mid-answer); longer fails as a timeout and is retried elsewhere. 0 disables it.
+     */
+    stallTimeoutMs: z.number().min(0).default(30_000),
     /** Health-probe period. 0 disables probes: backends start healthy and come back on their own. */
     probeIntervalMs: z.number().min(0).default(5_000),
     probeTimeoutMs: z.number().positive().default(2_000),
-    /** Consecutive failures (calls or probes) that evict a healthy backend until a probe passes. */
+    /**
+     * Consecutive failures (calls or probes) that evict a healthy backend until a probe passes.
+     * Its in-flight calls are then aborted and re-sent to another backend (when one is healthy):
+     * a frozen backend costs about `failureThreshold` probe periods, not `callTimeoutMs`.
+     */
     failureThreshold: z.number().int().min(1).default(2),
     /** Weight of the newest sample in the latency moving average. */
     latencyAlpha: z.number().gt(0).max(1).default(0.2),

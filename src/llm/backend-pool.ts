@@ -5,12 +5,15 @@ import { backendMachine, type BackendMachineEvent, type BackendStateName } from 
 import { BackendError, CancelledError, RolloutError, ValidationError } from '../errors.js';
 import { parseBackendPoolOptions, type BackendPoolOptions, type BackendPoolOptionsInput } from './backend-pool-options.js';
 import { HttpBackend, realTimers, type Timers } from './http-backend.js';
-import type { BackendInfo, BackendSpec, GenerateRequest, GenerateResult, ManagedLlmClient } from './llm-client.js';
+import type { BackendInfo, BackendSpec, GenerateRequest, GenerateResult, LogprobSemantics, ManagedLlmClient } from './llm-client.js';
+import { PROTOCOL_NAMES } from './protocols/index.js';
 
-/** Injected time, so tests drive probes and timeouts. */
+/** Injected time, so tests drive probes and timeouts; and where warnings go. */
 export interface BackendPoolDeps {
   timers?: Timers | undefined;
   now?: (() => number) | undefined;
+  /** Receives the pool's warnings (once each); default `process.emitWarning`. */
+  warn?: ((message: string) => void) | undefined;
 }
 
 interface Slot {
@@ -32,8 +35,13 @@ interface Slot {
   weightVersion: string | number | null;
   latencyMs: number | null;
   inHeap: boolean;
-  /** Aborted when the backend is removed: its in-flight calls fail over. */
-  readonly removal: AbortController;
+  /**
+   * Aborted (reason `removed` or `degraded`) when the backend is removed, or degraded while
+   * another backend is healthy: its in-flight calls fail over. Replaced after a `degraded` abort.
+   */
+  eviction: AbortController;
+  /** What its logprobs mean, once known (raw / processed); `unknown` until then. */
+  semantics: LogprobSemantics;
 }
 
 /**
@@ -62,21 +70,24 @@ export class BackendPool implements ManagedLlmClient {
   private readonly heap: Heap<Slot>;
   private readonly timers: Timers;
   private readonly now: () => number;
+  private readonly warn: (message: string) => void;
   private order = 0;
   private pickSeq = 0;
   private closed = false;
+  private warnedMixedSemantics = false;
 
   constructor(options: BackendPoolOptionsInput = {}, deps: BackendPoolDeps = {}) {
     this.options = parseBackendPoolOptions(options);
     this.timers = deps.timers ?? realTimers;
     this.now = deps.now ?? (() => performance.now());
+    this.warn = deps.warn ?? ((m) => process.emitWarning(m, { code: 'ROLLOUT_BACKEND' }));
     const key = this.options.policy === 'least-loaded' ? (s: Slot) => s.inFlight + s.bias : this.options.policy === 'cumulative-count' ? (s: Slot) => s.assigned : (s: Slot) => s.lastPick;
     this.heap = new Heap<Slot>((a, b) => key(a) - key(b) || a.order - b.order);
   }
 
   /**
    * Adds a backend; it is selectable once its first probe passes (at once when probes are off).
-   * @throws ValidationError when the URL is not `http://…`, the protocol is unknown, a live
+   * @throws ValidationError when the URL is not `http(s)://…`, the protocol is unknown, a live
    * backend already has this id, or the pool is closed.
    */
   addBackend(spec: BackendSpec): BackendInfo {
@@ -87,9 +98,10 @@ export class BackendPool implements ManagedLlmClient {
     } catch {
       throw new ValidationError(`not a backend URL: ${spec.url}`, [{ path: 'url', message: 'expected http://host:port' }]);
     }
-    if (url.protocol !== 'http:') throw new ValidationError(`only http backends are supported: ${spec.url}`, [{ path: 'url', message: 'expected http://' }]);
-    if (spec.protocol !== 'prorl' && spec.protocol !== 'vllm' && spec.protocol !== 'sglang') throw new ValidationError(`unknown backend protocol ${String(spec.protocol)}`, [{ path: 'protocol', message: 'expected prorl, vllm or sglang' }]);
-    const id = spec.id ?? url.host;
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ValidationError(`only http and https backends are supported: ${spec.url}`, [{ path: 'url', message: 'expected http:// or https://' }]);
+    if (!PROTOCOL_NAMES.includes(spec.protocol)) throw new ValidationError(`unknown backend protocol ${String(spec.protocol)}`, [{ path: 'protocol', message: `expected ${PROTOCOL_NAMES.join(', ')}` }]);
+    // Two paths on one host:port are two backends (`h:p/v1` and `h:p/other/v1`).
+    const id = spec.id ?? `${url.host}${url.pathname.replace(/\/+$/, '')}`;
     if (this.slots.has(id)) throw new ValidationError(`backend ${id} is already in the pool`, [{ path: 'id', message: 'duplicate backend id' }]);
     const slot: Slot = {
       id,
@@ -107,10 +119,9 @@ export class BackendPool implements ManagedLlmClient {
       weightVersion: spec.weightVersion ?? null,
       latencyMs: null,
       inHeap: false,
-      removal: new AbortController(),
+      eviction: evictionController(),
+      semantics: 'unknown',
     };
-    // Every in-flight call listens on it: no listener cap.
-    setMaxListeners(0, slot.removal.signal);
     this.slots.set(id, slot);
     slot.actor = createActor(
       backendMachine.provide({
@@ -120,6 +131,7 @@ export class BackendPool implements ManagedLlmClient {
       { input: { backendId: id, failureThreshold: this.options.failureThreshold } },
     );
     slot.actor.start();
+    this.noteSemantics(slot, slot.http.logprobSemantics);
     return this.info(slot);
   }
 
@@ -158,23 +170,31 @@ export class BackendPool implements ManagedLlmClient {
       this.acquire(slot);
       const t0 = this.now();
       try {
-        const r = await slot.http.generate(req, this.options.callTimeoutMs, slot.removal.signal);
+        const r = await slot.http.generate(req, this.timeouts, slot.eviction.signal);
         const ms = this.now() - t0;
         slot.served++;
         slot.latencyMs = slot.latencyMs === null ? ms : slot.latencyMs + this.options.latencyAlpha * (ms - slot.latencyMs);
         if (slot.state === 'healthy' || slot.state === 'probing') slot.actor.send({ type: 'CALL_OK' });
-        return {
+        const semantics = r.logprobSemantics ?? slot.http.logprobSemantics;
+        this.noteSemantics(slot, semantics);
+        const out: GenerateResult = {
           outputIds: r.outputIds,
           logprobs: r.logprobs,
           finishReason: r.finishReason,
           backendId: slot.id,
           weightVersion: r.weightVersion ?? slot.weightVersion,
+          tokenSource: r.tokenSource ?? 'engine',
+          logprobSemantics: semantics,
         };
+        if (r.enginePromptIds) out.enginePromptIds = r.enginePromptIds;
+        return out;
       } catch (e) {
         if (!(e instanceof RolloutError) || !e.retryable) throw e;
         slot.failures++;
         attempts.push({ backendId: slot.id, error: e.message });
-        if (slot.state !== 'removed' && slot.state !== 'draining') slot.actor.send({ type: 'CALL_FAIL' });
+        // A call moved off a degraded backend is not one more failure of it.
+        const kind = (e.details as { kind?: string } | undefined)?.kind;
+        if (slot.state !== 'removed' && slot.state !== 'draining' && kind !== 'degraded') slot.actor.send({ type: 'CALL_FAIL' });
       } finally {
         this.release(slot);
       }
@@ -190,6 +210,27 @@ export class BackendPool implements ManagedLlmClient {
   async close(): Promise<void> {
     this.closed = true;
     for (const id of [...this.slots.keys()]) this.removeBackend(id);
+  }
+
+  private get timeouts(): { callMs: number; firstByteMs: number; stallMs: number } {
+    return { callMs: this.options.callTimeoutMs, firstByteMs: this.options.firstByteTimeoutMs, stallMs: this.options.stallTimeoutMs };
+  }
+
+  /**
+   * Records what a backend's logprobs mean; warns once when the live backends disagree (raw and
+   * processed logprobs in one batch make importance ratios inconsistent across its turns).
+   */
+  private noteSemantics(slot: Slot, semantics: LogprobSemantics): void {
+    if (semantics !== 'raw' && semantics !== 'processed') return;
+    slot.semantics = semantics;
+    if (this.warnedMixedSemantics) return;
+    for (const other of this.slots.values()) {
+      if (other !== slot && other.state !== 'removed' && (other.semantics === 'raw' || other.semantics === 'processed') && other.semantics !== semantics) {
+        this.warnedMixedSemantics = true;
+        this.warn(`LLM backends disagree on logprob semantics: ${other.id} gives ${other.semantics} logprobs, ${slot.id} gives ${semantics}; each turn records its own (AssistantTurn.logprobSemantics)`);
+        return;
+      }
+    }
   }
 
   private pick(preferredId: string | undefined, tried: Set<Slot>): Slot | undefined {
@@ -245,8 +286,16 @@ export class BackendPool implements ManagedLlmClient {
       this.heap.remove(slot);
       slot.inHeap = false;
     }
+    // A frozen backend answers nothing until the call timeout: once it is evicted, its in-flight
+    // calls are aborted and re-sent elsewhere (the token prefix is portable) — when there is an
+    // elsewhere; with no healthy backend left they keep waiting on it.
+    if (state === 'degraded' && slot.inFlight > 0 && this.heap.size() > 0) {
+      const old = slot.eviction;
+      slot.eviction = evictionController();
+      old.abort('degraded');
+    }
     if (state === 'removed') {
-      slot.removal.abort();
+      slot.eviction.abort('removed');
       slot.http.close();
       this.slots.delete(slot.id);
       // Stopping from inside the actor's own action would re-enter it: defer.
@@ -290,6 +339,14 @@ export class BackendPool implements ManagedLlmClient {
       failures: s.failures,
       weightVersion: s.weightVersion,
       latencyMs: s.latencyMs,
+      logprobSemantics: s.semantics,
     };
   }
+}
+
+function evictionController(): AbortController {
+  const c = new AbortController();
+  // Every in-flight call listens on it: no listener cap.
+  setMaxListeners(0, c.signal);
+  return c;
 }

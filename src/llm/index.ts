@@ -1,10 +1,11 @@
-export type { LlmClient, ManagedLlmClient, GenerateRequest, GenerateResult, BackendSpec, BackendInfo } from './llm-client.js';
+export type { LlmClient, ManagedLlmClient, GenerateRequest, GenerateResult, BackendSpec, BackendInfo, BackendProtocol, ChatContext, LogprobSemantics } from './llm-client.js';
+export { memberSeed } from './member-seed.js';
 export type { ChatCodec, ParsedAssistant } from './chat-codec.js';
 export { BackendPool, type BackendPoolDeps } from './backend-pool.js';
 export { BackendPoolOptionsSchema, parseBackendPoolOptions, type BackendPoolOptions, type BackendPoolOptionsInput } from './backend-pool-options.js';
 export { parseBackendAddress } from './backend-address.js';
-export { HttpBackend, realTimers, type Timers, type FailureKind } from './http-backend.js';
-export { protocols, prorlProtocol, vllmProtocol, sglangProtocol, type ProtocolAdapter, type ParsedGeneration } from './protocols/index.js';
+export { HttpBackend, realTimers, type Timers, type FailureKind, type CallTimeouts } from './http-backend.js';
+export { protocols, PROTOCOL_NAMES, prorlProtocol, vllmProtocol, sglangProtocol, openaiProtocol, type ProtocolAdapter, type ParsedGeneration } from './protocols/index.js';
 export { createHfCodec, type HfChatCodec, type HfCodecOptions } from './hf-codec.js';
 export { createQwen3Codec } from './qwen3-codec.js';
 export { parseToolCalls } from './tool-call-parser.js';

@@ -42,7 +42,7 @@ export interface LlamaEngine extends Engine {
  * @throws Error when the binary cannot load or the model file is not a valid GGUF.
  */
 export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<LlamaEngine> {
-  const { getLlama } = await import('node-llama-cpp');
+  const { getLlama, TokenBias } = await import('node-llama-cpp');
   const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, logLevel: 'error' as never });
   const model = await llama.loadModel({ modelPath: opts.modelPath });
   const parallel = opts.parallel ?? 4;
@@ -82,6 +82,11 @@ export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<Llama
           topP: 1,
           minP: 0,
           ...(req.seed !== null ? { seed: req.seed } : {}),
+          ...(req.logitBias ? { tokenBias: biasOf(new TokenBias(model.tokenizer), req.logitBias) } : {}),
+          // Without it node-llama-cpp ends the iteration before yielding the end-of-generation
+          // token: a natural stop would come back as `length` without the token, and the
+          // policy's decision to stop would never be trained.
+          yieldEogToken: true,
         });
         for await (const r of it) {
           const id = r.token as unknown as number;
@@ -108,4 +113,19 @@ export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<Llama
       await llama.dispose();
     },
   };
+}
+
+/**
+ * OpenAI's `logit_bias` as a node-llama-cpp TokenBias. `TokenBias.set` silently skips
+ * end-of-generation tokens, but OpenAI servers bias them like any other (a test forces a natural
+ * stop that way), so those go into its bias map directly — node-llama-cpp 3.21.1 reads that map
+ * as is (pinned version).
+ */
+function biasOf<B extends object>(bias: B, logitBias: Readonly<Record<number, number>>): B {
+  const map = (bias as unknown as { _biases?: Map<number, number> })._biases;
+  for (const [id, logit] of Object.entries(logitBias)) {
+    if (map instanceof Map) map.set(Number(id), logit);
+    else (bias as unknown as { set(t: number, b: { logit: number }): void }).set(Number(id), { logit });
+  }
+  return bias;
 }

@@ -1,4 +1,28 @@
 import type { Instance, SamplingParams } from '../protocol/instance.js';
+import type { Message, ToolSchema } from '../protocol/messages.js';
+import type { ChatCodec } from './chat-codec.js';
+
+/** The wire protocols a backend can speak. */
+export type BackendProtocol = 'prorl' | 'vllm' | 'sglang' | 'openai';
+
+/**
+ * The conversation behind a prompt, for chat-completions backends (`openai`) that take messages
+ * rather than ids. Token protocols ignore it. The trajectory builder is one (a live view: it does
+ * not change while a call is in flight).
+ */
+export interface ChatContext {
+  readonly messages: readonly Message[];
+  readonly tools: readonly ToolSchema[];
+  /** The rollout's codec: re-tokenizes a reply when the server returns no token ids. */
+  readonly codec: ChatCodec;
+}
+
+/**
+ * What a turn's logprobs mean: `raw` (the model's distribution before temperature / top-p:
+ * vLLM V1's default), `processed` (after them: SGLang's default), `none` (the backend gave no
+ * logprobs; the turn's are 0 and a trainer must recompute them), `unknown` (not stated).
+ */
+export type LogprobSemantics = 'raw' | 'processed' | 'none' | 'unknown';
 
 /** One generation request, token-in. */
 export interface GenerateRequest {
@@ -14,6 +38,8 @@ export interface GenerateRequest {
   /** The backend of the previous turn, to keep prefix-cache hits. */
   preferredBackendId?: string | undefined;
   signal: AbortSignal;
+  /** The conversation, for chat-completions backends; the prompt ids stay the trajectory's tokens. */
+  chat?: ChatContext | undefined;
 }
 
 /** One generation result, token-out. */
@@ -24,6 +50,12 @@ export interface GenerateResult {
   backendId: string;
   weightVersion: string | number | null;
   finishReason: 'stop' | 'length' | 'abort';
+  /** `engine`: the ids and logprobs are the server's; `retokenized`: the reply's text was tokenized locally. Absent means `engine`. */
+  tokenSource?: 'engine' | 'retokenized' | undefined;
+  /** What the logprobs mean (see {@link LogprobSemantics}); absent means `unknown`. */
+  logprobSemantics?: LogprobSemantics | undefined;
+  /** The prompt ids the server reports it saw (chat backends render their own template), for a drift check. */
+  enginePromptIds?: number[] | undefined;
 }
 
 /**
@@ -41,19 +73,21 @@ export interface LlmClient {
 export interface BackendSpec {
   /** Stable id; derived from the URL when absent. */
   id?: string | undefined;
-  /** `http://host:port`. */
+  /** `http://host:port[/path]` (or https). For `openai`, the base URL ending in `/v1`. */
   url: string;
-  protocol: 'prorl' | 'vllm' | 'sglang';
-  /** Model name for OpenAI-style routes (vLLM). */
+  protocol: BackendProtocol;
+  /** Model name for OpenAI-style routes (vLLM, openai). */
   model?: string | undefined;
   weightVersion?: string | number | null | undefined;
+  /** What the server's logprobs mean when it is not the protocol's default (e.g. vLLM with `--logprobs-mode processed_logprobs`). */
+  logprobSemantics?: 'raw' | 'processed' | undefined;
 }
 
 /** A backend as the pool sees it. */
 export interface BackendInfo {
   id: string;
   url: string;
-  protocol: 'prorl' | 'vllm' | 'sglang';
+  protocol: BackendProtocol;
   state: 'probing' | 'healthy' | 'degraded' | 'draining' | 'removed';
   inFlight: number;
   served: number;
@@ -61,6 +95,8 @@ export interface BackendInfo {
   weightVersion: string | number | null;
   /** Moving average of call latency. */
   latencyMs: number | null;
+  /** What this backend's logprobs mean, once known (from the protocol or its answers). */
+  logprobSemantics?: LogprobSemantics | undefined;
 }
 
 /** An {@link LlmClient} whose backends change at run time (the backend pool). */

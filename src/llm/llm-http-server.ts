@@ -1,15 +1,21 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { chatCompletion, OpenAiChatRequestSchema, renderChatPrompt, type OpenAiChatRequest, type OpenAiRouteOptions } from './openai-chat-route.js';
+
+/** The protocols a server can answer. */
+type ServedProtocol = 'prorl' | 'vllm' | 'sglang' | 'openai';
 
 /** A generation request as every protocol carries it, after the wire format is read. */
 export interface EngineRequest {
-  protocol: 'prorl' | 'vllm' | 'sglang';
+  protocol: ServedProtocol;
   promptIds: number[];
   maxTokens: number;
   temperature: number;
   topP: number;
   topK: number;
   seed: number | null;
+  /** OpenAI `logit_bias`: added to the logit of each token id (OpenAI chat completions only). */
+  logitBias?: Readonly<Record<number, number>> | undefined;
   /** `x-rollout-instance-id`, when the caller sent it. */
   instanceId: string | null;
   /** `x-rollout-turn`, when the caller sent it. */
@@ -45,8 +51,13 @@ export interface LlmHttpServerOptions {
   host?: string | undefined;
   /** 0 (default) picks a free port. */
   port?: number | undefined;
-  /** Which protocols to answer; `all` (default) serves the three (ProRL and SGLang share `/generate` and are told apart by body). */
-  protocol?: 'prorl' | 'vllm' | 'sglang' | 'all' | undefined;
+  /**
+   * Which protocols to answer; `all` (default) serves every one it can (ProRL and SGLang share
+   * `/generate` and are told apart by body; OpenAI chat completions need `openai`).
+   */
+  protocol?: ServedProtocol | 'all' | undefined;
+  /** Serves OpenAI `POST /v1/chat/completions` through this codec (the engine stays token-in/token-out). */
+  openai?: OpenAiRouteOptions | undefined;
   weightVersion?: string | number | null | undefined;
   modelName?: string | undefined;
   /** Extra GET routes (e.g. `/debug/samples`), answered as JSON. */
@@ -68,14 +79,18 @@ export interface LlmHttpServer {
 
 /**
  * An HTTP inference server speaking the ProRL `/generate`, vLLM `/v1/completions` and SGLang
- * native `/generate` token protocols over one {@link Engine}, with the health routes of each
- * (`GET /health`, `/health_generate`, `/v1/models`) and `GET /weight_version` /
- * `POST /update_weight_version {weight_version}`. Used by `rollout fake-llm` and
- * `rollout llm-serve`. Resolves once listening.
+ * native `/generate` token protocols over one {@link Engine}, and OpenAI `/v1/chat/completions`
+ * when `openai` gives it a codec (messages rendered into prompt ids, sampled ids parsed back into
+ * content and tool calls; vLLM's `return_token_ids` answered unless `returnTokenIds: false`),
+ * with the health routes of each (`GET /health`, `/health_generate`, `/v1/models`) and
+ * `GET /weight_version` / `POST /update_weight_version {weight_version}`. Used by
+ * `rollout fake-llm` and `rollout llm-serve`. Resolves once listening.
+ * @throws Error when `protocol` is `openai` without `openai` options.
  */
 export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<LlmHttpServer> {
   const protocol = opts.protocol ?? 'all';
-  const serves = (p: 'prorl' | 'vllm' | 'sglang') => protocol === 'all' || protocol === p;
+  if (protocol === 'openai' && !opts.openai) throw new Error('the openai protocol needs a codec (options.openai.codec)');
+  const serves = (p: ServedProtocol) => (protocol === 'all' || protocol === p) && (p !== 'openai' || opts.openai !== undefined);
   let requests = 0;
   const state = { weightVersion: opts.weightVersion ?? null };
   const modelName = opts.modelName ?? 'default';
@@ -105,18 +120,69 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
         state.weightVersion = (body.weight_version as string | number | undefined) ?? null;
         return json(res, 200, { weight_version: state.weightVersion });
       }
-      let p: 'prorl' | 'vllm' | 'sglang';
-      if (url === '/v1/completions' && serves('vllm')) p = 'vllm';
+      let p: ServedProtocol;
+      if (url === '/v1/chat/completions' && serves('openai')) p = 'openai';
+      else if (url === '/v1/completions' && serves('vllm')) p = 'vllm';
       else if (url === '/generate' && Array.isArray(body.prompt_ids) && serves('prorl')) p = 'prorl';
       else if (url === '/generate' && Array.isArray(body.input_ids) && serves('sglang')) p = 'sglang';
       else return json(res, url === '/generate' || url === '/v1/completions' ? 400 : 404, { error: `no ${protocol} route for POST ${url} with this body` });
       // As vLLM does: a completion for a model it does not serve is a 404.
-      if (p === 'vllm' && typeof body.model === 'string' && body.model !== modelName) return json(res, 404, { object: 'error', message: `The model \`${body.model}\` does not exist.` });
+      if ((p === 'vllm' || p === 'openai') && typeof body.model === 'string' && body.model !== modelName) return json(res, 404, { object: 'error', message: `The model \`${body.model}\` does not exist.` });
       const n = ++requests;
       if (opts.intercept?.(n, res) === 'handled') return;
-      void handle(p, body, req, res);
+      if (p === 'openai') void handleChat(body, req, res, n);
+      else void handle(p, body, req, res);
     });
   });
+
+  /** OpenAI chat completions over the token engine: render, sample, parse back. */
+  async function handleChat(raw: Record<string, unknown>, req: http.IncomingMessage, res: http.ServerResponse, n: number): Promise<void> {
+    const o = opts.openai!;
+    const returnTokenIds = o.returnTokenIds ?? true;
+    // A stock OpenAI endpoint refuses arguments it does not know; vLLM's token-id extension is one.
+    if (!returnTokenIds && 'return_token_ids' in raw) return json(res, 400, { error: { message: 'Unrecognized request argument supplied: return_token_ids', type: 'invalid_request_error', param: 'return_token_ids' } });
+    const parsed = OpenAiChatRequestSchema.safeParse(raw);
+    if (!parsed.success) {
+      const i = parsed.error.issues[0]!;
+      return json(res, 400, { object: 'error', message: `${i.path.join('.') || '(body)'}: ${i.message}`, type: 'BadRequestError' });
+    }
+    const body: OpenAiChatRequest = parsed.data;
+    let promptIds: number[];
+    try {
+      promptIds = renderChatPrompt(o.codec, body);
+    } catch (e) {
+      return json(res, 400, { object: 'error', message: (e as Error).message, type: 'BadRequestError' });
+    }
+    const ac = new AbortController();
+    res.on('close', () => ac.abort());
+    const header = (name: string): string | null => {
+      const v = req.headers[name];
+      return typeof v === 'string' ? v : null;
+    };
+    const turnHeader = header('x-rollout-turn');
+    let out: EngineResult;
+    try {
+      out = await opts.engine.generate({
+        protocol: 'openai',
+        promptIds,
+        maxTokens: body.max_tokens ?? body.max_completion_tokens ?? 1024,
+        temperature: body.temperature ?? 1,
+        topP: body.top_p ?? 1,
+        topK: body.top_k ?? -1,
+        seed: body.seed ?? null,
+        ...(body.logit_bias ? { logitBias: body.logit_bias } : {}),
+        instanceId: header('x-rollout-instance-id'),
+        turn: turnHeader === null ? null : Number(turnHeader),
+        signal: ac.signal,
+      });
+    } catch (e) {
+      if (ac.signal.aborted) return;
+      const status = e instanceof EngineHttpError ? e.status : 500;
+      return json(res, status, { object: 'error', message: (e as Error).message });
+    }
+    if (ac.signal.aborted) return;
+    json(res, 200, chatCompletion(o.codec, body, { promptIds, ...out }, { model: modelName, n, returnTokenIds }));
+  }
 
   async function handle(p: 'prorl' | 'vllm' | 'sglang', body: Record<string, unknown>, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const sp = (p === 'sglang' ? (body.sampling_params ?? {}) : body) as Record<string, unknown>;

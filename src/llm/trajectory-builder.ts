@@ -1,4 +1,5 @@
 import type { ChatCodec } from './chat-codec.js';
+import type { ChatContext, LogprobSemantics } from './llm-client.js';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import type { AssistantTurn, Trajectory } from '../protocol/trajectory.js';
 
@@ -10,6 +11,12 @@ export interface SampledTurn {
   weightVersion: string | number | null;
   finishReason: 'stop' | 'length' | 'abort';
   latencyMs: number;
+  /** Absent means `engine`. */
+  tokenSource?: 'engine' | 'retokenized' | undefined;
+  /** Absent means `unknown`. */
+  logprobSemantics?: LogprobSemantics | undefined;
+  /** The prompt the server says it saw (chat backends render their own template); compared with ours for drift. */
+  enginePromptIds?: number[] | undefined;
 }
 
 /** Options of {@link TrajectoryBuilder}. */
@@ -22,6 +29,8 @@ export interface TrajectoryBuilderOptions {
 }
 
 interface TurnRecord {
+  tokenSource: 'engine' | 'retokenized';
+  logprobSemantics: LogprobSemantics;
   backendId: string;
   weightVersion: string | number | null;
   finishReason: SampledTurn['finishReason'];
@@ -59,6 +68,8 @@ export class TrajectoryBuilder {
   private readonly drift: { turn: number; position: number; expected: number | null; actual: number | null }[] = [];
   private lastOutput: number[] = [];
   private finished = false;
+  private retokenized = false;
+  private chatView: ChatContext | undefined;
 
   constructor(private readonly opts: TrajectoryBuilderOptions = {}) {}
 
@@ -90,6 +101,31 @@ export class TrajectoryBuilder {
     return this.messages;
   }
 
+  /**
+   * The conversation as chat-completions backends need it (`GenerateRequest.chat`): the live
+   * messages and tools plus the codec to re-tokenize a text reply. Undefined without a codec.
+   */
+  get chat(): ChatContext | undefined {
+    const codec = this.opts.codec;
+    if (!codec) return undefined;
+    const self = this;
+    this.chatView ??= {
+      get messages() {
+        return self.messages;
+      },
+      get tools() {
+        return self.tools;
+      },
+      codec,
+    };
+    return this.chatView;
+  }
+
+  /** How the last sampled turn ended (`length`: cut by the token limit), or null before any turn. */
+  get lastFinishReason(): SampledTurn['finishReason'] | null {
+    return this.turns.at(-1)?.finishReason ?? null;
+  }
+
   /** Starts the trajectory with the first messages, the tools and their prompt ids. Call once. */
   start(messages: Message[], tools: ToolSchema[], promptIds: number[]): void {
     if (this.tokens.length || this.messages.length) throw new Error('TrajectoryBuilder.start called twice');
@@ -109,8 +145,13 @@ export class TrajectoryBuilder {
     }
     this.assertOpen();
     const outputIds = turn.outputIds;
+    const tokenSource = turn.tokenSource ?? 'engine';
+    if (tokenSource === 'retokenized') this.retokenized = true;
+    if (turn.enginePromptIds) this.checkEnginePrompt(turn.enginePromptIds);
     // Built field by field: a rest/spread copy per turn was measurable garbage on the benchmark.
     this.turns.push({
+      tokenSource,
+      logprobSemantics: turn.logprobSemantics ?? 'unknown',
       backendId: turn.backendId,
       weightVersion: turn.weightVersion,
       finishReason: turn.finishReason,
@@ -189,6 +230,8 @@ export class TrajectoryBuilder {
           promptIds,
           outputIds: t.outputIds,
           logprobs: t.logprobs,
+          tokenSource: t.tokenSource,
+          logprobSemantics: t.logprobSemantics,
         } as AssistantTurn;
         // Object.assign then plain sets, not `{ ...m, input_ids, … }`: the spread with extra keys
         // measured ~1 µs per message (a third of build()), this ~0.1 µs. Same key order.
@@ -207,7 +250,7 @@ export class TrajectoryBuilder {
     } else {
       for (let i = 0; i < recs.length; i++) {
         const t = recs[i]!;
-        const o = { backendId: t.backendId, weightVersion: t.weightVersion, finishReason: t.finishReason, latencyMs: t.latencyMs } as AssistantTurn;
+        const o = { backendId: t.backendId, weightVersion: t.weightVersion, finishReason: t.finishReason, latencyMs: t.latencyMs, tokenSource: t.tokenSource, logprobSemantics: t.logprobSemantics } as AssistantTurn;
         lazy(o, 'promptIds', () => tokens.slice(0, t.promptLen));
         lazy(o, 'outputIds', () => tokens.slice(t.promptLen, t.promptLen + t.outputLen));
         lazy(o, 'logprobs', () => lps.slice(t.promptLen, t.promptLen + t.outputLen));
@@ -233,6 +276,7 @@ export class TrajectoryBuilder {
       messages,
       tools: this.tools,
       diagnostics: { drift: this.drift },
+      tokenSource: this.retokenized ? 'retokenized' : 'engine',
     };
   }
 
@@ -244,6 +288,22 @@ export class TrajectoryBuilder {
 
   private assertOpen(): void {
     if (this.finished) throw new Error('TrajectoryBuilder: build() was called; the trajectory is final');
+  }
+
+  /**
+   * A chat backend renders its own template each turn: where the prompt it reports differs from
+   * our append-only one, record the first differing position (the trajectory keeps ours, which
+   * is what the later turns extend).
+   */
+  private checkEnginePrompt(engine: number[]): void {
+    const ours = this.tokens;
+    const n = Math.max(engine.length, ours.length);
+    for (let i = 0; i < n; i++) {
+      if (engine[i] !== ours[i]) {
+        this.drift.push({ turn: this.turns.length, position: i, expected: engine[i] ?? null, actual: ours[i] ?? null });
+        return;
+      }
+    }
   }
 
   /** Compares the incremental ids with a full re-render; records the first differing position. */

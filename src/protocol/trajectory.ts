@@ -6,7 +6,7 @@ export const OutcomeSchema = z.enum(['completed', 'truncated', 'timed-out', 'can
 export type Outcome = z.infer<typeof OutcomeSchema>;
 
 /** Why the agent loop stopped (the ProRL `finish` field): the finish tool, max turns, full context, ... */
-export const FinishReasonSchema = z.enum(['finish_tool', 'no_tool_call', 'max_iterations', 'context_full', 'error', 'timeout', 'cancelled']);
+export const FinishReasonSchema = z.enum(['finish_tool', 'no_tool_call', 'max_iterations', 'context_full', 'length', 'error', 'timeout', 'cancelled']);
 export type FinishReason = z.infer<typeof FinishReasonSchema>;
 
 /** One assistant turn as sampled. */
@@ -22,6 +22,10 @@ export const AssistantTurnSchema = z.object({
   weightVersion: z.union([z.string(), z.number()]).nullable(),
   finishReason: z.enum(['stop', 'length', 'abort']),
   latencyMs: z.number(),
+  /** `engine`: ids and logprobs as the server sampled them; `retokenized`: the server sent text, tokenized here. */
+  tokenSource: z.enum(['engine', 'retokenized']).optional(),
+  /** What the logprobs mean: `raw` (before temperature, vLLM V1), `processed` (after, SGLang), `none` (the server gave none: 0 here), `unknown`. */
+  logprobSemantics: z.enum(['raw', 'processed', 'none', 'unknown']).optional(),
 });
 export type AssistantTurn = z.infer<typeof AssistantTurnSchema>;
 
@@ -40,6 +44,8 @@ export const TrajectorySchema = z.object({
   messages: z.array(MessageSchema),
   tools: z.array(ToolSchemaSchema),
   diagnostics: z.object({ drift: z.array(DriftSchema) }).passthrough(),
+  /** `retokenized` when any turn's ids were tokenized here from the server's text (a trainer may drop or re-score it), else `engine`. */
+  tokenSource: z.enum(['engine', 'retokenized']).optional(),
 });
 export type Trajectory = z.infer<typeof TrajectorySchema>;
 

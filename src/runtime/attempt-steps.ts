@@ -80,6 +80,7 @@ export class AttemptSteps {
         sampling: s.sampling,
         preferredBackendId: att.lastBackendId,
         signal: att.signal,
+        chat: b.chat,
       });
     } catch (err) {
       // The server counts tokens its own way: a prompt it calls too long is a full context
@@ -99,7 +100,7 @@ export class AttemptSteps {
     }
     const parsed = ctx.codec.parseAssistant(res.outputIds);
     const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls };
-    b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs }, assistant);
+    b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds }, assistant);
     att.assistant = assistant;
     att.malformed = parsed.malformed;
     this.progress(att);

@@ -37,7 +37,7 @@ export interface EndDecision {
 export function classifyEnd(e: AttemptEnd): EndDecision {
   switch (e.final) {
     case 'done':
-      return { outcome: e.finish === 'max_iterations' || e.finish === 'context_full' ? 'truncated' : 'completed', error: null, retry: false };
+      return { outcome: e.finish === 'max_iterations' || e.finish === 'context_full' || e.finish === 'length' ? 'truncated' : 'completed', error: null, retry: false };
     case 'cancelled':
       return { outcome: 'cancelled', error: new CancelledError(e.cancelReason ?? 'cancelled'), retry: false };
     case 'timedOut':

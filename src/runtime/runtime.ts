@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { builtinHandlers } from '../handlers/builtin.js';
 import { HandlerRegistry } from '../handlers/registry.js';
 import type { BackendInfo, BackendSpec, LlmClient, ManagedLlmClient } from '../llm/llm-client.js';
+import { memberSeed } from '../llm/member-seed.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
 import { ValidationError } from '../errors.js';
@@ -94,7 +95,8 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
       const groupId = opts.groupId ?? randomUUID();
       const rollouts: RolloutHandle[] = [];
       for (let i = 0; i < n; i++) {
-        rollouts.push(handle(sup.admit({ ...v.instance, trajectory_id: String(i) }, v.sampling, undefined, groupId)));
+        // One group seed, n distinct member seeds (identical members would have zero advantage).
+        rollouts.push(handle(sup.admit({ ...v.instance, trajectory_id: String(i) }, v.sampling.seed === undefined ? v.sampling : { ...v.sampling, seed: memberSeed(v.sampling.seed, i) }, undefined, groupId)));
       }
       return {
         groupId,

@@ -243,6 +243,9 @@ export class Supervisor {
     // A provider whose close hangs must not hang the rollout's result or its retry.
     const closes = att.sandboxes.closeAll();
     const closing = closes ? this.sweeper.bound(closes, this.opts.closeTimeoutMs) : Promise.resolve();
+    // A last turn cut by the token limit, with no other reason to stop, is an overlong sample
+    // (RL users filter them): truncated with finish 'length'.
+    if (final === 'done' && att.builder.lastFinishReason === 'length' && (att.finish === 'no_tool_call' || att.finish === null)) att.finish = 'length';
     const d = classifyEnd({
       final,
       finish: att.finish,

@@ -11,7 +11,14 @@ export interface FakeLlmServerOptions {
   /** 0 (default) picks a free port. */
   port?: number | undefined;
   host?: string | undefined;
-  protocol?: 'prorl' | 'vllm' | 'sglang' | 'all' | undefined;
+  /** `all` (default) serves every protocol, OpenAI chat completions included. */
+  protocol?: 'prorl' | 'vllm' | 'sglang' | 'openai' | 'all' | undefined;
+  /**
+   * OpenAI chat completions: answer vLLM's `return_token_ids` with the sampled and prompt ids
+   * (default true). false: act as a stock OpenAI endpoint — a request carrying `return_token_ids`
+   * is refused with a 400 naming it, and no ids are sent (the client re-tokenizes).
+   */
+  openaiTokenIds?: boolean | undefined;
   /** Instances for the scripted policy: an array, or a JSONL file path (keyed by `instance_id`). */
   tasks?: Instance[] | string | undefined;
   /** `scripted` (default when tasks are given) or `random` (default otherwise), or any engine. */
@@ -61,7 +68,8 @@ export function loadTaskFile(path: string): Instance[] {
 
 /**
  * An HTTP inference server for tests, benchmarks and the demo, tokenizing with the real
- * tokenizer and speaking the ProRL, vLLM and SGLang token protocols (see `llm-http-server.ts`).
+ * tokenizer and speaking the ProRL, vLLM and SGLang token protocols and OpenAI chat completions
+ * (see `llm-http-server.ts`).
  * Failure injection draws from a generator seeded by `seed` in request order. Resolves once
  * listening; `close()` destroys every connection.
  */
@@ -125,7 +133,15 @@ export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promi
     if (opts.hangRate && faults() < opts.hangRate) return 'handled';
     return 'pass';
   };
-  server = await startLlmHttpServer({ engine, host: opts.host, port: opts.port, protocol: opts.protocol, weightVersion: opts.weightVersion ?? null, intercept });
+  server = await startLlmHttpServer({
+    engine,
+    host: opts.host,
+    port: opts.port,
+    protocol: opts.protocol,
+    weightVersion: opts.weightVersion ?? null,
+    intercept,
+    openai: { codec, returnTokenIds: opts.openaiTokenIds ?? true },
+  });
   const s = server;
   return {
     url: s.url,

@@ -4,11 +4,13 @@ import { startFakeLlmServer } from '../../testing/fake-llm-server.js';
 const HELP = `usage: rollout fake-llm [options]
 
 A fake inference server with the real Qwen3 tokenizer, speaking the ProRL, vLLM and SGLang token
-protocols. Prints "listening on http://host:port" once ready.
+protocols and OpenAI chat completions. Prints "listening on http://host:port" once ready.
 
   --port P              port (default 0: a free one)
   --host H              host (default 127.0.0.1)
-  --protocol P          prorl | vllm | sglang | all (default all)
+  --protocol P          prorl | vllm | sglang | openai | all (default all)
+  --no-token-ids        openai: act as a stock OpenAI endpoint (refuse return_token_ids, send no
+                        token ids; the client re-tokenizes)
   --tasks FILE.jsonl    instances for the scripted policy (keyed by instance_id)
   --policy P            scripted | random (default scripted with --tasks, else random)
   --latency-ms N        fixed latency per request
@@ -39,12 +41,13 @@ export async function run(argv: string[]): Promise<number> {
     seed: { type: 'string' },
     'weight-version': { type: 'string' },
     'max-model-len': { type: 'string' },
+    'no-token-ids': { type: 'boolean' },
   }, HELP);
   if (typeof flags === 'number') return flags;
   const v = flags.values;
   const protocol = v.protocol ?? 'all';
   const policy = v.policy;
-  if (!['prorl', 'vllm', 'sglang', 'all'].includes(protocol) || (policy !== undefined && policy !== 'scripted' && policy !== 'random')) {
+  if (!['prorl', 'vllm', 'sglang', 'openai', 'all'].includes(protocol) || (policy !== undefined && policy !== 'scripted' && policy !== 'random')) {
     process.stderr.write(`rollout fake-llm: bad --protocol or --policy\n\n${HELP}`);
     return 2;
   }
@@ -72,6 +75,7 @@ export async function run(argv: string[]): Promise<number> {
       seed: numberFlag('seed', v.seed),
       weightVersion: v['weight-version'] ?? null,
       maxModelLen: numberFlag('max-model-len', v['max-model-len'], { integer: true }),
+      openaiTokenIds: !v['no-token-ids'],
     };
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;

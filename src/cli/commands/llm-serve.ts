@@ -2,18 +2,20 @@ import { numberFlag, parseFlags, UsageError } from '../args.js';
 import { ensureTinyGguf } from '../../llm/gguf-writer.js';
 import { createLlamaEngine } from '../../llm/llama-engine.js';
 import { startLlmHttpServer } from '../../llm/llm-http-server.js';
+import { createQwen3Codec } from '../../llm/qwen3-codec.js';
 
 const HELP = `usage: rollout llm-serve (--model PATH | --tiny) [options]
 
 Serves a GGUF model with node-llama-cpp (CPU, prebuilt binary) over the ProRL, vLLM and SGLang
-token protocols, recording what it sampled (GET /debug/samples).
+token protocols and OpenAI chat completions (messages rendered with the Qwen3 chat template, as
+the tiny model carries the Qwen3 vocabulary), recording what it sampled (GET /debug/samples).
 
   --model PATH          GGUF file to serve
   --tiny                serve the tiny random-weight Qwen3-vocabulary model (written to .cache/models)
   --seed S              seed of the tiny model (default 1)
   --port P              port (default 0: a free one)
   --host H              host (default 127.0.0.1)
-  --protocol P          prorl | vllm | sglang | all (default all)
+  --protocol P          prorl | vllm | sglang | openai | all (default all)
   --parallel N          requests evaluated at once (default 4)
   --context-size N      tokens per sequence (default 4096)
   --threads N           CPU threads (default 1)
@@ -37,7 +39,7 @@ export async function run(argv: string[]): Promise<number> {
   if (typeof flags === 'number') return flags;
   const v = flags.values;
   const protocol = v.protocol ?? 'all';
-  if (!['prorl', 'vllm', 'sglang', 'all'].includes(protocol) || (!v.model && !v.tiny)) {
+  if (!['prorl', 'vllm', 'sglang', 'openai', 'all'].includes(protocol) || (!v.model && !v.tiny)) {
     process.stderr.write(`rollout llm-serve: ${!v.model && !v.tiny ? 'give --model PATH or --tiny' : `unknown protocol ${protocol}`}\n\n${HELP}`);
     return 2;
   }
@@ -64,6 +66,7 @@ export async function run(argv: string[]): Promise<number> {
     protocol: protocol as 'all',
     weightVersion: v['weight-version'] ?? null,
     modelName: modelPath,
+    openai: { codec: createQwen3Codec() },
     getRoutes: { '/debug/samples': () => ({ samples: engine.samples() }) },
   });
   process.stdout.write(`listening on ${server.url}\n`);

@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { checkAligned, type ProtocolAdapter } from './protocol.js';
+import { checkAligned, finiteLogprob, type ProtocolAdapter } from './protocol.js';
 
 /** ProRL's `/generate` answer. `logprobs` is optional in the reference; we require it (RL needs it). */
 export const ProrlResponseSchema = z.object({
   response_ids: z.array(z.number().int()),
-  logprobs: z.array(z.number()),
+  logprobs: z.array(z.number().nullable()),
   finish_reason: z.enum(['stop', 'length', 'abort']).optional(),
   weight_version: z.union([z.string(), z.number()]).nullable().optional(),
 });
@@ -17,6 +17,7 @@ export const prorlProtocol: ProtocolAdapter = {
   name: 'prorl',
   generatePath: '/generate',
   healthPath: '/health',
+  logprobSemantics: 'unknown',
   body(req) {
     const s = req.sampling;
     return {
@@ -31,10 +32,11 @@ export const prorlProtocol: ProtocolAdapter = {
   },
   parse(json, req) {
     const r = ProrlResponseSchema.parse(json);
-    checkAligned(r.response_ids, r.logprobs);
+    const logprobs = r.logprobs.map(finiteLogprob);
+    checkAligned(r.response_ids, logprobs);
     return {
       outputIds: r.response_ids,
-      logprobs: r.logprobs,
+      logprobs,
       // The reference answer has no finish reason: a turn that used its whole budget was cut.
       finishReason: r.finish_reason ?? (r.response_ids.length >= req.maxTokens ? 'length' : 'stop'),
       weightVersion: r.weight_version,

@@ -1,9 +1,10 @@
 import { z } from 'zod';
-import { checkAligned, type ProtocolAdapter } from './protocol.js';
+import { finiteLogprob, stopOf, type ProtocolAdapter } from './protocol.js';
 
 /** The parts of SGLang's native `/generate` answer we read. */
 export const SglangResponseSchema = z.object({
-  output_ids: z.array(z.number().int()),
+  /** Not read: some SGLang versions put the prompt ids at its head. */
+  output_ids: z.array(z.number().int()).optional(),
   meta_info: z.object({
     /** `[logprob, token_id, text|null]` per sampled token. */
     output_token_logprobs: z.array(z.tuple([z.number().nullable(), z.number().int()]).rest(z.unknown())),
@@ -13,13 +14,19 @@ export const SglangResponseSchema = z.object({
 });
 
 /**
- * SGLang's native `POST /generate` with `input_ids`, `sampling_params` and `return_logprob`
- * → `output_ids` + `meta_info.output_token_logprobs`. `no_stop_trim` keeps the end-of-turn token.
+ * SGLang's native `POST /generate` with `input_ids`, `sampling_params` and `return_logprob`.
+ * The sampled ids and their logprobs are read from `meta_info.output_token_logprobs`
+ * (`[logprob, id, text]`), as slime and AReaL do: some SGLang versions put the prompt ids at the
+ * head of `output_ids`. `no_stop_trim` keeps the end-of-turn token. `sampling_seed` is unknown to
+ * older versions: dropped after a 400 naming it (see `optionalFields`). SGLang's logprobs are
+ * after temperature unless the server runs with `SGLANG_RETURN_ORIGINAL_LOGPROB`.
  */
 export const sglangProtocol: ProtocolAdapter = {
   name: 'sglang',
   generatePath: '/generate',
   healthPath: '/health',
+  optionalFields: ['sampling_params.sampling_seed'],
+  logprobSemantics: 'processed',
   body(req) {
     const s = req.sampling;
     return {
@@ -30,6 +37,7 @@ export const sglangProtocol: ProtocolAdapter = {
         top_p: s.top_p ?? 1,
         top_k: s.top_k ?? -1,
         ...(s.seed !== undefined ? { sampling_seed: s.seed } : {}),
+        ...stopOf(s),
         skip_special_tokens: false,
         no_stop_trim: true,
       },
@@ -40,13 +48,14 @@ export const sglangProtocol: ProtocolAdapter = {
   parse(json) {
     const r = SglangResponseSchema.parse(json);
     const lp = r.meta_info.output_token_logprobs;
-    const logprobs = lp.map((e) => e[0] ?? 0);
-    checkAligned(r.output_ids, logprobs);
+    const outputIds = new Array<number>(lp.length);
+    const logprobs = new Array<number>(lp.length);
     for (let i = 0; i < lp.length; i++) {
-      if (lp[i]![1] !== r.output_ids[i]) throw new Error(`output_token_logprobs[${i}] names id ${lp[i]![1]}, output_ids has ${r.output_ids[i]}`);
+      outputIds[i] = lp[i]![1];
+      logprobs[i] = finiteLogprob(lp[i]![0], i);
     }
     const fr = r.meta_info.finish_reason;
     const type = typeof fr === 'string' ? fr : fr?.type;
-    return { outputIds: r.output_ids, logprobs, finishReason: type === 'length' ? 'length' : type === 'abort' ? 'abort' : 'stop', weightVersion: r.meta_info.weight_version };
+    return { outputIds, logprobs, finishReason: type === 'length' ? 'length' : type === 'abort' ? 'abort' : 'stop', weightVersion: r.meta_info.weight_version };
   },
 };

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { checkAligned, type ProtocolAdapter } from './protocol.js';
+import { checkAligned, finiteLogprob, stopOf, type ProtocolAdapter } from './protocol.js';
 
 const TokenIdString = /^token_id:(-?\d+)$/;
 
@@ -33,6 +33,10 @@ export const vllmProtocol: ProtocolAdapter = {
   name: 'vllm',
   generatePath: '/v1/completions',
   healthPath: '/health',
+  modelsPath: '/v1/models',
+  // vLLM V1 returns the model's logprobs before temperature / top-p unless started with
+  // `--logprobs-mode processed_logprobs`; a spec can say so (`?logprobs=processed`).
+  logprobSemantics: 'raw',
   body(req, model) {
     const s = req.sampling;
     return {
@@ -43,6 +47,7 @@ export const vllmProtocol: ProtocolAdapter = {
       top_p: s.top_p ?? 1,
       top_k: s.top_k ?? -1,
       ...(s.seed !== undefined ? { seed: s.seed } : {}),
+      ...stopOf(s),
       logprobs: 1,
       return_tokens_as_token_ids: true,
       return_token_ids: true,
@@ -60,7 +65,7 @@ export const vllmProtocol: ProtocolAdapter = {
         return Number(m[1]);
       });
     }
-    const logprobs = c.logprobs.token_logprobs.map((x) => x ?? 0);
+    const logprobs = c.logprobs.token_logprobs.map(finiteLogprob);
     checkAligned(ids, logprobs);
     return { outputIds: ids, logprobs, finishReason: c.finish_reason === 'length' ? 'length' : c.finish_reason === 'abort' ? 'abort' : 'stop' };
   },

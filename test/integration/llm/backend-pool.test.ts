@@ -177,9 +177,10 @@ describe('BackendPool', () => {
     expect((err.details!.attempts as { backendId: string }[]).map((a) => a.backendId)).toEqual(['x', 'y']);
   });
 
-  it('refuses a backend that is not http, or whose id is already taken, with a ValidationError', () => {
+  it('refuses a backend that is not http(s), or whose id is already taken, with a ValidationError', () => {
     const p = pool();
-    expect(() => p.addBackend({ url: 'https://h:1', protocol: 'prorl' })).toThrow(ValidationError);
+    expect(() => p.addBackend({ url: 'ftp://h:1', protocol: 'prorl' })).toThrow(ValidationError);
+    expect(() => p.addBackend({ url: 'http://h:1', protocol: 'tgi' as never })).toThrow(/unknown backend protocol/);
     p.addBackend({ id: 'a', url: 'http://127.0.0.1:1', protocol: 'prorl' });
     expect(() => p.addBackend({ id: 'a', url: 'http://127.0.0.1:2', protocol: 'prorl' })).toThrow(ValidationError);
   });

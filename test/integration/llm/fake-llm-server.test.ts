@@ -127,6 +127,12 @@ describe('rollout fake-llm', () => {
     const file = join(dir, 'tasks.jsonl');
     writeFileSync(file, `${JSON.stringify(task)}\n`);
     const proc = spawn(process.execPath, [join(ROOT, 'bin/rollout.js'), 'fake-llm', '--port', '0', '--tasks', file, '--protocol', 'vllm'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Killed on every path: a failed or timed-out test must not leave the server running.
+    cleanups.push(async () => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      proc.kill('SIGKILL');
+      await once(proc, 'exit');
+    });
     cleanups.push(() => {
       if (proc.exitCode === null) proc.kill('SIGKILL');
     });
@@ -144,5 +150,6 @@ describe('rollout fake-llm', () => {
     proc.kill('SIGTERM');
     const [code] = await once(proc, 'exit');
     expect(code).toBe(0);
-  });
+    // Spawning the CLI (tsx start-up) takes seconds on a loaded machine.
+  }, 120_000);
 });

@@ -14,12 +14,16 @@ const ROLLOUTS = 8;
 const TURNS = 6;
 const ROOT = join(import.meta.dirname, '../../..');
 
+const spawned: ChildProcess[] = [];
+
 /** Starts `rollout llm-serve` on a free port and waits for its `listening on` line. */
 async function startServer(model: string, protocol: string): Promise<{ proc: ChildProcess; url: string }> {
   const proc = spawn(process.execPath, [join(ROOT, 'bin/rollout.js'), 'llm-serve', '--model', model, '--port', '0', '--protocol', protocol, '--parallel', '4'], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  // Known from the moment it exists, so a start-up that times out still gets it killed.
+  spawned.push(proc);
   let out = '';
   let err = '';
   proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
@@ -75,12 +79,12 @@ describe('rollouts through the pool against two llm-serve engines', () => {
       const body = (await (await fetch(`${s.url}/debug/samples`)).json()) as { samples: LlamaSample[] };
       for (const x of body.samples) samples.set(`${x.instanceId}|${x.turn}`, { ...x, url: s.url });
     }
-  }, 120_000);
+  }, 300_000);
 
   afterAll(async () => {
     await Promise.all(
-      servers.map(async ({ proc }) => {
-        if (proc.exitCode !== null) return;
+      spawned.map(async (proc) => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return;
         proc.kill('SIGTERM');
         await once(proc, 'exit');
       }),

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/errors.js';
 import { parseBackendAddress } from '../../../src/llm/backend-address.js';
+import { parseAddress } from '../../../src/server/backend-address.js';
 
 describe('parseBackendAddress', () => {
   it('reads a plain http address as a ProRL backend', () => {
@@ -26,5 +27,57 @@ describe('parseBackendAddress', () => {
   it('refuses a scheme other than http instead of reading it as a host name', () => {
     expect(() => parseBackendAddress('ftp://x:1')).toThrow(/invalid backend address ftp:\/\/x:1: unknown scheme/);
     expect(() => parseBackendAddress('vllm+ftp://x:1')).toThrow(ValidationError);
+  });
+
+  it('reads an address ending in /v1 (as NeMo Gym registers it) as OpenAI chat completions at that base', () => {
+    expect(parseBackendAddress('http://gpu1:8000/v1')).toEqual({ id: 'gpu1:8000/v1', url: 'http://gpu1:8000/v1', protocol: 'openai' });
+    expect(parseBackendAddress('gpu1:8000/v1/').protocol).toBe('openai');
+  });
+
+  it('gives openai+ without a path the base /v1', () => {
+    expect(parseBackendAddress('openai+https://api.example.com')).toMatchObject({ url: 'https://api.example.com/v1', protocol: 'openai' });
+  });
+
+  it('does not double /v1 for vllm+ and sglang+ addresses that carry it', () => {
+    expect(parseBackendAddress('vllm+http://h:8000/v1')).toEqual({ id: 'h:8000', url: 'http://h:8000', protocol: 'vllm' });
+    expect(parseBackendAddress('sglang+http://h:30000/v1').url).toBe('http://h:30000');
+  });
+
+  it('gives two paths on one host:port two ids', () => {
+    const a = parseBackendAddress('http://h:8000/a/v1');
+    const b = parseBackendAddress('http://h:8000/b/v1');
+    expect(a.id).not.toBe(b.id);
+    expect([a.url, b.url]).toEqual(['http://h:8000/a/v1', 'http://h:8000/b/v1']);
+  });
+
+  it('reads the logprob semantics a server was started with from the query', () => {
+    expect(parseBackendAddress('vllm+http://h:1?logprobs=processed').logprobSemantics).toBe('processed');
+    expect(() => parseBackendAddress('vllm+http://h:1?logprobs=maybe')).toThrow(/logprobs=maybe/);
+  });
+
+  it.each(['true', '../../etc/passwd', '/etc/passwd', '', '   ', 'localhost', 'http://', 'http://user:pw@h:1', 'vllm+h:1'])('refuses %j with a ValidationError naming the address', (a) => {
+    const err = (() => {
+      try {
+        parseBackendAddress(a);
+      } catch (e) {
+        return e;
+      }
+      return null;
+    })();
+    expect(err).toBeInstanceOf(ValidationError);
+    expect((err as ValidationError).message).toMatch(/invalid backend address/);
+    expect((err as ValidationError).issues?.[0]?.path).toBe('address');
+  });
+});
+
+describe('parseAddress (service)', () => {
+  it('takes the built-in oracle backend by name, and scripted as its older name', () => {
+    expect(parseAddress('oracle')).toMatchObject({ id: 'oracle', url: 'scripted:' });
+    expect(parseAddress('scripted')).toMatchObject({ id: 'scripted', url: 'scripted:' });
+  });
+
+  it('refuses "true" and a file path before they reach the pool', () => {
+    expect(() => parseAddress('true')).toThrow(ValidationError);
+    expect(() => parseAddress('../../etc/passwd')).toThrow(ValidationError);
   });
 });

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { GenerateRequest } from '../../../src/llm/llm-client.js';
-import { prorlProtocol, sglangProtocol, vllmProtocol } from '../../../src/llm/protocols/index.js';
+import { memberSeed } from '../../../src/llm/member-seed.js';
+import { openaiProtocol, prorlProtocol, sglangProtocol, vllmProtocol } from '../../../src/llm/protocols/index.js';
+import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
 
 const req: GenerateRequest = {
   rolloutId: 'r1',
@@ -51,7 +53,93 @@ describe('sglang protocol', () => {
     expect(r).toEqual({ outputIds: [5, 6], logprobs: [-0.2, -0.3], finishReason: 'length', weightVersion: 'v3' });
   });
 
-  it('refuses logprob entries that name other ids than output_ids', () => {
-    expect(() => sglangProtocol.parse({ output_ids: [5], meta_info: { output_token_logprobs: [[-0.2, 9, null]] } }, req)).toThrow(/names id 9/);
+  it('reads the sampled ids from output_token_logprobs, not from output_ids with the prompt at its head', () => {
+    const r = sglangProtocol.parse({ output_ids: [1, 2, 3, 5, 6], meta_info: { output_token_logprobs: [[-0.2, 5, null], [-0.3, 6, null]], finish_reason: { type: 'stop' } } }, req);
+    expect(r.outputIds).toEqual([5, 6]);
+  });
+
+  it('lists sampling_seed as a field an older server may refuse', () => {
+    expect(sglangProtocol.optionalFields).toContain('sampling_params.sampling_seed');
+  });
+
+  it('says its logprobs are processed (after temperature) and vLLM says raw', () => {
+    expect(sglangProtocol.logprobSemantics).toBe('processed');
+    expect(vllmProtocol.logprobSemantics).toBe('raw');
+  });
+});
+
+describe('a null or non-finite logprob', () => {
+  it('is an error on the turn for every protocol, never a 0', () => {
+    expect(() => prorlProtocol.parse({ response_ids: [7], logprobs: [null] }, req)).toThrow(/logprob 0 is null/);
+    expect(() => vllmProtocol.parse({ choices: [{ token_ids: [7, 8], logprobs: { tokens: ['token_id:7', 'token_id:8'], token_logprobs: [-0.1, null] } }] }, req)).toThrow(/logprob 1 is null/);
+    expect(() => sglangProtocol.parse({ meta_info: { output_token_logprobs: [[null, 5, null]] } }, req)).toThrow(/logprob 0/);
+    const chat = { messages: [{ role: 'user' as const, content: 'hi' }], tools: [], codec: createQwen3Codec() };
+    expect(() => openaiProtocol.parse({ choices: [{ message: { content: 'x' }, token_ids: [7], logprobs: { content: [{ token: 'x', logprob: null }] } }] }, { ...req, chat })).toThrow(/logprob 0 is null/);
+  });
+});
+
+describe('openai protocol', () => {
+  const codec = createQwen3Codec();
+  const chat = {
+    messages: [
+      { role: 'system' as const, content: 'sys' },
+      { role: 'user' as const, content: 'go' },
+      { role: 'assistant' as const, content: 'Listing.', tool_calls: [{ id: 'call_0_0', name: 'bash', arguments: { cmd: 'ls' } }] },
+      { role: 'tool' as const, content: 'a b', name: 'bash', tool_call_id: 'call_0_0' },
+    ],
+    tools: [{ type: 'function' as const, function: { name: 'bash', description: 'run', parameters: { type: 'object' } } }],
+    codec,
+  };
+  const creq = { ...req, sampling: { ...req.sampling, stop: ['</x>'] }, chat };
+
+  it('sends the conversation as OpenAI messages with JSON-string tool-call arguments, the tools, and the sampling fields', () => {
+    const body = openaiProtocol.body(creq, 'm');
+    expect(body).toMatchObject({ model: 'm', max_tokens: 4, temperature: 0.7, top_p: 0.9, top_k: 20, seed: 5, stop: ['</x>'], logprobs: true, return_token_ids: true, tools: chat.tools });
+    expect(body.messages).toEqual([
+      { role: 'system', content: 'sys' },
+      { role: 'user', content: 'go' },
+      { role: 'assistant', content: 'Listing.', tool_calls: [{ id: 'call_0_0', type: 'function', function: { name: 'bash', arguments: '{"cmd":"ls"}' } }] },
+      { role: 'tool', content: 'a b', name: 'bash', tool_call_id: 'call_0_0' },
+    ]);
+  });
+
+  it('refuses to build a request without the conversation', () => {
+    expect(() => openaiProtocol.body(req, 'm')).toThrow(/needs the conversation/);
+  });
+
+  it('takes the ids and logprobs the engine returned, and its prompt ids for the drift check', () => {
+    const r = openaiProtocol.parse({ prompt_token_ids: [1, 2], choices: [{ message: { content: 'x' }, finish_reason: 'stop', token_ids: [7, 8], logprobs: { content: [{ token: 'x', logprob: -0.1 }, { token: '', logprob: -0.2 }] } }] }, creq);
+    expect(r).toEqual({ outputIds: [7, 8], logprobs: [-0.1, -0.2], finishReason: 'stop', tokenSource: 'engine', logprobSemantics: 'raw', enginePromptIds: [1, 2] });
+  });
+
+  it('re-tokenizes a reply without ids with the rollout codec, tool calls included, and marks it', () => {
+    const r = openaiProtocol.parse({ choices: [{ message: { content: 'Listing.', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'bash', arguments: '{"cmd":"ls"}' } }] }, finish_reason: 'tool_calls' }] }, creq);
+    expect(r.tokenSource).toBe('retokenized');
+    expect(r.outputIds).toEqual(codec.encodeAssistant({ content: 'Listing.', tool_calls: [{ name: 'bash', arguments: { cmd: 'ls' } }] }));
+    expect(r.finishReason).toBe('stop');
+    expect(r.logprobSemantics).toBe('none');
+    expect(codec.parseAssistant(r.outputIds).toolCalls).toEqual([{ name: 'bash', arguments: { cmd: 'ls' } }]);
+  });
+
+  it('leaves the end-of-turn token off a re-tokenized reply cut by length', () => {
+    const r = openaiProtocol.parse({ choices: [{ message: { content: 'Listing' }, finish_reason: 'length' }] }, creq);
+    expect(r.finishReason).toBe('length');
+    expect(r.outputIds).toEqual(codec.encodeAssistant({ content: 'Listing' }).slice(0, -1));
+  });
+
+  it('keeps a tool call whose arguments are not JSON as a malformed block the policy is told about', () => {
+    const r = openaiProtocol.parse({ choices: [{ message: { content: '', tool_calls: [{ function: { name: 'bash', arguments: '{cmd: ls' } }] }, finish_reason: 'tool_calls' }] }, creq);
+    expect(codec.parseAssistant(r.outputIds).malformed).toHaveLength(1);
+  });
+});
+
+describe('memberSeed', () => {
+  it('gives every member of a group its own seed, member 0 the group seed, and the same member the same seed', () => {
+    const seeds = Array.from({ length: 4096 }, (_, i) => memberSeed(42, i));
+    expect(new Set(seeds).size).toBe(4096);
+    expect(seeds[0]).toBe(42);
+    expect(memberSeed(42, 7)).toBe(seeds[7]);
+    expect(seeds.every((s) => Number.isInteger(s) && s >= 0 && s < 2 ** 31)).toBe(true);
+    expect(memberSeed(-1, 0)).toBe(2 ** 31 - 1);
   });
 });
