@@ -30,6 +30,15 @@ export interface EndDecision {
 }
 
 /**
+ * The finish reason of an attempt that reached `done`: a last turn cut by the token limit, with
+ * no other reason to stop, is an overlong sample (RL users filter them) — `length`, so the
+ * outcome is `truncated`. `max_iterations`, `context_full` and `finish_tool` keep their reason.
+ */
+export function doneFinish(finish: FinishReason | null, lastTurnFinish: string | null | undefined): FinishReason | null {
+  return lastTurnFinish === 'length' && (finish === 'no_tool_call' || finish === null) ? 'length' : finish;
+}
+
+/**
  * Decides the outcome of an ended attempt. Pure. A failed attempt is classified by its error:
  * task and validation errors are the task's fault, cancels and timeouts keep their outcome, and
  * everything else is infrastructure, retried while `retryable`, within budget and running.
@@ -96,7 +105,7 @@ export function buildResult(s: RolloutSession, att: Attempt | null, outcome: Out
     groupId: s.groupId,
     dataSource: s.dataSource,
     outcome,
-    finish: resultFinish(outcome, att?.finish ?? null),
+    finish: resultFinish(outcome, att ? doneFinish(att.finish, att.builder.lastFinishReason) : null),
     reward: ev ? ev.reward : null,
     resolved: ev ? ev.resolved : false,
     evalDetails: ev?.details ?? null,

@@ -16,7 +16,7 @@ import type { Clock } from './clock.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
 import { EventHub } from './event-hub.js';
 import { deadlineError, dueDeadline, nextDeadline } from './rollout-deadlines.js';
-import { buildResult, classifyEnd, retryDelayMs } from './rollout-outcome.js';
+import { buildResult, classifyEnd, doneFinish, retryDelayMs } from './rollout-outcome.js';
 import { Attempt, RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
 import { StagePool } from './stage-pool.js';
@@ -243,12 +243,9 @@ export class Supervisor {
     // A provider whose close hangs must not hang the rollout's result or its retry.
     const closes = att.sandboxes.closeAll();
     const closing = closes ? this.sweeper.bound(closes, this.opts.closeTimeoutMs) : Promise.resolve();
-    // A last turn cut by the token limit, with no other reason to stop, is an overlong sample
-    // (RL users filter them): truncated with finish 'length'.
-    if (final === 'done' && att.builder.lastFinishReason === 'length' && (att.finish === 'no_tool_call' || att.finish === null)) att.finish = 'length';
     const d = classifyEnd({
       final,
-      finish: att.finish,
+      finish: final === 'done' ? doneFinish(att.finish, att.builder.lastFinishReason) : att.finish,
       error: att.error,
       cancelReason: s.cancelReason,
       attempts: s.attempts,

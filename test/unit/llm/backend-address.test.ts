@@ -71,9 +71,9 @@ describe('parseBackendAddress', () => {
 });
 
 describe('parseAddress (service)', () => {
-  it('takes the built-in oracle backend by name, and scripted as its older name', () => {
-    expect(parseAddress('oracle')).toMatchObject({ id: 'oracle', url: 'scripted:' });
-    expect(parseAddress('scripted')).toMatchObject({ id: 'scripted', url: 'scripted:' });
+  it('takes the built-in oracle backend by its one name', () => {
+    expect(parseAddress('oracle')).toMatchObject({ id: 'oracle', url: 'oracle:' });
+    expect(() => parseAddress('scripted')).toThrow(ValidationError);
   });
 
   it('refuses "true" and a file path before they reach the pool', () => {
