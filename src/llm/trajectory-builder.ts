@@ -2,6 +2,7 @@ import type { ChatCodec } from './chat-codec.js';
 import type { ChatContext, LogprobSemantics } from './llm-client.js';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import type { AssistantTurn, Trajectory } from '../protocol/trajectory.js';
+import { firstRegression, versionRange, versionRuns } from './weight-versions.js';
 
 /** One sampled turn, as the LLM client returned it plus its measured latency. */
 export interface SampledTurn {
@@ -268,6 +269,10 @@ export class TrajectoryBuilder {
         lazy(m, 'token_ids', () => tokens.slice(a, b));
       }
     }
+    // Versions per token, run-length (one entry per version change, not per token), from the records.
+    const runs = versionRuns(recs.map((t) => ({ weightVersion: t.weightVersion, outputIds: { length: t.outputLen } })));
+    const range = versionRange(runs);
+    const regressed = firstRegression(recs.map((t) => t.weightVersion));
     return {
       turns,
       tokens,
@@ -275,8 +280,11 @@ export class TrajectoryBuilder {
       logprobs: lps,
       messages,
       tools: this.tools,
-      diagnostics: { drift: this.drift },
+      diagnostics: regressed < 0 ? { drift: this.drift } : { drift: this.drift, weightVersionRegressed: { turn: regressed, version: recs[regressed]!.weightVersion } },
       tokenSource: this.retokenized ? 'retokenized' : 'engine',
+      weightVersions: runs,
+      minWeightVersion: range.min,
+      maxWeightVersion: range.max,
     };
   }
 

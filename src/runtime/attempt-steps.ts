@@ -11,6 +11,7 @@ import type { EventHub } from './event-hub.js';
 import type { Attempt, RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
 import type { StagePool } from './stage-pool.js';
+import type { WeightControl } from './weight-control.js';
 
 /** What the steps see of their owner (the supervisor). */
 export interface StepsContext {
@@ -23,6 +24,8 @@ export interface StepsContext {
   readonly pools: Record<Stage, StagePool>;
   /** The live session of `id`; throws CancelledError when it has ended. */
   live(id: string): RolloutSession;
+  /** Pause / staleness gate of new LLM calls; absent: calls never wait. */
+  readonly weights?: WeightControl | undefined;
   /** A call (LLM or action) of `s` started: its timeout is now `att.callAt`. */
   callStarted(s: RolloutSession): void;
 }
@@ -65,6 +68,8 @@ export class AttemptSteps {
       return { contextFull: true, evalSlot: ctx.pools.eval.tryTake(id) };
     }
     const maxTokens = Math.min(att.maxOutputTokens, room);
+    // Paused for a weight sync, or too far ahead of the trainer: wait before the call starts.
+    if (ctx.weights && !ctx.weights.admits(turn === 0)) await this.waitForGeneration(s, att, ctx.weights, turn === 0);
     if (ctx.hub.active) this.emit(s, { type: 'llm.start', rolloutId: id, turn, promptTokens: b.length, maxTokens });
     this.startCall(s, att, 'llm', ctx.opts.llmTimeoutMs);
     const t0 = ctx.clock.now();
@@ -203,6 +208,30 @@ export class AttemptSteps {
         error: o.error ?? false,
       });
     }
+  }
+
+  /**
+   * Waits until `weights` lets the call start. The wait is not the rollout's work: neither its
+   * time budget nor its no-progress limit runs meanwhile (the stage's start moves by the wait,
+   * so the run time excludes it too); the wall-clock cap still does.
+   */
+  private async waitForGeneration(s: RolloutSession, att: Attempt, weights: WeightControl, first: boolean): Promise<void> {
+    const clock = this.ctx.clock;
+    const t0 = clock.now();
+    const budgetLeft = att.budgetAt - t0;
+    att.budgetAt = Infinity;
+    att.lastProgress = Infinity;
+    try {
+      await weights.wait(first, att.signal);
+    } finally {
+      if (!att.ended) {
+        const now = clock.now();
+        att.stageStart += now - t0;
+        att.budgetAt = now + budgetLeft;
+        att.lastProgress = now;
+      }
+    }
+    if (att.ended) throw new CancelledError('rollout ended while waiting for generation');
   }
 
   private startCall(s: RolloutSession, att: Attempt, kind: 'llm' | 'action', ms: number): void {
