@@ -265,3 +265,13 @@ describe('bounded staleness (maxStaleness)', () => {
     expect((await b.result).trajectory.minWeightVersion).toBe(1);
   });
 });
+
+describe('still open in #13', () => {
+  it.todo('abort-and-resume against fake-llm: the resumed sequence is the prefix + the continuation, versions tagged per token (#13)');
+  it.todo('abort-and-resume against llm-serve --tiny (#13)');
+  it.todo('a rollout whose oldest token is older than a bound is finished, restarted or flagged as the trainer chooses (#13)');
+  it.todo('rollout buffer: up to B groups in flight, complete groups consumed oldest-version-first or in completion order (#13)');
+  it.todo('over-provisioning (n+k, keep the first n) and early stop of a group (#13)');
+  it.todo('dynamic sampling never returns an all-equal group and counts the drops (#13)');
+  it.todo('bench/async.ts: async ≥ 2× sync steps/min on fake-llm with long-tailed rollouts (#13)');
+});
