@@ -3,7 +3,8 @@ import { BackendError, CancelledError, TaskError } from '../errors.js';
 import type { ActContext, Observation } from '../handlers/agent-handler.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
-import type { GenerateResult, LlmClient } from '../llm/llm-client.js';
+import type { GenerateRequest, GenerateResult, LlmClient } from '../llm/llm-client.js';
+import { joinPartial, segmented, type SegmentedResult } from '../llm/partial-generation.js';
 import type { RolloutEventInput } from '../protocol/events.js';
 import type { Message } from '../protocol/messages.js';
 import type { Clock } from './clock.js';
@@ -31,6 +32,8 @@ export interface StepsContext {
 }
 
 const CLIP = 2_000;
+/** Re-issues of one aborted generation before its partial turn is kept as it is (an engine that aborts every call must not loop). */
+const MAX_RESUMES = 8;
 
 /**
  * The work of one attempt's stages, as the rollout machine's four actors run it: `init` (the
@@ -74,19 +77,21 @@ export class AttemptSteps {
     this.startCall(s, att, 'llm', ctx.opts.llmTimeoutMs);
     const t0 = ctx.clock.now();
     let res: GenerateResult;
+    const req: GenerateRequest = {
+      rolloutId: id,
+      instance: s.instance,
+      turn,
+      // A live view of the builder's tokens: it does not change while the call is in flight.
+      promptIds: b.promptIds as number[],
+      maxTokens,
+      sampling: s.sampling,
+      preferredBackendId: att.lastBackendId,
+      signal: att.signal,
+      chat: b.chat,
+    };
     try {
-      res = await ctx.llm.generate({
-        rolloutId: id,
-        instance: s.instance,
-        turn,
-        // A live view of the builder's tokens: it does not change while the call is in flight.
-        promptIds: b.promptIds as number[],
-        maxTokens,
-        sampling: s.sampling,
-        preferredBackendId: att.lastBackendId,
-        signal: att.signal,
-        chat: b.chat,
-      });
+      res = await ctx.llm.generate(req);
+      if (res.finishReason === 'abort' && !att.ended) res = await this.resumeAborted(s, att, req, res);
     } catch (err) {
       // The server counts tokens its own way: a prompt it calls too long is a full context
       // (outcome truncated, still evaluated), not a broken task.
@@ -105,7 +110,7 @@ export class AttemptSteps {
     }
     const parsed = ctx.codec.parseAssistant(res.outputIds);
     const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls };
-    b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds }, assistant);
+    b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds, weightVersions: (res as Partial<SegmentedResult>).weightVersions }, assistant);
     att.assistant = assistant;
     att.malformed = parsed.malformed;
     this.progress(att);
@@ -208,6 +213,28 @@ export class AttemptSteps {
         error: o.error ?? false,
       });
     }
+  }
+
+  /**
+   * The engine aborted the generation (a weight update in `abort` mode) and returned what it had
+   * sampled: re-issue it on prompt + partial ids for the tokens left — through the pause gate, so
+   * a trainer's pause → abort → update → resume lands the continuation on the new weights — up to
+   * {@link MAX_RESUMES} times. The turn is the prefix + the continuation, each token keeping the
+   * version that sampled it. Only token-in backends: a chat backend (which renders its own prompt
+   * and reports `enginePromptIds`) cannot continue a partial reply, so its aborted turn is kept.
+   */
+  private async resumeAborted(s: RolloutSession, att: Attempt, req: GenerateRequest, first: GenerateResult): Promise<SegmentedResult> {
+    const { ctx } = this;
+    let acc = segmented(first);
+    if (first.enginePromptIds !== undefined || first.tokenSource === 'retokenized') return acc;
+    for (let k = 0; acc.finishReason === 'abort' && k < MAX_RESUMES && acc.outputIds.length < req.maxTokens; k++) {
+      if (ctx.weights && !ctx.weights.admits(false)) await this.waitForGeneration(s, att, ctx.weights, false);
+      this.startCall(s, att, 'llm', ctx.opts.llmTimeoutMs);
+      const cont = await ctx.llm.generate({ ...req, promptIds: req.promptIds.concat(acc.outputIds), maxTokens: req.maxTokens - acc.outputIds.length, preferredBackendId: acc.backendId });
+      if (att.ended) throw new CancelledError('rollout ended during the LLM call');
+      acc = joinPartial(acc, cont);
+    }
+    return acc;
   }
 
   /**

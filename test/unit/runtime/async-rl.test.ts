@@ -266,9 +266,96 @@ describe('bounded staleness (maxStaleness)', () => {
   });
 });
 
+/**
+ * An engine that aborts the first call of the given turns after `k` tokens (a weight update in
+ * `abort` mode: it returns the partial output, finish reason `abort`, and moves to `next`), and
+ * serves a re-issued call (prompt + partial ids) with the rest of the reply.
+ */
+class AbortingPolicy extends VersionedPolicy {
+  aborts = new Map<number, { k: number; next: number }>();
+  /** Called when a call is aborted (a trainer pausing around its update). */
+  onAbort: () => void = () => {};
+  readonly continuations: GenerateRequest[] = [];
+  private readonly given = new Map<string, number>();
+
+  override async generate(req: GenerateRequest): Promise<GenerateResult> {
+    const key = `${req.rolloutId}:${req.turn}`;
+    const given = this.given.get(key);
+    if (given !== undefined) {
+      this.continuations.push(req);
+      const r = await super.generate({ ...req, maxTokens: req.maxTokens + given });
+      return { ...r, outputIds: r.outputIds.slice(given), logprobs: r.logprobs.slice(given) };
+    }
+    const r = await super.generate(req);
+    const a = this.aborts.get(req.turn);
+    if (!a) return r;
+    this.given.set(key, a.k);
+    this.setWeightVersion(a.next);
+    this.onAbort();
+    return { ...r, outputIds: r.outputIds.slice(0, a.k), logprobs: r.logprobs.slice(0, a.k), finishReason: 'abort' };
+  }
+}
+
+describe('abort and resume (partial rollouts)', () => {
+  async function run(aborts: Map<number, { k: number; next: number }>, pauseOnAbort = false) {
+    const clock = new ManualClock();
+    const codec = new TestCodec();
+    const sandboxes = new MemorySandboxProvider({ clock });
+    const llm = new AbortingPolicy({ codec, clock, latencyMs: 10, weightVersion: 0 });
+    llm.aborts = aborts;
+    const rt = createRuntime({ handlers: [createTestHandler()], clock, codec, llm, sandboxes });
+    r = { rt, clock, sandboxes, llm };
+    if (pauseOnAbort) llm.onAbort = () => rt.pauseGeneration();
+    const h = rt.submit(task());
+    await clock.advance(500);
+    const heldContinuations = llm.continuations.length;
+    const heldState = rt.get(h.id)?.state;
+    if (pauseOnAbort) {
+      rt.resumeGeneration();
+      await clock.advance(500);
+    }
+    const res = await h.result;
+    await rt.close();
+    r = undefined;
+    return { res, llm, sandboxes, heldContinuations, heldState };
+  }
+
+  it('resumes an aborted generation on prompt + partial ids: the turn is the prefix + the continuation, versions per token', async () => {
+    const base = await run(new Map());
+    const { res, llm, sandboxes } = await run(new Map([[1, { k: 3, next: 1 }]]));
+    expect(res.outcome).toBe('completed');
+    expect(res.reward).toBe(base.res.reward);
+    const full = base.res.trajectory.turns[1]!.outputIds;
+    const turn = res.trajectory.turns[1]!;
+    expect(turn.outputIds).toEqual(full);
+    expect(turn.finishReason).toBe('stop');
+    expect(turn.weightVersion).toBe(1);
+    expect(res.trajectory.tokens).toEqual(base.res.trajectory.tokens);
+    // The continuation was asked for on the turn's prompt + the 3 partial ids, for the tokens left.
+    expect(llm.continuations).toHaveLength(1);
+    expect(llm.continuations[0]!.promptIds).toEqual([...turn.promptIds, ...full.slice(0, 3)]);
+    const n0 = res.trajectory.turns[0]!.outputIds.length;
+    const n2 = res.trajectory.turns[2]!.outputIds.length;
+    expect(res.trajectory.weightVersions).toEqual([{ version: 0, tokens: n0 + 3 }, { version: 1, tokens: full.length - 3 + n2 }]);
+    expect(res.trajectory.weightVersions!.reduce((a, x) => a + x.tokens, 0)).toBe(res.trajectory.lossMask.filter((m) => m === 1).length);
+    expect(res.trajectory.diagnostics.weightVersionRegressed).toBeUndefined();
+    expect(sandboxes.created).toBe(1);
+    expect(llm.calls).toBe(4);
+  });
+
+  it('holds the continuation of an aborted generation while generation is paused', async () => {
+    const { res, llm, heldContinuations, heldState } = await run(new Map([[0, { k: 2, next: 5 }]]), true);
+    expect(heldContinuations).toBe(0);
+    expect(heldState).toBe('llmCalling');
+    expect(res.outcome).toBe('completed');
+    expect(res.trajectory.turns[0]!.weightVersion).toBe(5);
+    expect(res.trajectory.weightVersions![0]).toEqual({ version: 0, tokens: 2 });
+    expect(llm.continuations).toHaveLength(1);
+  });
+});
+
 describe('still open in #13', () => {
-  it.todo('abort-and-resume against fake-llm: the resumed sequence is the prefix + the continuation, versions tagged per token (#13)');
-  it.todo('abort-and-resume against llm-serve --tiny (#13)');
+  it.todo('abort-and-resume against the fake-llm server and llm-serve --tiny: an engine abort endpoint returning the partial output, driven by POST /v1/weights {mode: abort} (#13)');
   it.todo('a rollout whose oldest token is older than a bound is finished, restarted or flagged as the trainer chooses (#13)');
   it.todo('rollout buffer: up to B groups in flight, complete groups consumed oldest-version-first or in completion order (#13)');
   it.todo('over-provisioning (n+k, keep the first n) and early stop of a group (#13)');
