@@ -51,6 +51,7 @@ const OPS: Record<string, Op> = {
   'GET /v1/weights': { summary: 'Async RL: paused, trainer_version and each backend\'s weight_version' },
   'POST /v1/weights': { summary: 'Async RL: set the backends\' weight version (all or the named ones) and the trainer\'s', request: WeightsRequestSchema },
   'POST /v1/weights/pause': { summary: 'Async RL: new LLM calls wait (in-flight ones finish); the wait is outside the time budget' },
+  'POST /v1/weights/abort': { summary: 'Async RL: abort generations in flight on every engine with SGLang\'s /abort_request; their partial output is kept and resumed' },
   'POST /v1/weights/resume': { summary: 'Async RL: waiting LLM calls go on' },
 };
 

@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
 import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
+import { serviceRuntimeFactory } from '../../../src/server/runtime-factory.js';
+import { createService, type RolloutService } from '../../../src/server/service.js';
 import { startFakeLlmServer, type FakeLlmServer } from '../../../src/testing/fake-llm-server.js';
 import { createTestHandler, MemorySandboxProvider } from '../../../src/testing/index.js';
 
@@ -65,5 +67,71 @@ describe('abort and resume against fake-llm (SGLang protocol, real HTTP)', () =>
     // One more request than the uninterrupted run: the continuation. One sandbox per rollout.
     expect(fake!.requests - sent).toBe(reference.trajectory.turns.length + 1);
     expect(sandboxes!.created).toBe(2);
+  }, 60_000);
+});
+
+describe('POST /v1/weights/abort (the service relays the abort to its engines)', () => {
+  let service: RolloutService | undefined;
+  afterEach(async () => {
+    await service?.close();
+    service = undefined;
+  });
+
+  const post = async (url: string, body?: unknown): Promise<any> => {
+    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: res.status, body: await res.json() };
+  };
+  const resultOf = async (url: string, id: string): Promise<any> => {
+    for (let i = 0; i < 2000; i++) {
+      const b = (await (await fetch(`${url}/v1/rollouts/${id}`)).json()) as { result: unknown };
+      if (b.result) return b.result;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error(`rollout ${id} did not finish`);
+  };
+
+  it('pause → abort → update → resume: the aborted turn resumes on version 2 with its partial kept', async () => {
+    const codec = createQwen3Codec();
+    fake = await startFakeLlmServer({ tasks: [instance], protocol: 'sglang', perTokenMs: 40, weightVersion: 1, codec });
+    const made: MemorySandboxProvider[] = [];
+    service = createService(
+      {
+        createRuntime: serviceRuntimeFactory({
+          codec,
+          sandboxes: () => {
+            const p = new MemorySandboxProvider();
+            made.push(p);
+            return p;
+          },
+          handlers: [createTestHandler()],
+          runtime: { sandboxDriver: 'none' },
+        }),
+        backends: [{ address: `sglang+${fake.url}`, id: 'e1' }],
+      },
+      { port: 0, backendsIntervalMs: 0 },
+    );
+    const url = await service.listen();
+    const ref = await resultOf(url, (await post(`${url}/v1/rollouts`, { instance })).body.id);
+    const sent = fake.requests;
+    const id = (await post(`${url}/v1/rollouts`, { instance })).body.id as string;
+    for (let i = 0; i < 2000 && fake.requests === sent; i++) await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, 150));
+    expect((await post(`${url}/v1/weights/pause`)).body.paused).toBe(true);
+    const ab = await post(`${url}/v1/weights/abort`);
+    expect(ab.status).toBe(200);
+    expect(ab.body.engines).toEqual([{ id: 'e1', aborted: 1 }]);
+    fake.weightVersion = 2;
+    expect((await post(`${url}/v1/weights`, { version: 2, trainer_version: 1 })).body.backends).toMatchObject([{ id: 'e1', weight_version: 2 }]);
+    await post(`${url}/v1/weights/resume`);
+    const res = await resultOf(url, id);
+    expect(res.outcome).toBe('completed');
+    expect(res.trajectory.tokens).toEqual(ref.trajectory.tokens);
+    expect(res.trajectory.weightVersions[0].version).toBe(1);
+    expect(res.trajectory.weightVersions[0].tokens).toBeGreaterThan(0);
+    expect(res.trajectory.maxWeightVersion).toBe(2);
+    expect(res.trajectory.staleness).toBe(0);
+    await service.close();
+    service = undefined;
+    expect(made.every((p) => p.live === 0)).toBe(true);
   }, 60_000);
 });

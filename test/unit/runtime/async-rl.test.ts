@@ -356,7 +356,7 @@ describe('abort and resume (partial rollouts)', () => {
 
 describe('still open in #13', () => {
   it.todo('abort-and-resume against llm-serve --tiny (its engine does not honour engineAbort yet) (#13)');
-  it.todo('POST /v1/weights {mode: abort} relays /abort_request to the registered engines (today the trainer calls its engines itself) (#13)');
+  it.todo('embedded abortGeneration() relaying /abort_request to the pool\'s engines, as POST /v1/weights/abort does (#13)');
   it.todo('a rollout whose oldest token is older than a bound is finished, restarted or flagged as the trainer chooses (#13)');
   it.todo('rollout buffer: up to B groups in flight, complete groups consumed oldest-version-first or in completion order (#13)');
   it.todo('over-provisioning (n+k, keep the first n) and early stop of a group (#13)');
