@@ -22,13 +22,15 @@ export interface EngineRequest {
   turn: number | null;
   /** Aborts when the client goes away. */
   signal: AbortSignal;
+  /** Aborts on `POST /abort_request` (SGLang's): the engine answers what it has sampled so far, finish reason `abort`. */
+  engineAbort?: AbortSignal | undefined;
 }
 
 /** What an engine answers. */
 export interface EngineResult {
   outputIds: number[];
   logprobs: number[];
-  finishReason: 'stop' | 'length';
+  finishReason: 'stop' | 'length' | 'abort';
 }
 
 /** Something that samples: the fake policies, or node-llama-cpp. */
@@ -95,6 +97,8 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
   const serves = (p: ServedProtocol) => (protocol === 'all' || protocol === p) && (p !== 'openai' || opts.openai !== undefined);
   let requests = 0;
   const state = { weightVersion: opts.weightVersion ?? null };
+  /** Token-protocol generations in flight, for `/abort_request`. */
+  const aborts = new Set<AbortController>();
   const modelName = opts.modelName ?? 'default';
 
   const server = http.createServer((req, res) => {
@@ -121,6 +125,13 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
       if (url === '/tokenize' && opts.engine.tokenize && typeof body.prompt === 'string') {
         const tokens = opts.engine.tokenize(body.prompt);
         return json(res, 200, { tokens, count: tokens.length });
+      }
+      if (url === '/abort_request') {
+        // As SGLang's: every generation in flight ends now with what it has (we abort all; `rid` is not tracked).
+        const n = aborts.size;
+        for (const a of aborts) a.abort();
+        aborts.clear();
+        return json(res, 200, { aborted: n });
       }
       if (url === '/update_weight_version') {
         state.weightVersion = (body.weight_version as string | number | undefined) ?? null;
@@ -206,6 +217,8 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
     const num = (v: unknown, d: number): number => (typeof v === 'number' && Number.isFinite(v) ? v : d);
     const seedRaw = p === 'sglang' ? sp.sampling_seed : sp.seed;
     let out: EngineResult;
+    const engineAbort = new AbortController();
+    aborts.add(engineAbort);
     try {
       out = await opts.engine.generate({
         protocol: p,
@@ -218,11 +231,14 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
         instanceId: decodeInstanceId(header('x-rollout-instance-id')),
         turn: turnHeader === null ? null : Number(turnHeader),
         signal: ac.signal,
+        engineAbort: engineAbort.signal,
       });
     } catch (e) {
       if (ac.signal.aborted) return;
       const status = e instanceof EngineHttpError ? e.status : 500;
       return json(res, status, { error: (e as Error).message, object: 'error' });
+    } finally {
+      aborts.delete(engineAbort);
     }
     if (ac.signal.aborted) return;
     const text = p === 'prorl' ? '' : (opts.engine.decode?.(out.outputIds) ?? '');

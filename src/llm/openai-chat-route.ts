@@ -87,7 +87,7 @@ export function renderChatPrompt(codec: ChatCodec, body: OpenAiChatRequest): num
 export function chatCompletion(
   codec: ChatCodec,
   body: OpenAiChatRequest,
-  sample: { promptIds: number[]; outputIds: number[]; logprobs: number[]; finishReason: 'stop' | 'length' },
+  sample: { promptIds: number[]; outputIds: number[]; logprobs: number[]; finishReason: 'stop' | 'length' | 'abort' },
   ctx: { model: string; n: number; returnTokenIds: boolean },
 ): Record<string, unknown> {
   const parsed = codec.parseAssistant(sample.outputIds);

@@ -2,6 +2,7 @@ import type { ChatCodec } from './chat-codec.js';
 import type { ChatContext, LogprobSemantics } from './llm-client.js';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import type { AssistantTurn, Trajectory } from '../protocol/trajectory.js';
+import { firstRegression, versionRange, versionRuns, type VersionRun } from './weight-versions.js';
 
 /** One sampled turn, as the LLM client returned it plus its measured latency. */
 export interface SampledTurn {
@@ -17,6 +18,8 @@ export interface SampledTurn {
   logprobSemantics?: LogprobSemantics | undefined;
   /** The prompt the server says it saw (chat backends render their own template); compared with ours for drift. */
   enginePromptIds?: number[] | undefined;
+  /** The output's versions run-length when it spans several (a generation aborted and resumed on new weights); sums to `outputIds.length`. */
+  weightVersions?: VersionRun[] | undefined;
 }
 
 /** Options of {@link TrajectoryBuilder}. */
@@ -33,6 +36,8 @@ interface TurnRecord {
   logprobSemantics: LogprobSemantics;
   backendId: string;
   weightVersion: string | number | null;
+  /** Set only when the turn spans several versions. */
+  segments: VersionRun[] | undefined;
   finishReason: SampledTurn['finishReason'];
   latencyMs: number;
   /** The client's own arrays, handed out by build() for small trajectories instead of slices of the flat list. */
@@ -154,6 +159,7 @@ export class TrajectoryBuilder {
       logprobSemantics: turn.logprobSemantics ?? 'unknown',
       backendId: turn.backendId,
       weightVersion: turn.weightVersion,
+      segments: turn.weightVersions && turn.weightVersions.length > 1 ? turn.weightVersions : undefined,
       finishReason: turn.finishReason,
       latencyMs: turn.latencyMs,
       outputIds,
@@ -268,6 +274,12 @@ export class TrajectoryBuilder {
         lazy(m, 'token_ids', () => tokens.slice(a, b));
       }
     }
+    // Versions per token, run-length (one entry per version change, not per token), from the records.
+    // A resumed turn contributes one span per version it was sampled at.
+    const spans = recs.flatMap((t, turn) => t.segments?.map((g) => ({ turn, weightVersion: g.version, outputIds: { length: g.tokens } })) ?? [{ turn, weightVersion: t.weightVersion, outputIds: { length: t.outputLen } }]);
+    const runs = versionRuns(spans);
+    const range = versionRange(runs);
+    const back = firstRegression(spans.map((x) => x.weightVersion));
     return {
       turns,
       tokens,
@@ -275,8 +287,11 @@ export class TrajectoryBuilder {
       logprobs: lps,
       messages,
       tools: this.tools,
-      diagnostics: { drift: this.drift },
+      diagnostics: back < 0 ? { drift: this.drift } : { drift: this.drift, weightVersionRegressed: { turn: spans[back]!.turn, version: spans[back]!.weightVersion } },
       tokenSource: this.retokenized ? 'retokenized' : 'engine',
+      weightVersions: runs,
+      minWeightVersion: range.min,
+      maxWeightVersion: range.max,
     };
   }
 
@@ -358,3 +373,4 @@ function lazy<T extends object>(obj: T, key: string, compute: () => unknown): vo
     },
   });
 }
+

@@ -195,6 +195,23 @@ export const AddBackendRequestSchema = z
 /** A parsed `POST /v1/backends` body. */
 export type AddBackendRequest = z.infer<typeof AddBackendRequestSchema>;
 
+const WeightVersionWire = z.union([z.string().min(1).max(200), z.number().finite()]);
+
+/**
+ * `POST /v1/weights`: the trainer published `version` to the named backends (all when absent);
+ * `trainer_version` records the version it has consumed (staleness and `maxStaleness` measure
+ * against it).
+ */
+export const WeightsRequestSchema = z
+  .object({
+    version: WeightVersionWire,
+    backends: z.array(IdSchema).min(1).max(10_000).optional(),
+    trainer_version: WeightVersionWire.optional(),
+  })
+  .strict();
+/** A parsed `POST /v1/weights` body. */
+export type WeightsRequest = z.infer<typeof WeightsRequestSchema>;
+
 /** A backend with its health and load, as `GET /v1/backends` and the `backends` WS message give it. */
 export const BackendInfoSchema = z.object({
   id: z.string(),

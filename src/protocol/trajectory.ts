@@ -9,6 +9,9 @@ export type Outcome = z.infer<typeof OutcomeSchema>;
 export const FinishReasonSchema = z.enum(['finish_tool', 'no_tool_call', 'max_iterations', 'context_full', 'length', 'error', 'timeout', 'cancelled']);
 export type FinishReason = z.infer<typeof FinishReasonSchema>;
 
+/** A policy / weight version: a step number or a label. */
+export const WeightVersionSchema = z.union([z.string(), z.number()]);
+
 /** One assistant turn as sampled. */
 export const AssistantTurnSchema = z.object({
   /** The full prompt the model saw. */
@@ -46,6 +49,13 @@ export const TrajectorySchema = z.object({
   diagnostics: z.object({ drift: z.array(DriftSchema) }).passthrough(),
   /** `retokenized` when any turn's ids were tokenized here from the server's text (a trainer may drop or re-score it), else `engine`. */
   tokenSource: z.enum(['engine', 'retokenized']).optional(),
+  /** The sampled tokens' weight versions, run-length: `tokens` sum to the sampled (mask 1) tokens, in order. */
+  weightVersions: z.array(z.object({ version: WeightVersionSchema.nullable(), tokens: z.number().int() })).optional(),
+  /** The oldest / newest known version of a sampled token (numbers compare numerically, else as strings). */
+  minWeightVersion: WeightVersionSchema.nullable().optional(),
+  maxWeightVersion: WeightVersionSchema.nullable().optional(),
+  /** The trainer's version (`setTrainerVersion`) minus `minWeightVersion` when the result was made; null when unknown or not numeric. */
+  staleness: z.number().nullable().optional(),
 });
 export type Trajectory = z.infer<typeof TrajectorySchema>;
 

@@ -3,7 +3,8 @@ import { BackendError, CancelledError, TaskError } from '../errors.js';
 import type { ActContext, Observation } from '../handlers/agent-handler.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
-import type { GenerateResult, LlmClient } from '../llm/llm-client.js';
+import type { GenerateRequest, GenerateResult, LlmClient } from '../llm/llm-client.js';
+import { joinPartial, segmented, type SegmentedResult } from '../llm/partial-generation.js';
 import type { RolloutEventInput } from '../protocol/events.js';
 import type { Message } from '../protocol/messages.js';
 import type { Clock } from './clock.js';
@@ -11,6 +12,7 @@ import type { EventHub } from './event-hub.js';
 import type { Attempt, RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
 import type { StagePool } from './stage-pool.js';
+import type { WeightControl } from './weight-control.js';
 
 /** What the steps see of their owner (the supervisor). */
 export interface StepsContext {
@@ -23,11 +25,15 @@ export interface StepsContext {
   readonly pools: Record<Stage, StagePool>;
   /** The live session of `id`; throws CancelledError when it has ended. */
   live(id: string): RolloutSession;
+  /** Pause / staleness gate of new LLM calls; absent: calls never wait. */
+  readonly weights?: WeightControl | undefined;
   /** A call (LLM or action) of `s` started: its timeout is now `att.callAt`. */
   callStarted(s: RolloutSession): void;
 }
 
 const CLIP = 2_000;
+/** Re-issues of one aborted generation before its partial turn is kept as it is (an engine that aborts every call must not loop). */
+const MAX_RESUMES = 8;
 
 /**
  * The work of one attempt's stages, as the rollout machine's four actors run it: `init` (the
@@ -65,25 +71,29 @@ export class AttemptSteps {
       return { contextFull: true, evalSlot: ctx.pools.eval.tryTake(id) };
     }
     const maxTokens = Math.min(att.maxOutputTokens, room);
+    // Paused for a weight sync, or too far ahead of the trainer: wait before the call starts.
+    if (ctx.weights && !ctx.weights.admits(turn === 0)) await this.waitForGeneration(s, att, ctx.weights, turn === 0);
     if (ctx.hub.active) this.emit(s, { type: 'llm.start', rolloutId: id, turn, promptTokens: b.length, maxTokens });
     this.startCall(s, att, 'llm', ctx.opts.llmTimeoutMs);
     const t0 = ctx.clock.now();
     let res: GenerateResult;
+    const req: GenerateRequest = {
+      rolloutId: id,
+      instance: s.instance,
+      turn,
+      // A live view of the builder's tokens: it does not change while the call is in flight.
+      promptIds: b.promptIds as number[],
+      maxTokens,
+      sampling: s.sampling,
+      preferredBackendId: att.lastBackendId,
+      signal: att.signal,
+      chat: b.chat,
+      // Routes the call only to backends serving this runtime's tokenizer (#17).
+      model: ctx.codec.name,
+    };
     try {
-      res = await ctx.llm.generate({
-        rolloutId: id,
-        instance: s.instance,
-        turn,
-        // A live view of the builder's tokens: it does not change while the call is in flight.
-        promptIds: b.promptIds as number[],
-        maxTokens,
-        sampling: s.sampling,
-        preferredBackendId: att.lastBackendId,
-        signal: att.signal,
-        chat: b.chat,
-        // Routes the call only to backends serving this runtime's tokenizer (#17).
-        model: ctx.codec.name,
-      });
+      res = await ctx.llm.generate(req);
+      if (res.finishReason === 'abort' && !att.ended) res = await this.resumeAborted(s, att, req, res);
     } catch (err) {
       // The server counts tokens its own way: a prompt it calls too long is a full context
       // (outcome truncated, still evaluated), not a broken task.
@@ -102,7 +112,7 @@ export class AttemptSteps {
     }
     const parsed = ctx.codec.parseAssistant(res.outputIds);
     const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls };
-    b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds }, assistant);
+    b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds, weightVersions: (res as Partial<SegmentedResult>).weightVersions }, assistant);
     att.assistant = assistant;
     att.malformed = parsed.malformed;
     this.progress(att);
@@ -205,6 +215,52 @@ export class AttemptSteps {
         error: o.error ?? false,
       });
     }
+  }
+
+  /**
+   * The engine aborted the generation (a weight update in `abort` mode) and returned what it had
+   * sampled: re-issue it on prompt + partial ids for the tokens left — through the pause gate, so
+   * a trainer's pause → abort → update → resume lands the continuation on the new weights — up to
+   * {@link MAX_RESUMES} times. The turn is the prefix + the continuation, each token keeping the
+   * version that sampled it. Only token-in backends: a chat backend (which renders its own prompt
+   * and reports `enginePromptIds`) cannot continue a partial reply, so its aborted turn is kept.
+   */
+  private async resumeAborted(s: RolloutSession, att: Attempt, req: GenerateRequest, first: GenerateResult): Promise<SegmentedResult> {
+    const { ctx } = this;
+    let acc = segmented(first);
+    if (first.enginePromptIds !== undefined || first.tokenSource === 'retokenized') return acc;
+    for (let k = 0; acc.finishReason === 'abort' && k < MAX_RESUMES && acc.outputIds.length < req.maxTokens; k++) {
+      if (ctx.weights && !ctx.weights.admits(false)) await this.waitForGeneration(s, att, ctx.weights, false);
+      this.startCall(s, att, 'llm', ctx.opts.llmTimeoutMs);
+      const cont = await ctx.llm.generate({ ...req, promptIds: req.promptIds.concat(acc.outputIds), maxTokens: req.maxTokens - acc.outputIds.length, preferredBackendId: acc.backendId });
+      if (att.ended) throw new CancelledError('rollout ended during the LLM call');
+      acc = joinPartial(acc, cont);
+    }
+    return acc;
+  }
+
+  /**
+   * Waits until `weights` lets the call start. The wait is not the rollout's work: neither its
+   * time budget nor its no-progress limit runs meanwhile (the stage's start moves by the wait,
+   * so the run time excludes it too); the wall-clock cap still does.
+   */
+  private async waitForGeneration(s: RolloutSession, att: Attempt, weights: WeightControl, first: boolean): Promise<void> {
+    const clock = this.ctx.clock;
+    const t0 = clock.now();
+    const budgetLeft = att.budgetAt - t0;
+    att.budgetAt = Infinity;
+    att.lastProgress = Infinity;
+    try {
+      await weights.wait(first, att.signal);
+    } finally {
+      if (!att.ended) {
+        const now = clock.now();
+        att.stageStart += now - t0;
+        att.budgetAt = now + budgetLeft;
+        att.lastProgress = now;
+      }
+    }
+    if (att.ended) throw new CancelledError('rollout ended while waiting for generation');
   }
 
   private startCall(s: RolloutSession, att: Attempt, kind: 'llm' | 'action', ms: number): void {

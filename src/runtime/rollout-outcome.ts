@@ -1,6 +1,7 @@
 import type { FinalState } from '../../machines/rollout.machine.js';
 import { CancelledError, InfraError, RolloutTimeoutError, TaskError, ValidationError, serializeError, type RolloutError } from '../errors.js';
 import type { FinishReason, Outcome, RolloutResult, Trajectory } from '../protocol/trajectory.js';
+import { staleness, type WeightVersion } from '../llm/weight-versions.js';
 import type { Attempt, RolloutSession } from './rollout-session.js';
 
 /** What ended an attempt, as the decision needs it. */
@@ -87,14 +88,17 @@ export function resultFinish(outcome: Outcome, loopFinish: FinishReason | null):
   }
 }
 
-const emptyTrajectory = (): Trajectory => ({ turns: [], tokens: [], lossMask: [], logprobs: [], messages: [], tools: [], diagnostics: { drift: [] } });
+const emptyTrajectory = (): Trajectory => ({ turns: [], tokens: [], lossMask: [], logprobs: [], messages: [], tools: [], diagnostics: { drift: [] }, weightVersions: [], minWeightVersion: null, maxWeightVersion: null });
 
 /**
  * Builds the result of a settled rollout from its session and last attempt at `now`. Pure apart
  * from reading them. The reward counts only for a graded outcome (completed or truncated); the
- * queue time is the wall time not counted in any stage.
+ * queue time is the wall time not counted in any stage. `staleness` is measured against the
+ * trainer's version as it is now, when the result is made.
  */
-export function buildResult(s: RolloutSession, att: Attempt | null, outcome: Outcome, error: RolloutError | null, now: number): RolloutResult {
+export function buildResult(s: RolloutSession, att: Attempt | null, outcome: Outcome, error: RolloutError | null, now: number, trainerVersion: WeightVersion | null = null): RolloutResult {
+  const trajectory = att ? att.builder.build() : emptyTrajectory();
+  trajectory.staleness = staleness(trainerVersion, trajectory.minWeightVersion ?? null);
   const counted = s.timing.initMs + s.timing.runMs + s.timing.evalMs;
   const wallMs = now - s.submittedAt;
   const ev = outcome === 'completed' || outcome === 'truncated' ? (att?.evalResult ?? null) : null;
@@ -111,7 +115,7 @@ export function buildResult(s: RolloutSession, att: Attempt | null, outcome: Out
     evalDetails: ev?.details ?? null,
     error: error ? serializeError(error) : null,
     attempts: s.attempts,
-    trajectory: att ? att.builder.build() : emptyTrajectory(),
+    trajectory,
     timing: {
       queueMs: Math.max(0, wallMs - counted),
       initMs: s.timing.initMs,

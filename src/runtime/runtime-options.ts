@@ -64,6 +64,12 @@ export const RuntimeOptionsSchema = z
      * uses the in-process scripted policy, which replays `instance.oracle` (not a model).
      */
     backends: z.array(z.string().min(1).max(2048)).default([]),
+    /**
+     * Bounded staleness (AReaL's η, async RL): a rollout's first LLM call waits while the newest
+     * backend weight version is more than this many versions ahead of the trainer's
+     * (`setTrainerVersion`). Absent: no bound. Applies only when both versions are numbers.
+     */
+    maxStaleness: z.number().int().nonnegative().max(1_000_000).optional(),
     /** Sandbox driver of the default sandbox provider: `auto` picks bwrap, then unshare. Ignored when `sandboxes` is given. */
     sandboxDriver: z.enum(['auto', 'bwrap', 'unshare', 'none']).default('auto'),
     llm: z.custom<LlmClient>((v) => typeof (v as LlmClient | undefined)?.generate === 'function', 'expected an LlmClient (an object with generate())').optional(),

@@ -13,6 +13,8 @@ import { parseRuntimeOptions, type RuntimeOptions, type RuntimeOptionsInput } fr
 import { Supervisor } from './supervisor.js';
 import { summarize, type RolloutSession } from './rollout-session.js';
 import { validateSubmission } from './submission.js';
+import { newestVersion, WeightControl } from './weight-control.js';
+import { isWeightVersion } from '../llm/weight-versions.js';
 
 /**
  * The embedded runtime: {@link Runtime} plus backend management that delegates to the LLM
@@ -30,6 +32,20 @@ export interface EmbeddedRuntime extends Runtime {
   listBackends(): BackendInfo[];
   /** Sets the weight version stamped on turns sampled from now on. Same throw as addBackend. */
   setWeightVersion(version: string | number, backendId?: string): void;
+  /**
+   * New LLM calls wait (calls in flight go on) until {@link resumeGeneration}: for a trainer that
+   * syncs weights in place. The wait counts toward no rollout's time budget or no-progress limit
+   * (the wall-clock cap still runs).
+   */
+  pauseGeneration(): void;
+  /** Lets waiting LLM calls go on (subject to `maxStaleness`). */
+  resumeGeneration(): void;
+  /** True between pauseGeneration and resumeGeneration. */
+  readonly generationPaused: boolean;
+  /** Records the version the trainer has consumed: results' `staleness` and the `maxStaleness` gate measure against it. */
+  setTrainerVersion(version: string | number): void;
+  /** The last version given to setTrainerVersion, or null. */
+  readonly trainerVersion: string | number | null;
   /** Every `data_source` a handler serves (names and aliases), sorted: what `submit` routes. */
   dataSources(): readonly string[];
 }
@@ -63,7 +79,9 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
   const registry = new HandlerRegistry(options.builtinHandlers ? builtinHandlers : []);
   for (const h of options.handlers) registry.register(h);
   const knownSources = Object.freeze(registry.keys());
-  const sup = new Supervisor(options, { llm, sandboxes, codec, registry, clock });
+  // The staleness gate reads the backends' versions live: an update lets waiting calls go at once.
+  const weights = new WeightControl(options.maxStaleness ?? null, () => (isManaged(llm) ? newestVersion(llm.listBackends()) : null));
+  const sup = new Supervisor(options, { llm, sandboxes, codec, registry, clock, weights });
   let closing: Promise<void> | null = null;
 
   const handle = (s: RolloutSession): RolloutHandle => ({
@@ -139,7 +157,23 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     removeBackend: (id) => managed().removeBackend(id),
     drainBackend: (id) => managed().drainBackend(id),
     listBackends: () => (isManaged(llm) ? llm.listBackends() : []),
-    setWeightVersion: (version, backendId) => managed().setWeightVersion(version, backendId),
+    setWeightVersion: (version, backendId) => {
+      if (!isWeightVersion(version)) throw new ValidationError('weight version must be a finite number or a non-empty string of at most 200 characters', [{ path: 'version', message: 'expected a number or a string' }]);
+      managed().setWeightVersion(version, backendId);
+      weights.changed();
+    },
+    pauseGeneration: () => weights.pause(),
+    resumeGeneration: () => weights.resume(),
+    get generationPaused() {
+      return weights.isPaused;
+    },
+    setTrainerVersion: (version) => {
+      if (!isWeightVersion(version)) throw new ValidationError('trainer version must be a finite number or a non-empty string of at most 200 characters', [{ path: 'trainer_version', message: 'expected a number or a string' }]);
+      weights.setTrainerVersion(version);
+    },
+    get trainerVersion() {
+      return weights.trainerVersion;
+    },
   };
   return runtime;
 }

@@ -23,7 +23,7 @@ import { StagePool } from './stage-pool.js';
 import type { RuntimeStatus } from './runtime-api.js';
 
 /** The parts a supervisor runs on, resolved from the options. */
-export interface SupervisorParts {
+export interface SupervisorParts extends Partial<import('./weight-control.js').WeightParts> {
   llm: LlmClient;
   sandboxes: SandboxProvider;
   codec: ChatCodec;
@@ -86,7 +86,7 @@ export class Supervisor {
     });
     const steps = new AttemptSteps({
       opts,
-      llm: parts.llm,
+      llm: parts.llm, weights: parts.weights,
       codec: parts.codec,
       registry: parts.registry,
       clock,
@@ -306,7 +306,7 @@ export class Supervisor {
     if (s.settled) return;
     s.settled = true;
     this.sweeper.forget(s);
-    const result = buildResult(s, att, outcome, error, this.clock.now());
+    const result = buildResult(s, att, outcome, error, this.clock.now(), this.parts.weights?.trainerVersion ?? null);
     s.result = result;
     this.completedCount++;
     this.outcomes[outcome] = (this.outcomes[outcome] ?? 0) + 1;

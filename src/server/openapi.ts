@@ -15,6 +15,7 @@ import {
   SubmitRequestSchema,
   SubmitResponseSchema,
   WsClientMessageSchema,
+  WeightsRequestSchema,
   WsServerMessageSchema,
 } from '../protocol/http.js';
 import { RolloutResultSchema } from '../protocol/trajectory.js';
@@ -47,6 +48,11 @@ const OPS: Record<string, Op> = {
   'POST /v1/backends': { summary: 'Add a backend', request: AddBackendRequestSchema, response: BackendInfoSchema, status: 201 },
   'POST /v1/backends/:id/drain': { summary: 'Drain a backend: no new calls, in-flight ones finish' },
   'DELETE /v1/backends/:id': { summary: 'Remove a backend now; its in-flight calls move elsewhere' },
+  'GET /v1/weights': { summary: 'Async RL: paused, trainer_version and each backend\'s weight_version' },
+  'POST /v1/weights': { summary: 'Async RL: set the backends\' weight version (all or the named ones) and the trainer\'s', request: WeightsRequestSchema },
+  'POST /v1/weights/pause': { summary: 'Async RL: new LLM calls wait (in-flight ones finish); the wait is outside the time budget' },
+  'POST /v1/weights/abort': { summary: 'Async RL: abort generations in flight on every engine with SGLang\'s /abort_request; their partial output is kept and resumed' },
+  'POST /v1/weights/resume': { summary: 'Async RL: waiting LLM calls go on' },
 };
 
 function schema(s: z.ZodType, io: 'input' | 'output'): unknown {

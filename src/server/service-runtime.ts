@@ -13,13 +13,23 @@ export interface BackendControl {
   setWeightVersion?(version: string | number, backendId?: string): void;
 }
 
+/** Async-RL control the service needs from a runtime (the embedded runtime has it); without it `/v1/weights/*` answer 501. */
+export interface GenerationControl {
+  pauseGeneration(): void;
+  resumeGeneration(): void;
+  readonly generationPaused: boolean;
+  setTrainerVersion(version: string | number): void;
+  readonly trainerVersion: string | number | null;
+}
+
 /**
  * The runtime as the service sees it: the embedded {@link Runtime}, plus — when the runtime has
  * them — backend control and the list of data sources its handler registry knows (used to
  * refuse an unknown `data_source` with a 400 at submit).
  */
 export type ServiceRuntime = Runtime &
-  Partial<BackendControl> & {
+  Partial<BackendControl> &
+  Partial<GenerationControl> & {
     dataSources?(): readonly string[];
     /** The runtime's admission limit, when it tells it: lets a batch be refused before any work. */
     readonly options?: { readonly maxQueued: number };

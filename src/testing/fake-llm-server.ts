@@ -83,6 +83,8 @@ export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promi
   const latencyMs = opts.latencyMs ?? 0;
   const perTokenMs = opts.perTokenMs ?? 0;
   const maxConcurrent = opts.maxConcurrent ?? Infinity;
+  /** Partial outputs of aborted generations, by instance, turn and the prompt length a continuation will have. */
+  const partials = new Map<string, { ids: number[] }>();
   let active = 0;
   const waiting: (() => void)[] = [];
   let waitHead = 0;
@@ -97,10 +99,24 @@ export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promi
       if (active < maxConcurrent) active++;
       else await new Promise<void>((resolve) => waiting.push(resolve));
       try {
-        const out = await inner.generate(req);
+        // A continuation of a generation this server aborted: the same request as before (the
+        // engines are deterministic), minus the ids already handed out.
+        const key = `${req.instanceId}|${req.turn}|${req.promptIds.length}`;
+        const resumed = partials.get(key);
+        const given = resumed && sameTail(req.promptIds, resumed.ids) ? resumed.ids.length : 0;
+        if (resumed) partials.delete(key);
+        const full = await inner.generate(given ? { ...req, promptIds: req.promptIds.slice(0, -given), maxTokens: req.maxTokens + given } : req);
+        const out: EngineResult = given ? { ...full, outputIds: full.outputIds.slice(given), logprobs: full.logprobs.slice(given) } : full;
         const ms = latencyMs + perTokenMs * out.outputIds.length;
-        if (ms > 0) await delay(ms, req.signal);
-        return out;
+        const t0 = Date.now();
+        const stop = req.engineAbort ? AbortSignal.any([req.signal, req.engineAbort]) : req.signal;
+        if (ms > 0) await delay(ms, stop);
+        if (!req.engineAbort?.aborted || req.signal.aborted) return out;
+        // Aborted by /abort_request: what was sampled by now (perTokenMs per token after latencyMs).
+        const k = perTokenMs > 0 ? Math.max(0, Math.min(out.outputIds.length - 1, Math.floor((Date.now() - t0 - latencyMs) / perTokenMs))) : 0;
+        const ids = out.outputIds.slice(0, k);
+        partials.set(`${req.instanceId}|${req.turn}|${req.promptIds.length + k}`, { ids });
+        return { outputIds: ids, logprobs: out.logprobs.slice(0, k), finishReason: 'abort' };
       } finally {
         if (waitHead < waiting.length) {
           waiting[waitHead++]!();
@@ -157,6 +173,12 @@ export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promi
     },
     close: () => s.close(),
   };
+}
+
+function sameTail(prompt: readonly number[], tail: readonly number[]): boolean {
+  const off = prompt.length - tail.length;
+  for (let i = 0; i < tail.length; i++) if (prompt[off + i] !== tail[i]) return false;
+  return true;
 }
 
 function delay(ms: number, signal: AbortSignal): Promise<void> {

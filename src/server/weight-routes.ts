@@ -1,0 +1,111 @@
+import type { BackendInfo } from '../llm/llm-client.js';
+import { EmptyBodySchema, WeightsRequestSchema } from '../protocol/http.js';
+import { HttpError, parseOr400 } from './http-error.js';
+import type { Route } from './router.js';
+import type { ServiceContext } from './service-context.js';
+import type { BackendControl, GenerationControl, ServiceRuntime } from './service-runtime.js';
+
+type WeightRuntime = ServiceRuntime & GenerationControl & Required<Pick<BackendControl, 'listBackends' | 'setWeightVersion'>>;
+
+function control(service: ServiceContext): WeightRuntime {
+  const rt = service.runtime;
+  if (!rt) throw new HttpError(503, 'STOPPED', 'the service is stopped; POST /start first');
+  if (!rt.pauseGeneration || !rt.setTrainerVersion || !rt.setWeightVersion || !rt.listBackends) {
+    throw new HttpError(501, 'NOT_IMPLEMENTED', 'this runtime has no weight control');
+  }
+  return rt as WeightRuntime;
+}
+
+const ABORT_TIMEOUT_MS = 10_000;
+
+/**
+ * Asks every token-protocol engine to abort its generations in flight (SGLang's
+ * `POST /abort_request {abort_all}`; `fake-llm` serves it too). Each answers what it had sampled
+ * (finish `abort`) and the runtime resumes those turns at the next LLM call. An engine without
+ * the route (vLLM, OpenAI) or not answering is reported, not fatal: its calls finish normally.
+ */
+async function abortEngines(list: readonly BackendInfo[]): Promise<{ id: string; aborted: number | null; error?: string }[]> {
+  return Promise.all(
+    list.map(async (b) => {
+      if (b.protocol === 'openai' || !/^https?:\/\//.test(b.url)) return { id: b.id, aborted: null, error: 'no abort route' };
+      try {
+        const res = await fetch(`${b.url.replace(/\/+$/, '')}/abort_request`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"abort_all":true}', signal: AbortSignal.timeout(ABORT_TIMEOUT_MS) });
+        const body = (await res.json().catch(() => ({}))) as { aborted?: unknown };
+        if (!res.ok) return { id: b.id, aborted: null, error: `HTTP ${res.status}` };
+        return { id: b.id, aborted: typeof body.aborted === 'number' ? body.aborted : null };
+      } catch (e) {
+        return { id: b.id, aborted: null, error: (e as Error).message.slice(0, 200) };
+      }
+    }),
+  );
+}
+
+function state(rt: WeightRuntime): Record<string, unknown> {
+  return {
+    paused: rt.generationPaused,
+    trainer_version: rt.trainerVersion,
+    backends: rt.listBackends().map((b) => ({ id: b.id, state: b.state, weight_version: b.weightVersion })),
+  };
+}
+
+/**
+ * Async RL under `/v1/weights`: the trainer's weight updates and pause / resume of new LLM calls
+ * around an in-place sync. `POST /v1/weights` checks every named backend exists before it changes
+ * any (404 naming the first unknown one), so an update is all or nothing. Each answer is the
+ * state after the call: `paused`, `trainer_version`, and each backend's `weight_version`.
+ */
+export function weightRoutes(service: ServiceContext): Route[] {
+  return [
+    {
+      method: 'GET',
+      path: '/v1/weights',
+      handler: () => ({ status: 200, body: state(control(service)) }),
+    },
+    {
+      method: 'POST',
+      path: '/v1/weights',
+      handler: async (r) => {
+        const body = parseOr400(WeightsRequestSchema, await r.body());
+        const rt = control(service);
+        if (body.backends) {
+          const known = new Set(rt.listBackends().filter((b) => b.state !== 'removed').map((b) => b.id));
+          const missing = body.backends.find((id) => !known.has(id));
+          if (missing !== undefined) throw new HttpError(404, 'NOT_FOUND', `no backend ${missing}`, [{ path: 'backends', message: `unknown backend ${missing}` }]);
+          for (const id of body.backends) rt.setWeightVersion(body.version, id);
+        } else rt.setWeightVersion(body.version);
+        if (body.trainer_version !== undefined) rt.setTrainerVersion(body.trainer_version);
+        return { status: 200, body: state(rt) };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/weights/pause',
+      handler: async (r) => {
+        parseOr400(EmptyBodySchema, await r.body());
+        const rt = control(service);
+        rt.pauseGeneration();
+        return { status: 200, body: state(rt) };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/weights/abort',
+      handler: async (r) => {
+        parseOr400(EmptyBodySchema, await r.body());
+        const rt = control(service);
+        const engines = await abortEngines(rt.listBackends().filter((b) => b.state !== 'removed'));
+        return { status: 200, body: { ...state(rt), engines } };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/weights/resume',
+      handler: async (r) => {
+        parseOr400(EmptyBodySchema, await r.body());
+        const rt = control(service);
+        rt.resumeGeneration();
+        return { status: 200, body: state(rt) };
+      },
+    },
+  ];
+}
