@@ -80,12 +80,15 @@ describe.skipIf(!hasRedis)('a cluster of a gateway and three workers (install re
     gateways.push(gw);
     workers.push(replacement);
 
-    // The trainer retries its /process calls: the same job ids answer with their one result.
+    // The trainer retries its /process calls. A ProRL job_id is a label (as the reference's), so a
+    // retry is a new rollout; the first ones, still running on their workers, end on their own.
     const retried = await Promise.all(Array.from({ length: 5 }, (_, i) => postRetrying(gw.url, '/process', { instance: shellInstance(`held-${i}`, 'sleep 4'), job_id: `p-${i}` })));
     for (const r of retried) {
       expect(r.status).toBe(200);
       expect(`${r.body.outcome} ${r.body.error ?? ''}`.trim()).toBe('completed');
     }
+    const retriedIds = retried.map((r) => r.body.rollout_id as string);
+    expect(new Set(retriedIds).size).toBe(5);
 
     log('held /process calls answered after retry');
     const results = new Map<string, any>();
@@ -114,8 +117,10 @@ describe.skipIf(!hasRedis)('a cluster of a gateway and three workers (install re
         const e = JSON.parse(f[f.indexOf('e') + 1]!) as { type: string; rolloutId: string };
         if (e.type === 'rollout.result') perId.set(e.rolloutId, (perId.get(e.rolloutId) ?? 0) + 1);
       }
-      for (const id of [...ids, ...Array.from({ length: 5 }, (_, i) => `p-${i}`)]) expect(perId.get(id), id).toBe(1);
-      expect(perId.size).toBe(N + 5);
+      for (const id of [...ids, ...retriedIds]) expect(perId.get(id), id).toBe(1);
+      // And no rollout at all (the first /process calls' included) has a second result.
+      expect([...perId.entries()].filter(([, n]) => n !== 1)).toEqual([]);
+      expect(perId.size).toBeGreaterThanOrEqual(N + 5);
     } finally {
       c.disconnect();
     }
