@@ -1,5 +1,5 @@
 import type { ActOutput, CallLlmOutput } from '../../machines/rollout.machine.js';
-import { BackendError, CancelledError } from '../errors.js';
+import { BackendError, CancelledError, TaskError } from '../errors.js';
 import type { ExternalAgent } from '../handlers/agent-handler.js';
 import { chatCompletion } from '../llm/openai-chat-route.js';
 import type { GenerateResult } from '../llm/llm-client.js';
@@ -109,6 +109,12 @@ export class HarnessSteps {
         model: ctx.codec.name,
       });
     } catch (err) {
+      // The server counts tokens its own way: a prompt it calls too long is a full context, as in our own loop.
+      if (err instanceof TaskError && err.code === 'CONTEXT_FULL' && !att.ended) {
+        att.callAt = Infinity;
+        call.refuse(new ProxyRefusal(400, 'invalid_request_error', 'context_length_exceeded', 'the engine found the prompt longer than its context', 'messages'));
+        return { contextFull: true, evalSlot: await this.endLoop(s, att, run, 'context_full') };
+      }
       // The agent learns the call failed (a retried attempt starts it afresh).
       call.refuse(new ProxyRefusal(503, 'server_error', 'engine_error', 'the inference engine failed this call'));
       throw err;
