@@ -50,7 +50,7 @@ const DEFAULT_MAX_BODY = 16 * 1024 * 1024;
  * `GET /v1/models` and `POST /v1/chat/completions` (JSON or `stream: true` SSE). It checks the
  * rollout's token, validates each request and hands it to the rollout's loop ({@link next}); it
  * never talks to an engine itself — rendering, sampling and the token record are the loop's
- * (`harness-steps.ts`). Policy, as docs/proxy.md explains:
+ * (`src/runtime/harness-steps.ts`). Policy, as docs/proxy.md explains:
  *
  * - one chat request at a time: a second one while the first is unanswered is 409
  *   (`request_in_flight`); a trajectory is a sequence, and queueing parallel calls would record

@@ -7,8 +7,8 @@ import type { GenerateRequest, GenerateResult, LlmClient } from '../llm/llm-clie
 import { joinPartial, segmented, type SegmentedResult } from '../llm/partial-generation.js';
 import type { RolloutEventInput } from '../protocol/events.js';
 import type { Message } from '../protocol/messages.js';
-import { HarnessSteps } from '../proxy/harness-steps.js';
 import type { Clock } from './clock.js';
+import { HarnessSteps } from './harness-steps.js';
 import type { EventHub } from './event-hub.js';
 import type { Attempt, RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';

@@ -11,7 +11,7 @@ import { AttemptSandboxes } from './attempt-sandboxes.js';
 import type { Clock } from './clock.js';
 import type { RolloutSummary } from './runtime-api.js';
 import type { RolloutError } from '../errors.js';
-import type { HarnessRun } from '../proxy/harness-steps.js';
+import type { HarnessRun } from '../proxy/harness-run.js';
 
 /**
  * One attempt of a rollout: everything a retry starts afresh (actor, sandbox, tokens). The

@@ -1,34 +1,30 @@
-import type { ActOutput, CallLlmOutput } from '../../machines/rollout.machine.js';
+import type { ActOutput, CallLlmOutput, Stage } from '../../machines/rollout.machine.js';
 import { BackendError, CancelledError, TaskError } from '../errors.js';
 import type { ExternalAgent } from '../handlers/agent-handler.js';
+import type { ChatCodec } from '../llm/chat-codec.js';
+import type { GenerateResult, LlmClient } from '../llm/llm-client.js';
 import { chatCompletion } from '../llm/openai-chat-route.js';
-import type { GenerateResult } from '../llm/llm-client.js';
 import type { RolloutEventInput } from '../protocol/events.js';
 import type { Message } from '../protocol/messages.js';
 import type { FinishReason } from '../protocol/trajectory.js';
-import type { StepsContext } from '../runtime/attempt-steps.js';
-import type { Attempt, RolloutSession } from '../runtime/rollout-session.js';
-import type { ProxyChatCall } from './llm-proxy.js';
-import { ProxyRefusal } from './openai-error.js';
-import { SegmentedTrajectory } from './segmented-trajectory.js';
+import { HarnessRun } from '../proxy/harness-run.js';
+import type { ProxyChatCall } from '../proxy/llm-proxy.js';
+import { ProxyRefusal } from '../proxy/openai-error.js';
+import { SegmentedTrajectory } from '../proxy/segmented-trajectory.js';
+import type { Clock } from './clock.js';
+import type { EventHub } from './event-hub.js';
+import type { Attempt, RolloutSession } from './rollout-session.js';
+import type { RuntimeOptions } from './runtime-options.js';
+import type { StagePool } from './stage-pool.js';
 
-/** One attempt's harness state: the agent, its token record, the request the loop holds. */
-export class HarnessRun {
-  /** A chat request taken by `act`, sampled by the next `llm` step. */
-  pending: ProxyChatCall | null = null;
-  /** Chat requests answered. */
-  calls = 0;
-  /** The harness's exit code once it exited by itself. */
-  exitCode: number | null | undefined = undefined;
-  readonly maxLlmCalls: number;
-
-  constructor(
-    readonly agent: ExternalAgent,
-    readonly traj: SegmentedTrajectory,
-    maxIterations: number,
-  ) {
-    this.maxLlmCalls = agent.limits.maxLlmCalls ?? maxIterations;
-  }
+/** What the harness steps see of the attempt steps' context (a subset of `StepsContext`). */
+export interface HarnessStepsContext {
+  readonly opts: Pick<RuntimeOptions, 'llmTimeoutMs' | 'actionTimeoutMs' | 'detectDrift'>;
+  readonly llm: LlmClient;
+  readonly codec: ChatCodec;
+  readonly clock: Clock;
+  readonly hub: Pick<EventHub, 'active'>;
+  readonly pools: Record<Stage, Pick<StagePool, 'tryTake'>>;
 }
 
 /** What the harness steps need of `AttemptSteps` besides its context. */
@@ -54,7 +50,7 @@ export interface HarnessStepsHooks {
  */
 export class HarnessSteps {
   constructor(
-    private readonly ctx: StepsContext,
+    private readonly ctx: HarnessStepsContext,
     private readonly hooks: HarnessStepsHooks,
   ) {}
 
