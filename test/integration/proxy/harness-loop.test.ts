@@ -84,11 +84,14 @@ describe('the harness loop', () => {
     const r = await runtime.submit({ data_source: 'host-harness', instance_id: 'calls', mode: 'greedy', max_llm_calls: 2, oracle: Array.from({ length: 10 }, () => bash('true')) }).result;
     expect([r.outcome, r.finish, r.trajectory.turns.length]).toEqual(['truncated', 'max_iterations', 2]);
     expect(r.evalDetails?.proxy_ended).toBe(true);
+    // Two answers, then the third request refused with the budget's 429.
+    expect(r.evalDetails?.statuses).toEqual({ 200: 2, 429: 1 });
   });
 
   it('ends the loop at max_tokens_total with finish length', async () => {
     const r = await runtime.submit({ data_source: 'host-harness', instance_id: 'tokens', mode: 'greedy', max_tokens_total: 200, oracle: Array.from({ length: 20 }, () => bash('echo ' + 'x'.repeat(40))) }).result;
     expect([r.outcome, r.finish]).toEqual(['truncated', 'length']);
+    expect((r.evalDetails?.statuses as Record<string, number>)[429]).toBe(1);
     expect(r.trajectory.tokens.length).toBeLessThanOrEqual(200 + 200);
   });
 

@@ -88,7 +88,7 @@ export function hostHarnessHandler(): AgentHandler {
     async eval(ctx) {
       const { agent, proxy } = ctx.state as { agent: HostHarness; proxy: LlmProxy };
       await agent.stop('evaluating');
-      return { reward: agent.exitCode === 0 ? 1 : 0, resolved: agent.exitCode === 0, details: { harness_exit_code: agent.exitCode ?? null, output: agent.output, proxy_ended: proxy.hasEnded } };
+      return { reward: agent.exitCode === 0 ? 1 : 0, resolved: agent.exitCode === 0, details: { harness_exit_code: agent.exitCode ?? null, output: agent.output, proxy_ended: proxy.hasEnded, statuses: Object.fromEntries(proxy.stats.byStatus) } };
     },
   };
 }
