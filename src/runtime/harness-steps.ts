@@ -71,10 +71,12 @@ export class HarnessSteps {
       call = next;
     }
     run.traj.place(call.messages, call.tools);
+    // A live view of the record: it grows by the output once the turn is added, so its length is read now.
     const promptIds = run.traj.promptIds;
-    const room = att.maxModelLen - promptIds.length;
+    const promptLen = promptIds.length;
+    const room = att.maxModelLen - promptLen;
     if (room <= 0) {
-      call.refuse(new ProxyRefusal(400, 'invalid_request_error', 'context_length_exceeded', `the prompt is ${promptIds.length} tokens; this rollout's context is ${att.maxModelLen}`, 'messages'));
+      call.refuse(new ProxyRefusal(400, 'invalid_request_error', 'context_length_exceeded', `the prompt is ${promptLen} tokens; this rollout's context is ${att.maxModelLen}`, 'messages'));
       return { contextFull: true, evalSlot: await this.endLoop(s, att, run, 'context_full') };
     }
     let maxTokens = Math.min(att.maxOutputTokens, room, call.maxTokens ?? Infinity);
@@ -87,7 +89,7 @@ export class HarnessSteps {
       }
       maxTokens = Math.min(maxTokens, left);
     }
-    if (ctx.hub.active) this.hooks.emit(s, { type: 'llm.start', rolloutId: s.id, turn, promptTokens: promptIds.length, maxTokens });
+    if (ctx.hub.active) this.hooks.emit(s, { type: 'llm.start', rolloutId: s.id, turn, promptTokens: promptLen, maxTokens });
     this.hooks.startCall(s, att, 'llm', ctx.opts.llmTimeoutMs);
     const t0 = ctx.clock.now();
     let res: GenerateResult;
@@ -123,6 +125,7 @@ export class HarnessSteps {
     }
     const latencyMs = ctx.clock.now() - t0;
     const finishReason = res.finishReason;
+    // Made before addTurn: the live prompt view is still the prompt alone here.
     const completion = chatCompletion(ctx.codec, call.body, { promptIds: promptIds as number[], outputIds: res.outputIds, logprobs: res.logprobs, finishReason }, { model: ctx.codec.name, n: turn, returnTokenIds: false });
     const sent = (completion.choices as { message: { content: string | null; tool_calls?: { id: string }[] } }[])[0]!.message;
     const parsed = ctx.codec.parseAssistant(res.outputIds);
@@ -139,7 +142,7 @@ export class HarnessSteps {
         rolloutId: s.id,
         turn,
         backendId: res.backendId,
-        promptTokens: promptIds.length - res.outputIds.length,
+        promptTokens: promptLen,
         outputTokens: res.outputIds.length,
         latencyMs,
         finishReason,
