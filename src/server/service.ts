@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { BackendInfo } from '../llm/llm-client.js';
 import { ValidationError } from '../errors.js';
-import { parseAddress } from './backend-address.js';
+import { parseAddress } from './service-address.js';
 import { createRequestListener, type VisualizerHook } from './http-server.js';
 import { ServiceMetrics } from './metrics.js';
 import { nativeRoutes } from './native-routes.js';
