@@ -71,6 +71,11 @@ export interface LaunchPlan {
   seccompFile: string | null;
   /** A resolv.conf to show as /etc/resolv.conf (the user-mode network's DNS), or null. */
   resolvConf: string | null;
+  /**
+   * The LLM proxy's host Unix socket for bwrap to bind at /run/rollout/llm.sock, or null (none,
+   * or already mounted into the control dir by a root host: llm-proxy-forwarder.ts).
+   */
+  llmSocket?: string | null | undefined;
   /** The program to run inside (e.g. the shell). */
   command: string[];
 }
@@ -121,7 +126,7 @@ if [ -d "$R/sys/fs/cgroup" ]; then mount -t tmpfs -o size=4k,ro tmpfs "$R/sys/fs
 mount -t tmpfs -o size=$T,nosuid,nodev tmpfs "$R/tmp"
 mount -t tmpfs tmpfs "$R/run"
 mkdir "$R/run/rollout"
-mount --bind "$C" "$R/run/rollout"
+mount --rbind "$C" "$R/run/rollout"
 mount -o remount,bind,ro "$R/run/rollout"
 mount --bind "$W" "$R/workspace"
 if [ -f "$C/resolv.conf" ] && [ -f "$R/etc/resolv.conf" ]; then mount --bind "$C/resolv.conf" "$R/etc/resolv.conf"; fi
@@ -234,6 +239,7 @@ export function buildLaunch(plan: LaunchPlan): Launch {
     if (plan.resolvConf) driverArgs.push('--ro-bind', plan.resolvConf, '/etc/resolv.conf');
     ctlInside = '/run/rollout';
     driverArgs.push('--ro-bind', plan.ctlDir, ctlInside);
+    if (plan.llmSocket) driverArgs.push('--bind', plan.llmSocket, `${ctlInside}/llm.sock`);
     driverArgs.push('--bind', plan.workdir, '/workspace', '--hostname', 'sandbox', ...(plan.imageRoot ? [] : ['--remount-ro', '/']), '--chdir', plan.imageRoot?.cwd ?? '/workspace', '--');
   } else if (plan.driver === 'unshare') {
     home = hostHome;

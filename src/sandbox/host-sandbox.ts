@@ -13,6 +13,7 @@ import { descendants, killAll, parentOf, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
 import { PythonRepl, REPL_DRIVER } from './python-repl.js';
 import { SANDBOX_DNS, UserNet } from './network.js';
+import { LLM_PROXY_URL, LlmProxyForwarder, checkProxySocket, mountProxySocket } from './llm-proxy-forwarder.js';
 import { chownTree, makeSandboxFs, removeSandboxFs, type SandboxFs } from './sandbox-fs.js';
 import { writeSeccompFilter } from './seccomp.js';
 import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult } from './sandbox.js';
@@ -44,6 +45,9 @@ export class HostSandbox {
   private closing = false;
   private shellPid: number | null = null;
   private net: UserNet | null = null;
+  private forwarder: LlmProxyForwarder | null = null;
+  /** True when the proxy socket was bind-mounted into the control dir by this (root) host. */
+  private proxyMounted = false;
   /** Exit code when the shell exited on its own (`exit`), until it is restarted. */
   private selfExit: number | null = null;
 
@@ -110,6 +114,10 @@ export class HostSandbox {
       if (uid !== null) chownTree(workdir, uid);
       fs.writeFileSync(path.join(ctlDir, 'repl.py'), REPL_DRIVER);
       if (req.spec.network) fs.writeFileSync(path.join(ctlDir, 'resolv.conf'), `nameserver ${SANDBOX_DNS}\n`);
+      if (req.spec.llmProxy) {
+        checkProxySocket(req.spec.llmProxy.socketPath);
+        if (req.driver !== 'none') sb.proxyMounted = mountProxySocket(req.spec.llmProxy.socketPath, ctlDir);
+      }
       await sb.startShell();
       for (const cmd of req.spec.setup ?? []) {
         const r = await sb.bash({ command: cmd });
@@ -141,8 +149,18 @@ export class HostSandbox {
       sandboxUid: this.uid,
       seccompFile: this.seccompFile,
       resolvConf: this.req.spec.network ? path.join(this.ctlDir, 'resolv.conf') : null,
+      // Not root: bwrap binds the socket itself (as root the host mounted it into the control dir).
+      llmSocket: this.req.spec.llmProxy && !this.proxyMounted ? this.req.spec.llmProxy.socketPath : null,
       command: ['bash', '--noprofile', '--norc', '--noediting', '-i'],
     };
+  }
+
+  /** `OPENAI_BASE_URL` inside the sandbox, or undefined without `spec.llmProxy`. */
+  get llmProxyUrl(): string | undefined {
+    if (!this.req.spec.llmProxy) return undefined;
+    // Fixed inside a namespace (known before the listener exists: the shell's env names it).
+    if (this.req.driver !== 'none') return LLM_PROXY_URL;
+    return this.forwarder ? `http://127.0.0.1:${this.forwarder.port}/v1` : undefined;
   }
 
   /** The sandbox's host uid, or null (not root, or the `none` driver). */
@@ -163,10 +181,15 @@ export class HostSandbox {
       PYTHONDONTWRITEBYTECODE: '1',
       ...imageEnv(this.req.image),
       ...(this.req.spec.env ?? {}),
+      // Last: the task's env cannot point the harness elsewhere.
+      ...(this.req.spec.llmProxy ? { OPENAI_BASE_URL: this.llmProxyUrl!, OPENAI_API_KEY: this.req.spec.llmProxy.token } : {}),
     };
   }
 
   private async startShell(): Promise<void> {
+    // The `none` driver's shell shares the host's network: one listener on a host port, made
+    // before the shell so its environment can name the port.
+    if (this.req.spec.llmProxy && this.req.driver === 'none' && !this.forwarder) this.forwarder = await LlmProxyForwarder.openOnHost(this.req.spec.llmProxy.socketPath);
     const launch = buildLaunch(this.plan());
     const hostWorkdir = fs.realpathSync(this.workdir);
     this.pty = await PtySession.start(
@@ -200,6 +223,12 @@ export class HostSandbox {
       this.net?.close();
       this.net = null;
       this.net = await UserNet.attach(this.shellPid ?? this.pty.pid);
+    }
+    if (this.req.spec.llmProxy && this.req.driver !== 'none') {
+      // Each network namespace (a restarted shell has a fresh one) gets its own listener.
+      this.forwarder?.close();
+      this.forwarder = null;
+      this.forwarder = await LlmProxyForwarder.open(this.shellPid ?? this.pty.pid, this.req.spec.llmProxy.socketPath, { bringLoopbackUp: this.req.driver === 'unshare' });
     }
   }
 
@@ -324,6 +353,7 @@ export class HostSandbox {
     this.repl?.dispose();
     this.pty?.dispose();
     this.net?.close();
+    this.forwarder?.close();
     if (this.pty) {
       try {
         process.kill(-this.pty.pid, 'SIGKILL');
