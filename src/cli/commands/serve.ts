@@ -13,6 +13,11 @@ import { createService } from '../../server/service.js';
 import { serveVisualizer } from '../../server/visualizer-assets.js';
 import type { ServiceOptionsInput } from '../../server/service-options.js';
 import { checkExposure, repeatWarning, type IntervalTimers } from '../../server/exposure.js';
+import { isOracleAddress } from '../../llm/oracle-backend.js';
+import type { BackendProbe } from '../../llm/backend-probe.js';
+import { detectDriver } from '../../sandbox/index.js';
+import { formatBanner } from '../banner.js';
+import { backendCheck, formatCheck, probeBackends } from '../preflight.js';
 
 const USAGE = `usage: rollout serve [options]
 
@@ -160,7 +165,23 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     const url = await service.listen();
     process.stdout.write(`listening on ${url}\n`);
     if (exposure.kind === 'insecure') stopWarning = repeatWarning(exposure.warning, (l) => process.stderr.write(l), deps.timers);
-    if (backends.length === 0) process.stdout.write('no backend yet: POST /add_llm_server {"address": ...} or /v1/backends\n');
+    // The same backend checks as `rollout run` (src/cli/preflight.ts), after listening so a dead
+    // backend delays nothing: a failing one gets a line on stderr and shows `down` in /status.
+    const probes = await probeBackends(backends.map((b) => b.address).filter((a) => !isOracleAddress(a)), { timeoutMs: 3000 });
+    for (const p of probes) if (!p.ok) process.stderr.write(`rollout serve: ${formatCheck(backendCheck(p))}\n`);
+    const det = detectDriver(driver);
+    const models = [...new Set(probes.map((p) => p.model).filter((m): m is string => m !== null))];
+    process.stdout.write(
+      formatBanner([
+        ['visualizer', `${url}/visualizer`],
+        ['api', `${url}/v1/openapi.json (ProRL routes: /process, /status, ...)`],
+        ['backends', backends.length === 0 ? 'none yet: POST /add_llm_server {"address": ...} or /v1/backends' : backends.map((b) => backendLabel(b.address, probes)).join(', ')],
+        ['model', [models.length > 0 ? models.join(', ') : null, `tokenizer ${values.tokenizer ?? config.tokenizer ?? 'Qwen3 (default)'}`].filter(Boolean).join('; ')],
+        ['sandbox', values.redis ? 'on the workers (--redis)' : `${det.driver} (${det.reason})`],
+        ['cluster', values.redis ? `gateway on ${values.redis}` : null],
+        ['inspect', values.inspect ?? null],
+      ]),
+    );
 
     await new Promise<void>((resolve) => {
       let closing = false;
@@ -185,6 +206,14 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     process.stderr.write(`rollout serve: ${e.message}${detail}\n`);
     return e instanceof RolloutError || e instanceof UsageError ? 2 : 1;
   }
+}
+
+/** A backend in the banner: its address, with `(down: why)` when the start-up probe failed. */
+function backendLabel(address: string, probes: readonly BackendProbe[]): string {
+  const p = probes.find((x) => x.address === address);
+  if (p === undefined) return address;
+  if (!p.ok) return `${address} (${p.reachable ? 'misconfigured' : 'down'}: ${p.detail})`;
+  return p.slots !== null ? `${address} (${p.slots} slots)` : address;
 }
 
 /**
