@@ -34,4 +34,4 @@ export { reapStale, type ReapReport } from './sandbox/lease.js';
 // The service, embeddable in another process, and XState inspection.
 export { createService, RolloutService } from './server/service.js';
 export { serviceRuntimeFactory, type ServiceRuntimeParts } from './server/runtime-factory.js';
-export { createInspector, type InspectorOptions, type RuntimeInspector } from './runtime/inspection.js';
+export { createInspector, type InspectorOptions, type InspectSelection, type RuntimeInspector } from './runtime/inspection.js';

@@ -4,8 +4,10 @@
 It registers an LLM backend, submits GRPO groups two ways -- through the ProRL-compatible
 ``/process`` endpoint (one thread per rollout, as ProRL trainers do) and through the native
 ``/v1/batches`` API while following progress on the ``/v1/events`` WebSocket -- and checks the
-token invariants of every result. It exits 1 when any invariant fails, 2 on a usage or
-connection error, 0 otherwise.
+token invariants of every result. Every rollout that failed (a ProRL result with a
+``critical_error`` or an ``error``; a native result whose outcome is not completed or truncated)
+is reported on stderr with its error. It exits 1 when any rollout failed or any invariant
+fails, 2 on a usage or connection error, 0 otherwise.
 
     python3 examples/python/client.py --url http://127.0.0.1:8006 --backend oracle \
         --tasks examples/shell.jsonl --groups 2 --n 4
@@ -246,6 +248,21 @@ def check_native(res, problems, label):
         bad("a %s rollout with no assistant turn" % res["outcome"])
 
 
+def failed_rollouts(prorl_results, native_results):
+    """One line per failed rollout, naming it and its error: none is left out."""
+    out = []
+    for r in prorl_results:
+        if r.get("critical_error") is not None or r.get("error"):
+            out.append("process %s/%s: critical_error=%s: %s" % (r.get("instance_id"), r.get("trajectory_id"),
+                                                                r.get("critical_error"), r.get("error")))
+    for r in native_results:
+        if r.get("outcome") not in TRAINABLE:
+            err = r.get("error") or {}
+            out.append("rollout %s (%s): %s: %s: %s" % (r.get("id"), r.get("instanceId"), r.get("outcome"),
+                                                       err.get("code"), err.get("message")))
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 
 
@@ -364,14 +381,17 @@ def main(argv=None):
         filtered = sum(1 for r in rs if key(r))
         print("%-8s %3d results, %3d resolved, %3d filtered" % (name, len(rs), resolved, filtered))
 
+    failures = failed_rollouts(prorl_results, native_results)
     summary("process", prorl_results, lambda r: r.get("filter"))
     summary("v1", native_results, lambda r: r.get("outcome") not in TRAINABLE)
     print("process %.2fs, v1 %.2fs" % (t1 - t0, t2 - t1))
+    for msg in failures:
+        print("ROLLOUT FAILED: " + msg, file=sys.stderr)
     for msg in problems[:50]:
         print("INVARIANT FAILED: " + msg, file=sys.stderr)
-    print(json.dumps({"ok": not problems, "process": len(prorl_results), "v1": len(native_results),
-                      "problems": len(problems)}))
-    return 1 if problems else 0
+    print(json.dumps({"ok": not problems and not failures, "process": len(prorl_results), "v1": len(native_results),
+                      "problems": len(problems), "failed": len(failures)}))
+    return 1 if problems or failures else 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { CancelledError, SandboxError, TaskError } from '../errors.js';
 import { UdsChannel } from '../ipc/uds-channel.js';
 import { SandboxCreateResultSchema, SandboxLostSchema, SandboxSpecSchema } from '../protocol/sandbox.js';
@@ -19,8 +18,10 @@ import { sandboxUidFor } from './sandbox-user.js';
 import { parseSandboxOptions, type SandboxOptions, type SandboxOptionsInput } from './sandbox-options.js';
 import type { Sandbox, SandboxProvider, SandboxSpec } from './sandbox.js';
 import { checkFileKeys, fileKeysError } from './workspace-path.js';
+import { packagePath } from '../package-root.js';
 
-const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/rollout.js');
+// From the package root, so the built dist/ finds it as the sources do (src/package-root.ts).
+const BIN = packagePath('bin', 'rollout.js');
 
 interface Host {
   index: number;
