@@ -147,16 +147,18 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     inspector = values.inspect ? createInspector(values.inspect, { only: inspectSelection(values) }) : null;
     const driver = sandboxDriver(values.sandbox ?? 'auto');
     const stateDir = values['state-dir'];
-    const embedded = serviceRuntimeFactory({
-      codec: codecFor({ tokenizer: values.tokenizer ?? config.tokenizer, toolParser: values['tool-parser'] ?? config.toolParser }),
-      sandboxes: () => makeSandboxes(driver, stateDir),
-      runtime: runtimeOptions as never,
-      pool: config.pool as never,
-      inspect: inspector?.inspect,
-      retainEvents: numberFlag('retain', values.retain, { integer: true }) ?? 50_000,
-    });
     // --redis: the same service, fronting a cluster (src/cluster); rollouts run on `rollout worker`s.
-    const factory = values.redis ? clusterRuntimeFactory({ redis: values.redis, ...(values['redis-prefix'] ? { prefix: values['redis-prefix'] } : {}) }) : embedded;
+    // A gateway runs no rollout: it builds no codec (about a second of CPU per start).
+    const factory = values.redis
+      ? clusterRuntimeFactory({ redis: values.redis, ...(values['redis-prefix'] ? { prefix: values['redis-prefix'] } : {}) })
+      : serviceRuntimeFactory({
+          codec: codecFor({ tokenizer: values.tokenizer ?? config.tokenizer, toolParser: values['tool-parser'] ?? config.toolParser }),
+          sandboxes: () => makeSandboxes(driver, stateDir),
+          runtime: runtimeOptions as never,
+          pool: config.pool as never,
+          inspect: inspector?.inspect,
+          retainEvents: numberFlag('retain', values.retain, { integer: true }) ?? 50_000,
+        });
     const backends = [...(config.backends ?? []), ...(values.backend ?? [])].map((address) => ({ address }));
     const service = createService(
       { createRuntime: factory, backends, startStopped: values.stopped ?? false, visualizer: serveVisualizer },
