@@ -7,7 +7,8 @@ import { PidsCgroup } from './cgroup.js';
 import { buildEnter, buildLaunch, type LaunchPlan } from './drivers.js';
 import { Editor } from './editor.js';
 import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
-import { imageCwd, imageEnv, imageWorkdir, mountImageRoot, toWorkspaceAlias } from './images/image-root.js';
+import { entrypointFailed, imageCwd, imageEnv, imageWorkdir, mountImageRoot, toWorkspaceAlias } from './images/image-root.js';
+import type { ImageUser } from './images/image-user.js';
 import { overlayDirs, releaseOverlay } from './images/overlay-mount.js';
 import { descendants, killAll, parentOf, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
@@ -48,6 +49,8 @@ export class HostSandbox {
   private forwarder: LlmProxyForwarder | null = null;
   /** True when the proxy socket was bind-mounted into the control dir by this (root) host. */
   private proxyMounted = false;
+  /** An image sandbox's user inside (images/image-user.ts), resolved once its root is mounted. */
+  private imageUser: ImageUser | null = null;
   /** Exit code when the shell exited on its own (`exit`), until it is restarted. */
   private selfExit: number | null = null;
 
@@ -108,7 +111,7 @@ export class HostSandbox {
     const seccompFile = req.driver === 'none' ? null : writeSeccompFilter(ctlDir);
     const sb = new HostSandbox(req.sandboxId, req, dir, workdir, ctlDir, files, seccompFile, cgroup, lease, ctx.onLost);
     try {
-      if (req.image) await mountImageRoot(dir, req.image);
+      if (req.image) sb.imageUser = await mountImageRoot(dir, req.image, uid);
       await seed(workdir, req);
       // Seeding ran as root before any sandboxed process existed; the sandbox's uid takes it over.
       if (uid !== null) chownTree(workdir, uid);
@@ -118,7 +121,9 @@ export class HostSandbox {
         checkProxySocket(req.spec.llmProxy.socketPath);
         if (req.driver !== 'none') sb.proxyMounted = mountProxySocket(req.spec.llmProxy.socketPath, ctlDir);
       }
-      await sb.startShell();
+      await sb.startShell().catch((err: unknown) => {
+        throw entrypointFailed(req.image, err);
+      });
       for (const cmd of req.spec.setup ?? []) {
         const r = await sb.bash({ command: cmd });
         if (r.exitCode !== 0) {
@@ -138,9 +143,9 @@ export class HostSandbox {
       workdir: this.workdir,
       stateDir: path.dirname(path.dirname(this.dir)),
       homeDir: this.files.homeDir,
-      // bwrap binds the image overlay writable as the root; the unshare driver gets it as its (read-only) rootfs.
-      rootfs: this.req.image && this.req.driver !== 'bwrap' ? overlayDirs(this.dir).merged : this.req.rootfs,
-      imageRoot: this.req.image && this.req.driver === 'bwrap' ? { merged: overlayDirs(this.dir).merged, cwd: imageCwd(this.req.image) } : null,
+      // Both drivers bind the image overlay writable as the root, entered as the image's User.
+      rootfs: this.req.image ? null : this.req.rootfs,
+      imageRoot: this.req.image && this.imageUser ? { merged: overlayDirs(this.dir).merged, cwd: imageCwd(this.req.image), ...this.imageUser } : null,
       network: this.req.spec.network ?? false,
       limits: this.req.limits,
       ctlDir: this.ctlDir,
@@ -151,7 +156,9 @@ export class HostSandbox {
       resolvConf: this.req.spec.network ? path.join(this.ctlDir, 'resolv.conf') : null,
       // Not root: bwrap binds the socket itself (as root the host mounted it into the control dir).
       llmSocket: this.req.spec.llmProxy && !this.proxyMounted ? this.req.spec.llmProxy.socketPath : null,
-      command: ['bash', '--noprofile', '--norc', '--noediting', '-i'],
+      // The image's Entrypoint runs the shell as Docker runs a command (`docker run IMAGE bash`):
+      // once per shell, so an entrypoint that prepares the environment and `exec "$@"` does so.
+      command: [...(this.req.image?.entrypoint ?? []), 'bash', '--noprofile', '--norc', '--noediting', '-i'],
     };
   }
 
@@ -234,7 +241,10 @@ export class HostSandbox {
 
   /** Host pid of the sandboxed bash (the deepest-first `bash` under the launcher). */
   private findShell(): number | null {
-    for (const pid of descendants(this.pty!.pid)) {
+    // Behind an image's Entrypoint (itself maybe a bash script running the shell as a child),
+    // the shell is the deepest bash, not the first.
+    const pids = this.req.image?.entrypoint?.length ? descendants(this.pty!.pid).reverse() : descendants(this.pty!.pid);
+    for (const pid of pids) {
       try {
         if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'bash') return pid;
       } catch {
