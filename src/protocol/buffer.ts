@@ -44,7 +44,10 @@ export const BufferCreateRequestSchema = z
     /** No prompts will follow: once these are consumed, `take` answers `done`. */
     end: z.boolean().optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((o, ctx) => {
+    if (o.dynamic_sampling && o.n < 2) ctx.addIssue({ code: 'custom', path: ['dynamic_sampling'], message: 'dynamic sampling needs groups of n >= 2' });
+  });
 export type BufferCreateRequest = z.infer<typeof BufferCreateRequestSchema>;
 
 /** `POST /v1/buffers/:id/instances`: more prompts (and/or the end of them). */
