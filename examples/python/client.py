@@ -65,6 +65,84 @@ class Api:
                 return e.code, {"raw": raw.decode("utf-8", "replace")}
 
 
+class BufferError(Exception):
+    """A /v1/buffers call answered an error (its status and the server's {code, message, issues})."""
+
+    def __init__(self, status, body):
+        err = (body or {}).get("error") or {}
+        super().__init__("HTTP %s %s: %s %s" % (status, err.get("code"), err.get("message"), err.get("issues") or ""))
+        self.status = status
+        self.body = body
+
+
+class RolloutBuffer:
+    """The rollout buffer of GRPO groups over ``/v1/buffers`` (see docs/async-rl.md).
+
+    The service keeps up to ``groups`` groups in flight (running, or complete and not yet taken)
+    and hands out complete groups as they finish: ``take`` long-polls, ``stream`` yields each group
+    from the NDJSON stream. ``over_provision`` k starts n+k members and keeps the first n to
+    finish; ``dynamic_sampling`` drops groups whose rewards are all equal and starts the next
+    prompt in their place.
+    """
+
+    def __init__(self, api, groups, n, instances=(), sampling_params=None, over_provision=0,
+                 order="completion", dynamic_sampling=False, end=False):
+        self.api = api
+        body = {"groups": groups, "n": n, "over_provision": over_provision, "order": order,
+                "dynamic_sampling": dynamic_sampling, "instances": list(instances), "end": end}
+        if sampling_params is not None:
+            body["sampling_params"] = sampling_params
+        self.stats = self._ok(*api.call("POST", "/v1/buffers", body))
+        self.id = self.stats["id"]
+
+    @staticmethod
+    def _ok(status, body):
+        if status >= 400:
+            raise BufferError(status, body)
+        return body
+
+    def add(self, instances, sampling_params=None, end=False):
+        body = {"instances": list(instances), "end": end}
+        if sampling_params is not None:
+            body["sampling_params"] = sampling_params
+        self.stats = self._ok(*self.api.call("POST", "/v1/buffers/%s/instances" % self.id, body))
+        return self.stats
+
+    def end(self):
+        return self.add([], end=True)
+
+    def take(self, max_groups=1, wait_ms=0):
+        """Up to ``max_groups`` complete groups, waiting up to ``wait_ms`` for the first."""
+        body = self._ok(*self.api.call("POST", "/v1/buffers/%s/take" % self.id, {"max": max_groups, "wait_ms": wait_ms}))
+        self.stats = body["buffer"]
+        return body["groups"]
+
+    def stream(self):
+        """Yields each complete group as the service writes it; returns at the buffer's end."""
+        req = urllib.request.Request(self.api.url + "/v1/buffers/%s/stream" % self.id)
+        if self.api.token:
+            req.add_header("authorization", "Bearer " + self.api.token)
+        with urllib.request.urlopen(req, timeout=self.api.timeout) as res:
+            for line in res:
+                msg = json.loads(line)
+                if msg["type"] == "group":
+                    yield msg["group"]
+                elif msg["type"] == "done":
+                    self.stats = msg["buffer"]
+                    return
+                else:
+                    raise BufferError(500, msg)
+
+    def stop_group(self, group_id):
+        """Stops a running group early; it comes out with the members that finished."""
+        return self._ok(*self.api.call("POST", "/v1/buffers/%s/groups/%s/stop" % (self.id, urllib.parse.quote(group_id, safe="")), None))
+
+    def close(self):
+        """Deletes the buffer: its running rollouts are cancelled (their sandboxes closed)."""
+        status, body = self.api.call("DELETE", "/v1/buffers/%s" % self.id)
+        return body if status < 400 else None
+
+
 # --------------------------------------------------------------------------------------------
 # A minimal WebSocket client (RFC 6455) over a plain socket: text frames, ping/pong, close.
 

@@ -9,6 +9,7 @@ import { nativeRoutes } from './native-routes.js';
 import { openapiRoute } from './openapi.js';
 import { prorlRoutes } from './prorl-routes.js';
 import { weightRoutes } from './weight-routes.js';
+import { bufferRoutes } from './buffer-routes.js';
 import { Router } from './router.js';
 import type { BackendRegistration, ServiceContext } from './service-context.js';
 import { parseServiceOptions, type ServiceOptions, type ServiceOptionsInput } from './service-options.js';
@@ -64,6 +65,7 @@ export class RolloutService implements ServiceContext {
     for (const r of prorlRoutes(this)) this.router.add(r);
     for (const r of nativeRoutes(this)) this.router.add(r);
     for (const r of weightRoutes(this)) this.router.add(r);
+    for (const r of bufferRoutes(this)) this.router.add(r);
     this.router.add(openapiRoute(this.router));
     this.hub = new WsEventHub(this, deps.clock ?? systemClock);
     this.server = createServer(createRequestListener(this, this.router, deps.visualizer));
