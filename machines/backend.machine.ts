@@ -81,7 +81,10 @@ export const backendMachine = setup({
         PROBE_OK: { target: 'healthy', actions: 'resetFailures' },
         // A call that succeeds before the first probe answers proves the backend up as well.
         CALL_OK: { target: 'healthy', actions: 'resetFailures' },
-        PROBE_FAIL: { actions: 'countFailure' },
+        // A backend dead from the start is `degraded` (down) after as many failed probes or calls
+        // as a healthy one needs, not `probing` forever (#16.3).
+        PROBE_FAIL: [{ guard: 'reachesThreshold', target: 'degraded', actions: 'countFailure' }, { actions: 'countFailure' }],
+        CALL_FAIL: [{ guard: 'reachesThreshold', target: 'degraded', actions: 'countFailure' }, { actions: 'countFailure' }],
         DRAIN: 'draining',
       },
     },

@@ -5,6 +5,8 @@
 export { createRuntime, type EmbeddedRuntime } from './runtime/runtime.js';
 export type { Runtime, RolloutHandle, GroupHandle, SubmitOptions, RuntimeStatus, RolloutSummary, EventsOptions } from './runtime/runtime-api.js';
 export { RuntimeOptionsSchema, parseRuntimeOptions, type RuntimeOptions, type RuntimeOptionsInput } from './runtime/runtime-options.js';
+export { RolloutBuffer, type BufferedGroup, type BufferEvent, type RolloutBufferStats } from './runtime/rollout-buffer.js';
+export { RolloutBufferOptionsSchema, type RolloutBufferOptions, type RolloutBufferOptionsInput } from './protocol/buffer.js';
 export { systemClock, type Clock } from './runtime/clock.js';
 export type { EventGap, EventItem } from './runtime/event-hub.js';
 export * from './errors.js';
@@ -34,4 +36,4 @@ export { reapStale, type ReapReport } from './sandbox/lease.js';
 // The service, embeddable in another process, and XState inspection.
 export { createService, RolloutService } from './server/service.js';
 export { serviceRuntimeFactory, type ServiceRuntimeParts } from './server/runtime-factory.js';
-export { createInspector, type InspectorOptions, type RuntimeInspector } from './runtime/inspection.js';
+export { createInspector, type InspectorOptions, type InspectSelection, type RuntimeInspector } from './runtime/inspection.js';

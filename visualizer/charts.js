@@ -1,6 +1,8 @@
 // Hand-written canvas charts: stacked bars of outcomes per second, a line of LLM calls per
 // second, and per-backend load. Each draw clears and repaints; they run at most once a frame.
 
+import { backendStateLabel } from './format.js';
+
 export const OUTCOME_COLORS = {
   completed: '#3fb950',
   truncated: '#d29922',
@@ -103,7 +105,7 @@ export function drawBackends(canvas, history, backends) {
   let x = 4;
   backends.forEach((b, j) => {
     ctx.fillStyle = PALETTE[j % PALETTE.length];
-    const text = `${b.id} ${b.state} ${b.inFlight} in flight${b.latencyMs !== null ? `, ${Math.round(b.latencyMs)} ms` : ''}`;
+    const text = `${b.id} ${backendStateLabel(b.state)} ${b.inFlight} in flight${b.latencyMs !== null ? `, ${Math.round(b.latencyMs)} ms` : ''}`;
     ctx.fillText(text, x, h - 2);
     x += ctx.measureText(text).width + 12;
   });

@@ -18,3 +18,12 @@ export function fmtElapsed(ms) {
 export function fmtReward(x) {
   return x === null || x === undefined ? '' : String(Math.round(x * 1000) / 1000);
 }
+
+/**
+ * A backend's state as the page shows it: `degraded` (failing its health probes, out of
+ * selection — also a backend that never answered) reads `down`; the others as the API says.
+ * @param {string} state
+ */
+export function backendStateLabel(state) {
+  return state === 'degraded' ? 'down' : state;
+}

@@ -4,8 +4,10 @@
 It registers an LLM backend, submits GRPO groups two ways -- through the ProRL-compatible
 ``/process`` endpoint (one thread per rollout, as ProRL trainers do) and through the native
 ``/v1/batches`` API while following progress on the ``/v1/events`` WebSocket -- and checks the
-token invariants of every result. It exits 1 when any invariant fails, 2 on a usage or
-connection error, 0 otherwise.
+token invariants of every result. Every rollout that failed (a ProRL result with a
+``critical_error`` or an ``error``; a native result whose outcome is not completed or truncated)
+is reported on stderr with its error. It exits 1 when any rollout failed or any invariant
+fails, 2 on a usage or connection error, 0 otherwise.
 
     python3 examples/python/client.py --url http://127.0.0.1:8006 --backend oracle \
         --tasks examples/shell.jsonl --groups 2 --n 4
@@ -61,6 +63,84 @@ class Api:
                 return e.code, json.loads(raw)
             except ValueError:
                 return e.code, {"raw": raw.decode("utf-8", "replace")}
+
+
+class BufferError(Exception):
+    """A /v1/buffers call answered an error (its status and the server's {code, message, issues})."""
+
+    def __init__(self, status, body):
+        err = (body or {}).get("error") or {}
+        super().__init__("HTTP %s %s: %s %s" % (status, err.get("code"), err.get("message"), err.get("issues") or ""))
+        self.status = status
+        self.body = body
+
+
+class RolloutBuffer:
+    """The rollout buffer of GRPO groups over ``/v1/buffers`` (see docs/async-rl.md).
+
+    The service keeps up to ``groups`` groups in flight (running, or complete and not yet taken)
+    and hands out complete groups as they finish: ``take`` long-polls, ``stream`` yields each group
+    from the NDJSON stream. ``over_provision`` k starts n+k members and keeps the first n to
+    finish; ``dynamic_sampling`` drops groups whose rewards are all equal and starts the next
+    prompt in their place.
+    """
+
+    def __init__(self, api, groups, n, instances=(), sampling_params=None, over_provision=0,
+                 order="completion", dynamic_sampling=False, end=False):
+        self.api = api
+        body = {"groups": groups, "n": n, "over_provision": over_provision, "order": order,
+                "dynamic_sampling": dynamic_sampling, "instances": list(instances), "end": end}
+        if sampling_params is not None:
+            body["sampling_params"] = sampling_params
+        self.stats = self._ok(*api.call("POST", "/v1/buffers", body))
+        self.id = self.stats["id"]
+
+    @staticmethod
+    def _ok(status, body):
+        if status >= 400:
+            raise BufferError(status, body)
+        return body
+
+    def add(self, instances, sampling_params=None, end=False):
+        body = {"instances": list(instances), "end": end}
+        if sampling_params is not None:
+            body["sampling_params"] = sampling_params
+        self.stats = self._ok(*self.api.call("POST", "/v1/buffers/%s/instances" % self.id, body))
+        return self.stats
+
+    def end(self):
+        return self.add([], end=True)
+
+    def take(self, max_groups=1, wait_ms=0):
+        """Up to ``max_groups`` complete groups, waiting up to ``wait_ms`` for the first."""
+        body = self._ok(*self.api.call("POST", "/v1/buffers/%s/take" % self.id, {"max": max_groups, "wait_ms": wait_ms}))
+        self.stats = body["buffer"]
+        return body["groups"]
+
+    def stream(self):
+        """Yields each complete group as the service writes it; returns at the buffer's end."""
+        req = urllib.request.Request(self.api.url + "/v1/buffers/%s/stream" % self.id)
+        if self.api.token:
+            req.add_header("authorization", "Bearer " + self.api.token)
+        with urllib.request.urlopen(req, timeout=self.api.timeout) as res:
+            for line in res:
+                msg = json.loads(line)
+                if msg["type"] == "group":
+                    yield msg["group"]
+                elif msg["type"] == "done":
+                    self.stats = msg["buffer"]
+                    return
+                else:
+                    raise BufferError(500, msg)
+
+    def stop_group(self, group_id):
+        """Stops a running group early; it comes out with the members that finished."""
+        return self._ok(*self.api.call("POST", "/v1/buffers/%s/groups/%s/stop" % (self.id, urllib.parse.quote(group_id, safe="")), None))
+
+    def close(self):
+        """Deletes the buffer: its running rollouts are cancelled (their sandboxes closed)."""
+        status, body = self.api.call("DELETE", "/v1/buffers/%s" % self.id)
+        return body if status < 400 else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -246,6 +326,21 @@ def check_native(res, problems, label):
         bad("a %s rollout with no assistant turn" % res["outcome"])
 
 
+def failed_rollouts(prorl_results, native_results):
+    """One line per failed rollout, naming it and its error: none is left out."""
+    out = []
+    for r in prorl_results:
+        if r.get("critical_error") is not None or r.get("error"):
+            out.append("process %s/%s: critical_error=%s: %s" % (r.get("instance_id"), r.get("trajectory_id"),
+                                                                r.get("critical_error"), r.get("error")))
+    for r in native_results:
+        if r.get("outcome") not in TRAINABLE:
+            err = r.get("error") or {}
+            out.append("rollout %s (%s): %s: %s: %s" % (r.get("id"), r.get("instanceId"), r.get("outcome"),
+                                                       err.get("code"), err.get("message")))
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 
 
@@ -364,14 +459,17 @@ def main(argv=None):
         filtered = sum(1 for r in rs if key(r))
         print("%-8s %3d results, %3d resolved, %3d filtered" % (name, len(rs), resolved, filtered))
 
+    failures = failed_rollouts(prorl_results, native_results)
     summary("process", prorl_results, lambda r: r.get("filter"))
     summary("v1", native_results, lambda r: r.get("outcome") not in TRAINABLE)
     print("process %.2fs, v1 %.2fs" % (t1 - t0, t2 - t1))
+    for msg in failures:
+        print("ROLLOUT FAILED: " + msg, file=sys.stderr)
     for msg in problems[:50]:
         print("INVARIANT FAILED: " + msg, file=sys.stderr)
-    print(json.dumps({"ok": not problems, "process": len(prorl_results), "v1": len(native_results),
-                      "problems": len(problems)}))
-    return 1 if problems else 0
+    print(json.dumps({"ok": not problems and not failures, "process": len(prorl_results), "v1": len(native_results),
+                      "problems": len(problems), "failed": len(failures)}))
+    return 1 if problems or failures else 0
 
 
 if __name__ == "__main__":

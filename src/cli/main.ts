@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { didYouMean } from './args.js';
+import { packagePath } from '../package-root.js';
 
 /**
  * The `rollout` command: a thin dispatcher. Each subcommand lives in `commands/<name>.ts` and
@@ -19,7 +20,7 @@ const commands: Record<string, { summary: string; load: () => Promise<{ run(argv
 
 /** The package's version, from package.json beside the sources. */
 function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  const pkg = JSON.parse(readFileSync(packagePath('package.json'), 'utf8')) as { version: string };
   return pkg.version;
 }
 

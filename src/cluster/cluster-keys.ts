@@ -27,6 +27,10 @@ export class ClusterKeys {
   get nodes(): string {
     return `${this.prefix}:nodes`;
   }
+  /** Hash: node id → `<expiresAtMs>|<JSON backend id → in-flight calls>` (shared least-loaded keys). */
+  get load(): string {
+    return `${this.prefix}:load`;
+  }
   /** Pub/sub channel of control messages. */
   get control(): string {
     return `${this.prefix}:control`;

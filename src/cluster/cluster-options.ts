@@ -28,6 +28,13 @@ export const ClusterOptionsSchema = z
     maxStalledCount: z.number().int().nonnegative().default(10),
     /** Period of a worker's heartbeat and of the gateway's result sweep. */
     heartbeatMs: positiveMs.default(1_000),
+    /**
+     * Period at which a worker publishes its in-flight LLM calls per backend and learns the other
+     * workers' (the shared least-loaded key); also the staleness of what it knows.
+     */
+    loadShareMs: positiveMs.default(250),
+    /** A worker's published load counts this long after its last publish: a killed worker's load is gone within it (+ one period). */
+    loadTtlMs: positiveMs.default(2_000),
     /** Jobs waiting in the queue beyond which submit throws QueueFullError. */
     maxQueued: z.number().int().positive().default(1_000_000),
   })

@@ -5,6 +5,8 @@ import type { Redis } from 'ioredis';
 import { ClusterControlSchema, ClusterJobDataSchema, type ClusterBackend, type ClusterJobData, type ClusterNodeStatus } from '../protocol/cluster.js';
 import type { RolloutHandle } from '../runtime/runtime-api.js';
 import type { RuntimeFactory, ServiceRuntime, BackendControl } from '../server/service-runtime.js';
+import type { SharedBackendLoad } from '../llm/shared-backend-load.js';
+import { BackendLoadBoard } from './backend-load-board.js';
 import { applyRegistry, readRegistry } from './backend-registry.js';
 import { cancelledResult, failedJobResult } from './cancelled-result.js';
 import { ClusterKeys } from './cluster-keys.js';
@@ -15,8 +17,13 @@ import { redisConnection } from './redis-connection.js';
 
 /** What a worker node is made of besides cluster options. */
 export interface ClusterWorkerParts {
-  /** Makes the node's embedded runtime (its sandboxes, stage pools, backend pool). */
-  createRuntime: RuntimeFactory;
+  /**
+   * Makes the node's embedded runtime (its sandboxes, stage pools, backend pool). Give
+   * `ctx.sharedLoad` to the backend pool (`BackendPoolDeps.sharedLoad`) so its least-loaded picks
+   * count the other workers' calls; a factory that ignores it still works, each node then
+   * balancing only its own calls.
+   */
+  createRuntime: RuntimeFactory | ((ctx: WorkerRuntimeContext) => ReturnType<RuntimeFactory>);
   /** Rollouts this node runs at once: BullMQ takes no more jobs than this. */
   capacity: number;
   /** Default: `<hostname>-<pid>-<random>`. */
@@ -25,6 +32,12 @@ export interface ClusterWorkerParts {
   now?: (() => number) | undefined;
   /** Called for what the node wants an operator to know (lost Redis, a bad control message). */
   log?: ((line: string) => void) | undefined;
+}
+
+/** What a worker hands its runtime factory. */
+export interface WorkerRuntimeContext {
+  /** The cluster-wide load of each backend (other workers' in-flight calls). */
+  sharedLoad: SharedBackendLoad;
 }
 
 /**
@@ -61,8 +74,9 @@ export class ClusterWorker {
     private readonly redis: Redis,
     private readonly sub: Redis,
     private readonly store: ClusterStore,
+    private readonly load: BackendLoadBoard,
   ) {
-    this.nodeId = parts.nodeId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+    this.nodeId = parts.nodeId!;
     this.now = parts.now ?? Date.now;
     this.log = parts.log ?? (() => undefined);
     this.sink = new EventSink(store, this.log);
@@ -75,11 +89,15 @@ export class ClusterWorker {
     const keys = new ClusterKeys(options.prefix);
     const redis = redisConnection(options.redis);
     const sub = redisConnection(options.redis);
+    const nodeId = parts.nodeId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+    const log = parts.log ?? (() => undefined);
+    // A TTL shorter than two periods would let a live node's load blink out between its ticks.
+    const load = new BackendLoadBoard(redis, keys, nodeId, { intervalMs: options.loadShareMs, ttlMs: Math.max(options.loadTtlMs, 2 * options.loadShareMs) }, log);
     let runtime: ServiceRuntime | null = null;
     try {
       await Promise.all([redis.ping(), sub.ping()]);
-      runtime = await parts.createRuntime();
-      const node = new ClusterWorker(options, parts, runtime, redis, sub, new ClusterStore(redis, keys, options));
+      runtime = await parts.createRuntime({ sharedLoad: load });
+      const node = new ClusterWorker(options, { ...parts, nodeId }, runtime, redis, sub, new ClusterStore(redis, keys, options), load);
       await node.begin();
       return node;
     } catch (err) {
@@ -124,6 +142,7 @@ export class ClusterWorker {
       // Only failures outside a rollout end here (a rollout's own failure is a result).
       if (job?.id) void this.commitFailed(job.id, job.data as ClusterJobData, err.message, job.attemptsStarted);
     });
+    this.load.start();
     await this.heartbeat();
     this.timer = setInterval(() => void this.heartbeat().catch(() => undefined), this.options.heartbeatMs);
     this.timer.unref();
@@ -325,6 +344,7 @@ export class ClusterWorker {
       this.stopEvents.abort();
       await this.forward;
       await this.sink.drained();
+      await this.load.close();
       await this.redis.hdel(this.keys.nodes, this.nodeId).catch(() => undefined);
       await Promise.all([this.redis.quit().catch(() => undefined), this.sub.quit().catch(() => undefined)]);
     })();

@@ -7,6 +7,7 @@ import { parseBackendPoolOptions, type BackendPoolOptions, type BackendPoolOptio
 import { HttpBackend, realTimers, type Timers } from './http-backend.js';
 import type { BackendInfo, BackendSpec, GenerateRequest, GenerateResult, LogprobSemantics, ManagedLlmClient } from './llm-client.js';
 import { PROTOCOL_NAMES } from './protocols/index.js';
+import type { SharedBackendLoad } from './shared-backend-load.js';
 
 /** Injected time, so tests drive probes and timeouts; and where warnings go. */
 export interface BackendPoolDeps {
@@ -14,6 +15,8 @@ export interface BackendPoolDeps {
   now?: (() => number) | undefined;
   /** Receives the pool's warnings (once each); default `process.emitWarning`. */
   warn?: ((message: string) => void) | undefined;
+  /** Other pools' load on the same backends (a cluster's workers); least-loaded picks add it. */
+  sharedLoad?: SharedBackendLoad | undefined;
 }
 
 interface Slot {
@@ -24,6 +27,8 @@ interface Slot {
   actor: Actor<typeof backendMachine>;
   state: BackendStateName;
   inFlight: number;
+  /** In-flight calls of other pools on this backend (from `sharedLoad`), as last known. */
+  remote: number;
   /** Virtual load a newly admitted backend starts with, so it is not flooded; decays per completed call. */
   bias: number;
   /** Calls ever assigned (the reference's heap key). */
@@ -77,13 +82,16 @@ export class BackendPool implements ManagedLlmClient {
   private warnedMixedSemantics = false;
   /** Whether any backend was added with a codecKey: only then does a pick filter by model. */
   private anyKeyed = false;
+  private readonly shared: SharedBackendLoad | undefined;
 
   constructor(options: BackendPoolOptionsInput = {}, deps: BackendPoolDeps = {}) {
     this.options = parseBackendPoolOptions(options);
     this.timers = deps.timers ?? realTimers;
     this.now = deps.now ?? (() => performance.now());
     this.warn = deps.warn ?? ((m) => process.emitWarning(m, { code: 'ROLLOUT_BACKEND' }));
-    const key = this.options.policy === 'least-loaded' ? (s: Slot) => s.inFlight + s.bias : this.options.policy === 'cumulative-count' ? (s: Slot) => s.assigned : (s: Slot) => s.lastPick;
+    this.shared = deps.sharedLoad;
+    this.shared?.onRemoteChange(() => this.rekeyRemote());
+    const key = this.options.policy === 'least-loaded' ? load : this.options.policy === 'cumulative-count' ? (s: Slot) => s.assigned : (s: Slot) => s.lastPick;
     this.heap = new Heap<Slot>((a, b) => key(a) - key(b) || a.order - b.order);
   }
 
@@ -114,6 +122,7 @@ export class BackendPool implements ManagedLlmClient {
       actor: undefined as never,
       state: 'probing',
       inFlight: 0,
+      remote: this.shared?.remote(id) ?? 0,
       bias: 0,
       assigned: 0,
       lastPick: 0,
@@ -244,7 +253,7 @@ export class BackendPool implements ManagedLlmClient {
     // Stickiness is a least-loaded refinement; the comparison policies behave like the reference.
     if (preferredId !== undefined && top && this.options.policy === 'least-loaded') {
       const p = this.slots.get(preferredId);
-      if (p && p.inHeap && !tried.has(p) && p.inFlight + p.bias <= top.inFlight + top.bias + this.options.stickySlack) return p;
+      if (p && p.inHeap && !tried.has(p) && load(p) <= load(top) + this.options.stickySlack) return p;
     }
     if (top && !tried.has(top)) return top;
     // A retry: the least loaded healthy backend not tried yet, else any healthy one, else one
@@ -264,6 +273,7 @@ export class BackendPool implements ManagedLlmClient {
     slot.assigned++;
     slot.lastPick = ++this.pickSeq;
     if (slot.inHeap) this.heap.push(slot);
+    this.shared?.setLocal(slot.id, slot.inFlight);
   }
 
   private release(slot: Slot): void {
@@ -271,7 +281,19 @@ export class BackendPool implements ManagedLlmClient {
     slot.inFlight--;
     if (slot.bias > 0) slot.bias--;
     if (slot.inHeap) this.heap.push(slot);
+    this.shared?.setLocal(slot.id, slot.inFlight);
     if (slot.state === 'draining' && slot.inFlight === 0) slot.actor.send({ type: 'IDLE' });
+  }
+
+  /** Other pools' loads changed: re-key the slots whose remote load moved (backends are few). */
+  private rekeyRemote(): void {
+    for (const slot of this.slots.values()) {
+      const remote = this.shared!.remote(slot.id);
+      if (remote === slot.remote) continue;
+      if (slot.inHeap) this.heap.remove(slot);
+      slot.remote = remote;
+      if (slot.inHeap) this.heap.push(slot);
+    }
   }
 
   private onState(slot: Slot, state: BackendStateName): void {
@@ -279,7 +301,8 @@ export class BackendPool implements ManagedLlmClient {
     if (state === 'healthy') {
       if (!slot.inHeap) {
         const top = this.heap.peek();
-        // Join at the current minimum load: no burst of every new request onto the newcomer.
+        // Join at the current minimum of this pool's own load: no burst of every new request onto
+        // the newcomer. (Other pools' load is not biased in: it is real, and it decays by itself.)
         slot.bias = top && this.options.policy === 'least-loaded' ? Math.max(0, top.inFlight + top.bias - slot.inFlight) : 0;
         if (top && this.options.policy === 'cumulative-count') slot.assigned = Math.max(slot.assigned, top.assigned);
         if (top && this.options.policy === 'round-robin') slot.lastPick = Math.max(slot.lastPick, top.lastPick);
@@ -304,6 +327,7 @@ export class BackendPool implements ManagedLlmClient {
       slot.eviction.abort('removed');
       slot.http.close();
       this.slots.delete(slot.id);
+      this.shared?.setLocal(slot.id, 0);
       // Stopping from inside the actor's own action would re-enter it: defer.
       queueMicrotask(() => slot.actor.stop());
     }
@@ -355,4 +379,9 @@ function evictionController(): AbortController {
   // Every in-flight call listens on it: no listener cap.
   setMaxListeners(0, c.signal);
   return c;
+}
+
+/** A slot's least-loaded key: its own calls, its join bias, and other pools' calls on it. */
+function load(s: Slot): number {
+  return s.inFlight + s.bias + s.remote;
 }

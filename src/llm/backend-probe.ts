@@ -23,6 +23,12 @@ export interface BackendProbe {
   suggestion: string | null;
   /** Tokenizer check against the server's own `/tokenize`: true / false, null when not checked. */
   tokenizerMatches: boolean | null;
+  /**
+   * Requests the engine evaluates at once, when it says: llama.cpp's server and `rollout
+   * llm-serve` report `total_slots` at `GET /props`, SGLang `max_running_requests` at
+   * `GET /get_server_info`. vLLM does not publish its `max_num_seqs`: null.
+   */
+  slots: number | null;
 }
 
 /** Options of {@link probeBackend}. */
@@ -76,7 +82,7 @@ const obj = (x: unknown): Record<string, unknown> | null => (x !== null && typeo
  */
 export async function probeBackend(address: string, opts: ProbeOptions = {}): Promise<BackendProbe> {
   const timeoutMs = opts.timeoutMs ?? 3000;
-  const out: BackendProbe = { address, spec: null, ok: false, reachable: false, kind: null, model: null, detail: '', suggestion: null, tokenizerMatches: null };
+  const out: BackendProbe = { address, spec: null, ok: false, reachable: false, kind: null, model: null, detail: '', suggestion: null, tokenizerMatches: null, slots: null };
   let spec: BackendSpec;
   try {
     spec = parseBackendAddress(address);
@@ -121,7 +127,8 @@ export async function probeBackend(address: string, opts: ProbeOptions = {}): Pr
   };
   if (fits === true) {
     out.ok = true;
-    out.detail = `${spec.protocol} at ${spec.url} answers${out.model ? ` (model ${out.model})` : ''}${out.kind !== 'unknown' ? `; the server looks like ${out.kind}` : ''}`;
+    out.slots = await engineSlots(origin, timeoutMs);
+    out.detail = `${spec.protocol} at ${spec.url} answers${out.model ? ` (model ${out.model})` : ''}${out.kind !== 'unknown' ? `; the server looks like ${out.kind}` : ''}${out.slots !== null ? `; ${out.slots} slots` : ''}`;
   } else {
     out.suggestion = suggest[out.kind];
     const looks = out.kind === 'unknown' ? 'the server does not say what it is' : `this looks like ${out.kind === 'openai' ? 'an OpenAI-compatible server' : out.kind === 'vllm' ? 'vLLM' : 'SGLang'}`;
@@ -141,6 +148,16 @@ export async function probeBackend(address: string, opts: ProbeOptions = {}): Pr
     }
   }
   return out;
+}
+
+/** The engine's parallel slots from `/props` (llama.cpp, llm-serve) or `/get_server_info` (SGLang), else null. */
+async function engineSlots(origin: string, timeoutMs: number): Promise<number | null> {
+  const positive = (x: unknown): number | null => (typeof x === 'number' && Number.isInteger(x) && x > 0 ? x : null);
+  const props = await request(`${origin}/props`, timeoutMs).catch(() => null);
+  const fromProps = props?.status === 200 ? positive(obj(props.body)?.['total_slots']) : null;
+  if (fromProps !== null) return fromProps;
+  const info = await request(`${origin}/get_server_info`, timeoutMs).catch(() => null);
+  return info?.status === 200 ? positive(obj(info.body)?.['max_running_requests']) : null;
 }
 
 /**

@@ -42,6 +42,10 @@ export const ClusterControlSchema = z.discriminatedUnion('type', [
 ]);
 export type ClusterControl = z.infer<typeof ClusterControlSchema>;
 
+/** A worker's in-flight LLM calls per backend id, as published in the load hash. */
+export const ClusterBackendLoadSchema = z.record(z.string(), z.number().int().nonnegative());
+export type ClusterBackendLoad = z.infer<typeof ClusterBackendLoadSchema>;
+
 const stage = z.object({ active: z.number().int(), waiting: z.number().int(), limit: z.number().int() });
 
 /** A worker's heartbeat in the node hash. */

@@ -18,6 +18,17 @@ export const SandboxSpecSchema = z.object({
   env: z.record(z.string(), z.string()).optional(),
   /** An image of the image store (name or digest): the sandbox's root becomes a copy-on-write overlay of it. */
   image: z.string().min(1).max(500).optional(),
+  /**
+   * A per-rollout LLM proxy: the host path of the Unix socket its HTTP server listens on (an
+   * absolute path of at most 107 bytes, the kernel's limit) and the token the sandbox presents.
+   */
+  llmProxy: z
+    .object({
+      socketPath: z.string().min(2).max(107).refine((p) => p.startsWith('/'), { message: 'must be an absolute path' }),
+      token: z.string().min(1).max(512).regex(/^[\x21-\x7e]+$/, { message: 'must be printable ASCII without spaces' }),
+    })
+    .strict()
+    .optional(),
 });
 
 export const BashResultSchema = z.object({
@@ -107,6 +118,8 @@ export const SandboxCreateResultSchema = z.object({
   id: z.number().int(),
   sandboxId: z.string(),
   workdir: z.string(),
+  /** `OPENAI_BASE_URL` inside the sandbox, when it was made with `spec.llmProxy`. */
+  llmProxyUrl: z.string().optional(),
 });
 
 export const SandboxBashSchema = z.object({

@@ -1,15 +1,8 @@
 import type { RolloutEvent, RolloutEventInput } from '../protocol/events.js';
 import type { Clock } from './clock.js';
+import { EventSubscriber, type EventItem } from './event-subscriber.js';
 
-/** A hole in an event stream: events `from..to` (runtime seqs, inclusive) were dropped or are no longer retained. */
-export interface EventGap {
-  type: 'gap';
-  from: number;
-  to: number;
-}
-
-/** What a subscriber receives. */
-export type EventItem = RolloutEvent | EventGap;
+export type { EventGap, EventItem } from './event-subscriber.js';
 
 /** Subscription options. */
 export interface SubscribeOptions {
@@ -30,13 +23,14 @@ interface Stamped {
  * Stamps and distributes rollout events. Callers check {@link active} before building an
  * event, so with no subscriber and no retention the cost is one boolean read.
  *
- * Each subscriber has a bounded ring buffer: when it is full the oldest event is dropped and
- * a {@link EventGap} is yielded in its place, so a slow reader never blocks a rollout nor grows
- * memory. A retention ring (option `retain`) lets a subscriber resume after a cursor.
+ * Each subscriber is an {@link EventSubscriber} (shared with the cluster's gateway fan-out): a
+ * bounded buffer that drops its oldest event and yields an `EventGap` in its place, so a slow
+ * reader never blocks a rollout nor grows memory. A retention ring (option `retain`) lets a
+ * subscriber resume after a cursor.
  */
 export class EventHub {
   private seq = 0;
-  private readonly subs = new Set<Subscriber>();
+  private readonly subs = new Set<EventSubscriber>();
   private readonly ring: (Stamped | undefined)[];
   private ringHead = 0;
   private ringSize = 0;
@@ -77,22 +71,22 @@ export class EventHub {
       if (this.ringSize < this.retain) this.ringSize++;
       else this.ringHead = (this.ringHead + 1) % this.retain;
     }
-    for (const s of this.subs) s.offer(item);
+    for (const s of this.subs) s.offer(ev, groupId);
   }
 
   /** Subscribes; see {@link SubscribeOptions}. The iterable ends on `signal`, `return()` or {@link close}. */
   subscribe(opts: SubscribeOptions = {}): AsyncIterable<EventItem> & AsyncIterator<EventItem> {
-    const sub = new Subscriber(opts, opts.bufferSize ?? this.defaultBuffer, () => this.subs.delete(sub));
+    const sub = new EventSubscriber(opts, opts.bufferSize ?? this.defaultBuffer, () => this.subs.delete(sub));
     if (this.closed) {
       sub.end();
       return sub;
     }
     if (opts.after !== undefined) {
       const oldest = this.ringSize > 0 ? this.ring[this.ringHead]!.ev.seq : this.seq + 1;
-      if (opts.after + 1 < oldest && opts.after < this.seq) sub.pushGap(opts.after + 1, Math.min(oldest - 1, this.seq));
+      if (opts.after + 1 < oldest && opts.after < this.seq) sub.gap(opts.after + 1, Math.min(oldest - 1, this.seq));
       for (let i = 0; i < this.ringSize; i++) {
         const it = this.ring[(this.ringHead + i) % this.retain]!;
-        if (it.ev.seq > opts.after) sub.offer(it);
+        if (it.ev.seq > opts.after) sub.offer(it.ev, it.groupId);
       }
     }
     this.subs.add(sub);
@@ -109,91 +103,5 @@ export class EventHub {
     for (const s of [...this.subs]) s.end();
     this.ring.fill(undefined);
     this.ringSize = 0;
-  }
-}
-
-class Subscriber implements AsyncIterable<EventItem>, AsyncIterator<EventItem> {
-  private readonly buf: (EventItem | undefined)[];
-  private head = 0;
-  private size = 0;
-  private gap: EventGap | null = null;
-  private waiter: ((r: IteratorResult<EventItem>) => void) | null = null;
-  private ended = false;
-
-  constructor(
-    private readonly opts: SubscribeOptions,
-    private readonly cap: number,
-    private readonly detach: () => void,
-  ) {
-    this.buf = new Array<EventItem | undefined>(cap);
-  }
-
-  offer(item: Stamped): void {
-    if (this.ended) return;
-    if (this.opts.rolloutId !== undefined && item.ev.rolloutId !== this.opts.rolloutId) return;
-    if (this.opts.groupId !== undefined && item.groupId !== this.opts.groupId) return;
-    if (this.waiter && this.size === 0 && !this.gap) {
-      const w = this.waiter;
-      this.waiter = null;
-      w({ value: item.ev, done: false });
-      return;
-    }
-    if (this.size === this.cap) {
-      // Drop the oldest: the reader learns about it as a gap just before what it still has.
-      const dropped = this.buf[this.head]!;
-      this.buf[this.head] = undefined;
-      this.head = (this.head + 1) % this.cap;
-      this.size--;
-      const from = dropped.type === 'gap' ? dropped.from : dropped.seq;
-      const to = dropped.type === 'gap' ? dropped.to : dropped.seq;
-      this.gap = this.gap ? { type: 'gap', from: Math.min(this.gap.from, from), to: Math.max(this.gap.to, to) } : { type: 'gap', from, to };
-    }
-    this.buf[(this.head + this.size) % this.cap] = item.ev;
-    this.size++;
-  }
-
-  pushGap(from: number, to: number): void {
-    this.gap = { type: 'gap', from, to };
-  }
-
-  end(): void {
-    if (this.ended) return;
-    this.ended = true;
-    this.detach();
-    if (this.waiter) {
-      const w = this.waiter;
-      this.waiter = null;
-      w({ value: undefined, done: true });
-    }
-  }
-
-  next(): Promise<IteratorResult<EventItem>> {
-    if (this.gap) {
-      const g = this.gap;
-      this.gap = null;
-      return Promise.resolve({ value: g, done: false });
-    }
-    if (this.size > 0) {
-      const v = this.buf[this.head]!;
-      this.buf[this.head] = undefined;
-      this.head = (this.head + 1) % this.cap;
-      this.size--;
-      return Promise.resolve({ value: v, done: false });
-    }
-    if (this.ended) return Promise.resolve({ value: undefined, done: true });
-    return new Promise((resolve) => {
-      this.waiter = resolve;
-    });
-  }
-
-  return(): Promise<IteratorResult<EventItem>> {
-    this.end();
-    this.size = 0;
-    this.gap = null;
-    return Promise.resolve({ value: undefined, done: true });
-  }
-
-  [Symbol.asyncIterator](): this {
-    return this;
   }
 }

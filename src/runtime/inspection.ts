@@ -18,15 +18,65 @@ export interface InspectorOptions {
   reconnectMs?: number;
   /** Depth past which snapshots and events are cut when serialized. Default 10. */
   serializationDepthLimit?: number;
+  /**
+   * Which rollouts to inspect; default every one. A rollout is inspected when its id is in
+   * `rollouts`, or its GRPO group id is in `groups`, or it falls in the `sampleRate` share (0–1,
+   * decided by a hash of the group id — so a group is kept or skipped whole — or of the rollout id
+   * when it has no group; the same ids are chosen on every run). With none of the three given,
+   * all are inspected. Unchosen rollouts cost nothing: their actors get no observer at all.
+   */
+  only?: InspectSelection;
+  /**
+   * How long `close()` waits for a connection that is still being made, so the frames of a short
+   * run are delivered rather than dropped. Default 5,000 ms.
+   */
+  flushTimeoutMs?: number;
+  /**
+   * Called once, the first time the inspector cannot be reached (and again only after it was
+   * reached and lost). Default: one line on stderr.
+   */
+  onWarning?: (message: string) => void;
+}
+
+/** The rollouts an inspector watches (see {@link InspectorOptions.only}). */
+export interface InspectSelection {
+  rollouts?: readonly string[];
+  groups?: readonly string[];
+  sampleRate?: number;
+}
+
+/** What the supervisor tells an inspector about the rollout whose actor it is about to start. */
+export interface InspectedRollout {
+  rolloutId: string;
+  groupId: string | null;
+  attempt: number;
+}
+
+/**
+ * An inspection observer that can be narrowed per rollout: the supervisor calls `forRollout`
+ * for each attempt's actor and passes what it returns (or nothing) to `createActor`.
+ */
+export interface RolloutInspectObserver extends Observer<InspectionEvent> {
+  /** The observer for this rollout's actor, or undefined when it is not inspected. */
+  forRollout(rollout: InspectedRollout): Observer<InspectionEvent> | undefined;
 }
 
 /** A live XState inspection feed; pass `inspect` to `createActor(machine, { inspect })`. */
 export interface RuntimeInspector {
-  /** The observer XState calls for every actor, event and snapshot. */
-  readonly inspect: Observer<InspectionEvent>;
+  /**
+   * The observer XState calls for every actor, event and snapshot; pass it as the runtime's
+   * `inspect` option. Its `forRollout` applies `only`, so the runtime starts unchosen rollouts
+   * without an observer.
+   */
+  readonly inspect: RolloutInspectObserver;
   /** Counts, for tests and the health route. */
   stats(): { sent: number; dropped: number; deferred: number };
-  /** Closes the socket and cancels any pending reconnect; idempotent. Events after it are ignored. */
+  /**
+   * Flushes, then closes: events already observed are converted and sent (waiting up to
+   * `flushTimeoutMs` for a connection still being made), the close handshake follows the last
+   * frame, and any pending reconnect is cancelled. Idempotent; events after it are ignored.
+   * Never throws; an unreachable inspector's frames are dropped.
+   */
   close(): Promise<void>;
 }
 
@@ -57,6 +107,9 @@ export function createInspector(url: string, options: InspectorOptions = {}): Ru
   const maxBuffered = options.maxBufferedBytes ?? 8 * 1024 * 1024;
   const baseReconnect = options.reconnectMs ?? 1_000;
   const depthLimit = options.serializationDepthLimit ?? 10;
+  const flushTimeout = options.flushTimeoutMs ?? 5_000;
+  const warn = options.onWarning ?? ((m: string) => void process.stderr.write(`warning: ${m}\n`));
+  const chosen = selection(options.only);
 
   let ws: WebSocket | null = null;
   let open = false;
@@ -65,6 +118,14 @@ export function createInspector(url: string, options: InspectorOptions = {}): Ru
   let delay = baseReconnect;
   let sent = 0;
   let dropped = 0;
+  // Warn once per outage: set when a connection fails, cleared when one opens.
+  let warned = false;
+  let lastError = '';
+  // Resolved whenever a connection attempt ends (open or close), for close()'s flush.
+  let settled: Array<() => void> = [];
+  const notify = (): void => {
+    for (const f of settled.splice(0)) f();
+  };
   // Serialized frames, so a flush after reconnect sends exactly what would have been sent live.
   const deferred: string[] = [];
 
@@ -74,20 +135,30 @@ export function createInspector(url: string, options: InspectorOptions = {}): Ru
     ws = socket;
     socket.on('open', () => {
       open = true;
+      warned = false;
       delay = baseReconnect;
       for (const frame of deferred.splice(0)) {
         socket.send(frame);
         sent++;
       }
+      notify();
     });
     // The receiving side (Stately's bridge) sends nothing we need; drain it.
     socket.on('message', () => {});
-    socket.on('error', () => {
+    socket.on('error', (err: Error & { code?: string }) => {
       // 'close' follows every 'error'; reconnection is decided there.
+      lastError = err.code ?? err.message;
     });
     socket.on('close', () => {
+      const wasOpen = open;
       open = false;
       if (ws === socket) ws = null;
+      notify();
+      if (!warned && !closed) {
+        warned = true;
+        const why = wasOpen ? 'connection lost' : `cannot be reached${lastError ? ` (${lastError})` : ''}`;
+        warn(`inspector at ${url} ${why}; retrying in the background, keeping the last ${maxDeferred} events meanwhile`);
+      }
       if (closed) return;
       reconnectTimer = setTimeout(() => {
         reconnectTimer = null;
@@ -125,25 +196,49 @@ export function createInspector(url: string, options: InspectorOptions = {}): Ru
   });
   connect();
 
+  // Set when close() begins: new events are refused, conversions already queued still land.
+  let closing = false;
+  const observer: Observer<InspectionEvent> = {
+    next: (event: InspectionEvent): void => {
+      if (!closing) stately.inspect.next?.(event);
+    },
+  };
+
   return {
     inspect: {
-      next: (event: InspectionEvent): void => {
-        if (!closed) stately.inspect.next?.(event);
-      },
+      ...observer,
+      forRollout: (rollout) => (chosen(rollout) ? observer : undefined),
     },
     stats: () => ({ sent, dropped, deferred: deferred.length }),
     async close(): Promise<void> {
-      if (closed) return;
+      if (closing) return;
+      closing = true;
+      // @statelyai/inspect converts each event on a setTimeout(0); timers of equal delay run in
+      // the order they were set, so one more setTimeout(0) runs after every queued conversion.
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      // A short run ends before the lazy connection opens: wait for it (bounded), so its frames
+      // are sent — the deferred buffer is flushed on 'open'. A refused connection ends the wait.
+      if (!open && deferred.length > 0 && ws !== null) {
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, flushTimeout);
+          settled.push(() => {
+            clearTimeout(t);
+            resolve();
+          });
+        });
+      }
       closed = true;
+      settled = [];
       if (reconnectTimer !== null) clearTimeout(reconnectTimer);
       reconnectTimer = null;
+      dropped += deferred.length;
       deferred.length = 0;
       const socket = ws;
       ws = null;
       open = false;
       if (socket === null) return;
-      // Give @statelyai/inspect's deferred conversions (setTimeout 0) no socket to write to,
-      // then wait for the close handshake so no handle outlives the runtime.
+      // close() queues the close frame after every frame already sent, so the receiver gets them
+      // all; then wait for the handshake so no handle outlives the runtime.
       await new Promise<void>((resolve) => {
         if (socket.readyState === WebSocket.CLOSED) return resolve();
         const force = setTimeout(() => socket.terminate(), 1_000);
@@ -156,6 +251,37 @@ export function createInspector(url: string, options: InspectorOptions = {}): Ru
       });
     },
   };
+}
+
+/** The predicate of `only`: every rollout when nothing narrows it. */
+function selection(only: InspectSelection | undefined): (r: InspectedRollout) => boolean {
+  const ids = new Set(only?.rollouts ?? []);
+  const groups = new Set(only?.groups ?? []);
+  const rate = only?.sampleRate;
+  if (rate !== undefined && !(rate >= 0 && rate <= 1)) throw new RangeError(`inspect sampleRate must be within 0..1, got ${rate}`);
+  if (ids.size === 0 && groups.size === 0 && rate === undefined) return () => true;
+  return (r) =>
+    ids.has(r.rolloutId) ||
+    (r.groupId !== null && groups.has(r.groupId)) ||
+    (rate !== undefined && unitHash(r.groupId ?? r.rolloutId) < rate);
+}
+
+/**
+ * FNV-1a of `s` with murmur3's final mix, mapped to [0, 1): stable across runs and uniform even
+ * for ids that differ in one trailing character (plain FNV's high bits are not).
+ */
+export function unitHash(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return (h >>> 0) / 2 ** 32;
 }
 
 /**

@@ -15,6 +15,8 @@ import { summarize, type RolloutSession } from './rollout-session.js';
 import { validateSubmission } from './submission.js';
 import { newestVersion, WeightControl } from './weight-control.js';
 import { isWeightVersion } from '../llm/weight-versions.js';
+import { RolloutBuffer } from './rollout-buffer.js';
+import type { RolloutBufferOptionsInput } from '../protocol/buffer.js';
 
 /**
  * The embedded runtime: {@link Runtime} plus backend management that delegates to the LLM
@@ -48,6 +50,12 @@ export interface EmbeddedRuntime extends Runtime {
   readonly trainerVersion: string | number | null;
   /** Every `data_source` a handler serves (names and aliases), sorted: what `submit` routes. */
   dataSources(): readonly string[];
+  /**
+   * A rollout buffer of GRPO groups on this runtime (see {@link RolloutBuffer}): up to `groups`
+   * in flight, over-provisioning, early stop, dynamic sampling. `sampling` is the default for
+   * prompts added without their own. Throws ValidationError naming a bad option.
+   */
+  buffer(options: RolloutBufferOptionsInput, opts?: { sampling?: unknown; id?: string }): RolloutBuffer;
 }
 
 function isManaged(llm: LlmClient): llm is ManagedLlmClient {
@@ -127,6 +135,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     },
     cancel: (id, reason) => sup.cancel(id, reason),
     dataSources: () => knownSources,
+    buffer: (o, extra = {}) => new RolloutBuffer(runtime, o, extra),
     get(id: string): RolloutSummary | undefined {
       const s = sup.find(id);
       return s ? summarize(s) : undefined;

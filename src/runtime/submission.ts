@@ -13,7 +13,8 @@ export function validateSubmission(instance: unknown, sampling: unknown): { inst
   return { instance: i.data, sampling: s.data };
 }
 
-function zodToValidation(root: string, issues: { path: PropertyKey[]; message: string }[]): ValidationError {
+/** A ValidationError listing zod issues under `root` (paths joined with dots). */
+export function zodToValidation(root: string, issues: { path: PropertyKey[]; message: string }[]): ValidationError {
   const list = issues.map((i) => ({ path: [root, ...i.path.map(String)].join('.'), message: i.message }));
   return new ValidationError(`invalid ${root}: ${list.map((i) => `${i.path}: ${i.message}`).join('; ')}`, list);
 }

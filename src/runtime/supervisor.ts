@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createActor, fromPromise, type InspectionEvent, type Observer } from 'xstate';
+import { createActor, fromPromise } from 'xstate';
 import { rolloutMachine, type ActOutput, type CallLlmOutput, type FinalState, type InitOutput, type Stage, type StageInput } from '../../machines/rollout.machine.js';
 import { CancelledError, QueueFullError, RuntimeClosedError, ValidationError, serializeError, toRolloutError, type RolloutError } from '../errors.js';
 import type { HandlerContext } from '../handlers/agent-handler.js';
@@ -16,6 +16,7 @@ import type { Clock } from './clock.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
 import { EventHub } from './event-hub.js';
 import { deadlineError, dueDeadline, nextDeadline } from './rollout-deadlines.js';
+import { rolloutInspectOptions } from './rollout-inspect.js';
 import { buildResult, classifyEnd, doneFinish, retryDelayMs } from './rollout-outcome.js';
 import { Attempt, RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
@@ -170,10 +171,8 @@ export class Supervisor {
         attempt: n,
       });
     }
-    const actor = createActor(this.machine, {
-      input: { rolloutId: s.id },
-      ...(this.opts.inspect ? { inspect: this.opts.inspect as Observer<InspectionEvent> } : {}),
-    });
+    const inspect = rolloutInspectOptions(this.opts.inspect, { rolloutId: s.id, groupId: s.groupId, attempt: n });
+    const actor = createActor(this.machine, { input: { rolloutId: s.id }, ...inspect });
     att.actor = actor;
     actor.start();
   }

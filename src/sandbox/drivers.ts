@@ -55,8 +55,12 @@ export interface LaunchPlan {
   /** Host directory used as $HOME by the unshare and none drivers. */
   homeDir: string;
   rootfs: string | null;
-  /** An image sandbox (bwrap): this writable copy-on-write root replaces `rootfs`; the shell starts in `cwd`. See images/image-root.ts. */
-  imageRoot?: { merged: string; cwd: string } | null | undefined;
+  /**
+   * An image sandbox: this writable copy-on-write root replaces `rootfs`; the shell starts in
+   * `cwd` as the image's user (`uid`/`gid` inside the user namespace, `home` its $HOME). See
+   * images/image-root.ts and images/image-user.ts.
+   */
+  imageRoot?: ImageRootPlan | null | undefined;
   network: boolean;
   limits: SandboxLimits;
   /** Host directory of the sandbox's control files (long commands, the REPL driver). */
@@ -71,8 +75,23 @@ export interface LaunchPlan {
   seccompFile: string | null;
   /** A resolv.conf to show as /etc/resolv.conf (the user-mode network's DNS), or null. */
   resolvConf: string | null;
+  /**
+   * The LLM proxy's host Unix socket for bwrap to bind at /run/rollout/llm.sock, or null (none,
+   * or already mounted into the control dir by a root host: llm-proxy-forwarder.ts).
+   */
+  llmSocket?: string | null | undefined;
   /** The program to run inside (e.g. the shell). */
   command: string[];
+}
+
+/** What the launch needs of an image sandbox's root (host-sandbox.ts fills it in after mounting). */
+export interface ImageRootPlan {
+  merged: string;
+  cwd: string;
+  /** The image's User inside the sandbox's user namespace; the host uid stays `sandboxUid`. */
+  uid: number;
+  gid: number;
+  home: string;
 }
 
 /** The argv to spawn (first element is the file) plus the cwd and $HOME seen inside. */
@@ -94,12 +113,14 @@ export interface Launch {
  * at /run/rollout, the workdir at /workspace, tmpfs over the host's home and the state dir;
  * then chroots there and drops every capability (setpriv: empty bounding and inheritable sets,
  * no_new_privs) before the command, loading the seccomp filter with Python when there is one.
- * With a rootfs, that directory (bound read-only) replaces the host's directories.
+ * With a rootfs, that directory (bound read-only) replaces the host's directories; with an
+ * image root (writable flag set) it stays writable and its /root is the image's.
  * Arguments: root mount point, workdir, control dir, host home, state dir, rootfs or '',
- * /tmp size in bytes, seccomp filter path inside or '', the Python loader, command...
+ * /tmp size in bytes, seccomp filter path inside or '', the Python loader, writable root ('1'
+ * or ''), the directory to start in, command...
  */
 const UNSHARE_PRELUDE = `set -e
-R=$1; W=$2; C=$3; H=$4; S=$5; F=$6; T=$7; P=$8; X=$9; shift 9
+R=$1; W=$2; C=$3; H=$4; S=$5; F=$6; T=$7; P=$8; X=$9; O=\${10}; D=\${11}; shift 11
 if [ -n "$F" ]; then
   mount --rbind "$F" "$R"
 else
@@ -121,18 +142,18 @@ if [ -d "$R/sys/fs/cgroup" ]; then mount -t tmpfs -o size=4k,ro tmpfs "$R/sys/fs
 mount -t tmpfs -o size=$T,nosuid,nodev tmpfs "$R/tmp"
 mount -t tmpfs tmpfs "$R/run"
 mkdir "$R/run/rollout"
-mount --bind "$C" "$R/run/rollout"
+mount --rbind "$C" "$R/run/rollout"
 mount -o remount,bind,ro "$R/run/rollout"
 mount --bind "$W" "$R/workspace"
 if [ -f "$C/resolv.conf" ] && [ -f "$R/etc/resolv.conf" ]; then mount --bind "$C/resolv.conf" "$R/etc/resolv.conf"; fi
 if [ -z "$F" ] && [ -d "$R$H" ]; then mount -t tmpfs tmpfs "$R$H"; fi
 if [ -z "$F" ] && [ -d "$R$S" ]; then mount -t tmpfs tmpfs "$R$S"; fi
-if [ -n "$F" ]; then mount -t tmpfs tmpfs "$R/root"; fi
-mount -o remount,bind,ro "$R"
+if [ -n "$F" ] && [ -z "$O" ]; then mount -t tmpfs tmpfs "$R/root"; fi
+if [ -z "$O" ]; then mount -o remount,bind,ro "$R"; fi
 if [ -n "$P" ]; then
-  exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- python3 -c "$X" "$P" /bin/sh -c 'cd /workspace && exec "$@"' sh "$@"
+  exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- python3 -c "$X" "$P" /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$D" "$@"
 fi
-exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- /bin/sh -c 'cd /workspace && exec "$@"' sh "$@"`;
+exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$D" "$@"`;
 
 /** Python: install the filter at argv[1], then exec argv[2:] (the unshare driver's loader). */
 const SECCOMP_EXEC = `${PY_SECCOMP_LOADER}
@@ -209,12 +230,14 @@ export function buildLaunch(plan: LaunchPlan): Launch {
   let ctlInside = plan.ctlDir;
   let drop = plan.sandboxUid !== null ? dropTo(plan.sandboxUid) : [];
   if (plan.driver === 'bwrap') {
-    home = plan.rootfs || plan.imageRoot ? '/root' : hostHome;
+    home = plan.imageRoot ? plan.imageRoot.home : plan.rootfs ? '/root' : hostHome;
     // Never --share-net: a networked sandbox gets user-mode networking in its own namespace (network.ts).
     driverArgs = ['bwrap', '--unshare-all', '--unshare-user', '--die-with-parent', '--cap-drop', 'ALL'];
     // As root, uid/gid 1000 inside maps to the sandbox's host uid; otherwise our own uid is kept
     // (one user namespace, which our uid may enter for the REPL).
-    if (plan.sandboxUid !== null) driverArgs.push('--uid', String(INSIDE_UID), '--gid', String(INSIDE_UID));
+    // An image sandbox runs as the image's User instead (images/image-user.ts), also unprivileged.
+    if (plan.imageRoot) driverArgs.push('--uid', String(plan.imageRoot.uid), '--gid', String(plan.imageRoot.gid));
+    else if (plan.sandboxUid !== null) driverArgs.push('--uid', String(INSIDE_UID), '--gid', String(INSIDE_UID));
     if (plan.seccompFile) driverArgs.push('--seccomp', '9');
     else driverArgs.push('--disable-userns');
     if (plan.imageRoot) driverArgs.push('--bind', plan.imageRoot.merged, '/');
@@ -234,17 +257,25 @@ export function buildLaunch(plan: LaunchPlan): Launch {
     if (plan.resolvConf) driverArgs.push('--ro-bind', plan.resolvConf, '/etc/resolv.conf');
     ctlInside = '/run/rollout';
     driverArgs.push('--ro-bind', plan.ctlDir, ctlInside);
+    if (plan.llmSocket) driverArgs.push('--bind', plan.llmSocket, `${ctlInside}/llm.sock`);
     driverArgs.push('--bind', plan.workdir, '/workspace', '--hostname', 'sandbox', ...(plan.imageRoot ? [] : ['--remount-ro', '/']), '--chdir', plan.imageRoot?.cwd ?? '/workspace', '--');
   } else if (plan.driver === 'unshare') {
     home = hostHome;
     ctlInside = '/run/rollout';
     if (plan.sandboxUid !== null) drop = dropTo(plan.sandboxUid, true);
+    const img = plan.imageRoot;
+    // An image's non-root User: the namespace maps that uid/gid (not root) to ours, and
+    // --keep-caps carries the namespace's capabilities through the prelude's execs (ambient set)
+    // for its mounts; setpriv empties them before the command, as for root.
+    const map = img && (img.uid !== 0 || img.gid !== 0) ? [`--map-user=${img.uid}`, `--map-group=${img.gid}`, '--keep-caps'] : ['--map-root-user'];
     driverArgs = [
-      'unshare', '--user', '--map-root-user', '--pid', '--fork', '--kill-child', '--mount', '--ipc', '--uts', '--net', '--cgroup', '--',
-      '/bin/sh', '-c', UNSHARE_PRELUDE, 'sh', path.join(path.dirname(plan.workdir), 'root'), plan.workdir, plan.ctlDir, hostHome, plan.stateDir, plan.rootfs ?? '',
-      String(plan.limits.tmpBytes), plan.seccompFile ? `${ctlInside}/${path.basename(plan.seccompFile)}` : '', SECCOMP_EXEC,
+      'unshare', '--user', ...map, '--pid', '--fork', '--kill-child', '--mount', '--ipc', '--uts', '--net', '--cgroup', '--',
+      '/bin/sh', '-c', UNSHARE_PRELUDE, 'sh', img ? path.join(path.dirname(path.dirname(img.merged)), 'root') : path.join(path.dirname(plan.workdir), 'root'),
+      plan.workdir, plan.ctlDir, hostHome, plan.stateDir, img?.merged ?? plan.rootfs ?? '',
+      String(plan.limits.tmpBytes), plan.seccompFile ? `${ctlInside}/${path.basename(plan.seccompFile)}` : '', SECCOMP_EXEC, img ? '1' : '', img?.cwd ?? '/workspace',
     ];
-    if (plan.rootfs) home = '/root';
+    if (img) home = img.home;
+    else if (plan.rootfs) home = '/root';
   } else {
     home = plan.homeDir;
     driverArgs = [];
@@ -287,16 +318,22 @@ function isUnder(p: string, dir: string): boolean {
  * The time namespace is never entered: sandboxes share the host's, which no uid but root may join.
  * With the `none` driver there is nothing to enter and `command` runs as is under the limits.
  */
-export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupProcs' | 'memoryCgroupProcs' | 'sandboxUid'>, targetPid: number, command: string[]): string[] {
+export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupProcs' | 'memoryCgroupProcs' | 'sandboxUid' | 'imageRoot'>, targetPid: number, command: string[]): string[] {
   const t = String(targetPid);
   let enter: string[];
+  // An image whose User is root: uid 0 in the sandbox's user namespace would keep that
+  // namespace's capabilities across the exec of `command`, so the image's own setpriv (util-linux,
+  // in every Debian-based image) empties them first, as bwrap's --cap-drop does for the shell.
+  const img = plan.imageRoot;
+  const rootDrop = img && img.uid === 0 && plan.driver === 'bwrap' ? ['setpriv', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--'] : [];
   if (plan.driver === 'none') enter = [];
   else if (plan.driver === 'bwrap' && plan.sandboxUid !== null) {
-    const id = String(INSIDE_UID);
-    enter = ['setpriv', '--no-new-privs', '--', 'nsenter', '-t', t, '-C', '-i', '-u', '-n', '-p', '-m', '-r', '-w', '--', 'nsenter', '--user=/proc/1/ns/user', '-S', id, '-G', id, '--'];
+    const uid = String(img ? img.uid : INSIDE_UID);
+    const gid = String(img ? img.gid : INSIDE_UID);
+    enter = ['setpriv', '--no-new-privs', '--', 'nsenter', '-t', t, '-C', '-i', '-u', '-n', '-p', '-m', '-r', '-w', '--', 'nsenter', '--user=/proc/1/ns/user', '-S', uid, '-G', gid, '--', ...rootDrop];
   } else if (plan.driver === 'unshare') {
     const drop = plan.sandboxUid !== null ? dropTo(plan.sandboxUid, true) : [];
     enter = [...drop, 'nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '--preserve-credentials', '-r', '-w', '--', 'setpriv', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--'];
-  } else enter = ['nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '--preserve-credentials', '-r', '-w', '--'];
+  } else enter = ['nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '--preserve-credentials', '-r', '-w', '--', ...rootDrop];
   return ['/bin/sh', '-c', LAUNCH_PRELUDE, plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', '/dev/null', ...prlimitArgs(plan), ...enter, ...command];
 }

@@ -7,12 +7,14 @@ import { PidsCgroup } from './cgroup.js';
 import { buildEnter, buildLaunch, type LaunchPlan } from './drivers.js';
 import { Editor } from './editor.js';
 import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
-import { imageCwd, imageEnv, imageWorkdir, mountImageRoot, toWorkspaceAlias } from './images/image-root.js';
+import { entrypointFailed, imageCwd, imageEnv, imageWorkdir, mountImageRoot, toWorkspaceAlias } from './images/image-root.js';
+import type { ImageUser } from './images/image-user.js';
 import { overlayDirs, releaseOverlay } from './images/overlay-mount.js';
 import { descendants, killAll, parentOf, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
 import { PythonRepl, REPL_DRIVER } from './python-repl.js';
 import { SANDBOX_DNS, UserNet } from './network.js';
+import { LLM_PROXY_URL, LlmProxyForwarder, checkProxySocket, mountProxySocket } from './llm-proxy-forwarder.js';
 import { chownTree, makeSandboxFs, removeSandboxFs, type SandboxFs } from './sandbox-fs.js';
 import { writeSeccompFilter } from './seccomp.js';
 import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult } from './sandbox.js';
@@ -44,6 +46,11 @@ export class HostSandbox {
   private closing = false;
   private shellPid: number | null = null;
   private net: UserNet | null = null;
+  private forwarder: LlmProxyForwarder | null = null;
+  /** True when the proxy socket was bind-mounted into the control dir by this (root) host. */
+  private proxyMounted = false;
+  /** An image sandbox's user inside (images/image-user.ts), resolved once its root is mounted. */
+  private imageUser: ImageUser | null = null;
   /** Exit code when the shell exited on its own (`exit`), until it is restarted. */
   private selfExit: number | null = null;
 
@@ -104,13 +111,19 @@ export class HostSandbox {
     const seccompFile = req.driver === 'none' ? null : writeSeccompFilter(ctlDir);
     const sb = new HostSandbox(req.sandboxId, req, dir, workdir, ctlDir, files, seccompFile, cgroup, lease, ctx.onLost);
     try {
-      if (req.image) await mountImageRoot(dir, req.image);
+      if (req.image) sb.imageUser = await mountImageRoot(dir, req.image, uid);
       await seed(workdir, req);
       // Seeding ran as root before any sandboxed process existed; the sandbox's uid takes it over.
       if (uid !== null) chownTree(workdir, uid);
       fs.writeFileSync(path.join(ctlDir, 'repl.py'), REPL_DRIVER);
       if (req.spec.network) fs.writeFileSync(path.join(ctlDir, 'resolv.conf'), `nameserver ${SANDBOX_DNS}\n`);
-      await sb.startShell();
+      if (req.spec.llmProxy) {
+        checkProxySocket(req.spec.llmProxy.socketPath);
+        if (req.driver !== 'none') sb.proxyMounted = mountProxySocket(req.spec.llmProxy.socketPath, ctlDir);
+      }
+      await sb.startShell().catch((err: unknown) => {
+        throw entrypointFailed(req.image, err);
+      });
       for (const cmd of req.spec.setup ?? []) {
         const r = await sb.bash({ command: cmd });
         if (r.exitCode !== 0) {
@@ -130,9 +143,9 @@ export class HostSandbox {
       workdir: this.workdir,
       stateDir: path.dirname(path.dirname(this.dir)),
       homeDir: this.files.homeDir,
-      // bwrap binds the image overlay writable as the root; the unshare driver gets it as its (read-only) rootfs.
-      rootfs: this.req.image && this.req.driver !== 'bwrap' ? overlayDirs(this.dir).merged : this.req.rootfs,
-      imageRoot: this.req.image && this.req.driver === 'bwrap' ? { merged: overlayDirs(this.dir).merged, cwd: imageCwd(this.req.image) } : null,
+      // Both drivers bind the image overlay writable as the root, entered as the image's User.
+      rootfs: this.req.image ? null : this.req.rootfs,
+      imageRoot: this.req.image && this.imageUser ? { merged: overlayDirs(this.dir).merged, cwd: imageCwd(this.req.image), ...this.imageUser } : null,
       network: this.req.spec.network ?? false,
       limits: this.req.limits,
       ctlDir: this.ctlDir,
@@ -141,8 +154,20 @@ export class HostSandbox {
       sandboxUid: this.uid,
       seccompFile: this.seccompFile,
       resolvConf: this.req.spec.network ? path.join(this.ctlDir, 'resolv.conf') : null,
-      command: ['bash', '--noprofile', '--norc', '--noediting', '-i'],
+      // Not root: bwrap binds the socket itself (as root the host mounted it into the control dir).
+      llmSocket: this.req.spec.llmProxy && !this.proxyMounted ? this.req.spec.llmProxy.socketPath : null,
+      // The image's Entrypoint runs the shell as Docker runs a command (`docker run IMAGE bash`):
+      // once per shell, so an entrypoint that prepares the environment and `exec "$@"` does so.
+      command: [...(this.req.image?.entrypoint ?? []), 'bash', '--noprofile', '--norc', '--noediting', '-i'],
     };
+  }
+
+  /** `OPENAI_BASE_URL` inside the sandbox, or undefined without `spec.llmProxy`. */
+  get llmProxyUrl(): string | undefined {
+    if (!this.req.spec.llmProxy) return undefined;
+    // Fixed inside a namespace (known before the listener exists: the shell's env names it).
+    if (this.req.driver !== 'none') return LLM_PROXY_URL;
+    return this.forwarder ? `http://127.0.0.1:${this.forwarder.port}/v1` : undefined;
   }
 
   /** The sandbox's host uid, or null (not root, or the `none` driver). */
@@ -163,10 +188,15 @@ export class HostSandbox {
       PYTHONDONTWRITEBYTECODE: '1',
       ...imageEnv(this.req.image),
       ...(this.req.spec.env ?? {}),
+      // Last: the task's env cannot point the harness elsewhere.
+      ...(this.req.spec.llmProxy ? { OPENAI_BASE_URL: this.llmProxyUrl!, OPENAI_API_KEY: this.req.spec.llmProxy.token } : {}),
     };
   }
 
   private async startShell(): Promise<void> {
+    // The `none` driver's shell shares the host's network: one listener on a host port, made
+    // before the shell so its environment can name the port.
+    if (this.req.spec.llmProxy && this.req.driver === 'none' && !this.forwarder) this.forwarder = await LlmProxyForwarder.openOnHost(this.req.spec.llmProxy.socketPath);
     const launch = buildLaunch(this.plan());
     const hostWorkdir = fs.realpathSync(this.workdir);
     this.pty = await PtySession.start(
@@ -201,11 +231,20 @@ export class HostSandbox {
       this.net = null;
       this.net = await UserNet.attach(this.shellPid ?? this.pty.pid);
     }
+    if (this.req.spec.llmProxy && this.req.driver !== 'none') {
+      // Each network namespace (a restarted shell has a fresh one) gets its own listener.
+      this.forwarder?.close();
+      this.forwarder = null;
+      this.forwarder = await LlmProxyForwarder.open(this.shellPid ?? this.pty.pid, this.req.spec.llmProxy.socketPath, { bringLoopbackUp: this.req.driver === 'unshare' });
+    }
   }
 
   /** Host pid of the sandboxed bash (the deepest-first `bash` under the launcher). */
   private findShell(): number | null {
-    for (const pid of descendants(this.pty!.pid)) {
+    // Behind an image's Entrypoint (itself maybe a bash script running the shell as a child),
+    // the shell is the deepest bash, not the first.
+    const pids = this.req.image?.entrypoint?.length ? descendants(this.pty!.pid).reverse() : descendants(this.pty!.pid);
+    for (const pid of pids) {
       try {
         if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'bash') return pid;
       } catch {
@@ -324,6 +363,7 @@ export class HostSandbox {
     this.repl?.dispose();
     this.pty?.dispose();
     this.net?.close();
+    this.forwarder?.close();
     if (this.pty) {
       try {
         process.kill(-this.pty.pid, 'SIGKILL');

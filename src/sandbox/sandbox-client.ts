@@ -27,6 +27,8 @@ const CLOSE_TIMEOUT_MS = 60_000;
  * failed by the host notification or by the connection's close).
  */
 export class SandboxClient implements Sandbox {
+  /** `OPENAI_BASE_URL` inside the sandbox (set from the host's create reply), or undefined. */
+  llmProxyUrl: string | undefined = undefined;
   private readonly actor: Actor<typeof sandboxMachine>;
   private readonly inflight = new Set<(err: Error) => void>();
   /**

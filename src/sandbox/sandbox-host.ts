@@ -77,7 +77,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
           throw new SandboxError('sandbox closed while it was being created', { code: 'SANDBOX_CLOSED' });
         }
         sandboxes.set(req.sandboxId, sb);
-        return { sandboxId: sb.id, workdir: sb.workdir };
+        return { sandboxId: sb.id, workdir: sb.workdir, ...(sb.llmProxyUrl ? { llmProxyUrl: sb.llmProxyUrl } : {}) };
       } finally {
         creating.delete(req.sandboxId);
         closedEarly.delete(req.sandboxId);

@@ -3,10 +3,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { CancelledError, SandboxError, TaskError } from '../errors.js';
 import { UdsChannel } from '../ipc/uds-channel.js';
-import { SandboxLostSchema, SandboxSpecSchema } from '../protocol/sandbox.js';
+import { SandboxCreateResultSchema, SandboxLostSchema, SandboxSpecSchema } from '../protocol/sandbox.js';
 import { detectDriver, type DriverDetection } from './drivers.js';
 import { ImageStore } from './images/image-store.js';
 import { withWarmPools } from './warm-pool.js';
@@ -19,8 +18,10 @@ import { sandboxUidFor } from './sandbox-user.js';
 import { parseSandboxOptions, type SandboxOptions, type SandboxOptionsInput } from './sandbox-options.js';
 import type { Sandbox, SandboxProvider, SandboxSpec } from './sandbox.js';
 import { checkFileKeys, fileKeysError } from './workspace-path.js';
+import { packagePath } from '../package-root.js';
 
-const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/rollout.js');
+// From the package root, so the built dist/ finds it as the sources do (src/package-root.ts).
+const BIN = packagePath('bin', 'rollout.js');
 
 interface Host {
   index: number;
@@ -201,7 +202,10 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
           startTimeoutMs: options.timeouts.startMs,
         },
       };
-      const startDone = host.channel.request(startReq, { timeoutMs: options.timeouts.startMs + 10_000, signal: opts.signal }).then(() => undefined);
+      let llmProxyUrl: string | undefined;
+      const startDone = host.channel.request(startReq, { timeoutMs: options.timeouts.startMs + 10_000, signal: opts.signal }).then((reply) => {
+        llmProxyUrl = SandboxCreateResultSchema.safeParse(reply).data?.llmProxyUrl;
+      });
       const client = new SandboxClient(
         sandboxId,
         host.channel,
@@ -215,6 +219,7 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
       host.sandboxes.set(sandboxId, client);
       try {
         await startDone;
+        client.llmProxyUrl = llmProxyUrl;
       } catch (err) {
         // The host may still be creating it (abort, timeout): its close path removes it either way.
         host.sandboxes.delete(sandboxId);

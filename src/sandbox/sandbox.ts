@@ -28,6 +28,14 @@ export interface SandboxSpec {
    * host's root, read-only. An image the store lacks is a TaskError (`IMAGE_NOT_FOUND`).
    */
   image?: string | undefined;
+  /**
+   * A per-rollout OpenAI-compatible proxy on the host (`socketPath`, a Unix socket where its HTTP
+   * server listens). The sandbox, still without any other network, gets a loopback listener
+   * `127.0.0.1:18400` forwarding to it, `OPENAI_BASE_URL=http://127.0.0.1:18400/v1` and
+   * `OPENAI_API_KEY=<token>` in every process, and the socket itself at /run/rollout/llm.sock.
+   * See llm-proxy-forwarder.ts.
+   */
+  llmProxy?: { socketPath: string; token: string } | undefined;
 }
 
 export interface BashRequest {
@@ -75,6 +83,8 @@ export interface EditorResult {
 
 export interface Sandbox {
   readonly id: string;
+  /** `OPENAI_BASE_URL` as seen inside the sandbox when it was made with `llmProxy`, else undefined. */
+  readonly llmProxyUrl?: string | undefined;
   bash(req: BashRequest, signal?: AbortSignal): Promise<BashResult>;
   python(code: string, opts?: { timeoutMs?: number }, signal?: AbortSignal): Promise<PythonResult>;
   editor(req: EditorRequest, signal?: AbortSignal): Promise<EditorResult>;

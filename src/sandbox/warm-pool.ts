@@ -90,7 +90,8 @@ export function withWarmPools<P extends SandboxProvider>(inner: P, options: Warm
   const wrapped = Object.create(inner) as WithWarmPools<P>;
   wrapped.create = async (spec: SandboxSpec, opts: { rolloutId: string; signal?: AbortSignal | undefined }): Promise<Sandbox> => {
     const target = spec.image !== undefined ? targets.get(spec.image) : undefined;
-    if (target === undefined || closed) return inner.create(spec, opts);
+    // A proxied sandbox belongs to one rollout (its socket and token): never pooled.
+    if (target === undefined || closed || spec.llmProxy) return inner.create(spec, opts);
     if (opts.signal?.aborted) throw new CancelledError();
     const key = stableKey(spec);
     let pool = pools.get(key);

@@ -3,7 +3,7 @@ export { parseServiceOptions, ServiceOptionsSchema, type ServiceOptions, type Se
 export type { ServiceRuntime, RuntimeFactory, BackendControl } from './service-runtime.js';
 export type { VisualizerHook } from './http-server.js';
 export { toProrlResult } from './prorl-result.js';
-export { parseAddress } from './backend-address.js';
+export { parseAddress } from './service-address.js';
 export { buildOpenApi } from './openapi.js';
 export { serviceRuntimeFactory, type ServiceRuntimeParts } from './runtime-factory.js';
 export { ServiceLlm } from './service-llm.js';

@@ -98,6 +98,18 @@ export class ServiceMetrics {
         for (const b of self.runtime?.listBackends?.() ?? []) this.set({ backend: b.id, state: b.state }, b.inFlight);
       },
     });
+    // 1 for a backend out of selection because its probes or calls fail (state `degraded`,
+    // also one that never answered): the alerting signal, without knowing the state names.
+    new Gauge({
+      name: 'rollout_backend_down',
+      help: 'Backends failing their health probes (1 = down)',
+      labelNames: ['backend'],
+      registers,
+      collect() {
+        this.reset();
+        for (const b of self.runtime?.listBackends?.() ?? []) this.set({ backend: b.id }, b.state === 'degraded' ? 1 : 0);
+      },
+    });
     new Gauge({
       name: 'rollout_backend_served',
       help: 'LLM requests served per backend',

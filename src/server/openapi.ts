@@ -19,6 +19,7 @@ import {
   WsServerMessageSchema,
 } from '../protocol/http.js';
 import { RolloutResultSchema } from '../protocol/trajectory.js';
+import { BufferAddRequestSchema, BufferCreateRequestSchema, BufferStatsSchema, BufferTakeRequestSchema } from '../protocol/buffer.js';
 import type { Route, Router } from './router.js';
 
 interface Op {
@@ -53,6 +54,13 @@ const OPS: Record<string, Op> = {
   'POST /v1/weights/pause': { summary: 'Async RL: new LLM calls wait (in-flight ones finish); the wait is outside the time budget' },
   'POST /v1/weights/abort': { summary: 'Async RL: abort generations in flight on every engine with SGLang\'s /abort_request; their partial output is kept and resumed' },
   'POST /v1/weights/resume': { summary: 'Async RL: waiting LLM calls go on' },
+  'POST /v1/buffers': { summary: 'Async RL: a rollout buffer of GRPO groups (B in flight, over-provisioning, dynamic sampling) with its first prompts', request: BufferCreateRequestSchema, response: BufferStatsSchema, status: 201 },
+  'GET /v1/buffers/:id': { summary: 'A rollout buffer\'s counters', response: BufferStatsSchema },
+  'POST /v1/buffers/:id/instances': { summary: 'More prompts for a buffer (end: none follow)', request: BufferAddRequestSchema, response: BufferStatsSchema },
+  'POST /v1/buffers/:id/take': { summary: 'Up to max complete groups, waiting up to wait_ms for the first', request: BufferTakeRequestSchema },
+  'GET /v1/buffers/:id/stream': { summary: 'Complete groups as NDJSON lines as they finish; a last {type:"done"} line' },
+  'POST /v1/buffers/:id/groups/:group/stop': { summary: 'Stop a running group early: its running members are cancelled, the group comes out with what finished' },
+  'DELETE /v1/buffers/:id': { summary: 'Close a buffer: its running rollouts are cancelled and their sandboxes closed' },
 };
 
 function schema(s: z.ZodType, io: 'input' | 'output'): unknown {

@@ -91,6 +91,8 @@ export function prorlRoutes(service: ServiceContext): Route[] {
           completed: s.completed,
           outcomes: s.outcomes,
           llm_servers: rt.listBackends?.().length ?? null,
+          // Ours, beyond the reference: which backends fail their probes (state `degraded`).
+          llm_servers_down: (rt.listBackends?.() ?? []).filter((b) => b.state === 'degraded').map((b) => b.url),
           epoch: service.epoch,
         },
       };

@@ -2,6 +2,7 @@ import type { AgentHandler } from '../handlers/agent-handler.js';
 import { BackendPool } from '../llm/backend-pool.js';
 import type { BackendPoolOptionsInput } from '../llm/backend-pool-options.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
+import type { SharedBackendLoad } from '../llm/shared-backend-load.js';
 import { OracleBackend } from '../llm/oracle-backend.js';
 import { systemClock, type Clock } from '../runtime/clock.js';
 import { createRuntime } from '../runtime/runtime.js';
@@ -28,6 +29,8 @@ export interface ServiceRuntimeParts {
   clock?: Clock | undefined;
   /** Events retained for WebSocket resume. Default 50,000. */
   retainEvents?: number | undefined;
+  /** Other processes' load on the same backends (a cluster worker's), counted by the pool's least-loaded picks. */
+  sharedLoad?: SharedBackendLoad | undefined;
 }
 
 /**
@@ -40,7 +43,7 @@ export interface ServiceRuntimeParts {
 export function serviceRuntimeFactory(parts: ServiceRuntimeParts): RuntimeFactory {
   return async () => {
     const clock = parts.clock ?? systemClock;
-    const pool = new BackendPool(parts.pool ?? {}, { timers: clock, now: () => clock.now() });
+    const pool = new BackendPool(parts.pool ?? {}, { timers: clock, now: () => clock.now(), sharedLoad: parts.sharedLoad });
     const llm = new ServiceLlm(pool, (spec) => new OracleBackend({ codec: parts.codec, backendId: spec.id ?? 'oracle', weightVersion: spec.weightVersion ?? null }), clock);
     let sandboxes: SandboxProvider;
     try {

@@ -2,8 +2,8 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { extname, resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { rolloutMachine } from '../../machines/rollout.machine.js';
+import { packagePath } from '../package-root.js';
 
 /** One state of a machine, flattened out of the state tree. */
 export interface GraphState {
@@ -201,7 +201,7 @@ export type VisualizerHandler = (req: IncomingMessage, res: ServerResponse) => b
  * a method other than GET / HEAD is a 405. Never throws; I/O errors become a 404 or 500.
  */
 export function createVisualizerHandler(options: VisualizerHandlerOptions = {}): VisualizerHandler {
-  const root = resolve(options.root ?? fileURLToPath(new URL('../../visualizer/', import.meta.url)));
+  const root = resolve(options.root ?? packagePath('visualizer'));
   const graph = options.graph ?? rolloutMachineGraph;
 
   return (req, res) => {

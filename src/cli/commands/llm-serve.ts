@@ -4,6 +4,9 @@ import { checkEngineTokenizer, tinyVocabFor } from '../../llm/codec-registry.js'
 import { createLlamaEngine } from '../../llm/llama-engine.js';
 import { startLlmHttpServer } from '../../llm/llm-http-server.js';
 import { createQwen3Codec } from '../../llm/qwen3-codec.js';
+import { formatBanner } from '../banner.js';
+
+const DEFAULT_CONTEXT = 4096;
 
 const HELP = `usage: rollout llm-serve (--model PATH | --tiny) [options]
 
@@ -70,6 +73,8 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`rollout llm-serve: ${(e as Error).message}\n`);
     return 2;
   }
+  // createLlamaEngine's defaults, stated here for /props and the banner.
+  const slots = n.parallel ?? 4;
   const engine = await createLlamaEngine({ modelPath, parallel: n.parallel, contextSize: n.contextSize, threads: n.threads });
   const bad = v.tokenizer ? checkEngineTokenizer({ tokenizer: v.tokenizer, toolParser: v['tool-parser'] }, engine.tokenize, modelPath) : null;
   if (bad) {
@@ -85,9 +90,25 @@ export async function run(argv: string[]): Promise<number> {
     weightVersion: v['weight-version'] ?? null,
     modelName: modelPath,
     openai: { codec: createQwen3Codec() },
-    getRoutes: { '/debug/samples': () => ({ samples: engine.samples() }) },
+    getRoutes: {
+      '/debug/samples': () => ({ samples: engine.samples() }),
+      // llama.cpp's server reports its parallel slots here; `rollout run` sizes its concurrency by it.
+      '/props': () => ({ total_slots: slots, n_ctx: n.contextSize ?? DEFAULT_CONTEXT, model_path: modelPath }),
+    },
   });
   process.stdout.write(`listening on ${server.url}\n`);
+  const host = new URL(server.url).host;
+  const addresses: Record<string, string> = { prorl: `prorl+http://${host}`, vllm: `vllm+http://${host}`, sglang: `sglang+http://${host}`, openai: `http://${host}/v1` };
+  const served = protocol === 'all' ? Object.keys(addresses) : [protocol];
+  process.stdout.write(
+    formatBanner([
+      ['model', `${modelPath}${v.tiny ? ' (tiny random weights, Qwen3 vocabulary)' : ''}`],
+      ['backends', served.map((p) => addresses[p]).join(', ')],
+      ['slots', `${slots} requests at once (--parallel), context ${n.contextSize ?? DEFAULT_CONTEXT} tokens`],
+      ['tokenizer', v.tokenizer ?? 'the model\'s own (Qwen3 template for chat)'],
+      ['use it', `rollout run TASKS.jsonl --backend ${addresses[served[0]!]}`],
+    ]),
+  );
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);

@@ -11,6 +11,7 @@ import { loadTaskFile } from './run-tasks-file.js';
 import { RunProgress } from './run-progress.js';
 import { explainFlagError } from '../args.js';
 import { backendCheck, formatCheck, probeBackends } from '../preflight.js';
+import { chooseConcurrency } from './run-concurrency.js';
 import { openRunEnvironment, type RunEnvironment } from './run-environment.js';
 
 const USAGE = `usage: rollout run TASKS.jsonl [options]
@@ -24,7 +25,8 @@ options:
                         in-process oracle backend replaying each instance's oracle turns)
   --n N                 samples per task, as a GRPO group (default 1)
   --out DIR             output directory (default ./rollouts-out/<timestamp>)
-  --concurrency N       INIT / RUN / EVAL stage limits (default 16)
+  --concurrency N       INIT / RUN / EVAL stage limits (default: the engines' slots summed, when
+                        every backend reports them at /props or /get_server_info; else 16)
   --sandbox DRIVER      bwrap | unshare | none | auto (default auto: bwrap when it works)
   --max-iterations N    assistant turns per rollout (default 35)
   --max-tokens N        sampled tokens per assistant turn (default: what the context leaves)
@@ -55,7 +57,8 @@ export interface RunOptions {
   backends: string[];
   n: number;
   outDir: string;
-  concurrency: number;
+  /** `--concurrency`; undefined: matched to the engines' slots (run-concurrency.ts). */
+  concurrency: number | undefined;
   sandbox: 'bwrap' | 'unshare' | 'none' | 'auto';
   maxIterations: number | undefined;
   timeoutS: number | undefined;
@@ -137,7 +140,7 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
     backends: v.backend ?? [],
     n: positiveInt('n', v.n, 1) as number,
     outDir: resolve(v.out ?? join('rollouts-out', stamp())),
-    concurrency: positiveInt('concurrency', v.concurrency, 16) as number,
+    concurrency: positiveInt('concurrency', v.concurrency, undefined),
     sandbox: sandbox as RunOptions['sandbox'],
     maxIterations: positiveInt('max-iterations', v['max-iterations'], undefined),
     timeoutS: positiveInt('timeout', v.timeout, undefined),
@@ -173,8 +176,9 @@ export async function runTasks(
 ): Promise<RunSummary & { interrupted: boolean }> {
   const known = new Set(builtinHandlers.flatMap((h) => [h.name, ...(h.aliases ?? [])]));
   const tasks = await loadTaskFile(opts.tasksPath, known);
-  const backends = await preflight(opts.backends, io.stderr);
-  const env: RunEnvironment = await openRunEnvironment({ ...opts, backends }, (line) => io.stderr.write(`rollout run: ${line}\n`));
+  const { backends, slots } = await preflight(opts.backends, io.stderr);
+  const { concurrency, reason } = chooseConcurrency(opts.concurrency, slots);
+  const env: RunEnvironment = await openRunEnvironment({ ...opts, backends, concurrency }, (line) => io.stderr.write(`rollout run: ${line}\n`));
   const trajPath = join(opts.outDir, 'trajectories.jsonl');
   let stream: WriteStream | undefined;
   let progress: RunProgress | undefined;
@@ -200,7 +204,7 @@ export async function runTasks(
     stream = createWriteStream(trajPath);
     const s = stream;
     const total = tasks.length * opts.n;
-    io.stderr.write(`rollout run: ${tasks.length} tasks × n=${opts.n} = ${total} rollouts, ${env.description}\n`);
+    io.stderr.write(`rollout run: ${tasks.length} tasks × n=${opts.n} = ${total} rollouts, ${env.description}, concurrency ${concurrency} (${reason})\n`);
     progress = new RunProgress(total, io.stderr, () => (interrupted ? null : env.runtime.status()));
     const p = progress;
     const started = Date.now();
@@ -208,7 +212,7 @@ export async function runTasks(
     let writes = Promise.resolve();
     // Submitted through a window rather than all at once: a file of any length stays within the
     // runtime's admission queue, and results stream out while later tasks wait their turn.
-    const windowSize = Math.max(opts.concurrency * 4, 64, opts.n);
+    const windowSize = Math.max(concurrency * 4, 64, opts.n);
     let inFlight = 0;
     const pending: Promise<unknown>[] = [];
     for (const [i, t] of tasks.entries()) {
@@ -302,15 +306,18 @@ class NoBackendError extends Error {
  * when real backends were named and none works, so a dead fleet costs seconds, not every
  * rollout's retries. Built-in policies (`scripted`, `oracle`) and no backend pass through.
  */
-async function preflight(addresses: string[], err: NodeJS.WriteStream): Promise<string[]> {
+async function preflight(addresses: string[], err: NodeJS.WriteStream): Promise<{ backends: string[]; slots: (number | null)[] }> {
   const real = addresses.filter((a) => a.trim() !== 'oracle');
-  if (real.length === 0) return addresses;
+  if (real.length === 0) return { backends: addresses, slots: [] };
   const probes = await probeBackends(real, { timeoutMs: 5000 });
   const usable: string[] = [];
+  const slots: (number | null)[] = [];
   for (const p of probes) {
-    if (p.ok || p.spec === null) usable.push(p.address); // a malformed address is the runtime's ValidationError (exit 2)
-    else err.write(`rollout run: ${formatCheck(backendCheck(p))}\n`);
+    if (p.ok || p.spec === null) {
+      usable.push(p.address); // a malformed address is the runtime's ValidationError (exit 2)
+      slots.push(p.slots);
+    } else err.write(`rollout run: ${formatCheck(backendCheck(p))}\n`);
   }
   if (usable.length === 0) throw new NoBackendError(`no backend answers (${real.length} probed): giving up before starting any rollout`);
-  return usable;
+  return { backends: usable, slots };
 }

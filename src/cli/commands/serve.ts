@@ -5,7 +5,7 @@ import { z } from 'zod';
 import type { SandboxProvider } from '../../sandbox/sandbox.js';
 import { createSandboxProvider } from '../../sandbox/index.js';
 import { codecFor } from '../../llm/codec-registry.js';
-import { createInspector, type RuntimeInspector } from '../../runtime/inspection.js';
+import { createInspector, type InspectSelection, type RuntimeInspector } from '../../runtime/inspection.js';
 import { RolloutError } from '../../errors.js';
 import { serviceRuntimeFactory } from '../../server/runtime-factory.js';
 import { clusterRuntimeFactory } from '../../cluster/gateway-factory.js';
@@ -13,6 +13,11 @@ import { createService } from '../../server/service.js';
 import { serveVisualizer } from '../../server/visualizer-assets.js';
 import type { ServiceOptionsInput } from '../../server/service-options.js';
 import { checkExposure, repeatWarning, type IntervalTimers } from '../../server/exposure.js';
+import { isOracleAddress } from '../../llm/oracle-backend.js';
+import type { BackendProbe } from '../../llm/backend-probe.js';
+import { detectDriver } from '../../sandbox/index.js';
+import { formatBanner } from '../banner.js';
+import { backendCheck, formatCheck, probeBackends } from '../preflight.js';
 
 const USAGE = `usage: rollout serve [options]
 
@@ -23,6 +28,9 @@ const USAGE = `usage: rollout serve [options]
   --token SECRET       require Authorization: Bearer SECRET (also ROLLOUT_TOKEN); /healthz stays open
   --sandbox DRIVER     auto | bwrap | unshare | none (default auto)
   --inspect URL        send XState inspection events to a ws:// inspector
+  --inspect-rollouts IDS   inspect only these rollouts (comma-separated ids; with the two below: any match)
+  --inspect-groups IDS     inspect only these GRPO groups (comma-separated group ids)
+  --inspect-sample RATE    inspect a stable share of rollouts (0..1; whole groups are kept together)
   --state-dir DIR      sandbox leases (default: the OS temp dir)
   --image-store DIR    task images (default: $ROLLOUT_IMAGE_STORE, else ~/.cache/rollout-runtime/images)
   --retain N           events kept for WebSocket resume (default 50000)
@@ -79,6 +87,9 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     token: { type: 'string' },
     sandbox: { type: 'string' },
     inspect: { type: 'string' },
+    'inspect-rollouts': { type: 'string' },
+    'inspect-groups': { type: 'string' },
+    'inspect-sample': { type: 'string' },
     'state-dir': { type: 'string' },
     'image-store': { type: 'string' },
     retain: { type: 'string' },
@@ -133,19 +144,21 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
       return 2;
     }
     const runtimeOptions = referenceFlags(values, config.runtime);
-    inspector = values.inspect ? createInspector(values.inspect) : null;
+    inspector = values.inspect ? createInspector(values.inspect, { only: inspectSelection(values) }) : null;
     const driver = sandboxDriver(values.sandbox ?? 'auto');
     const stateDir = values['state-dir'];
-    const embedded = serviceRuntimeFactory({
-      codec: codecFor({ tokenizer: values.tokenizer ?? config.tokenizer, toolParser: values['tool-parser'] ?? config.toolParser }),
-      sandboxes: () => makeSandboxes(driver, stateDir),
-      runtime: runtimeOptions as never,
-      pool: config.pool as never,
-      inspect: inspector?.inspect,
-      retainEvents: numberFlag('retain', values.retain, { integer: true }) ?? 50_000,
-    });
     // --redis: the same service, fronting a cluster (src/cluster); rollouts run on `rollout worker`s.
-    const factory = values.redis ? clusterRuntimeFactory({ redis: values.redis, ...(values['redis-prefix'] ? { prefix: values['redis-prefix'] } : {}) }) : embedded;
+    // A gateway runs no rollout: it builds no codec (about a second of CPU per start).
+    const factory = values.redis
+      ? clusterRuntimeFactory({ redis: values.redis, ...(values['redis-prefix'] ? { prefix: values['redis-prefix'] } : {}) })
+      : serviceRuntimeFactory({
+          codec: codecFor({ tokenizer: values.tokenizer ?? config.tokenizer, toolParser: values['tool-parser'] ?? config.toolParser }),
+          sandboxes: () => makeSandboxes(driver, stateDir),
+          runtime: runtimeOptions as never,
+          pool: config.pool as never,
+          inspect: inspector?.inspect,
+          retainEvents: numberFlag('retain', values.retain, { integer: true }) ?? 50_000,
+        });
     const backends = [...(config.backends ?? []), ...(values.backend ?? [])].map((address) => ({ address }));
     const service = createService(
       { createRuntime: factory, backends, startStopped: values.stopped ?? false, visualizer: serveVisualizer },
@@ -154,7 +167,23 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     const url = await service.listen();
     process.stdout.write(`listening on ${url}\n`);
     if (exposure.kind === 'insecure') stopWarning = repeatWarning(exposure.warning, (l) => process.stderr.write(l), deps.timers);
-    if (backends.length === 0) process.stdout.write('no backend yet: POST /add_llm_server {"address": ...} or /v1/backends\n');
+    // The same backend checks as `rollout run` (src/cli/preflight.ts), after listening so a dead
+    // backend delays nothing: a failing one gets a line on stderr and shows `down` in /status.
+    const probes = await probeBackends(backends.map((b) => b.address).filter((a) => !isOracleAddress(a)), { timeoutMs: 3000 });
+    for (const p of probes) if (!p.ok) process.stderr.write(`rollout serve: ${formatCheck(backendCheck(p))}\n`);
+    const det = detectDriver(driver);
+    const models = [...new Set(probes.map((p) => p.model).filter((m): m is string => m !== null))];
+    process.stdout.write(
+      formatBanner([
+        ['visualizer', `${url}/visualizer`],
+        ['api', `${url}/v1/openapi.json (ProRL routes: /process, /status, ...)`],
+        ['backends', backends.length === 0 ? 'none yet: POST /add_llm_server {"address": ...} or /v1/backends' : backends.map((b) => backendLabel(b.address, probes)).join(', ')],
+        ['model', [models.length > 0 ? models.join(', ') : null, `tokenizer ${values.tokenizer ?? config.tokenizer ?? 'Qwen3 (default)'}`].filter(Boolean).join('; ')],
+        ['sandbox', values.redis ? 'on the workers (--redis)' : `${det.driver} (${det.reason})`],
+        ['cluster', values.redis ? `gateway on ${values.redis}` : null],
+        ['inspect', values.inspect ?? null],
+      ]),
+    );
 
     await new Promise<void>((resolve) => {
       let closing = false;
@@ -179,6 +208,32 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     process.stderr.write(`rollout serve: ${e.message}${detail}\n`);
     return e instanceof RolloutError || e instanceof UsageError ? 2 : 1;
   }
+}
+
+/** A backend in the banner: its address, with `(down: why)` when the start-up probe failed. */
+function backendLabel(address: string, probes: readonly BackendProbe[]): string {
+  const p = probes.find((x) => x.address === address);
+  if (p === undefined) return address;
+  if (!p.ok) return `${address} (${p.reachable ? 'misconfigured' : 'down'}: ${p.detail})`;
+  return p.slots !== null ? `${address} (${p.slots} slots)` : address;
+}
+
+/**
+ * `--inspect-rollouts`, `--inspect-groups`, `--inspect-sample` as an inspector's `only`; throws
+ * UsageError naming the flag for a rate outside 0..1, or for a narrowing flag without `--inspect`.
+ */
+export function inspectSelection(v: { inspect?: string | undefined; 'inspect-rollouts'?: string | undefined; 'inspect-groups'?: string | undefined; 'inspect-sample'?: string | undefined }): InspectSelection | undefined {
+  const list = (x: string | undefined): string[] | undefined => (x === undefined ? undefined : x.split(',').map((s) => s.trim()).filter(Boolean));
+  const rate = numberFlag('inspect-sample', v['inspect-sample']);
+  if (rate !== undefined && !(rate >= 0 && rate <= 1)) throw new UsageError(`--inspect-sample must be a number in [0, 1], got '${v['inspect-sample']}'`);
+  const only: InspectSelection = {
+    ...(list(v['inspect-rollouts']) ? { rollouts: list(v['inspect-rollouts']) } : {}),
+    ...(list(v['inspect-groups']) ? { groups: list(v['inspect-groups']) } : {}),
+    ...(rate !== undefined ? { sampleRate: rate } : {}),
+  };
+  if (Object.keys(only).length === 0) return undefined;
+  if (!v.inspect) throw new UsageError('--inspect-rollouts, --inspect-groups and --inspect-sample narrow --inspect URL: give --inspect too');
+  return only;
 }
 
 /**

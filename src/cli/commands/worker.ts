@@ -85,14 +85,15 @@ export async function run(argv: string[]): Promise<number> {
         capacity,
         nodeId: v['node-id'],
         log: (line) => process.stderr.write(`rollout worker: ${line}\n`),
-        createRuntime: serviceRuntimeFactory({
+        createRuntime: ({ sharedLoad }) => serviceRuntimeFactory({
           codec,
+          sharedLoad,
           sandboxes: (): SandboxProvider => createSandboxProvider({ ...(config.sandbox ?? {}), driver: driver as 'auto', ...(stateDir ? { stateDir } : {}) }),
           // The node's stage pools default to its capacity: BullMQ never hands it more.
           runtime: { stages: { init: capacity, run: capacity }, ...runtimeConfig } as never,
           pool: config.pool as never,
           retainEvents: 0,
-        }),
+        })(),
       },
     );
     process.stdout.write(`worker ${node.nodeId} ready\n`);

@@ -1,8 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { ResolvedImage } from '../../protocol/image.js';
+import { TaskError, toRolloutError } from '../../errors.js';
 import { WORKSPACE } from '../workspace-path.js';
-import { mountOverlay, overlayDirs, type OverlayKind } from './overlay-mount.js';
+import { mountOverlay, overlayDirs } from './overlay-mount.js';
+import { imageUser, type ImageUser } from './image-user.js';
 
 /**
  * A sandbox made from an image, as the sandbox host lays it out: the image's layers under a
@@ -24,19 +26,40 @@ export function imageWorkdir(sandboxDir: string, image: ResolvedImage): string {
 }
 
 /**
- * Mounts the overlay and creates the working directory in it (in the upper dir).
- * @throws SandboxError `OVERLAY_FAILED` when no overlay can be mounted.
+ * Mounts the overlay, creates the working directory in it (in the upper dir) and resolves the
+ * image's `User` against the image's /etc/passwd. The user's home directory itself (not its
+ * contents) is given to `hostUid`, the sandbox's host uid, which is that user inside: so the
+ * user may create ~/.gitconfig, ~/.cache and the like, as in the image's own container.
+ * @throws SandboxError `OVERLAY_FAILED` when no overlay can be mounted; TaskError
+ *   `IMAGE_USER_UNKNOWN` when the User names no user of the image.
  */
-export async function mountImageRoot(sandboxDir: string, image: ResolvedImage): Promise<OverlayKind> {
-  const kind = await mountOverlay(image.lowerDirs, overlayDirs(sandboxDir));
+export async function mountImageRoot(sandboxDir: string, image: ResolvedImage, hostUid: number | null): Promise<ImageUser> {
+  await mountOverlay(image.lowerDirs, overlayDirs(sandboxDir));
   fs.mkdirSync(imageWorkdir(sandboxDir, image), { recursive: true });
   // bwrap runs as the sandbox's unprivileged uid and cannot create mount points in a root-owned
-  // image root: make them now, as root (into the sandbox's upper dir, never the cache).
+  // image root: make them now, as root (into the sandbox's upper dir, never the cache). `sys`
+  // and `root` are the unshare driver's.
   const merged = overlayDirs(sandboxDir).merged;
-  for (const d of ['dev', 'proc', 'tmp', 'run', 'workspace', 'etc']) fs.mkdirSync(path.join(merged, d), { recursive: true });
+  for (const d of ['dev', 'proc', 'tmp', 'run', 'workspace', 'etc', 'sys']) fs.mkdirSync(path.join(merged, d), { recursive: true });
   const resolv = path.join(merged, 'etc', 'resolv.conf');
   if (!fs.existsSync(resolv)) fs.writeFileSync(resolv, '');
-  return kind;
+  const user = await imageUser(merged, image);
+  if (hostUid !== null && user.home !== '/') {
+    // lstat of each component: a home that is (or passes) a symlink is left alone, never followed out of the root.
+    const rel = user.home.split('/').filter(Boolean);
+    let p = merged;
+    let ok = true;
+    for (const c of rel) {
+      p = path.join(p, c);
+      const st = fs.lstatSync(p, { throwIfNoEntry: false });
+      if (!st || !st.isDirectory()) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok && rel.length && !rel.includes('..')) fs.lchownSync(p, hostUid, hostUid);
+  }
+  return user;
 }
 
 /** The shell environment an image adds (its config's Env), under the sandbox's own defaults and above nothing else. */
@@ -56,4 +79,21 @@ export function toWorkspaceAlias(image: ResolvedImage | null | undefined, p: str
   if (n === cwd) return WORKSPACE;
   if (n.startsWith(`${cwd}/`)) return WORKSPACE + n.slice(cwd.length);
   return p;
+}
+
+/**
+ * The error of a shell that did not start behind the image's Entrypoint: a TaskError
+ * `IMAGE_ENTRYPOINT_FAILED` naming the image and the entrypoint (an entrypoint that exits, or
+ * never runs its arguments, fails every start alike: retrying would not help). Without an
+ * entrypoint, `err` as it is.
+ */
+export function entrypointFailed(image: ResolvedImage | null | undefined, err: unknown): unknown {
+  if (!image?.entrypoint?.length || err instanceof TaskError) return err;
+  const e = toRolloutError(err);
+  return new TaskError(`image '${image.ref}': the shell did not start behind its Entrypoint ${JSON.stringify(image.entrypoint)} (it must run its arguments, e.g. exec "$@"): ${e.message}`, {
+    code: 'IMAGE_ENTRYPOINT_FAILED',
+    stage: 'init',
+    details: { image: image.ref, entrypoint: image.entrypoint },
+    cause: err,
+  });
 }

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startFakeLlmServer, type FakeLlmServer } from '../../../src/testing/fake-llm-server.js';
 import { ROOT, serve, SHELL_TASKS, type Served } from './harness.js';
@@ -34,7 +36,25 @@ describe('examples/python/client.py', () => {
     const r = await python(['--url', server.url, '--token', 'py-secret', '--backend', llm.url, '--tasks', SHELL_TASKS, '--groups', '2', '--n', '4', '--quiet']);
     expect(r.err).toBe('');
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out.trim().split('\n').pop()!)).toEqual({ ok: true, process: 8, v1: 8, problems: 0 });
+    expect(JSON.parse(r.out.trim().split('\n').pop()!)).toEqual({ ok: true, process: 8, v1: 8, problems: 0, failed: 0 });
+  });
+
+  it("reports every failed rollout's error on stderr and exits 1", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rr-pyfail-'));
+    try {
+      // A stem instance without its answer: a task-error for each of the 2 × 2 rollouts.
+      const tasks = join(dir, 'bad.jsonl');
+      writeFileSync(tasks, '{"data_source":"stem","instance_id":"no-answer","question":"q","choices":["a","b"]}\n');
+      const r = await python(['--url', server.url, '--token', 'py-secret', '--backend', llm.url, '--tasks', tasks, '--groups', '1', '--n', '2', '--quiet']);
+      expect(r.code).toBe(1);
+      const failed = r.err.split('\n').filter((l) => l.startsWith('ROLLOUT FAILED: '));
+      expect(failed).toHaveLength(4);
+      expect(failed.filter((l) => l.includes('process no-answer/'))).toHaveLength(2);
+      expect(failed.filter((l) => /rollout \S+ \(no-answer\): task-error: TASK: .*answer/.test(l))).toHaveLength(2);
+      expect(JSON.parse(r.out.trim().split('\n').pop()!)).toMatchObject({ ok: false, failed: 4 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('flags a result whose loss mask does not cover exactly the sampled tokens', async () => {

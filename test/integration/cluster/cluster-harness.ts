@@ -36,9 +36,11 @@ export interface WorkerProcess {
 /** Starts `rollout worker --redis URL`; resolves at `ready`. */
 export async function startWorker(redisUrl: string, opts: { capacity: number; stateDir?: string; prefix?: string; sandbox?: string; extra?: string[] }): Promise<WorkerProcess> {
   const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), 'rollout-cluster-worker-'));
-  // A loaded 2-core machine starts a sandbox host (a Node process) slowly: generous ceilings.
+  // A loaded 2-core machine starts a sandbox host (a Node process) slowly: generous ceilings. One
+  // host per node (the default is one per core): the nodes share one machine here, and each host
+  // is one more Node process loading while the cluster starts; one host holds a node's sandboxes.
   const config = join(stateDir, 'worker-config.json');
-  writeFileSync(config, JSON.stringify({ sandbox: { timeouts: { hostStartMs: 120_000 } }, runtime: { retries: { max: 3, backoffMs: 500, backoffMaxMs: 2000 } } }));
+  writeFileSync(config, JSON.stringify({ sandbox: { hosts: 1, timeouts: { hostStartMs: 120_000 } }, runtime: { retries: { max: 3, backoffMs: 500, backoffMaxMs: 2000 } } }));
   const args = [
     join(ROOT, 'bin/rollout.js'), 'worker', '--redis', redisUrl, '--capacity', String(opts.capacity), '--state-dir', stateDir,
     '--sandbox', opts.sandbox ?? 'auto', '--config', config, ...(opts.prefix ? ['--prefix', opts.prefix] : []), ...FAST_FAILOVER, ...(opts.extra ?? []),

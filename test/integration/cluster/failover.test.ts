@@ -68,13 +68,19 @@ describe.skipIf(!hasRedis)('a cluster of a gateway and three workers (install re
     log(`halfway: ${ws.results().size} results`);
     const victim = workers[1]!;
     await victim.kill9();
+    log('worker killed');
+    // A replacement node on the dead one's state dir (it reaps what that left) loads meanwhile:
+    // starting a Node process is the slowest step here, so it overlaps the gateway restart.
+    const replacing = startWorker(redis.url, { capacity: 8, stateDir: victim.stateDir });
+    replacing.catch(() => undefined); // awaited below; a failed start fails the test there
     ws.close();
     await gw.stop();
+    log('gateway stopped');
     const heldAnswers = await Promise.all(held);
     // In-flight /process calls fail cleanly: a 503 or a closed connection, never a fake result.
     for (const a of heldAnswers) expect(a.status === 503 || a.status === 0 || a.status === 200).toBe(true);
-    // A new gateway, and a replacement node on the dead one's state dir (it reaps what that left).
-    const [gw2, replacement] = await Promise.all([startGateway(redis.url), startWorker(redis.url, { capacity: 8, stateDir: victim.stateDir })]);
+    // A new gateway, started only after the old one is gone.
+    const [gw2, replacement] = await Promise.all([startGateway(redis.url), replacing]);
     gw = gw2;
     log('gateway and replacement up');
     gateways.push(gw);
@@ -126,7 +132,7 @@ describe.skipIf(!hasRedis)('a cluster of a gateway and three workers (install re
     }
 
     // Nothing left: every node stops cleanly, no process or sandbox of any state dir remains.
-    for (const w of workers) if (w !== victim) expect(await w.stop()).toBe(0);
+    expect(await Promise.all(workers.filter((w) => w !== victim).map((w) => w.stop()))).toEqual([0, 0, 0]);
     for (const d of dirs) {
       await expect.poll(() => pidsMentioning(d)).toEqual([]);
       expect(leftoverSandboxes(d)).toEqual([]);

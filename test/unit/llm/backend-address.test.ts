@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/errors.js';
 import { parseBackendAddress } from '../../../src/llm/backend-address.js';
-import { parseAddress } from '../../../src/server/backend-address.js';
+import { parseAddress } from '../../../src/server/service-address.js';
 
 describe('parseBackendAddress', () => {
   it('reads a plain http address as a ProRL backend', () => {

@@ -45,6 +45,16 @@ describe('backendMachine', () => {
     expect(actor.getSnapshot().value).toBe('degraded');
   });
 
+  it('marks a backend dead from the start degraded (down) after failureThreshold failures, never probing forever (#16.3)', () => {
+    const { actor, entered } = start(2);
+    actor.send({ type: 'PROBE_FAIL' });
+    expect(actor.getSnapshot().value).toBe('probing');
+    actor.send({ type: 'CALL_FAIL' });
+    expect(actor.getSnapshot().value).toBe('degraded');
+    actor.send({ type: 'PROBE_OK' });
+    expect(entered).toEqual(['probing', 'degraded', 'healthy']);
+  });
+
   it('forgets earlier failures after a success', () => {
     const { actor } = start(2);
     actor.send({ type: 'PROBE_OK' });

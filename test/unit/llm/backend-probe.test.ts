@@ -56,6 +56,20 @@ describe('probeBackend', () => {
     expect((await probeBackend(`sglang+http://${host}`)).ok).toBe(true);
   });
 
+  it("reads an engine's parallel slots from /props (llama.cpp, llm-serve) or /get_server_info (SGLang), null from vLLM", async () => {
+    const llama = await serve({ ...vllm, 'GET /props': () => [200, { total_slots: 6, default_generation_settings: {} }] });
+    expect(await probeBackend(`vllm+http://${llama}`)).toMatchObject({ ok: true, slots: 6 });
+    const sglang = await serve({
+      'GET /v1/models': () => [200, { data: [{ id: 'default', object: 'model', owned_by: 'sglang' }] }],
+      'GET /get_server_info': () => [200, { max_running_requests: 48 }],
+      'POST /generate': () => [200, { meta_info: {} }],
+    });
+    const p = await probeBackend(`sglang+http://${sglang}`);
+    expect(p).toMatchObject({ ok: true, slots: 48 });
+    expect(p.detail).toContain('48 slots');
+    expect((await probeBackend(`vllm+http://${await serve(vllm)}`)).slots).toBeNull();
+  });
+
   it('fails fast and says why on a port nothing listens on', async () => {
     const host = await serve({});
     await new Promise((r) => servers.pop()!.close(r));

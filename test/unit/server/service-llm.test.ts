@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ServiceLlm } from '../../../src/server/service-llm.js';
-import { parseAddress } from '../../../src/server/backend-address.js';
+import { parseAddress } from '../../../src/server/service-address.js';
 import type { BackendInfo, BackendSpec, GenerateRequest, GenerateResult, ManagedLlmClient } from '../../../src/llm/llm-client.js';
 import { BackendError } from '../../../src/errors.js';
 

@@ -123,3 +123,12 @@ describe('groups', () => {
     expect(s.group('g3')).not.toBeNull();
   });
 });
+
+describe('backendStateLabel (the backend load chart)', () => {
+  it('shows a degraded backend, one that fails its probes or never answered, as down', async () => {
+    const fmt = await pageModule<{ backendStateLabel: (s: string) => string }>('format.js');
+    expect(fmt.backendStateLabel('degraded')).toBe('down');
+    expect(fmt.backendStateLabel('healthy')).toBe('healthy');
+    expect(fmt.backendStateLabel('probing')).toBe('probing');
+  });
+});

@@ -120,6 +120,54 @@ describe('ImageStore', () => {
     expect(leftovers()).toEqual([]);
   });
 
+  it('a layer with a path-traversal entry fails the import naming image and layer (IMAGE_UNSAFE_ENTRY); that layer and the image are not stored', async () => {
+    const evil = tarOf([{ name: 'ok.txt', content: 'x' }, { name: '../../escape.txt', content: 'owned' }]);
+    const d = writeOciLayout(path.join(dir, 'evil'), [base, evil]);
+    const err = await rejection(store.import(path.join(dir, 'evil'), { name: 'evil' }));
+    expect(err).toBeInstanceOf(TaskError);
+    expect((err as TaskError).code).toBe('IMAGE_UNSAFE_ENTRY');
+    expect(err.message).toContain(`image 'evil', layer 2/2 ${d.diffIds[1]}`);
+    expect(err.message).toMatch(/climbs out of the layer/);
+    expect(fs.existsSync(store.layerDir(d.diffIds[1]!))).toBe(false);
+    expect(store.has('evil')).toBe(false);
+    expect(leftovers()).toEqual([]);
+    expect(fs.existsSync(path.join(store.dir, 'escape.txt'))).toBe(false);
+    expect(fs.existsSync(path.join(dir, 'escape.txt'))).toBe(false);
+  });
+
+  it('a config blob that does not match its descriptor is IMAGE_DIGEST_MISMATCH naming the image; nothing is stored', async () => {
+    const layout = path.join(dir, 'cfg-tampered');
+    const d = writeOciLayout(layout, [base]);
+    const cfg = path.join(layout, 'blobs', 'sha256', d.config.slice(7));
+    fs.writeFileSync(cfg, fs.readFileSync(cfg, 'utf8').replace('"amd64"', '"arm64"'));
+    const err = await rejection(store.import(layout, { name: 'cfg-tampered' }));
+    expect((err as TaskError).code).toBe('IMAGE_DIGEST_MISMATCH');
+    // Before its config is read, an image is named by the path it is imported from.
+    expect(err.message).toContain(`image '${layout}': config digest mismatch: the manifest says ${d.config}`);
+    expect(store.has('cfg-tampered')).toBe(false);
+    expect(fs.readdirSync(path.join(store.dir, 'layers'), { withFileTypes: true }).filter((e) => e.isDirectory())).toEqual([]);
+    expect(leftovers()).toEqual([]);
+  });
+
+  it('a docker-archive whose manifest.json names a layer outside the archive is IMAGE_UNSAFE_ENTRY; nothing is stored', async () => {
+    const file = path.join(dir, 'escape.tar');
+    writeDockerArchive(file, [base]);
+    // Rewrite manifest.json inside the archive to point a layer at ../../ (tar's own tools).
+    const x = path.join(dir, 'x');
+    fs.mkdirSync(x);
+    execFileSync('tar', ['-xf', file, '-C', x]);
+    const m = JSON.parse(fs.readFileSync(path.join(x, 'manifest.json'), 'utf8')) as Array<{ Layers: string[] }>;
+    m[0]!.Layers = ['../../../etc/passwd'];
+    fs.writeFileSync(path.join(x, 'manifest.json'), JSON.stringify(m));
+    execFileSync('tar', ['-cf', file, '-C', x, '.']);
+    const err = await rejection(store.import(file, { name: 'escape' }));
+    expect((err as TaskError).code).toBe('IMAGE_UNSAFE_ENTRY');
+    expect(err.message).toContain(`image '${file}'`);
+    expect(err.message).toContain('outside the archive');
+    expect(store.has('escape')).toBe(false);
+    expect(leftovers()).toEqual([]);
+  });
+
   it('rm forgets a name; the record goes with its last name; prune drops least recently used images and unnamed layers', async () => {
     const a = path.join(dir, 'a');
     const b = path.join(dir, 'b');

@@ -1,0 +1,326 @@
+import { randomUUID } from 'node:crypto';
+import { CancelledError, RolloutError, ValidationError, toRolloutError } from '../errors.js';
+import { memberSeed } from '../llm/member-seed.js';
+import type { WeightVersion } from '../llm/weight-versions.js';
+import { RolloutBufferOptionsSchema, type RolloutBufferOptions, type RolloutBufferOptionsInput } from '../protocol/buffer.js';
+import type { Instance, SamplingParams } from '../protocol/instance.js';
+import type { RolloutResult } from '../protocol/trajectory.js';
+import { allRewardsEqual, groupStaleness, groupVersion, pickNext } from './buffer-policy.js';
+import type { RolloutHandle, Runtime } from './runtime-api.js';
+import { validateSubmission, zodToValidation } from './submission.js';
+
+/** A completed group as the trainer takes it. */
+export interface BufferedGroup {
+  groupId: string;
+  instanceId: string | null;
+  /** The kept members' results, in trajectory-id order (`n` of them unless the group was stopped early or members were cancelled from outside). */
+  results: RolloutResult[];
+  rewards: (number | null)[];
+  /** The oldest weight version any kept token was sampled at (null: unknown). */
+  minWeightVersion: WeightVersion | null;
+  /** The largest `trajectory.staleness` of the kept members (null when none is known). */
+  staleness: number | null;
+  /** All n members were kept. */
+  complete: boolean;
+  /** The trainer stopped it early ({@link RolloutBuffer.stopGroup}). */
+  stopped: boolean;
+  /** Members cancelled (over-provisioned beyond the first n to finish, or stopped). */
+  cancelled: number;
+  /** Completion order within the buffer, from 1. */
+  seq: number;
+}
+
+/** What listeners of {@link RolloutBuffer.onEvent} get, as groups complete or are dropped. */
+export type BufferEvent = { type: 'group.ready'; group: BufferedGroup } | { type: 'group.dropped'; groupId: string; instanceId: string | null; reward: number | null };
+
+/** The counters of a buffer (the `/v1` form is `BufferStatsSchema`). */
+export interface RolloutBufferStats {
+  queuedPrompts: number;
+  inFlight: number;
+  ready: number;
+  started: number;
+  delivered: number;
+  dropped: number;
+  stopped: number;
+  cancelledMembers: number;
+  ended: boolean;
+  done: boolean;
+}
+
+interface Prompt {
+  instance: Instance;
+  sampling: SamplingParams;
+}
+
+interface RunningGroup {
+  groupId: string;
+  instanceId: string | null;
+  members: { h: RolloutHandle; done: boolean }[];
+  kept: RolloutResult[];
+  finished: number;
+  settled: boolean;
+  stopped: boolean;
+  cancelled: number;
+}
+
+/**
+ * A buffer of GRPO groups for asynchronous trainers (Tinker's buffer of groups, AReaL's
+ * rollout queue). The trainer adds prompts; the buffer keeps up to `groups` (B) groups at once —
+ * running, or completed and not yet taken, so it never runs more than B groups ahead of the
+ * trainer — and hands out complete groups as they finish, in completion order or oldest weight
+ * version first.
+ *
+ * - **Over-provisioning**: each group starts n + k members; the first n to finish are kept and
+ *   the others are cancelled at once (their sandboxes closed before the group is handed out).
+ * - **Early stop**: {@link stopGroup} cancels a group's members still running and hands out what
+ *   finished.
+ * - **Dynamic sampling** (DAPO): a group whose rewards are all equal is dropped, counted, and its
+ *   place is given to the next prompt at once.
+ *
+ * The buffer sees the runtime only through `submit`, so it works on an embedded runtime and on
+ * the service's (the `/v1/buffers` routes). Nothing here is timed: waits are promises.
+ */
+export class RolloutBuffer {
+  readonly id: string;
+  readonly options: RolloutBufferOptions;
+  private readonly queue: Prompt[] = [];
+  private readonly running = new Map<string, RunningGroup>();
+  private readonly ready: BufferedGroup[] = [];
+  private readonly waiters = new Set<() => void>();
+  private readonly listeners = new Set<(e: BufferEvent) => void>();
+  private ended = false;
+  private closed = false;
+  /** A submit refused while nothing ran: `next()` rejects with it rather than wait forever. */
+  private stall: RolloutError | null = null;
+  private seq = 0;
+  private counts = { started: 0, delivered: 0, dropped: 0, stopped: 0, cancelledMembers: 0 };
+
+  /** Throws ValidationError naming the bad option. */
+  constructor(
+    private readonly rt: Pick<Runtime, 'submit'>,
+    input: RolloutBufferOptionsInput,
+    opts: { id?: string; sampling?: unknown } = {},
+  ) {
+    const o = RolloutBufferOptionsSchema.safeParse(input);
+    if (!o.success) throw zodToValidation('buffer', o.error.issues);
+    this.options = Object.freeze(o.data);
+    this.id = opts.id ?? `buf-${randomUUID()}`;
+    this.defaultSampling = opts.sampling ?? {};
+  }
+
+  private readonly defaultSampling: unknown;
+
+  /**
+   * Queues prompts (each becomes one group) and starts groups up to B. Validates every instance
+   * first and adds none when one is bad (ValidationError naming `instances.<i>`).
+   */
+  add(instances: readonly unknown[], sampling?: unknown): void {
+    if (this.closed) throw new CancelledError('the buffer is closed');
+    if (this.ended) throw new ValidationError('no prompts may be added after end(): the buffer was told none follow', [{ path: 'instances', message: 'no prompts may be added after end' }]);
+    const prompts = instances.map((inst, i) => {
+      try {
+        return validateSubmission(inst, sampling ?? this.defaultSampling);
+      } catch (e) {
+        if (!(e instanceof ValidationError)) throw e;
+        const issues = (e.details?.issues as { path: string; message: string }[] | undefined) ?? [];
+        throw new ValidationError(`instances.${i}: ${e.message}`, issues.map((x) => ({ ...x, path: `instances.${i}.${x.path}` })));
+      }
+    });
+    this.queue.push(...prompts);
+    this.fill();
+  }
+
+  /** No more prompts: once the queued ones are consumed, `next()` answers null. */
+  end(): void {
+    this.ended = true;
+    this.wake();
+  }
+
+  /**
+   * The next completed group, waiting for one; null once the buffer is closed, or ended with
+   * nothing left to run. Rejects with the runtime's error when a group could not start and none
+   * is running (a full queue, a closed runtime), and with CancelledError when `signal` aborts.
+   */
+  async next(signal?: AbortSignal): Promise<BufferedGroup | null> {
+    for (;;) {
+      const g = pickNext(this.ready, this.options.order);
+      if (g) {
+        this.ready.splice(this.ready.indexOf(g), 1);
+        this.counts.delivered++;
+        this.fill();
+        return g;
+      }
+      if (this.closed || this.isDone()) return null;
+      if (this.stall && this.running.size === 0) throw this.stall;
+      if (signal?.aborted) throw new CancelledError('wait for a group aborted');
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = () => {
+          this.waiters.delete(wake);
+          reject(new CancelledError('wait for a group aborted'));
+        };
+        const wake = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        this.waiters.add(wake);
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+    }
+  }
+
+  /** Up to `max` completed groups: waits for the first (see {@link next}), then takes what else is ready. */
+  async take(max: number, signal?: AbortSignal): Promise<BufferedGroup[]> {
+    const first = await this.next(signal);
+    if (!first) return [];
+    const out = [first];
+    while (out.length < max && this.ready.length > 0) out.push((await this.next())!);
+    return out;
+  }
+
+  /** Groups as they complete, until the buffer is done or closed. */
+  async *[Symbol.asyncIterator](): AsyncIterator<BufferedGroup> {
+    for (let g = await this.next(); g; g = await this.next()) yield g;
+  }
+
+  /**
+   * Stops a running group early: its members still running are cancelled (sandboxes closed) and
+   * the group is handed out with what finished (`stopped: true`; dropped when nothing finished).
+   * False when no such running group.
+   */
+  async stopGroup(groupId: string, reason = 'group stopped early'): Promise<boolean> {
+    const g = this.running.get(groupId);
+    if (!g || g.settled) return false;
+    g.stopped = true;
+    g.settled = true;
+    this.counts.stopped++;
+    await this.cancelRest(g, reason);
+    this.finalize(g);
+    return true;
+  }
+
+  /** Listens to groups completing and being dropped (for streaming); returns the unsubscribe. A throwing listener is ignored. */
+  onEvent(fn: (e: BufferEvent) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  stats(): RolloutBufferStats {
+    return { queuedPrompts: this.queue.length, inFlight: this.running.size, ready: this.ready.length, ...this.counts, ended: this.ended, done: this.isDone() };
+  }
+
+  /** Cancels every running member (resolves once their sandboxes are closed); `next()` answers null from then on. */
+  async close(reason = 'buffer closed'): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.queue.length = 0;
+    const groups = [...this.running.values()];
+    for (const g of groups) g.settled = true;
+    await Promise.all(groups.map((g) => this.cancelRest(g, reason)));
+    this.running.clear();
+    this.wake();
+  }
+
+  private isDone(): boolean {
+    return this.ended && this.queue.length === 0 && this.running.size === 0 && this.ready.length === 0;
+  }
+
+  /** Starts groups while there is room (running + ready < B) and a prompt. */
+  private fill(): void {
+    while (!this.closed && this.queue.length > 0 && this.running.size + this.ready.length < this.options.groups) {
+      if (!this.start(this.queue[0]!)) return;
+      this.queue.shift();
+    }
+  }
+
+  /** Starts one group; false (nothing left running of it) when the runtime refuses a member. */
+  private start(p: Prompt): boolean {
+    const total = this.options.n + this.options.overProvision;
+    const g: RunningGroup = { groupId: `${this.id}-g${this.counts.started + 1}`, instanceId: p.instance.instance_id ?? null, members: [], kept: [], finished: 0, settled: false, stopped: false, cancelled: 0 };
+    try {
+      for (let i = 0; i < total; i++) {
+        // One prompt seed, distinct member seeds (identical members would have zero advantage).
+        const sampling = p.sampling.seed === undefined ? p.sampling : { ...p.sampling, seed: memberSeed(p.sampling.seed, i) };
+        g.members.push({ done: false, h: this.rt.submit({ ...p.instance, trajectory_id: String(i) }, sampling, { groupId: g.groupId }) });
+      }
+    } catch (err) {
+      // All or nothing, as submitGroup: withdraw what was admitted and retry when a group ends.
+      g.settled = true;
+      for (const m of g.members) void m.h.cancel('buffer could not start the whole group').catch(() => undefined);
+      this.stall = toRolloutError(err);
+      this.wake();
+      return false;
+    }
+    this.stall = null;
+    this.counts.started++;
+    this.running.set(g.groupId, g);
+    for (const m of g.members) void m.h.result.then((r) => this.onResult(g, m, r), () => undefined);
+    return true;
+  }
+
+  private onResult(g: RunningGroup, m: RunningGroup['members'][number], r: RolloutResult): void {
+    m.done = true;
+    g.finished++;
+    if (g.settled) return;
+    // A member cancelled from outside (not by us) is not a finish; the others may still make n.
+    if (r.outcome !== 'cancelled') g.kept.push(r);
+    if (g.kept.length >= this.options.n) {
+      g.settled = true;
+      void this.cancelRest(g, 'over-provisioned: the group has its n').then(() => this.finalize(g));
+    } else if (g.finished === g.members.length) {
+      g.settled = true;
+      this.finalize(g);
+    }
+  }
+
+  /** Cancels the members of `g` that have not finished; resolves once they have ended (sandboxes closed). */
+  private async cancelRest(g: RunningGroup, reason: string): Promise<void> {
+    const rest = g.members.filter((m) => !m.done);
+    g.cancelled += rest.length;
+    this.counts.cancelledMembers += rest.length;
+    await Promise.all(rest.map((m) => m.h.cancel(reason).catch(() => undefined)));
+  }
+
+  /** Hands a settled group out, or drops it (dynamic sampling, or nothing kept) and starts the next prompt. */
+  private finalize(g: RunningGroup): void {
+    if (!this.running.delete(g.groupId) || this.closed) return;
+    const results = g.kept.slice(0, this.options.n).sort((a, b) => Number(a.trajectoryId) - Number(b.trajectoryId));
+    const rewards = results.map((r) => r.reward);
+    if (results.length === 0 || (this.options.dynamicSampling && allRewardsEqual(rewards))) {
+      if (results.length > 0) this.counts.dropped++;
+      this.emit({ type: 'group.dropped', groupId: g.groupId, instanceId: g.instanceId, reward: rewards[0] ?? null });
+    } else {
+      const group: BufferedGroup = {
+        groupId: g.groupId,
+        instanceId: g.instanceId,
+        results,
+        rewards,
+        minWeightVersion: groupVersion(results),
+        staleness: groupStaleness(results),
+        complete: results.length === this.options.n,
+        stopped: g.stopped,
+        cancelled: g.cancelled,
+        seq: ++this.seq,
+      };
+      this.ready.push(group);
+      this.emit({ type: 'group.ready', group });
+    }
+    this.fill();
+    this.wake();
+  }
+
+  private emit(e: BufferEvent): void {
+    for (const fn of this.listeners) {
+      try {
+        fn(e);
+      } catch {
+        // A listener's fault is its own; the buffer goes on.
+      }
+    }
+  }
+
+  private wake(): void {
+    const ws = [...this.waiters];
+    this.waiters.clear();
+    for (const w of ws) w();
+  }
+}

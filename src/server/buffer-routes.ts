@@ -1,0 +1,250 @@
+import { Counter } from 'prom-client';
+import { BufferAddRequestSchema, BufferCreateRequestSchema, BufferTakeRequestSchema, type BufferStats } from '../protocol/buffer.js';
+import { EmptyBodySchema } from '../protocol/http.js';
+import { CancelledError } from '../errors.js';
+import { RolloutBuffer, type BufferedGroup } from '../runtime/rollout-buffer.js';
+import { checkDataSource } from './data-source.js';
+import { HttpError, parseOr400 } from './http-error.js';
+import { confineInstancePaths, confineSamplingPaths } from './path-roots.js';
+import type { Route } from './router.js';
+import type { ServiceContext } from './service-context.js';
+import type { ServiceRuntime } from './service-runtime.js';
+
+/** Buffers one service holds at once: each pins groups of rollouts, so a client cannot open them without bound. */
+export const MAX_BUFFERS = 64;
+
+interface Entry {
+  buffer: RolloutBuffer;
+  /** The runtime it runs on: after `/stop` + `/start` the buffer is gone (its rollouts were cancelled). */
+  rt: ServiceRuntime;
+}
+
+interface BufferMetrics {
+  groups: Counter<'event'>;
+  cancelled: Counter;
+}
+
+const registries = new WeakMap<ServiceContext, Map<string, Entry>>();
+const metricsOf = new WeakMap<ServiceContext, BufferMetrics>();
+
+function metrics(service: ServiceContext): BufferMetrics {
+  let m = metricsOf.get(service);
+  if (!m) {
+    const registers = [service.metrics.registry];
+    m = {
+      groups: new Counter({ name: 'rollout_buffer_groups_total', help: 'Rollout-buffer groups by event: delivered (taken by the trainer), dropped (dynamic sampling: every reward equal), stopped (early stop)', labelNames: ['event'], registers }),
+      cancelled: new Counter({ name: 'rollout_buffer_cancelled_members_total', help: 'Group members cancelled by the buffer (over-provisioned beyond n, or their group stopped early)', registers }),
+    };
+    metricsOf.set(service, m);
+  }
+  return m;
+}
+
+function buffers(service: ServiceContext): Map<string, Entry> {
+  let m = registries.get(service);
+  if (!m) registries.set(service, (m = new Map()));
+  return m;
+}
+
+function running(service: ServiceContext): ServiceRuntime {
+  const rt = service.runtime;
+  if (!rt) throw new HttpError(503, 'STOPPED', 'the service is stopped; POST /start first');
+  return rt;
+}
+
+function find(service: ServiceContext, id: string): RolloutBuffer {
+  const map = buffers(service);
+  const e = map.get(id);
+  if (e && e.rt !== service.runtime) {
+    map.delete(id);
+    void e.buffer.close('the runtime was restarted');
+  }
+  if (!e || e.rt !== service.runtime) throw new HttpError(404, 'NOT_FOUND', `no buffer ${id}`, [{ path: 'id', message: 'unknown buffer (or the runtime was restarted since)' }]);
+  return e.buffer;
+}
+
+/** The buffer's counters in the wire's snake_case. */
+export function bufferStatsBody(b: RolloutBuffer): BufferStats {
+  const s = b.stats();
+  const o = b.options;
+  return {
+    id: b.id,
+    groups: o.groups,
+    n: o.n,
+    over_provision: o.overProvision,
+    order: o.order,
+    dynamic_sampling: o.dynamicSampling,
+    queued_prompts: s.queuedPrompts,
+    in_flight: s.inFlight,
+    ready: s.ready,
+    started: s.started,
+    delivered: s.delivered,
+    dropped: s.dropped,
+    stopped: s.stopped,
+    cancelled_members: s.cancelledMembers,
+    ended: s.ended,
+    done: s.done,
+  };
+}
+
+/** A completed group in the wire's snake_case (results as `GET /v1/rollouts/:id` gives them). */
+export function groupBody(g: BufferedGroup): Record<string, unknown> {
+  return {
+    group_id: g.groupId,
+    instance_id: g.instanceId,
+    seq: g.seq,
+    rewards: g.rewards,
+    min_weight_version: g.minWeightVersion,
+    staleness: g.staleness,
+    complete: g.complete,
+    stopped: g.stopped,
+    cancelled: g.cancelled,
+    results: g.results,
+  };
+}
+
+/** Checks a batch of prompts the way `/v1/batches` does (data source, path roots), naming `instances.<i>`. */
+function checkPrompts(service: ServiceContext, rt: ServiceRuntime, instances: readonly Record<string, unknown>[], sampling: Record<string, unknown> | undefined): void {
+  instances.forEach((inst, i) => {
+    if (typeof inst.data_source === 'string') checkDataSource(rt, inst.data_source, `instances.${i}.data_source`);
+  });
+  instances.forEach((inst, i) => confineInstancePaths(inst, service.options.pathRoots, `instances.${i}`));
+  confineSamplingPaths(sampling, service.options.pathRoots, 'sampling_params');
+}
+
+/** An AbortSignal that fires after `ms` or when the client goes away, whichever is first. */
+function waitSignal(r: Parameters<Route['handler']>[0], ms: number): AbortSignal {
+  const gone = new AbortController();
+  r.res.once('close', () => gone.abort());
+  return AbortSignal.any([AbortSignal.timeout(ms), gone.signal]);
+}
+
+/**
+ * The rollout buffer over `/v1/buffers` (see {@link RolloutBuffer}): a trainer creates a buffer
+ * with its options and prompts, takes complete groups as they finish (`take` long-polls up to
+ * `wait_ms`; `stream` writes each group as one NDJSON line the moment it is ready), stops a
+ * group early, and deletes the buffer (its running rollouts are cancelled, their sandboxes
+ * closed). Counters in `/metrics`: `rollout_buffer_groups_total{event}` and
+ * `rollout_buffer_cancelled_members_total`.
+ */
+export function bufferRoutes(service: ServiceContext): Route[] {
+  const track = (b: RolloutBuffer): void => {
+    const m = metrics(service);
+    let cancelled = 0;
+    b.onEvent((e) => {
+      if (e.type === 'group.dropped') m.groups.inc({ event: 'dropped' });
+      const now = b.stats().cancelledMembers;
+      if (now > cancelled) m.cancelled.inc(now - cancelled);
+      cancelled = now;
+    });
+  };
+  const took = (gs: BufferedGroup[]): void => {
+    const m = metrics(service);
+    for (const g of gs) {
+      m.groups.inc({ event: 'delivered' });
+      if (g.stopped) m.groups.inc({ event: 'stopped' });
+    }
+  };
+  return [
+    {
+      method: 'POST',
+      path: '/v1/buffers',
+      handler: async (r) => {
+        const body = parseOr400(BufferCreateRequestSchema, await r.body());
+        const rt = running(service);
+        const map = buffers(service);
+        for (const [id, e] of map) if (e.rt !== rt) map.delete(id);
+        if (map.size >= MAX_BUFFERS) throw new HttpError(429, 'TOO_MANY_BUFFERS', `the service holds ${MAX_BUFFERS} buffers at most; DELETE /v1/buffers/:id the ones you are done with`);
+        checkPrompts(service, rt, body.instances ?? [], body.sampling_params);
+        const buffer = new RolloutBuffer(
+          rt,
+          { groups: body.groups, n: body.n, overProvision: body.over_provision, order: body.order, dynamicSampling: body.dynamic_sampling },
+          { sampling: body.sampling_params ?? {} },
+        );
+        track(buffer);
+        buffer.add(body.instances ?? []);
+        if (body.end) buffer.end();
+        map.set(buffer.id, { buffer, rt });
+        return { status: 201, body: bufferStatsBody(buffer) };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/buffers/:id',
+      handler: (r) => ({ status: 200, body: bufferStatsBody(find(service, r.params.id!)) }),
+    },
+    {
+      method: 'POST',
+      path: '/v1/buffers/:id/instances',
+      handler: async (r) => {
+        const body = parseOr400(BufferAddRequestSchema, await r.body());
+        const b = find(service, r.params.id!);
+        checkPrompts(service, running(service), body.instances, body.sampling_params);
+        b.add(body.instances, body.sampling_params);
+        if (body.end) b.end();
+        return { status: 200, body: bufferStatsBody(b) };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/buffers/:id/take',
+      handler: async (r) => {
+        const body = parseOr400(BufferTakeRequestSchema, await r.body());
+        const b = find(service, r.params.id!);
+        let groups: BufferedGroup[] = [];
+        try {
+          groups = await b.take(body.max, body.wait_ms > 0 ? waitSignal(r, body.wait_ms) : AbortSignal.abort());
+        } catch (e) {
+          // Nothing ready within wait_ms: an empty answer, not an error.
+          if (!(e instanceof CancelledError)) throw e;
+        }
+        took(groups);
+        return { status: 200, body: { groups: groups.map(groupBody), buffer: bufferStatsBody(b) } };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/buffers/:id/stream',
+      handler: async (r) => {
+        const b = find(service, r.params.id!);
+        const gone = new AbortController();
+        r.res.once('close', () => gone.abort());
+        r.res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store' });
+        // One line per group as it is taken; the last line is the buffer's counters once it is done.
+        try {
+          for (;;) {
+            const g = await b.next(gone.signal);
+            if (!g) break;
+            took([g]);
+            if (!r.res.write(`${JSON.stringify({ type: 'group', group: groupBody(g) })}\n`)) await new Promise((ok) => r.res.once('drain', ok));
+          }
+          r.res.end(`${JSON.stringify({ type: 'done', buffer: bufferStatsBody(b) })}\n`);
+        } catch (e) {
+          if (!r.res.destroyed) r.res.end(`${JSON.stringify({ type: 'error', error: { code: (e as { code?: string }).code ?? 'INTERNAL', message: (e as Error).message } })}\n`);
+        }
+        return undefined;
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/buffers/:id/groups/:group/stop',
+      handler: async (r) => {
+        parseOr400(EmptyBodySchema, await r.body());
+        const b = find(service, r.params.id!);
+        const stopped = await b.stopGroup(r.params.group!);
+        if (!stopped) throw new HttpError(404, 'NOT_FOUND', `no running group ${r.params.group} in buffer ${b.id}`, [{ path: 'group', message: 'not a running group of this buffer' }]);
+        return { status: 200, body: { stopped: true, buffer: bufferStatsBody(b) } };
+      },
+    },
+    {
+      method: 'DELETE',
+      path: '/v1/buffers/:id',
+      handler: async (r) => {
+        const b = find(service, r.params.id!);
+        buffers(service).delete(b.id);
+        await b.close('buffer deleted');
+        return { status: 200, body: bufferStatsBody(b) };
+      },
+    },
+  ];
+}

@@ -1,0 +1,95 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+
+/** The README's embedded example, exactly as printed (the one ```ts runnable block of README.md). */
+function readmeExample(): string {
+  const lines = readFileSync(join(root, 'README.md'), 'utf8').split('\n');
+  const start = lines.findIndex((l) => /^```ts\s+runnable\s*$/.test(l));
+  const end = lines.findIndex((l, j) => j > start && l.startsWith('```'));
+  expect(start).toBeGreaterThan(-1);
+  return lines.slice(start + 1, end).join('\n');
+}
+
+// A plain-Node consumer of the packed package: `npm pack` (its prepack builds dist/ with tsc),
+// the tarball unpacked as node_modules/rollout-runtime of a fresh project, and the package's
+// dependencies linked from this clone's node_modules (the test runs offline; `npm install
+// ./rollout-runtime-x.tgz` would fetch the same packages from the registry).
+describe('the packed package under plain Node', { timeout: 600_000 }, () => {
+  let dir: string;
+  let consumer: string;
+  let files: string[];
+  const hadDist = existsSync(join(root, 'dist'));
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'rr-pack-'));
+    const { stdout } = await run('npm', ['pack', '--pack-destination', dir, '--json'], { cwd: root, maxBuffer: 64 * 1024 * 1024 });
+    const packed = JSON.parse(stdout) as { filename: string; files: { path: string }[] }[];
+    files = packed[0]!.files.map((f) => f.path);
+    consumer = join(dir, 'consumer');
+    const modules = join(consumer, 'node_modules');
+    mkdirSync(modules, { recursive: true });
+    writeFileSync(join(consumer, 'package.json'), '{ "name": "consumer", "private": true, "type": "module" }\n');
+    await run('tar', ['-xzf', join(dir, packed[0]!.filename), '-C', modules]);
+    renameSync(join(modules, 'package'), join(modules, 'rollout-runtime'));
+    for (const name of readdirSync(join(root, 'node_modules'))) {
+      if (name === '.bin' || name === 'rollout-runtime' || name.startsWith('.')) continue;
+      symlinkSync(join(root, 'node_modules', name), join(modules, name));
+    }
+  }, 600_000);
+
+  afterAll(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    // The build is an artifact of this test unless someone had built before.
+    if (!hadDist) rmSync(join(root, 'dist'), { recursive: true, force: true });
+  });
+
+  it('ships the build, the command and the page, but no TypeScript sources', () => {
+    expect(files).toEqual(expect.arrayContaining(['dist/src/index.js', 'dist/src/index.d.ts', 'dist/machines/rollout.machine.js', 'bin/rollout.js', 'visualizer/index.html', 'package.json']));
+    expect(files.filter((f) => f.startsWith('src/') || f.startsWith('test/'))).toEqual([]);
+  });
+
+  it("imports 'rollout-runtime' and runs a rollout through the real API", async () => {
+    const script = `import('rollout-runtime').then(async ({ createRuntime }) => {
+      const rt = createRuntime({ backends: ['oracle'] });
+      const h = rt.submit({ data_source: 'math', instance_id: 'q', problem: '1+1?', answer: '2',
+        oracle: [{ content: 'ok', tool_calls: [{ name: 'finish', arguments: { message: '\\\\boxed{2}' } }] }] }, { max_iterations: 4 });
+      const r = await h.result;
+      await rt.close();
+      console.log(JSON.stringify({ outcome: r.outcome, reward: r.reward, tokens: r.trajectory.tokens.length }));
+    })`;
+    const { stdout } = await run(process.execPath, ['-e', script], { cwd: consumer, timeout: 180_000 });
+    const out = JSON.parse(stdout.trim().split('\n').pop()!) as { outcome: string; reward: number; tokens: number };
+    expect(out).toMatchObject({ outcome: 'completed', reward: 1 });
+    expect(out.tokens).toBeGreaterThan(0);
+  });
+
+  it('runs the README embedded example exactly as printed, to exit 0', async () => {
+    writeFileSync(join(consumer, 'readme-example.mjs'), `${readmeExample()}\n`);
+    // execFile rejects on a non-zero exit or a hang past the timeout.
+    await run(process.execPath, ['readme-example.mjs'], { cwd: consumer, timeout: 180_000 });
+  });
+
+  it('runs the rollout command without tsx or sources', async () => {
+    const { stdout } = await run(process.execPath, [join(consumer, 'node_modules/rollout-runtime/bin/rollout.js'), '--version'], { cwd: consumer });
+    expect(stdout.trim()).toBe(`rollout-runtime ${JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).version}`);
+  });
+
+  it('gives TypeScript consumers the types through the exports', async () => {
+    writeFileSync(
+      join(consumer, 'check.ts'),
+      `import { createRuntime, type RolloutResult } from 'rollout-runtime';\n` +
+        `const rt = createRuntime({ backends: ['oracle'] });\nconst r: Promise<RolloutResult> = rt.submit({ data_source: 'math' }).result;\n` +
+        `// @ts-expect-error: the API is typed, not any\nconst n: number = rt.submit({}).id;\nexport { r, n };\n`,
+    );
+    const tsc = join(root, 'node_modules/typescript/bin/tsc');
+    await run(process.execPath, [tsc, '--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--skipLibCheck', '--types', 'node', 'check.ts'], { cwd: consumer, timeout: 180_000 });
+  });
+});
