@@ -33,9 +33,6 @@ interface HarnessState {
   agent: SandboxHarness;
 }
 
-/** The proxy plumbing's spec field (`SandboxSpec.llmProxy`), typed here until every driver has it. */
-type ProxySpec = SandboxSpec & { llmProxy?: { socketPath: string; token: string } };
-
 /**
  * `harness`: bring your own agent. The handler starts the rollout's LLM proxy on a Unix socket
  * in a private temp dir, starts a sandbox that reaches it (`OPENAI_BASE_URL` / `OPENAI_API_KEY`,
@@ -63,7 +60,7 @@ export const harnessHandler: AgentHandler = {
       // Bound to the attempt: aborted when it ends on any path (done, failed, timed out, cancelled).
       if (ctx.signal.aborted) throw new SandboxError('harness init: the rollout ended', { stage: 'init' });
       ctx.signal.addEventListener('abort', () => void cleanup(), { once: true });
-      const spec: ProxySpec = { files: inst.files, setup: inst.setup, network: false, llmProxy: { socketPath: proxy.socketPath, token } };
+      const spec: SandboxSpec = { files: inst.files, setup: inst.setup, network: false, llmProxy: { socketPath: proxy.socketPath, token } };
       const sandbox = await ctx.createSandbox(spec);
       const agent = new SandboxHarness(sandbox, inst.command, proxy, { maxLlmCalls: inst.max_llm_calls, maxTokensTotal: inst.max_tokens_total });
       const state: HarnessState = { evalCommand: inst.eval_command, evalTimeoutMs: (inst.eval_timeout_s ?? 60) * 1000, agent };

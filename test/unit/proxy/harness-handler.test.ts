@@ -35,7 +35,7 @@ describe('the harness handler', () => {
     const ac = new AbortController();
     const specs: SandboxSpec[] = [];
     const r = await harnessHandler.init(ctx({ command: 'python3 agent.py', eval_command: 'true', files: { 'agent.py': 'pass' }, max_tokens_total: 1000 }, ac.signal, specs));
-    const spec = specs[0] as SandboxSpec & { llmProxy: { socketPath: string; token: string } };
+    const spec = specs[0] as SandboxSpec & { llmProxy: NonNullable<SandboxSpec['llmProxy']> };
     expect(spec.network).toBe(false);
     expect(spec.files).toEqual({ 'agent.py': 'pass' });
     expect(spec.llmProxy.token).toMatch(/^rk-[0-9a-f]{48}$/);
