@@ -101,8 +101,10 @@ export class SandboxHarness implements ExternalAgent {
   }
 
   private keep(text: string): void {
-    if (!text) return;
-    this.out += text;
+    // The shell tool's notes to a model ("[The command has not finished. ...]") are not the harness's output.
+    const own = text.replace(/^\n?\[(?:The command has not finished|No command is running|A command is still running)[^\n]*\]\n?/gm, '');
+    if (!own) return;
+    this.out += own;
     if (this.out.length > KEEP_OUTPUT) this.out = this.out.slice(-KEEP_OUTPUT);
   }
 }

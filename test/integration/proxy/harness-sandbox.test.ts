@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OracleBackend } from '../../../src/llm/oracle-backend.js';
 import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
@@ -22,7 +22,7 @@ let runtime: EmbeddedRuntime;
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), 'harness-sandbox-'));
   provider = createSandboxProvider({ stateDir: root, hosts: 1 });
-  runtime = createRuntime({ codec, llm: new OracleBackend({ codec }), sandboxes: provider, retries: { max: 0 }, budgetMs: 60_000 });
+  runtime = createRuntime({ codec, llm: new OracleBackend({ codec }), sandboxes: watched(provider), retries: { max: 0 }, budgetMs: 60_000 });
 });
 afterAll(async () => {
   await runtime?.close();
@@ -30,14 +30,42 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-/** Proxy socket dirs of this process still on disk. */
-async function proxyDirs(): Promise<string[]> {
-  return (await readdir(tmpdir())).filter((f) => f.startsWith('rollout-proxy-'));
+/** Host pids whose command line contains `tag` (the sandbox's processes are host processes too). */
+async function hostProcesses(tag: string): Promise<number[]> {
+  const out: number[] = [];
+  for (const p of await readdir('/proc')) {
+    if (!/^\d+$/.test(p) || Number(p) === process.pid) continue;
+    const cmd = await readFile(`/proc/${p}/cmdline`, 'utf8').catch(() => '');
+    if (cmd.includes(tag) && cmd.includes('agent.py')) out.push(Number(p));
+  }
+  return out;
 }
 
-describe('a harness in a real sandbox', () => {
+/** The proxy socket dirs the handler handed to the sandbox provider (seen by {@link watched}). */
+const socketDirs: string[] = [];
+
+/** `provider`, noting each sandbox's proxy socket dir. */
+function watched(p: SandboxProvider): SandboxProvider {
+  return {
+    create: (spec, o) => {
+      if (spec.llmProxy) socketDirs.push(dirname(spec.llmProxy.socketPath));
+      return p.create(spec, o);
+    },
+    close: () => p.close(),
+  };
+}
+
+/** The socket dirs made since `from` that are still on disk, polled for a second (the close runs as the attempt ends). */
+async function leftDirs(from: number): Promise<string[]> {
+  const left = (): string[] => socketDirs.slice(from).filter((d) => existsSync(d));
+  for (let i = 0; i < 50 && left().length > 0; i++) await new Promise((res) => setTimeout(res, 20));
+  return left();
+}
+
+// Generous: python3 and bwrap start-up on a machine shared by many test runs.
+describe('a harness in a real sandbox', { timeout: 90_000 }, () => {
   it('runs the agent against its proxy, answers it from the oracle and grades the sandbox', async () => {
-    const before = await proxyDirs();
+    const from = socketDirs.length;
     const r = await runtime.submit({
       data_source: 'harness',
       instance_id: 'e2e',
@@ -55,26 +83,51 @@ describe('a harness in a real sandbox', () => {
     expect(r.trajectory.turns).toHaveLength(2);
     expect(r.trajectory.diagnostics.continuity).toBe('token-exact');
     expect(r.trajectory.messages.find((m) => m.role === 'tool')?.content).toBe('ok\n');
-    expect(await proxyDirs()).toEqual(before);
+    expect(socketDirs.length).toBe(from + 1);
+    expect(await leftDirs(from)).toEqual([]);
   });
 
   it('times out a harness that never calls the model, and leaves no proxy behind', async () => {
-    const rt = createRuntime({ codec, llm: new OracleBackend({ codec }), sandboxes: provider, retries: { max: 0 }, budgetMs: 3_000 });
+    const rt = createRuntime({ codec, llm: new OracleBackend({ codec }), sandboxes: watched(provider), retries: { max: 0 }, budgetMs: 3_000 });
     try {
-      const before = await proxyDirs();
+      const from = socketDirs.length;
       const r = await rt.submit({ data_source: 'harness', instance_id: 'silent', command: 'python3 agent.py silent', files: { 'agent.py': AGENT }, eval_command: 'true' }).result;
       expect([r.outcome, r.finish]).toEqual(['timed-out', 'timeout']);
-      for (let i = 0; i < 50 && (await proxyDirs()).length > before.length; i++) await new Promise((res) => setTimeout(res, 20));
-      expect(await proxyDirs()).toEqual(before);
+      expect(socketDirs.length).toBe(from + 1);
+      expect(await leftDirs(from)).toEqual([]);
     } finally {
       await rt.close();
     }
   });
 
-  it('cancels a working harness: the sandbox and its processes are gone', async () => {
-    const h = runtime.submit({ data_source: 'harness', instance_id: 'cancel', command: 'python3 agent.py silent', files: { 'agent.py': AGENT }, eval_command: 'true' });
+  it('stops a harness that hangs after its budget 429, then evaluates in the same sandbox', async () => {
+    const tag = `stubborn-${process.pid}-${Date.now()}`;
+    const r = await runtime.submit({
+      data_source: 'harness',
+      instance_id: 'stubborn',
+      command: `python3 agent.py stubborn ${tag}`,
+      files: { 'agent.py': AGENT },
+      max_llm_calls: 2,
+      eval_command: 'test "$(cat n.txt)" = 2',
+      oracle: [1, 2, 3, 4].map((i) => ({ tool_calls: [{ name: 'bash', arguments: { command: `echo ${i} > n.txt` } }] })),
+    }).result;
+    expect([r.outcome, r.finish, r.trajectory.turns.length]).toEqual(['truncated', 'max_iterations', 2]);
+    // The eval ran in the shell the harness held: it was interrupted first.
+    expect([r.evalDetails?.exit_code, r.reward], JSON.stringify(r.evalDetails)).toEqual([0, 1]);
+    // It did not exit by itself: it was stopped (its last line may be lost with the interrupted wait).
+    expect(r.evalDetails?.harness_exit_code).toBeNull();
+    expect(String(r.evalDetails?.harness_output)).not.toMatch(/\[The command has not finished/);
+    expect(await hostProcesses(tag)).toEqual([]);
+  });
+
+  it('cancels a working harness: its processes are gone', async () => {
+    const tag = `cancel-${process.pid}-${Date.now()}`;
+    const h = runtime.submit({ data_source: 'harness', instance_id: 'cancel', command: `python3 agent.py silent ${tag}`, files: { 'agent.py': AGENT }, eval_command: 'true' });
     while (runtime.get(h.id)?.state !== 'llmCalling') await new Promise((res) => setTimeout(res, 20));
+    for (let i = 0; i < 100 && (await hostProcesses(tag)).length === 0; i++) await new Promise((res) => setTimeout(res, 20));
+    expect((await hostProcesses(tag)).length).toBeGreaterThan(0);
     await h.cancel('test');
     expect((await h.result).outcome).toBe('cancelled');
+    expect(await hostProcesses(tag)).toEqual([]);
   });
 });

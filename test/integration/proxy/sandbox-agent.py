@@ -1,6 +1,7 @@
 """A stdlib-only agent for the sandbox end-to-end test: it reaches the model only through
 OPENAI_BASE_URL / OPENAI_API_KEY, runs the bash tool calls it gets, and exits 0 when a reply has
-no tool call. argv[1]: `tools` (that loop) or `silent` (never calls, never exits)."""
+no tool call. argv[1]: `tools` (that loop), `stubborn` (as tools, but on a refusal it prints it
+and hangs instead of exiting) or `silent` (never calls, never exits)."""
 import json, os, subprocess, sys, time, urllib.error, urllib.request
 
 BASE = os.environ["OPENAI_BASE_URL"]
@@ -32,6 +33,9 @@ while True:
     status, body = post("/chat/completions", {"model": "m", "messages": messages, "tools": TOOLS})
     if status != 200:
         print("refused", status, body["error"]["code"], flush=True)
+        if sys.argv[1] == "stubborn":
+            while True:
+                time.sleep(1)
         sys.exit(3)
     msg = body["choices"][0]["message"]
     messages.append(msg)
