@@ -3,6 +3,7 @@ import type { Message, ToolCall, ToolSchema } from '../protocol/messages.js';
 import type { Sandbox, SandboxSpec } from '../sandbox/sandbox.js';
 import type { FinishReason } from '../protocol/trajectory.js';
 import type { Clock } from '../runtime/clock.js';
+import type { ProxyChatCall } from '../proxy/llm-proxy.js';
 
 /** What every handler hook receives. */
 export interface HandlerContext {
@@ -29,6 +30,28 @@ export interface InitResult {
   sandbox?: Sandbox | undefined;
   /** Handler state carried to `act` and `eval`. */
   state?: unknown;
+  /**
+   * An agent that runs on its own and asks for the model through the rollout's LLM proxy (the
+   * `harness` family): the runtime's loop then answers its chat requests instead of calling
+   * `act` (see docs/proxy.md). `messages` and `tools` are ignored: the agent sends its own.
+   */
+  external?: ExternalAgent | undefined;
+}
+
+/** What an {@link ExternalAgent} does next: ask for the model, or end. */
+export type ExternalAgentEvent = { type: 'chat'; call: ProxyChatCall } | { type: 'exit'; exitCode: number | null };
+
+/**
+ * An agent program the runtime does not drive (a harness): it calls the model through the
+ * rollout's proxy when it wants, and exits when it is done.
+ */
+export interface ExternalAgent {
+  /** Its limits: chat requests and trajectory tokens at most (undefined: only the runtime's own). */
+  readonly limits: { maxLlmCalls?: number | undefined; maxTokensTotal?: number | undefined };
+  /** Resolves with its next chat request or its exit. Rejects with the signal's reason on abort. */
+  next(signal: AbortSignal): Promise<ExternalAgentEvent>;
+  /** Ends it: later chat requests are refused (410) and its process tree is killed. Idempotent; never throws. */
+  stop(reason: string): Promise<void>;
 }
 
 /** One tool's outcome, as the agent loop turns it into a `tool` message. */

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import type { ChatCodec } from './chat-codec.js';
+import { toOpenAiToolCalls } from './protocols/openai.js';
 
 /** Options of the server side of OpenAI chat completions (see `startLlmHttpServer`). */
 export interface OpenAiRouteOptions {
@@ -52,11 +53,10 @@ export type OpenAiChatRequest = z.infer<typeof OpenAiChatRequestSchema>;
 
 /**
  * The conversation of a chat request in the runtime's message form (tool-call `arguments` parsed
- * from their JSON strings) and the prompt ids the codec renders for it, ending with the
- * assistant generation prompt — what a real server does with its own chat template.
+ * from their JSON strings, `content: null` as `''`) and its tools with defaults filled in.
  * @throws Error naming the message whose tool-call arguments are not a JSON object.
  */
-export function renderChatPrompt(codec: ChatCodec, body: OpenAiChatRequest): number[] {
+export function chatMessagesOf(body: OpenAiChatRequest): { messages: Message[]; tools: ToolSchema[] } {
   const messages: Message[] = body.messages.map((m, i) => {
     const out: Message = { role: m.role, content: m.content ?? '' };
     if (m.tool_calls && m.tool_calls.length > 0) {
@@ -79,6 +79,16 @@ export function renderChatPrompt(codec: ChatCodec, body: OpenAiChatRequest): num
     return out;
   });
   const tools: ToolSchema[] = (body.tools ?? []).map((t) => ({ type: 'function', function: { name: t.function.name, description: t.function.description ?? '', parameters: t.function.parameters ?? {} } }));
+  return { messages, tools };
+}
+
+/**
+ * The prompt ids the codec renders for a chat request ({@link chatMessagesOf}), ending with the
+ * assistant generation prompt — what a real server does with its own chat template.
+ * @throws Error naming the message whose tool-call arguments are not a JSON object.
+ */
+export function renderChatPrompt(codec: ChatCodec, body: OpenAiChatRequest): number[] {
+  const { messages, tools } = chatMessagesOf(body);
   const thinking = body.chat_template_kwargs?.enable_thinking;
   return codec.encodePrompt(messages, tools, thinking === undefined ? undefined : { enableThinking: thinking });
 }
@@ -95,7 +105,7 @@ export function chatCompletion(
   const content = parsed.malformed.length > 0 ? [parsed.content, ...parsed.malformed.map((m) => m.raw)].filter((x) => x).join('\n') : parsed.content;
   const message: Record<string, unknown> = { role: 'assistant', content: content === '' && parsed.toolCalls.length > 0 ? null : content };
   if (parsed.toolCalls.length > 0) {
-    message.tool_calls = parsed.toolCalls.map((c, i) => ({ id: `chatcmpl-tool-${ctx.n}-${i}`, type: 'function', function: { name: c.name, arguments: JSON.stringify(c.arguments) } }));
+    message.tool_calls = toOpenAiToolCalls(parsed.toolCalls, (i) => `chatcmpl-tool-${ctx.n}-${i}`);
   }
   const choice: Record<string, unknown> = {
     index: 0,

@@ -56,6 +56,14 @@ export const TrajectorySchema = z.object({
   maxWeightVersion: WeightVersionSchema.nullable().optional(),
   /** The trainer's version (`setTrainerVersion`) minus `minWeightVersion` when the result was made; null when unknown or not numeric. */
   staleness: z.number().nullable().optional(),
+  /**
+   * Present only when the rollout's token record is not one sequence (a `harness` agent rewrote
+   * its history): the flat lists are the segments one after another, and each entry says where
+   * one is — `[tokenStart, tokenEnd)` in `tokens` / `lossMask` / `logprobs`, `[turnStart,
+   * turnEnd)` in `turns`, `[messageStart, messageEnd)` in `messages`. Each segment is token-exact
+   * on its own; train on each separately, never on the concatenation. See docs/proxy.md.
+   */
+  segments: z.array(z.object({ tokenStart: z.number().int(), tokenEnd: z.number().int(), turnStart: z.number().int(), turnEnd: z.number().int(), messageStart: z.number().int(), messageEnd: z.number().int() })).optional(),
 });
 export type Trajectory = z.infer<typeof TrajectorySchema>;
 

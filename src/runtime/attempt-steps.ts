@@ -8,6 +8,7 @@ import { joinPartial, segmented, type SegmentedResult } from '../llm/partial-gen
 import type { RolloutEventInput } from '../protocol/events.js';
 import type { Message } from '../protocol/messages.js';
 import type { Clock } from './clock.js';
+import { HarnessSteps } from './harness-steps.js';
 import type { EventHub } from './event-hub.js';
 import type { Attempt, RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
@@ -43,7 +44,12 @@ const MAX_RESUMES = 8;
  * await that the attempt has not ended, so a late answer never touches a newer attempt.
  */
 export class AttemptSteps {
-  constructor(private readonly ctx: StepsContext) {}
+  /** The loop of an attempt whose agent runs on its own (the `harness` family). */
+  private readonly harness: HarnessSteps;
+
+  constructor(private readonly ctx: StepsContext) {
+    this.harness = new HarnessSteps(ctx, { startCall: (s, att, kind, ms) => this.startCall(s, att, kind, ms), emit: (s, ev) => this.emit(s, ev) });
+  }
 
   async init(id: string): Promise<InitOutput> {
     const s = this.ctx.live(id);
@@ -55,6 +61,10 @@ export class AttemptSteps {
     if (r.sandbox) att.sandboxes.adopt(r.sandbox);
     att.sandbox = r.sandbox;
     att.handlerState = r.state;
+    if (r.external) {
+      this.harness.start(s, att, r.external);
+      return { runSlot: this.ctx.pools.run.tryTake(id) };
+    }
     const ids = this.ctx.codec.encodePrompt(r.messages, r.tools, thinking(s));
     att.builder.start(r.messages, r.tools, ids);
     return { runSlot: this.ctx.pools.run.tryTake(id) };
@@ -64,6 +74,7 @@ export class AttemptSteps {
     const { ctx } = this;
     const s = ctx.live(id);
     const att = s.attempt!;
+    if (att.harness) return this.harness.llm(s, att, turn);
     const b = att.builder;
     const room = att.maxModelLen - b.length;
     if (room <= 0) {
@@ -137,6 +148,7 @@ export class AttemptSteps {
     const { ctx } = this;
     const s = ctx.live(id);
     const att = s.attempt!;
+    if (att.harness) return this.harness.act(s, att);
     const handler = att.handler!;
     this.startCall(s, att, 'action', ctx.opts.actionTimeoutMs);
     const base = att.ctx!;
@@ -183,7 +195,7 @@ export class AttemptSteps {
       ...att.ctx!,
       sandbox: att.sandbox,
       state: att.handlerState,
-      messages: [...att.builder.messageView],
+      messages: [...(att.harness?.traj.messages ?? att.builder.messageView)],
       finish: att.finish ?? 'error',
     });
     if (att.ended) return;

@@ -97,7 +97,7 @@ const emptyTrajectory = (): Trajectory => ({ turns: [], tokens: [], lossMask: []
  * trainer's version as it is now, when the result is made.
  */
 export function buildResult(s: RolloutSession, att: Attempt | null, outcome: Outcome, error: RolloutError | null, now: number, trainerVersion: WeightVersion | null = null): RolloutResult {
-  const trajectory = att ? att.builder.build() : emptyTrajectory();
+  const trajectory = att ? (att.harness?.traj.build() ?? att.builder.build()) : emptyTrajectory();
   trajectory.staleness = staleness(trainerVersion, trajectory.minWeightVersion ?? null);
   const counted = s.timing.initMs + s.timing.runMs + s.timing.evalMs;
   const wallMs = now - s.submittedAt;

@@ -11,6 +11,7 @@ import { AttemptSandboxes } from './attempt-sandboxes.js';
 import type { Clock } from './clock.js';
 import type { RolloutSummary } from './runtime-api.js';
 import type { RolloutError } from '../errors.js';
+import type { HarnessRun } from '../proxy/harness-run.js';
 
 /**
  * One attempt of a rollout: everything a retry starts afresh (actor, sandbox, tokens). The
@@ -42,6 +43,8 @@ export class Attempt {
   callAt = Infinity;
   callKind: 'llm' | 'action' = 'llm';
   lastBackendId: string | undefined = undefined;
+  /** Set when the handler's agent runs on its own (the `harness` family): its loop state and token record. */
+  harness: HarnessRun | null = null;
 
   constructor(
     readonly builder: TrajectoryBuilder,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Message } from '../../protocol/messages.js';
+import type { Message, ToolCall } from '../../protocol/messages.js';
 import type { ChatCodec } from '../chat-codec.js';
 import type { ChatContext, LogprobSemantics } from '../llm-client.js';
 import { checkAligned, finiteLogprob, stopOf, type ParsedGeneration, type ProtocolAdapter } from './protocol.js';
@@ -127,7 +127,7 @@ export function toOpenAiMessage(m: Message): Record<string, unknown> {
   if (m.role === 'assistant') {
     const out: Record<string, unknown> = { role: 'assistant', content: m.content };
     if (m.tool_calls && m.tool_calls.length > 0) {
-      out.tool_calls = m.tool_calls.map((c, i) => ({ id: c.id ?? `call_${i}`, type: 'function', function: { name: c.name, arguments: JSON.stringify(c.arguments) } }));
+      out.tool_calls = toOpenAiToolCalls(m.tool_calls, (i) => m.tool_calls![i]!.id ?? `call_${i}`);
     }
     return out;
   }
@@ -137,6 +137,15 @@ export function toOpenAiMessage(m: Message): Record<string, unknown> {
     return out;
   }
   return { role: m.role, content: m.content };
+}
+
+/**
+ * Tool calls in OpenAI's form, `{id, type: 'function', function: {name, arguments: JSON string}}`:
+ * the one mapping both the client side (requests to a chat backend) and the server side (the
+ * fake server's and the per-rollout proxy's answers) use. `idOf(i)` names the i-th call.
+ */
+export function toOpenAiToolCalls(calls: readonly ToolCall[], idOf: (i: number) => string): { id: string; type: 'function'; function: { name: string; arguments: string } }[] {
+  return calls.map((c, i) => ({ id: idOf(i), type: 'function' as const, function: { name: c.name, arguments: JSON.stringify(c.arguments) } }));
 }
 
 type ReplyMessage = z.infer<typeof OpenAiChatResponseSchema>['choices'][number]['message'];

@@ -1,0 +1,133 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OracleBackend } from '../../../src/llm/oracle-backend.js';
+import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
+import { createSandboxProvider } from '../../../src/sandbox/index.js';
+import type { SandboxProvider } from '../../../src/sandbox/sandbox.js';
+import { TestCodec } from '../../../src/testing/test-codec.js';
+
+/**
+ * The `harness` family end to end: a stdlib Python agent in a real sandbox (bwrap where it
+ * works; ROLLOUT_REQUIRE_BWRAP makes it mandatory in CI) reaches its rollout's proxy only
+ * through OPENAI_BASE_URL, the oracle backend answers, the eval runs in the same sandbox.
+ */
+const AGENT = readFileSync(join(import.meta.dirname, 'sandbox-agent.py'), 'utf8');
+const codec = new TestCodec();
+let root: string;
+let provider: SandboxProvider;
+let runtime: EmbeddedRuntime;
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), 'harness-sandbox-'));
+  provider = createSandboxProvider({ stateDir: root, hosts: 1 });
+  runtime = createRuntime({ codec, llm: new OracleBackend({ codec }), sandboxes: watched(provider), retries: { max: 0 }, budgetMs: 60_000 });
+});
+afterAll(async () => {
+  await runtime?.close();
+  await provider?.close();
+  await rm(root, { recursive: true, force: true });
+});
+
+/** Host pids whose command line contains `tag` (the sandbox's processes are host processes too). */
+async function hostProcesses(tag: string): Promise<number[]> {
+  const out: number[] = [];
+  for (const p of await readdir('/proc')) {
+    if (!/^\d+$/.test(p) || Number(p) === process.pid) continue;
+    const cmd = await readFile(`/proc/${p}/cmdline`, 'utf8').catch(() => '');
+    if (cmd.includes(tag) && cmd.includes('agent.py')) out.push(Number(p));
+  }
+  return out;
+}
+
+/** The proxy socket dirs the handler handed to the sandbox provider (seen by {@link watched}). */
+const socketDirs: string[] = [];
+
+/** `provider`, noting each sandbox's proxy socket dir. */
+function watched(p: SandboxProvider): SandboxProvider {
+  return {
+    create: (spec, o) => {
+      if (spec.llmProxy) socketDirs.push(dirname(spec.llmProxy.socketPath));
+      return p.create(spec, o);
+    },
+    close: () => p.close(),
+  };
+}
+
+/** The socket dirs made since `from` that are still on disk, polled for a second (the close runs as the attempt ends). */
+async function leftDirs(from: number): Promise<string[]> {
+  const left = (): string[] => socketDirs.slice(from).filter((d) => existsSync(d));
+  for (let i = 0; i < 50 && left().length > 0; i++) await new Promise((res) => setTimeout(res, 20));
+  return left();
+}
+
+// Generous: python3 and bwrap start-up on a machine shared by many test runs.
+describe('a harness in a real sandbox', { timeout: 90_000 }, () => {
+  it('runs the agent against its proxy, answers it from the oracle and grades the sandbox', async () => {
+    const from = socketDirs.length;
+    const r = await runtime.submit({
+      data_source: 'harness',
+      instance_id: 'e2e',
+      command: 'python3 agent.py tools',
+      files: { 'agent.py': AGENT },
+      eval_command: 'test "$(cat done.txt)" = ok',
+      oracle: [{ tool_calls: [{ name: 'bash', arguments: { command: 'echo ok > done.txt && cat done.txt' } }] }, { content: 'Finished.' }],
+    }).result;
+    expect([r.outcome, r.finish, r.reward, r.evalDetails?.harness_exit_code], JSON.stringify(r.evalDetails)).toEqual(['completed', 'no_tool_call', 1, 0]);
+    const out = String(r.evalDetails?.harness_output);
+    expect(out).toMatch(/base http:\/\/127\.0\.0\.1:\d+\/v1/);
+    // Another rollout's token is refused; the sandbox's own is served.
+    expect(out).toMatch(/wrong-key 401 invalid_api_key/);
+    expect(out).toMatch(/models 200 rollout-policy/);
+    expect(r.trajectory.turns).toHaveLength(2);
+    expect(r.trajectory.diagnostics.continuity).toBe('token-exact');
+    expect(r.trajectory.messages.find((m) => m.role === 'tool')?.content).toBe('ok\n');
+    expect(socketDirs.length).toBe(from + 1);
+    expect(await leftDirs(from)).toEqual([]);
+  });
+
+  it('times out a harness that never calls the model, and leaves no proxy behind', async () => {
+    const rt = createRuntime({ codec, llm: new OracleBackend({ codec }), sandboxes: watched(provider), retries: { max: 0 }, budgetMs: 3_000 });
+    try {
+      const from = socketDirs.length;
+      const r = await rt.submit({ data_source: 'harness', instance_id: 'silent', command: 'python3 agent.py silent', files: { 'agent.py': AGENT }, eval_command: 'true' }).result;
+      expect([r.outcome, r.finish]).toEqual(['timed-out', 'timeout']);
+      expect(socketDirs.length).toBe(from + 1);
+      expect(await leftDirs(from)).toEqual([]);
+    } finally {
+      await rt.close();
+    }
+  });
+
+  it('stops a harness that hangs after its budget 429, then evaluates in the same sandbox', async () => {
+    const tag = `stubborn-${process.pid}-${Date.now()}`;
+    const r = await runtime.submit({
+      data_source: 'harness',
+      instance_id: 'stubborn',
+      command: `python3 agent.py stubborn ${tag}`,
+      files: { 'agent.py': AGENT },
+      max_llm_calls: 2,
+      eval_command: 'test "$(cat n.txt)" = 2',
+      oracle: [1, 2, 3, 4].map((i) => ({ tool_calls: [{ name: 'bash', arguments: { command: `echo ${i} > n.txt` } }] })),
+    }).result;
+    expect([r.outcome, r.finish, r.trajectory.turns.length]).toEqual(['truncated', 'max_iterations', 2]);
+    // The eval ran in the shell the harness held: it was interrupted first.
+    expect([r.evalDetails?.exit_code, r.reward], JSON.stringify(r.evalDetails)).toEqual([0, 1]);
+    // It did not exit by itself: it was stopped (its last line may be lost with the interrupted wait).
+    expect(r.evalDetails?.harness_exit_code).toBeNull();
+    expect(String(r.evalDetails?.harness_output)).not.toMatch(/\[The command has not finished/);
+    expect(await hostProcesses(tag)).toEqual([]);
+  });
+
+  it('cancels a working harness: its processes are gone', async () => {
+    const tag = `cancel-${process.pid}-${Date.now()}`;
+    const h = runtime.submit({ data_source: 'harness', instance_id: 'cancel', command: `python3 agent.py silent ${tag}`, files: { 'agent.py': AGENT }, eval_command: 'true' });
+    while (runtime.get(h.id)?.state !== 'llmCalling') await new Promise((res) => setTimeout(res, 20));
+    for (let i = 0; i < 100 && (await hostProcesses(tag)).length === 0; i++) await new Promise((res) => setTimeout(res, 20));
+    expect((await hostProcesses(tag)).length).toBeGreaterThan(0);
+    await h.cancel('test');
+    expect((await h.result).outcome).toBe('cancelled');
+    expect(await hostProcesses(tag)).toEqual([]);
+  });
+});
