@@ -171,3 +171,9 @@ describe.runIf(driver !== 'none')(`the harness example agents in a ${driver} san
     }
   });
 });
+
+describe('rollout run examples/harness/tasks.jsonl', () => {
+  // Needs the proxy branch's `harness` family and LlmProxy; verified by hand on a scratch merge
+  // of both branches: 4/4 resolved, token-exact for simple_agent, 2 segments for rewriting_agent.
+  it.todo('resolves every task with the oracle backend on real sandboxes; simple_agent token-exact, rewriting_agent segmented (#14, once the proxy branch is merged)');
+});
