@@ -199,9 +199,10 @@ export function checkProxySocket(socketPath: string): void {
  * @throws SandboxError when the mount fails although this process is root.
  */
 export function mountProxySocket(socketPath: string, ctlDir: string): boolean {
-  if (!isRoot()) return false;
+  // The mount point, in both cases: bwrap cannot create it inside the read-only /run/rollout.
   const target = path.join(ctlDir, LLM_PROXY_SOCKET_FILE);
   fs.writeFileSync(target, '', { mode: 0o644 });
+  if (!isRoot()) return false;
   fs.chmodSync(socketPath, 0o666);
   const r = spawnSync('mount', ['--bind', socketPath, target], { encoding: 'utf8' });
   if (r.status !== 0) throw new SandboxError(`cannot bind the LLM proxy socket: ${(r.stderr || r.error?.message || '').trim()}`, { code: 'SANDBOX_LLM_PROXY', stage: 'init' });

@@ -330,3 +330,34 @@ except OSError:
     }
   });
 });
+
+// The `none` driver (development only) shares the host's network: the listener is an ephemeral
+// port of the host's loopback, and the URL names it.
+describe('LLM proxy plumbing with the none driver', () => {
+  it('listens on an ephemeral host port, forwards to the socket and stops listening on close', async () => {
+    const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-llmproxy-none-'));
+    const provider = createSandboxProvider({ driver: 'none', hosts: 1, stateDir });
+    const proxy = new StandIn();
+    await proxy.listen();
+    try {
+      const sb = await provider.create({ llmProxy: { socketPath: proxy.socketPath, token: TOKEN } }, { rolloutId: 'llm-proxy-none-driver' });
+      const url = sb.llmProxyUrl!;
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+      expect(url).not.toBe(LLM_PROXY_URL);
+      const r = await py(sb, `import os, urllib.request; print(os.environ["OPENAI_BASE_URL"], urllib.request.urlopen(os.environ["OPENAI_BASE_URL"] + "/go", timeout=10).read().decode())`);
+      expect(r.output.trim()).toBe(`${url} ok`);
+      await sb.close();
+      const port = Number(new URL(url).port);
+      const refused = await new Promise<boolean>((resolve) => {
+        const s = net.connect(port, '127.0.0.1');
+        s.once('connect', () => (s.destroy(), resolve(false)));
+        s.once('error', () => resolve(true));
+      });
+      expect(refused).toBe(true);
+    } finally {
+      await provider.close();
+      await proxy.close();
+      fs.rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+});
