@@ -42,6 +42,31 @@ export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<v
   });
 }
 
+/**
+ * Calls `fn` every `ms` on `clock` until the returned function is called (a periodic timer on the
+ * injected clock, so tests drive it with `ManualClock.advance`). The next timer is armed before
+ * `fn` runs, so a throwing `fn` does not stop the period. Timers are unref'd where the clock's
+ * handles allow it: a forgotten period never keeps the process alive.
+ */
+export function every(clock: Clock, ms: number, fn: () => void): () => void {
+  let stopped = false;
+  let handle: TimerHandle;
+  const arm = (): void => {
+    handle = clock.setTimeout(tick, ms);
+    (handle as { unref?: () => void } | null)?.unref?.();
+  };
+  const tick = (): void => {
+    if (stopped) return;
+    arm();
+    fn();
+  };
+  arm();
+  return () => {
+    stopped = true;
+    clock.clearTimeout(handle);
+  };
+}
+
 /** The error a cancelled wait rejects with. */
 export function abortReason(signal: AbortSignal): Error {
   const r: unknown = signal.reason;

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { systemClock, type Clock } from '../runtime/clock.js';
+import { every, systemClock, type Clock } from '../runtime/clock.js';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, WebSocket, type RawData } from 'ws';
 import { WsClientMessageSchema, type WsServerMessage } from '../protocol/http.js';
@@ -57,8 +57,9 @@ const MESSAGES_PER_TURN = 16;
 export class WsEventHub {
   private readonly wss: WebSocketServer;
   private readonly conns = new Set<Connection>();
-  private readonly heartbeat: NodeJS.Timeout;
-  private readonly backendsTimer: NodeJS.Timeout | null;
+  /** Stop functions of the heartbeat and backend-snapshot periods (on the clock, so tests drive them). */
+  private readonly stopHeartbeat: () => void;
+  private readonly stopBackends: (() => void) | null;
   /** Serialized events, shared by every subscriber (an event is stringified once, not once per socket). */
   private readonly cache = new WeakMap<object, string>();
 
@@ -69,10 +70,8 @@ export class WsEventHub {
   ) {
     const o = service.options;
     this.wss = new WebSocketServer({ noServer: true, maxPayload: o.wsMaxPayloadBytes, perMessageDeflate: false });
-    this.heartbeat = setInterval(() => this.tick(), o.heartbeatMs);
-    this.heartbeat.unref();
-    this.backendsTimer = o.backendsIntervalMs > 0 ? setInterval(() => this.pushBackends(), o.backendsIntervalMs) : null;
-    this.backendsTimer?.unref();
+    this.stopHeartbeat = every(clock, o.heartbeatMs, () => this.tick());
+    this.stopBackends = o.backendsIntervalMs > 0 ? every(clock, o.backendsIntervalMs, () => this.pushBackends()) : null;
   }
 
   /** Open connections (for tests and metrics). */
@@ -114,8 +113,8 @@ export class WsEventHub {
 
   /** Closes every connection and stops the timers. */
   close(): void {
-    clearInterval(this.heartbeat);
-    if (this.backendsTimer) clearInterval(this.backendsTimer);
+    this.stopHeartbeat();
+    this.stopBackends?.();
     for (const c of this.conns) {
       for (const s of c.subs.values()) s.abort.abort();
       c.ws.close(1001, 'server closing');

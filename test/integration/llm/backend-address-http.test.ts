@@ -9,7 +9,7 @@ afterEach(async () => {
 
 describe('backend addresses at the service', () => {
   it.each(['true', '../../etc/passwd'])('refuses %j naming the address (422 at /add_llm_server as FastAPI would, 400 at /v1/backends), and registers nothing', async (address) => {
-    h = await startHarness();
+    h = await startHarness({}, { backends: [] });
     const a = await post(`${h.url}/add_llm_server`, { address });
     expect(a.status).toBe(422);
     expect(JSON.stringify(a.body)).toMatch(/invalid backend address/);
@@ -30,7 +30,7 @@ describe('backend addresses at the service', () => {
   });
 
   it('registers two paths on one host:port as two OpenAI backends', async () => {
-    h = await startHarness();
+    h = await startHarness({}, { backends: [] });
     expect((await post(`${h.url}/add_llm_server`, { address: 'http://127.0.0.1:9001/a/v1' })).status).toBe(200);
     expect((await post(`${h.url}/add_llm_server`, { address: 'http://127.0.0.1:9001/b/v1' })).status).toBe(200);
     const list = (await get(`${h.url}/v1/backends`)).body.backends as { id: string; url: string; protocol: string }[];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock, sleep } from '../../../src/runtime/clock.js';
+import { every, ManualClock, sleep } from '../../../src/runtime/clock.js';
 
 describe('ManualClock', () => {
   it('fires timers in deadline order as time advances, including timers set by timers', async () => {
@@ -42,5 +42,27 @@ describe('sleep', () => {
     ac.abort(new Error('stop'));
     await expect(p).rejects.toThrow('stop');
     expect(c.pending).toBe(0);
+  });
+});
+
+describe('every', () => {
+  it('calls back once per period on the clock, keeps going after a throw, and stops leaving no timer', async () => {
+    const c = new ManualClock(0);
+    const at: number[] = [];
+    const stop = every(c, 10, () => {
+      at.push(c.now());
+      if (at.length === 2) throw new Error('one bad tick');
+    });
+    await c.advance(9);
+    expect(at).toEqual([]);
+    await c.advance(1);
+    expect(at).toEqual([10]);
+    await expect(c.advance(10)).rejects.toThrow('one bad tick');
+    await c.advance(20);
+    expect(at).toEqual([10, 20, 30, 40]);
+    stop();
+    expect(c.pending).toBe(0);
+    await c.advance(100);
+    expect(at).toHaveLength(4);
   });
 });

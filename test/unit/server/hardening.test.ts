@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import net from 'node:net';
-import { startHarness, post, get, mathInstance, type Harness } from './harness.js';
+import { startHarness, post, get, task, heldTask, type Harness } from './harness.js';
 import { jsonDepth } from '../../../src/server/body.js';
 
 let h: Harness;
@@ -31,7 +31,7 @@ describe('input hardening', () => {
 
   it('refuses unknown top-level keys', async () => {
     h = await startHarness();
-    const r = await post(`${h.url}/v1/rollouts`, { instance: mathInstance(), extra: 1 });
+    const r = await post(`${h.url}/v1/rollouts`, { instance: task(), extra: 1 });
     expect(r.status).toBe(400);
     expect(r.body.error.issues[0].message).toMatch(/extra/);
   });
@@ -45,7 +45,7 @@ describe('input hardening', () => {
 
   it('answers a body over the limit with 413', async () => {
     h = await startHarness({ bodyLimitBytes: 1024 });
-    const r = await post(`${h.url}/process`, { instance: mathInstance({ blob: 'x'.repeat(4096) }) });
+    const r = await post(`${h.url}/process`, { instance: task({ blob: 'x'.repeat(4096) }) });
     expect(r.status).toBe(413);
   });
 
@@ -99,7 +99,7 @@ describe('input hardening', () => {
 
   it('refuses text/plain, the type a cross-origin page may POST without a preflight', async () => {
     h = await startHarness();
-    const res = await fetch(`${h.url}/process`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: JSON.stringify({ instance: mathInstance() }) });
+    const res = await fetch(`${h.url}/process`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: JSON.stringify({ instance: task() }) });
     expect(res.status).toBe(415);
     expect(h.rt().list()).toEqual([]);
   });
@@ -153,7 +153,7 @@ describe('input hardening', () => {
 
   it('answers a duplicate live job id with 400', async () => {
     h = await startHarness();
-    await post(`${h.url}/v1/rollouts`, { instance: mathInstance({ fake: { hold: true } }), id: 'dup' });
-    expect((await post(`${h.url}/v1/rollouts`, { instance: mathInstance(), id: 'dup' })).status).toBe(400);
+    await post(`${h.url}/v1/rollouts`, { instance: heldTask(), id: 'dup' });
+    expect((await post(`${h.url}/v1/rollouts`, { instance: task(), id: 'dup' })).status).toBe(400);
   });
 });

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { startHarness, post, get, mathInstance, waitFor, type Harness } from './harness.js';
+import { startHarness, post, get, task, heldTask, type Harness } from './harness.js';
 import { ServiceMetrics } from '../../../src/server/metrics.js';
 
 let h: Harness;
@@ -10,12 +10,17 @@ afterEach(async () => {
 describe('/metrics', () => {
   it('exposes queue depth, stage occupancy and outcomes in Prometheus text', async () => {
     h = await startHarness();
-    await post(`${h.url}/process`, { instance: mathInstance() });
-    await post(`${h.url}/v1/rollouts`, { instance: mathInstance({ fake: { hold: true } }) });
-    await waitFor(() => h.service.lastSeq >= 4);
+    // One rollout with two seconds of sandbox work on the manual clock, one held in `acting`.
+    const done = post(`${h.url}/process`, { instance: task({}, 2_000) });
+    await h.until(() => h.rt().list()[0]?.state === 'acting');
+    await h.clock.advance(2_000);
+    expect((await done).body.outcome).toBe('completed');
+    await post(`${h.url}/v1/rollouts`, { instance: heldTask(), id: 'held' });
+    await h.until(() => h.rt().get('held')?.state === 'acting');
     const r = await get(`${h.url}/metrics`);
     expect(r.headers.get('content-type')).toMatch(/text\/plain/);
-    expect(r.body).toMatch(/^rollout_queue_depth 1$/m);
+    expect(r.body).toMatch(/^rollout_queue_depth 0$/m);
+    expect(r.body).toMatch(/^rollout_stage_occupancy\{stage="run",kind="active"\} 1$/m);
     expect(r.body).toMatch(/^rollout_stage_occupancy\{stage="run",kind="limit"\} 64$/m);
     expect(r.body).toMatch(/^rollout_outcomes_total\{outcome="completed"\} 1$/m);
     expect(r.body).toMatch(/^rollout_stage_seconds_sum\{stage="run"\} 2$/m);

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import { createService } from '../../../src/server/service.js';
-import { FakeRuntime } from './fake-runtime.js';
-import { startHarness, post, get, mathInstance, waitFor, type Harness } from './harness.js';
+import { ManualClock } from '../../../src/runtime/clock.js';
+import { startHarness, harnessRuntimeFactory, post, get, task, heldTask, evalFaultTask, type Harness } from './harness.js';
 
 let h: Harness;
 afterEach(async () => {
@@ -12,29 +12,40 @@ afterEach(async () => {
 describe('ProRL routes', () => {
   it('answers /process with the ProRL result shape when the rollout completes', async () => {
     h = await startHarness();
-    const r = await post(`${h.url}/process`, { instance: mathInstance(), sampling_params: { max_iterations: 5 }, job_id: 'job-1' });
+    // Two seconds of (manual-clock) work in the sandbox, then finish.
+    const pending = post(`${h.url}/process`, { instance: task({}, 2_000), sampling_params: { max_iterations: 5 }, job_id: 'job-1' });
+    await h.until(() => h.rt().list()[0]?.state === 'acting');
+    await h.clock.advance(2_000);
+    const r = await pending;
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ job_id: 'job-1', resolved: true, reward: 1, critical_error: null, filter: false, success: true, instance_id: 'm1' });
-    expect(r.body.messages[1]).toMatchObject({ role: 'assistant', input_ids: [1, 2], token_ids: [3, 4], logprobs: [-0.5, -0.25] });
-    expect(r.body.timing).toMatchObject({ init_time: 1, run_time: 2, eval_time: 0.5 });
+    const assistant = r.body.messages.filter((m: { role: string }) => m.role === 'assistant');
+    expect(assistant).toHaveLength(2);
+    for (const m of assistant) {
+      expect(m.input_ids.length).toBeGreaterThan(0);
+      expect(m.logprobs).toHaveLength(m.token_ids.length);
+    }
+    // Turn 2's prompt is turn 1's prompt + its sampled ids + the observation: never re-tokenized.
+    expect(assistant[1].input_ids.slice(0, assistant[0].input_ids.length + assistant[0].token_ids.length)).toEqual([...assistant[0].input_ids, ...assistant[0].token_ids]);
+    expect(r.body.timing).toMatchObject({ init_time: 0, run_time: 2, eval_time: 0, timeout_triggered: false });
   });
 
   it('treats null sampling params as unset, as Python trainers send them', async () => {
     h = await startHarness();
-    const r = await post(`${h.url}/process`, { instance: mathInstance(), sampling_params: { top_k: null, temperature: 1, seed: null } });
+    const r = await post(`${h.url}/process`, { instance: task(), sampling_params: { top_k: null, temperature: 1, seed: null } });
     expect(r).toMatchObject({ status: 200, body: { outcome: 'completed' } });
   });
 
   it('answers an infra failure as a filtered critical error, not a trainable sample', async () => {
     h = await startHarness();
-    const r = await post(`${h.url}/process`, { instance: mathInstance({ fake: { outcome: 'infra-error', stage: 'eval' } }) });
+    const r = await post(`${h.url}/process`, { instance: evalFaultTask() });
     expect(r.body).toMatchObject({ critical_error: 'eval', filter: true, resolved: false, success: false });
   });
 
   it('cancels a held /process job through /cancel and answers it as filtered', async () => {
     h = await startHarness();
-    const pending = post(`${h.url}/process`, { instance: mathInstance({ fake: { hold: true } }), job_id: 'held' });
-    await waitFor(() => h.rt().live() === 1);
+    const pending = post(`${h.url}/process`, { instance: heldTask(), job_id: 'held' });
+    await h.until(() => h.rt().list()[0]?.state === 'acting');
     const c = await post(`${h.url}/cancel`, { job_id: 'held' });
     expect(c).toMatchObject({ status: 200, body: { status: 'cancelled' } });
     expect((await pending).body).toMatchObject({ outcome: 'cancelled', filter: true, critical_error: null });
@@ -44,7 +55,7 @@ describe('ProRL routes', () => {
     const warnings: string[] = [];
     h = await startHarness({}, { warn: (m) => warnings.push(m) });
     for (let i = 0; i < 3; i++) {
-      const r = await post(`${h.url}/process`, { instance: mathInstance(), job_id: 'j', extra_info: { i }, timeout: 300 });
+      const r = await post(`${h.url}/process`, { instance: task(), job_id: 'j', extra_info: { i }, timeout: 300 });
       expect(r.status).toBe(200);
     }
     expect(warnings).toHaveLength(2);
@@ -53,12 +64,12 @@ describe('ProRL routes', () => {
 
   it('runs two live /process calls with one job_id as separate rollouts and cancels both by it (#10.4)', async () => {
     h = await startHarness();
-    const body = { instance: mathInstance({ fake: { hold: true } }), job_id: 'owner/repo#1 x' };
+    const body = { instance: heldTask(), job_id: 'owner/repo#1 x' };
     const a = post(`${h.url}/process`, body);
     const b = post(`${h.url}/process`, body);
-    await waitFor(() => h.rt().live() === 2);
+    await h.until(() => h.rt().list({ state: 'acting' }).length === 2);
     const st = await get(`${h.url}/status`);
-    expect(st.body).toMatchObject({ status: 'running', pending_jobs: 2, jobs: ['owner/repo#1 x', 'owner/repo#1 x'], init: 0, run: 0, eval: 0 });
+    expect(st.body).toMatchObject({ status: 'running', pending_jobs: 2, jobs: ['owner/repo#1 x', 'owner/repo#1 x'], init: 0, run: 2, eval: 0 });
     expect(await post(`${h.url}/cancel`, { job_id: 'owner/repo#1 x' })).toMatchObject({ status: 200, body: { cancelled: 2 } });
     const [ra, rb] = await Promise.all([a, b]);
     expect([ra.body.outcome, rb.body.outcome]).toEqual(['cancelled', 'cancelled']);
@@ -75,12 +86,13 @@ describe('ProRL routes', () => {
     h = await startHarness();
     const req = http.request(`${h.url}/process`, { method: 'POST', headers: { 'content-type': 'application/json' } });
     req.on('error', () => undefined);
-    req.end(JSON.stringify({ instance: mathInstance({ fake: { hold: true } }), job_id: 'gone' }));
-    await waitFor(() => h.rt().live() === 1);
+    req.end(JSON.stringify({ instance: heldTask(), job_id: 'gone' }));
+    await h.until(() => h.rt().list()[0]?.state === 'acting');
     const id = h.rt().list()[0]!.id;
     req.destroy();
-    await waitFor(() => h.rt().get(id)?.result?.outcome === 'cancelled');
+    await h.until(() => h.rt().get(id)?.result?.outcome === 'cancelled');
     expect(h.rt().get(id)?.state).toBe('cancelled');
+    expect(h.sandboxes[0]!.live).toBe(0);
   });
 
   it('answers 503 on /status after /stop and 200 after /start', async () => {
@@ -99,20 +111,21 @@ describe('ProRL routes', () => {
 
   it('fails pending jobs on /stop by closing the runtime without draining', async () => {
     h = await startHarness();
-    const pending = post(`${h.url}/process`, { instance: mathInstance({ fake: { hold: true } }), job_id: 'p1' });
-    await waitFor(() => h.rt().live() === 1);
+    const pending = post(`${h.url}/process`, { instance: heldTask(), job_id: 'p1' });
+    await h.until(() => h.rt().list()[0]?.state === 'acting');
     await post(`${h.url}/stop`);
     expect((await pending).body).toMatchObject({ filter: true, outcome: 'cancelled' });
-    expect(h.runtimes[0]!.closedWith).toEqual({ drain: false });
+    expect(h.closes).toEqual([{ drain: false }]);
+    expect(h.sandboxes[0]).toMatchObject({ closed: true, live: 0 });
   });
 
   it('refuses /process with 503 while stopped', async () => {
     h = await startHarness({}, { startStopped: true });
-    expect((await post(`${h.url}/process`, { instance: mathInstance() })).status).toBe(503);
+    expect((await post(`${h.url}/process`, { instance: task() })).status).toBe(503);
   });
 
   it('buffers /add_llm_server while stopped and applies it at /start', async () => {
-    h = await startHarness({}, { startStopped: true });
+    h = await startHarness({}, { startStopped: true, backends: [] });
     expect((await post(`${h.url}/add_llm_server`, { address: 'http://127.0.0.1:9001' })).body).toEqual({ status: 'buffered' });
     await post(`${h.url}/start`);
     expect(h.rt().listBackends().map((b) => b.url)).toEqual(['http://127.0.0.1:9001']);
@@ -126,7 +139,7 @@ describe('ProRL routes', () => {
   });
 
   it('treats a second /add_llm_server of the same address as a no-op', async () => {
-    h = await startHarness();
+    h = await startHarness({}, { backends: [] });
     const a = await post(`${h.url}/add_llm_server`, { address: 'http://127.0.0.1:9001' });
     const b = await post(`${h.url}/add_llm_server`, { address: 'http://127.0.0.1:9001' });
     expect(a.body).toEqual(b.body);
@@ -142,10 +155,12 @@ describe('ProRL routes', () => {
 
   it('closes the runtime it started when the port is already taken', async () => {
     h = await startHarness();
-    const rt = new FakeRuntime();
-    const second = createService({ createRuntime: async () => rt }, { port: Number(new URL(h.url).port), backendsIntervalMs: 0 });
+    const made = { runtimes: [], closes: [], sandboxes: [] } as Pick<Harness, 'runtimes' | 'closes' | 'sandboxes'>;
+    const second = createService({ createRuntime: harnessRuntimeFactory(new ManualClock(), made) }, { port: Number(new URL(h.url).port), backendsIntervalMs: 0 });
     await expect(second.listen()).rejects.toThrow(/EADDRINUSE/);
-    expect(rt.state).toBe('closed');
+    expect(made.runtimes).toHaveLength(1);
+    expect(made.runtimes[0]!.status().state).toBe('closed');
+    expect(made.sandboxes[0]!.closed).toBe(true);
     expect(second.runtime).toBeNull();
   });
 

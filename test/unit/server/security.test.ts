@@ -14,7 +14,7 @@ import { startFakeLlmServer } from '../../../src/testing/fake-llm-server.js';
 import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
 import { InstanceSchema } from '../../../src/protocol/instance.js';
 import type { RolloutResult } from '../../../src/protocol/trajectory.js';
-import { startHarness, post, get, mathInstance, waitFor, type Harness } from './harness.js';
+import { startHarness, post, get, task, Inbox, type Harness } from './harness.js';
 
 let h: Harness | undefined;
 let svc: RolloutService | undefined;
@@ -46,7 +46,7 @@ function raw(url: string, method: string, path: string, headers: Record<string, 
 describe('cross-site requests (#9.5, #10.1)', () => {
   it('refuses a request from another origin and starts no rollout', async () => {
     h = await startHarness();
-    const body = JSON.stringify({ instance: mathInstance() });
+    const body = JSON.stringify({ instance: task() });
     const r = await raw(h.url, 'POST', '/process', { origin: 'https://evil.example', 'content-type': 'application/json' }, body);
     expect(r.status).toBe(403);
     expect(JSON.parse(r.body).error.code).toBe('FORBIDDEN_ORIGIN');
@@ -56,7 +56,7 @@ describe('cross-site requests (#9.5, #10.1)', () => {
 
   it('serves a request from its own origin (the visualizer page)', async () => {
     h = await startHarness();
-    const r = await raw(h.url, 'POST', '/v1/rollouts', { origin: h.url, 'content-type': 'application/json' }, JSON.stringify({ instance: mathInstance() }));
+    const r = await raw(h.url, 'POST', '/v1/rollouts', { origin: h.url, 'content-type': 'application/json' }, JSON.stringify({ instance: task() }));
     expect(r.status).toBe(202);
   });
 
@@ -69,7 +69,7 @@ describe('cross-site requests (#9.5, #10.1)', () => {
 
   it('refuses a non-empty body without a content type (a no-cors page fetch) and starts no rollout', async () => {
     h = await startHarness();
-    const r = await raw(h.url, 'POST', '/process', {}, JSON.stringify({ instance: mathInstance() }));
+    const r = await raw(h.url, 'POST', '/process', {}, JSON.stringify({ instance: task() }));
     expect(r.status).toBe(415);
     const chunked = await new Promise<number>((resolve, reject) => {
       const u = new URL(h!.url);
@@ -78,7 +78,7 @@ describe('cross-site requests (#9.5, #10.1)', () => {
         resolve(res.statusCode ?? 0);
       });
       req.on('error', reject);
-      req.end(JSON.stringify({ instance: mathInstance() }));
+      req.end(JSON.stringify({ instance: task() }));
     });
     expect(chunked).toBe(415);
     expect(h.rt().list()).toEqual([]);
@@ -112,10 +112,10 @@ describe('cross-site requests (#9.5, #10.1)', () => {
 describe('bad instance data (#9.9)', () => {
   it('refuses a newline in instance_id at submit, naming the field (400 on /v1, 422 on ProRL)', async () => {
     h = await startHarness();
-    const v = await post(`${h.url}/v1/rollouts`, { instance: mathInstance({ instance_id: 'a\nb' }) });
+    const v = await post(`${h.url}/v1/rollouts`, { instance: task({ instance_id: 'a\nb' }) });
     expect(v.status).toBe(400);
     expect(v.body.error.issues[0].path).toBe('instance.instance_id');
-    const p = await post(`${h.url}/process`, { instance: mathInstance({ instance_id: 'x\r\nInjected: 1' }) });
+    const p = await post(`${h.url}/process`, { instance: task({ instance_id: 'x\r\nInjected: 1' }) });
     expect(p.status).toBe(422);
     expect(p.body.detail[0].loc).toEqual(['body', 'instance', 'instance_id']);
     expect(h.rt().list()).toEqual([]);
@@ -123,7 +123,7 @@ describe('bad instance data (#9.9)', () => {
 
   it('accepts a non-ASCII instance_id', async () => {
     h = await startHarness();
-    const p = await post(`${h.url}/process`, { instance: mathInstance({ instance_id: 'tâche-ü-数' }) });
+    const p = await post(`${h.url}/process`, { instance: task({ instance_id: 'tâche-ü-数' }) });
     expect(p).toMatchObject({ status: 200, body: { instance_id: 'tâche-ü-数' } });
   });
 
@@ -211,13 +211,13 @@ describe('batches the queue cannot hold (#9.10)', () => {
 describe('host paths named by API clients (#9.12)', () => {
   it('refuses repo_dir from the API when no path roots are configured', async () => {
     h = await startHarness();
-    const v = await post(`${h.url}/v1/rollouts`, { instance: mathInstance({ repo_dir: '/etc' }) });
+    const v = await post(`${h.url}/v1/rollouts`, { instance: task({ repo_dir: '/etc' }) });
     expect(v.status).toBe(400);
     expect(v.body.error).toMatchObject({ code: 'PATH_NOT_ALLOWED', issues: [{ path: 'instance.repo_dir' }] });
-    const p = await post(`${h.url}/process`, { instance: mathInstance({ repo_dir: '../../etc' }) });
+    const p = await post(`${h.url}/process`, { instance: task({ repo_dir: '../../etc' }) });
     expect(p.status).toBe(400);
     expect(p.body.detail).toMatch(/instance\.repo_dir/);
-    const b = await post(`${h.url}/v1/batches`, { instances: [mathInstance({ workspace_dir: '/root' })] });
+    const b = await post(`${h.url}/v1/batches`, { instances: [task({ workspace_dir: '/root' })] });
     expect(b.body.error.issues[0].path).toBe('instances.0.workspace_dir');
     expect(h.rt().list()).toEqual([]);
   });
@@ -287,11 +287,11 @@ describe('a WebSocket flood (#9.13)', () => {
     h = await startHarness();
     const ws = new WebSocket(h.url.replace('http', 'ws') + '/v1/events');
     sockets.push(ws);
-    const msgs: { type: string }[] = [];
-    ws.on('message', (d) => msgs.push(JSON.parse(d.toString())));
+    const inbox = new Inbox<{ type: string }>();
+    ws.on('message', (d) => inbox.push(JSON.parse(d.toString())));
     await new Promise<void>((resolve) => ws.once('open', () => resolve()));
     for (let i = 0; i < 50; i++) ws.send(JSON.stringify({ type: 'ping', nonce: i }));
-    await waitFor(() => msgs.filter((m) => m.type === 'pong').length === 50);
+    await inbox.until((ms) => ms.filter((m) => m.type === 'pong').length === 50);
     expect(ws.readyState).toBe(WebSocket.OPEN);
   });
 });

@@ -1,8 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createService, type RolloutService } from '../../../src/server/service.js';
-import { serviceRuntimeFactory } from '../../../src/server/runtime-factory.js';
-import { createTestHandler, MemorySandboxProvider, TestCodec } from '../../../src/testing/index.js';
-import { get, post } from './harness.js';
+import { get, post, startHarness, type Harness } from './harness.js';
 
 const threeTurns = [
   { content: 'write', tool_calls: [{ name: 'execute_bash', arguments: { command: 'echo hi > a.txt' } }] },
@@ -10,45 +7,22 @@ const threeTurns = [
   { tool_calls: [{ name: 'finish', arguments: { message: 'done' } }] },
 ];
 
-let service: RolloutService | undefined;
-let sandboxes: MemorySandboxProvider[] = [];
+let h: Harness | undefined;
 afterEach(async () => {
-  await service?.close();
-  service = undefined;
-  expect(sandboxes.every((s) => s.live === 0)).toBe(true);
-  sandboxes = [];
+  await h?.close();
+  h = undefined;
 });
 
-/** The real service runtime (backend pool + in-process oracle backend) over in-memory sandboxes. */
-async function start(runtime: { maxStaleness?: number } = {}): Promise<string> {
-  const codec = new TestCodec();
-  service = createService(
-    {
-      createRuntime: serviceRuntimeFactory({
-        codec,
-        sandboxes: () => {
-          const p = new MemorySandboxProvider();
-          sandboxes.push(p);
-          return p;
-        },
-        handlers: [createTestHandler()],
-        runtime: { sandboxDriver: 'none', ...runtime },
-      }),
-      backends: [{ address: 'oracle', weightVersion: 1 }],
-    },
-    { port: 0, backendsIntervalMs: 0 },
-  );
-  return service.listen();
+/** The real service runtime with the oracle backend at weight version 1 (see harness.ts). */
+async function start(): Promise<string> {
+  h = await startHarness({}, { backends: [{ address: 'oracle', weightVersion: 1 }] });
+  return h.url;
 }
 
+/** The result of rollout `id` once it has one. */
 async function result(url: string, id: string): Promise<any> {
-  let body: any;
-  for (let i = 0; i < 400; i++) {
-    body = (await get(`${url}/v1/rollouts/${id}`)).body;
-    if (body.result) return body.result;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`rollout ${id} did not finish: ${JSON.stringify(body)}`);
+  await h!.until(() => h!.rt().get(id)?.result != null);
+  return (await get(`${url}/v1/rollouts/${id}`)).body.result;
 }
 
 describe('/v1/weights', () => {
@@ -70,14 +44,11 @@ describe('/v1/weights', () => {
     const url = await start();
     expect((await post(`${url}/v1/weights/pause`)).body.paused).toBe(true);
     const sub = await post(`${url}/v1/rollouts`, { instance: { data_source: 'scripted', instance_id: 'w2', oracle: threeTurns } });
-    // Reaches its first LLM call (the sandbox is up) and stays there: the call waits.
-    let held: any;
-    for (let i = 0; i < 400 && held?.state !== 'llmCalling'; i++) {
-      held = (await get(`${url}/v1/rollouts/${sub.body.id}`)).body;
-      await new Promise((r) => setTimeout(r, 5));
-    }
-    await new Promise((r) => setTimeout(r, 50));
-    held = (await get(`${url}/v1/rollouts/${sub.body.id}`)).body;
+    // Reaches its first LLM call (the sandbox is up) and stays there: the call waits, and a
+    // minute of waiting neither times it out nor counts toward its budget.
+    await h!.until(() => h!.rt().get(sub.body.id)?.state === 'llmCalling');
+    await h!.clock.advance(60_000);
+    const held = (await get(`${url}/v1/rollouts/${sub.body.id}`)).body;
     expect(held).toMatchObject({ state: 'llmCalling', tokens: expect.any(Number), outcome: null });
     expect(held.turn).toBe(0);
     await post(`${url}/v1/weights`, { version: 'v2' });
@@ -86,6 +57,7 @@ describe('/v1/weights', () => {
     expect(res.outcome).toBe('completed');
     expect(res.trajectory.maxWeightVersion).toBe('v2');
     expect((await get(`${url}/v1/weights`)).body).toMatchObject({ paused: false, trainer_version: null });
+    expect(res.timing.countedMs).toBe(0);
   });
 
   it('answers 400 naming the field for a bad body and 404 for an unknown backend, changing nothing', async () => {

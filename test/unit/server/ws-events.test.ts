@@ -1,7 +1,6 @@
-import { ManualClock } from '../../../src/runtime/clock.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { startHarness, post, mathInstance, waitFor, type Harness } from './harness.js';
+import { startHarness, post, task, heldTask, Inbox, type Harness } from './harness.js';
 
 let h: Harness;
 const sockets: WebSocket[] = [];
@@ -13,27 +12,53 @@ afterEach(async () => {
 interface Client {
   ws: WebSocket;
   msgs: any[];
+  inbox: Inbox;
   send(m: unknown): void;
   events(sub?: string): any[];
+  /** Resolves once a message of `type` has arrived. */
+  got(type: string): Promise<void>;
+  /** Resolves once `n` events of `sub` have arrived. */
+  gotEvents(n: number, sub?: string): Promise<void>;
 }
 
 async function connect(url: string, opts: { token?: string; headers?: Record<string, string> } = {}): Promise<Client> {
   const wsUrl = url.replace('http', 'ws') + '/v1/events' + (opts.token ? `?token=${opts.token}` : '');
   const ws = new WebSocket(wsUrl, { headers: opts.headers });
   sockets.push(ws);
-  const msgs: any[] = [];
-  ws.on('message', (d) => msgs.push(JSON.parse(d.toString())));
+  const inbox = new Inbox();
+  ws.on('message', (d) => inbox.push(JSON.parse(d.toString())));
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve());
     ws.once('error', reject);
   });
-  await waitFor(() => msgs.some((m) => m.type === 'hello'));
+  await inbox.some((m) => m.type === 'hello');
+  const events = (sub = 'default'): any[] => inbox.msgs.filter((m) => m.type === 'event' && m.sub === sub).map((m) => m.event);
   return {
     ws,
-    msgs,
+    msgs: inbox.msgs,
+    inbox,
     send: (m) => ws.send(JSON.stringify(m)),
-    events: (sub = 'default') => msgs.filter((m) => m.type === 'event' && m.sub === sub).map((m) => m.event),
+    events,
+    got: (type) => inbox.some((m) => m.type === type),
+    gotEvents: (n, sub = 'default') => inbox.until(() => events(sub).length >= n),
   };
+}
+
+/** Runs one finish-only rollout through /process; answers the runtime's last seq after it. */
+async function runOne(h: Harness): Promise<number> {
+  expect((await post(`${h.url}/process`, { instance: task() })).body.outcome).toBe('completed');
+  return lastSeq(h);
+}
+
+/** The newest seq of the current runtime, read from its own retained stream. */
+async function lastSeq(h: Harness): Promise<number> {
+  let last = 0;
+  const ac = new AbortController();
+  // The retained events are queued at subscription; aborting at once ends the stream behind them.
+  const events = h.rt().events({ after: 0, signal: ac.signal });
+  ac.abort();
+  for await (const e of events) last = e.type === 'gap' ? e.to : e.seq;
+  return last;
 }
 
 describe('WebSocket /v1/events', () => {
@@ -47,67 +72,79 @@ describe('WebSocket /v1/events', () => {
     h = await startHarness();
     const c = await connect(h.url);
     c.send({ type: 'subscribe' });
-    await waitFor(() => c.msgs.some((m) => m.type === 'subscribed'));
-    await post(`${h.url}/process`, { instance: mathInstance() });
-    await waitFor(() => c.events().some((e) => e.type === 'rollout.result'));
-    const seqs = c.events().map((e) => e.seq);
-    expect(seqs).toEqual([1, 2, 3]);
+    await c.got('subscribed');
+    const last = await runOne(h);
+    await c.gotEvents(last);
+    const evs = c.events();
+    expect(evs.map((e) => e.seq)).toEqual(Array.from({ length: last }, (_, i) => i + 1));
+    expect(evs[0].type).toBe('rollout.submitted');
+    expect(evs.filter((e) => e.type === 'rollout.result')).toHaveLength(1);
   });
 
   it('delivers only the subscribed rollout’s events', async () => {
     h = await startHarness();
     const c = await connect(h.url);
     c.send({ type: 'subscribe', sub: 'one', rollout: 'r-b' });
-    await waitFor(() => c.msgs.some((m) => m.type === 'subscribed'));
-    await post(`${h.url}/v1/rollouts`, { instance: mathInstance(), id: 'r-a' });
-    await post(`${h.url}/v1/rollouts`, { instance: mathInstance(), id: 'r-b' });
-    await waitFor(() => c.events('one').some((e) => e.type === 'rollout.result'));
+    await c.got('subscribed');
+    await post(`${h.url}/v1/rollouts`, { instance: task(), id: 'r-a' });
+    await post(`${h.url}/v1/rollouts`, { instance: task(), id: 'r-b' });
+    await c.inbox.until(() => c.events('one').some((e) => e.type === 'rollout.result'));
+    await h.until(() => h.rt().get('r-a')?.result != null);
     expect(new Set(c.events('one').map((e) => e.rolloutId))).toEqual(new Set(['r-b']));
   });
 
   it('delivers only the subscribed group’s events', async () => {
     h = await startHarness();
-    const b = await post(`${h.url}/v1/batches`, { instances: [mathInstance({ fake: { hold: true } })], n: 2 });
-    const other = await post(`${h.url}/v1/batches`, { instances: [mathInstance({ fake: { hold: true } })], n: 2 });
+    const b = await post(`${h.url}/v1/batches`, { instances: [heldTask()], n: 2 });
+    const other = await post(`${h.url}/v1/batches`, { instances: [heldTask()], n: 2 });
+    await h.until(() => h.rt().list({ state: 'acting' }).length === 4);
     const c = await connect(h.url);
     c.send({ type: 'subscribe', sub: 'g', group: b.body.groups[0].group_id, after: 0 });
-    await waitFor(() => c.events('g').length === 2);
-    expect(c.events('g').map((e) => e.rolloutId)).toEqual(b.body.rollout_ids);
+    // Replayed from the start: each member's submission and its way into `acting`.
+    await c.inbox.until(() => c.events('g').filter((e) => e.type === 'rollout.state' && e.state === 'acting').length === 2);
+    const submitted = c.events('g').filter((e) => e.type === 'rollout.submitted');
+    expect(submitted.map((e) => e.rolloutId)).toEqual(b.body.rollout_ids);
     expect(other.body.rollout_ids.some((id: string) => c.events('g').some((e) => e.rolloutId === id))).toBe(false);
   });
 
   it('resumes after a cursor without gaps', async () => {
     h = await startHarness();
-    for (let i = 0; i < 3; i++) await post(`${h.url}/process`, { instance: mathInstance() });
+    let last = 0;
+    for (let i = 0; i < 3; i++) last = await runOne(h);
     const c = await connect(h.url);
     c.send({ type: 'subscribe', after: 4 });
-    await waitFor(() => c.events().length === 5);
-    expect(c.events().map((e) => e.seq)).toEqual([5, 6, 7, 8, 9]);
+    await c.gotEvents(last - 4);
+    expect(c.events().map((e) => e.seq)).toEqual(Array.from({ length: last - 4 }, (_, i) => i + 5));
+    expect(c.msgs.some((m) => m.type === 'gap')).toBe(false);
   });
 
   it('sends a gap when the cursor is older than the retention', async () => {
     h = await startHarness({}, { retention: 3 });
-    for (let i = 0; i < 3; i++) await post(`${h.url}/process`, { instance: mathInstance() });
+    let last = 0;
+    for (let i = 0; i < 3; i++) last = await runOne(h);
     const c = await connect(h.url);
     c.send({ type: 'subscribe', after: 0 });
-    await waitFor(() => c.events().length === 3);
-    expect(c.msgs.find((m) => m.type === 'gap')).toEqual({ type: 'gap', sub: 'default', from: 1, to: 6, reason: 'retention' });
-    expect(c.events().map((e) => e.seq)).toEqual([7, 8, 9]);
+    await c.gotEvents(3);
+    expect(c.msgs.find((m) => m.type === 'gap')).toEqual({ type: 'gap', sub: 'default', from: 1, to: last - 3, reason: 'retention' });
+    expect(c.events().map((e) => e.seq)).toEqual([last - 2, last - 1, last]);
   });
 
   it('answers an app-level ping with a pong', async () => {
     h = await startHarness();
     const c = await connect(h.url);
     c.send({ type: 'ping', nonce: 7 });
-    await waitFor(() => c.msgs.some((m) => m.type === 'pong'));
+    await c.got('pong');
     expect(c.msgs.find((m) => m.type === 'pong')).toEqual({ type: 'pong', nonce: 7 });
   });
 
   it('sends heartbeats with the latest seq', async () => {
     h = await startHarness({ heartbeatMs: 20 });
     const c = await connect(h.url);
-    await waitFor(() => c.msgs.some((m) => m.type === 'heartbeat'));
-    expect(c.msgs.find((m) => m.type === 'heartbeat')).toMatchObject({ seq: -1 });
+    await h.clock.advance(19);
+    expect(c.msgs.some((m) => m.type === 'heartbeat')).toBe(false);
+    await h.clock.advance(1);
+    await c.got('heartbeat');
+    expect(c.msgs.find((m) => m.type === 'heartbeat')).toEqual({ type: 'heartbeat', ts: h.clock.now(), seq: -1 });
   });
 
   it('answers a malformed message with an error naming the field and keeps the connection', async () => {
@@ -115,7 +152,7 @@ describe('WebSocket /v1/events', () => {
     const c = await connect(h.url);
     c.send({ type: 'subscribe', after: 'yesterday' });
     c.ws.send('{not json');
-    await waitFor(() => c.msgs.filter((m) => m.type === 'error').length === 2);
+    await c.inbox.until((ms) => ms.filter((m) => m.type === 'error').length === 2);
     expect(c.msgs.find((m) => m.type === 'error').error.issues[0].path).toBe('after');
     expect(c.ws.readyState).toBe(WebSocket.OPEN);
   });
@@ -125,10 +162,10 @@ describe('WebSocket /v1/events', () => {
     const c = await connect(h.url);
     c.send({ type: 'subscribe' });
     c.send({ type: 'unsubscribe', sub: 'default' });
-    await waitFor(() => c.msgs.some((m) => m.type === 'unsubscribed'));
-    await post(`${h.url}/process`, { instance: mathInstance() });
+    await c.got('unsubscribed');
+    await runOne(h);
     c.send({ type: 'ping' });
-    await waitFor(() => c.msgs.some((m) => m.type === 'pong'));
+    await c.got('pong');
     expect(c.events()).toEqual([]);
   });
 
@@ -149,7 +186,8 @@ describe('WebSocket /v1/events', () => {
   it('pushes backend load snapshots', async () => {
     h = await startHarness({ backendsIntervalMs: 10 }, { backends: [{ address: 'http://127.0.0.1:9001', id: 'b1' }] });
     const c = await connect(h.url);
-    await waitFor(() => c.msgs.some((m) => m.type === 'backends'));
+    await h.clock.advance(10);
+    await c.got('backends');
     expect(c.msgs.find((m) => m.type === 'backends').backends).toMatchObject([{ id: 'b1', inFlight: 0 }]);
   });
 
@@ -157,29 +195,30 @@ describe('WebSocket /v1/events', () => {
     h = await startHarness({ wsSoftLimitBytes: 1, heartbeatMs: 60_000 });
     const c = await connect(h.url);
     c.send({ type: 'subscribe' });
-    await waitFor(() => c.msgs.some((m) => m.type === 'subscribed'));
+    await c.got('subscribed');
     // Filling a loopback socket's kernel buffers takes megabytes and is timing-dependent; the hub
     // decides on `bufferedAmount` alone, so the test holds that value up on the server's socket.
     const serverSide = [...(h.service as any).hub.conns][0];
     Object.defineProperty(serverSide.ws, 'bufferedAmount', { get: () => 10, configurable: true });
-    await post(`${h.url}/process`, { instance: mathInstance() });
+    const first = await runOne(h);
     Object.defineProperty(serverSide.ws, 'bufferedAmount', { get: () => 0, configurable: true });
-    await post(`${h.url}/process`, { instance: mathInstance() });
-    await waitFor(() => c.events().length === 3);
-    expect(c.msgs.find((m) => m.type === 'gap')).toEqual({ type: 'gap', sub: 'default', from: 1, to: 3, reason: 'slow-client' });
-    expect(c.events().map((e) => e.seq)).toEqual([4, 5, 6]);
+    const last = await runOne(h);
+    await c.gotEvents(last - first);
+    expect(c.msgs.find((m) => m.type === 'gap')).toEqual({ type: 'gap', sub: 'default', from: 1, to: first, reason: 'slow-client' });
+    expect(c.events().map((e) => e.seq)).toEqual(Array.from({ length: last - first }, (_, i) => first + 1 + i));
   });
 
   it('closes a client that stays over the soft limit for wsSlowCloseMs with 1008 slow consumer', async () => {
-    const clock = new ManualClock(1_000_000);
-    h = await startHarness({ wsSoftLimitBytes: 1, heartbeatMs: 10, wsSlowCloseMs: 30_000 }, { clock });
+    h = await startHarness({ wsSoftLimitBytes: 1, heartbeatMs: 10, wsSlowCloseMs: 30_000 });
     const c = await connect(h.url);
     const closed = new Promise<{ code: number; reason: string }>((resolve) => c.ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
     const serverSide = [...(h.service as any).hub.conns][0];
     Object.defineProperty(serverSide.ws, 'bufferedAmount', { get: () => 10, configurable: true });
-    await waitFor(() => serverSide.slowSince !== null);
+    // Slow from the first heartbeat on; still open one tick before the limit, closed at it.
+    await h.clock.advance(10);
+    await h.clock.advance(30_000 - 10);
     expect(c.ws.readyState).toBe(WebSocket.OPEN);
-    await clock.advance(30_000);
+    await h.clock.advance(10);
     expect(await closed).toEqual({ code: 1008, reason: 'slow consumer' });
   });
 
@@ -187,22 +226,23 @@ describe('WebSocket /v1/events', () => {
     h = await startHarness();
     const c = await connect(h.url);
     c.send({ type: 'subscribe' });
-    await waitFor(() => c.msgs.some((m) => m.type === 'subscribed'));
+    await c.got('subscribed');
     await post(`${h.url}/stop`);
-    await waitFor(() => c.msgs.some((m) => m.type === 'error'));
+    await c.got('error');
     expect(c.msgs.find((m) => m.type === 'error').error.code).toBe('STOPPED');
   });
 
   it('replays a subscription that carries an older epoch from the new runtime’s first event', async () => {
     h = await startHarness();
-    for (let i = 0; i < 2; i++) await post(`${h.url}/process`, { instance: mathInstance() });
+    let old = 0;
+    for (let i = 0; i < 2; i++) old = await runOne(h);
     await post(`${h.url}/stop`);
     await post(`${h.url}/start`);
-    await post(`${h.url}/process`, { instance: mathInstance() });
+    const last = await runOne(h);
     const c = await connect(h.url);
-    c.send({ type: 'subscribe', after: 6, epoch: 1 });
-    await waitFor(() => c.events().length === 3);
+    c.send({ type: 'subscribe', after: old, epoch: 1 });
+    await c.gotEvents(last);
     expect(c.msgs.find((m) => m.type === 'subscribed')).toMatchObject({ epoch: 2, after: 0 });
-    expect(c.events().map((e) => e.seq)).toEqual([1, 2, 3]);
+    expect(c.events().map((e) => e.seq)).toEqual(Array.from({ length: last }, (_, i) => i + 1));
   });
 });
