@@ -144,6 +144,7 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
       return 2;
     }
     const runtimeOptions = referenceFlags(values, config.runtime);
+    if (values.inspect !== undefined && !/^wss?:\/\/[^/]/.test(values.inspect)) throw new UsageError(`--inspect must be a ws:// or wss:// URL, got '${values.inspect}'`);
     inspector = values.inspect ? createInspector(values.inspect, { only: inspectSelection(values) }) : null;
     const driver = sandboxDriver(values.sandbox ?? 'auto');
     const stateDir = values['state-dir'];
