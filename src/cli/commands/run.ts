@@ -10,7 +10,7 @@ import { formatSummary, summarize, toSummaryRow, type RunSummary, type SummaryRo
 import { loadTaskFile } from './run-tasks-file.js';
 import { RunProgress } from './run-progress.js';
 import { explainFlagError } from '../args.js';
-import { backendCheck, formatCheck, probeBackends } from '../preflight.js';
+import { backendCheck, checkDisk, formatCheck, probeBackends } from '../preflight.js';
 import { chooseConcurrency } from './run-concurrency.js';
 import { TOOL_PARSER_NAMES } from '../../llm/tool-parsers/index.js';
 import { openRunEnvironment, type RunEnvironment } from './run-environment.js';
@@ -181,6 +181,9 @@ export async function runTasks(
   const known = new Set(builtinHandlers.flatMap((h) => [h.name, ...(h.aliases ?? [])]));
   const tasks = await loadTaskFile(opts.tasksPath, known);
   const { backends, slots } = await preflight(opts.backends, io.stderr);
+  // doctor's disk check: a run of many sandboxes can fill a small disk; say so before, not after.
+  const disk = checkDisk();
+  if (disk.status !== 'ok') io.stderr.write(`rollout run: ${formatCheck(disk)}\n`);
   const { concurrency, reason } = chooseConcurrency(opts.concurrency, slots);
   const env: RunEnvironment = await openRunEnvironment({ ...opts, backends, concurrency }, (line) => io.stderr.write(`rollout run: ${line}\n`));
   const trajPath = join(opts.outDir, 'trajectories.jsonl');
