@@ -42,6 +42,18 @@ export function numberFlag(name: string, value: string | undefined, opts: { inte
   return n;
 }
 
+/**
+ * Reads a flag that takes one of a few words: undefined when absent. Throws {@link UsageError}
+ * naming the flag and every allowed value otherwise: `--protocol must be one of prorl, vllm,
+ * sglang, openai, all; got 'x'`.
+ */
+export function choiceFlag<const T extends string>(name: string, value: string | undefined, allowed: readonly T[]): T | undefined {
+  if (value === undefined) return undefined;
+  if ((allowed as readonly string[]).includes(value)) return value as T;
+  const guess = didYouMean(value, allowed);
+  throw new UsageError(`--${name} must be one of ${allowed.join(', ')}; got '${value}'${guess ? ` (did you mean ${guess}?)` : ''}`);
+}
+
 /** Edit distance between two short strings (flags, command names). */
 function distance(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);

@@ -1,4 +1,4 @@
-import { numberFlag, parseFlags, UsageError } from '../args.js';
+import { choiceFlag, numberFlag, parseFlags, UsageError } from '../args.js';
 import { startFakeLlmServer } from '../../testing/fake-llm-server.js';
 import { codecFor } from '../../llm/codec-registry.js';
 
@@ -50,10 +50,13 @@ export async function run(argv: string[]): Promise<number> {
   }, HELP);
   if (typeof flags === 'number') return flags;
   const v = flags.values;
-  const protocol = v.protocol ?? 'all';
-  const policy = v.policy;
-  if (!['prorl', 'vllm', 'sglang', 'openai', 'all'].includes(protocol) || (policy !== undefined && policy !== 'scripted' && policy !== 'random')) {
-    process.stderr.write(`rollout fake-llm: bad --protocol or --policy\n\n${HELP}`);
+  let protocol: 'prorl' | 'vllm' | 'sglang' | 'openai' | 'all';
+  let policy: 'scripted' | 'random' | undefined;
+  try {
+    protocol = choiceFlag('protocol', v.protocol, ['prorl', 'vllm', 'sglang', 'openai', 'all'] as const) ?? 'all';
+    policy = choiceFlag('policy', v.policy, ['scripted', 'random'] as const);
+  } catch (e) {
+    process.stderr.write(`rollout fake-llm: ${(e as Error).message}\n\n${HELP}`);
     return 2;
   }
   if (policy === 'scripted' && !v.tasks) {
@@ -67,9 +70,9 @@ export async function run(argv: string[]): Promise<number> {
     config = {
       port: numberFlag('port', v.port, { integer: true }) ?? 0,
       host: v.host,
-      protocol: protocol as 'all',
+      protocol,
       tasks: v.tasks,
-      policy: policy as 'scripted' | 'random' | undefined,
+      policy,
       latencyMs: numberFlag('latency-ms', v['latency-ms']),
       perTokenMs: numberFlag('per-token-ms', v['per-token-ms']),
       maxConcurrent: numberFlag('max-concurrent', v['max-concurrent'], { integer: true }),

@@ -84,7 +84,7 @@ export async function run(argv: string[]): Promise<number> {
         return 0;
       }
       default:
-        throw new UsageError(sub ? `unknown image command '${sub}'` : 'an image command is required');
+        throw new UsageError(`${sub ? `unknown image command '${sub}'` : 'an image command is required'}: one of import, ls, rm, prune`);
     }
   } catch (err) {
     if (err instanceof UsageError) {

@@ -1,4 +1,4 @@
-import { numberFlag, parseFlags, UsageError } from '../args.js';
+import { choiceFlag, numberFlag, parseFlags, UsageError } from '../args.js';
 import { ensureTinyGguf } from '../../llm/gguf-writer.js';
 import { checkEngineTokenizer, tinyVocabFor } from '../../llm/codec-registry.js';
 import { createLlamaEngine } from '../../llm/llama-engine.js';
@@ -47,13 +47,17 @@ export async function run(argv: string[]): Promise<number> {
   }, HELP);
   if (typeof flags === 'number') return flags;
   const v = flags.values;
-  const protocol = v.protocol ?? 'all';
-  if (!['prorl', 'vllm', 'sglang', 'openai', 'all'].includes(protocol) || (!v.model && !v.tiny)) {
-    process.stderr.write(`rollout llm-serve: ${!v.model && !v.tiny ? 'give --model PATH or --tiny' : `unknown protocol ${protocol}`}\n\n${HELP}`);
+  if (!v.model && !v.tiny) {
+    process.stderr.write(`rollout llm-serve: give --model PATH or --tiny\n\n${HELP}`);
     return 2;
   }
+  let protocol: 'prorl' | 'vllm' | 'sglang' | 'openai' | 'all';
   let n: { seed: number; parallel: number | undefined; contextSize: number | undefined; threads: number | undefined; port: number };
   try {
+    protocol = choiceFlag('protocol', v.protocol, ['prorl', 'vllm', 'sglang', 'openai', 'all'] as const) ?? 'all';
+    for (const f of ['parallel', 'context-size', 'threads'] as const) {
+      if (v[f] !== undefined && Number(v[f]) < 1) throw new UsageError(`--${f} must be a positive integer, got '${v[f]}'`);
+    }
     n = {
       seed: numberFlag('seed', v.seed, { integer: true }) ?? 1,
       parallel: numberFlag('parallel', v.parallel, { integer: true }),
@@ -86,7 +90,7 @@ export async function run(argv: string[]): Promise<number> {
     engine,
     host: v.host,
     port: n.port,
-    protocol: protocol as 'all',
+    protocol,
     weightVersion: v['weight-version'] ?? null,
     modelName: modelPath,
     openai: { codec: createQwen3Codec() },

@@ -10,8 +10,9 @@ import { formatSummary, summarize, toSummaryRow, type RunSummary, type SummaryRo
 import { loadTaskFile } from './run-tasks-file.js';
 import { RunProgress } from './run-progress.js';
 import { explainFlagError } from '../args.js';
-import { backendCheck, formatCheck, probeBackends } from '../preflight.js';
+import { backendCheck, checkDisk, formatCheck, probeBackends } from '../preflight.js';
 import { chooseConcurrency } from './run-concurrency.js';
+import { TOOL_PARSER_NAMES } from '../../llm/tool-parsers/index.js';
 import { openRunEnvironment, type RunEnvironment } from './run-environment.js';
 
 const USAGE = `usage: rollout run TASKS.jsonl [options]
@@ -118,7 +119,7 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
       },
     });
   } catch (err) {
-    const known = ['backend', 'n', 'out', 'concurrency', 'sandbox', 'max-iterations', 'max-tokens', 'temperature', 'top-p', 'timeout', 'help'];
+    const known = ['backend', 'n', 'out', 'concurrency', 'sandbox', 'max-iterations', 'max-tokens', 'temperature', 'top-p', 'timeout', 'tokenizer', 'tool-parser', 'image-store', 'help'];
     const message = explainFlagError(err, known);
     throw new ValidationError(message, [{ path: 'argv', message }]);
   }
@@ -130,6 +131,9 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
     throw new ValidationError(parsed.positionals.length === 0 ? 'missing the task file (TASKS.jsonl)' : `expected one task file, got ${parsed.positionals.length}`, [
       { path: 'TASKS', message: 'one path' },
     ]);
+  }
+  if (v['tool-parser'] !== undefined && !TOOL_PARSER_NAMES.includes(v['tool-parser'])) {
+    throw new ValidationError(`--tool-parser must be one of ${TOOL_PARSER_NAMES.join(', ')}; got '${v['tool-parser']}'`, [{ path: 'tool-parser', message: 'unknown tool parser' }]);
   }
   const sandbox = v.sandbox ?? 'auto';
   if (!['bwrap', 'unshare', 'none', 'auto'].includes(sandbox)) {
@@ -177,6 +181,9 @@ export async function runTasks(
   const known = new Set(builtinHandlers.flatMap((h) => [h.name, ...(h.aliases ?? [])]));
   const tasks = await loadTaskFile(opts.tasksPath, known);
   const { backends, slots } = await preflight(opts.backends, io.stderr);
+  // doctor's disk check: a run of many sandboxes can fill a small disk; say so before, not after.
+  const disk = checkDisk();
+  if (disk.status !== 'ok') io.stderr.write(`rollout run: ${formatCheck(disk)}\n`);
   const { concurrency, reason } = chooseConcurrency(opts.concurrency, slots);
   const env: RunEnvironment = await openRunEnvironment({ ...opts, backends, concurrency }, (line) => io.stderr.write(`rollout run: ${line}\n`));
   const trajPath = join(opts.outDir, 'trajectories.jsonl');

@@ -17,7 +17,7 @@ import { isOracleAddress } from '../../llm/oracle-backend.js';
 import type { BackendProbe } from '../../llm/backend-probe.js';
 import { detectDriver } from '../../sandbox/index.js';
 import { formatBanner } from '../banner.js';
-import { backendCheck, formatCheck, probeBackends } from '../preflight.js';
+import { backendCheck, checkDisk, formatCheck, probeBackends } from '../preflight.js';
 
 const USAGE = `usage: rollout serve [options]
 
@@ -144,6 +144,7 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
       return 2;
     }
     const runtimeOptions = referenceFlags(values, config.runtime);
+    if (values.inspect !== undefined && !/^wss?:\/\/[^/]/.test(values.inspect)) throw new UsageError(`--inspect must be a ws:// or wss:// URL, got '${values.inspect}'`);
     inspector = values.inspect ? createInspector(values.inspect, { only: inspectSelection(values) }) : null;
     const driver = sandboxDriver(values.sandbox ?? 'auto');
     const stateDir = values['state-dir'];
@@ -170,7 +171,7 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     // The same backend checks as `rollout run` (src/cli/preflight.ts), after listening so a dead
     // backend delays nothing: a failing one gets a line on stderr and shows `down` in /status.
     const probes = await probeBackends(backends.map((b) => b.address).filter((a) => !isOracleAddress(a)), { timeoutMs: 3000 });
-    for (const p of probes) if (!p.ok) process.stderr.write(`rollout serve: ${formatCheck(backendCheck(p))}\n`);
+    for (const c of [...probes.map(backendCheck), checkDisk()]) if (c.status !== 'ok') process.stderr.write(`rollout serve: ${formatCheck(c)}\n`);
     const det = detectDriver(driver);
     const models = [...new Set(probes.map((p) => p.model).filter((m): m is string => m !== null))];
     process.stdout.write(
