@@ -85,12 +85,12 @@ export class BackendLoadBoard implements SharedBackendLoad {
     this.listeners.push(fn);
   }
 
-  /** Starts ticking (the first tick at once). */
-  start(): void {
-    if (this.timer || this.stopped) return;
-    void this.tick();
+  /** Starts ticking; resolves after the first tick, so a new worker knows the others' load before its first pick. */
+  start(): Promise<void> {
+    if (this.timer || this.stopped) return Promise.resolve();
     this.timer = setInterval(() => void this.tick(), this.options.intervalMs);
     this.timer.unref();
+    return this.tick();
   }
 
   /**

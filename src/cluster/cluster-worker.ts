@@ -126,6 +126,8 @@ export class ClusterWorker {
       }
     }
     this.forward = this.forwardEvents();
+    // The other workers' backend load, before this node's first job picks a backend.
+    await this.load.start();
     this.worker = new Worker(this.keys.queue, (job, token) => this.process(job, token), {
       // Connection options (not our client): BullMQ then owns and closes its two connections.
       connection: { url: this.options.redis, retryStrategy: (times: number) => Math.min(50 * times, 1000) },
@@ -142,7 +144,6 @@ export class ClusterWorker {
       // Only failures outside a rollout end here (a rollout's own failure is a result).
       if (job?.id) void this.commitFailed(job.id, job.data as ClusterJobData, err.message, job.attemptsStarted);
     });
-    this.load.start();
     await this.heartbeat();
     this.timer = setInterval(() => void this.heartbeat().catch(() => undefined), this.options.heartbeatMs);
     this.timer.unref();

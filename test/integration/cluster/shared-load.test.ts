@@ -4,6 +4,11 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BackendLoadBoard } from '../../../src/cluster/backend-load-board.js';
 import { ClusterKeys } from '../../../src/cluster/cluster-keys.js';
+import { ClusterRuntime } from '../../../src/cluster/cluster-runtime.js';
+import { ClusterWorker } from '../../../src/cluster/cluster-worker.js';
+import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
+import { serviceRuntimeFactory } from '../../../src/server/runtime-factory.js';
+import { MemorySandboxProvider } from '../../../src/testing/memory-sandbox.js';
 import { redisConnection } from '../../../src/cluster/redis-connection.js';
 import { BackendPool } from '../../../src/llm/backend-pool.js';
 import type { GenerateRequest } from '../../../src/llm/llm-client.js';
@@ -13,6 +18,7 @@ import { ROOT } from '../../e2e/service/harness.js';
 import { redisServerPath, startRedis, type TestRedis } from '../../helpers/redis-server.js';
 
 const hasRedis = redisServerPath() !== null;
+const codec = createQwen3Codec();
 const INTERVAL = 50;
 const TTL = 600;
 
@@ -72,8 +78,8 @@ describe.skipIf(!hasRedis)('backend load shared between workers through Redis (i
     cleanups.push(() => poolB.close());
     poolB.addBackend({ id: 'x', url: x, protocol: 'prorl' });
     poolB.addBackend({ id: 'y', url: y, protocol: 'prorl' });
-    a.start();
-    b.start();
+    await a.start();
+    await b.start();
 
     const callsA = Array.from({ length: 6 }, (_, i) => poolA.generate(request(i)));
     await vi.waitFor(() => expect(gx.held).toHaveLength(6));
@@ -95,6 +101,44 @@ describe.skipIf(!hasRedis)('backend load shared between workers through Redis (i
     await expect.poll(() => b.remote('x'), { timeout: 5000, interval: 20 }).toBe(0);
   });
 
+  it('wires the shared load through ClusterWorker: a second worker avoids the backend the first one fills', async () => {
+    const gx = gate();
+    const gy = gate();
+    const [x, y] = [await backend(gx), await backend(gy)];
+    const opts = { redis: redis.url, prefix: `sl${n}`, heartbeatMs: 200, loadShareMs: INTERVAL, loadTtlMs: TTL };
+    const g = await ClusterRuntime.connect(opts);
+    cleanups.push(() => g.close());
+    const worker = async (): Promise<ClusterWorker> => {
+      const w = await ClusterWorker.start(opts, {
+        capacity: 4,
+        createRuntime: ({ sharedLoad }) => serviceRuntimeFactory({ codec, sandboxes: () => new MemorySandboxProvider(), retainEvents: 0, pool: { probeIntervalMs: 0 }, sharedLoad })(),
+      });
+      cleanups.push(() => w.close());
+      return w;
+    };
+    const instance = (i: number): Record<string, unknown> => ({ data_source: 'shell', instance_id: `w${i}`, prompt: 'go', eval_command: 'true' });
+    // Worker A alone, with only x registered: its four rollouts all wait on x.
+    g.addBackend({ id: 'x', url: x, protocol: 'prorl' });
+    await g.flushed();
+    await worker();
+    const first = Array.from({ length: 4 }, (_, i) => g.submit(instance(i)));
+    await vi.waitFor(() => expect(gx.held).toHaveLength(4), { timeout: 20_000 });
+    // Then y, and worker B (A is full, so B takes what comes next). B's heap has x first.
+    g.addBackend({ id: 'y', url: y, protocol: 'prorl' });
+    await g.flushed();
+    const c = new Redis(redis.url);
+    cleanups.push(() => c.quit());
+    await expect.poll(async () => Object.values(await c.hgetall(`sl${n}:load`)).join(), { timeout: 5000, interval: 20 }).toContain('"x":4');
+    await worker();
+    const second = Array.from({ length: 2 }, (_, i) => g.submit(instance(10 + i)));
+    await vi.waitFor(() => expect(gy.held).toHaveLength(2), { timeout: 20_000 });
+    expect(gx.held).toHaveLength(4);
+    gx.releaseAll();
+    gy.releaseAll();
+    const results = await Promise.all([...first, ...second].map((h) => h.result));
+    expect(results.map((r) => r.outcome === 'infra-error')).not.toContain(true);
+  });
+
   it('piles onto the first backend without the shared load (the control case)', async () => {
     const gx = gate();
     const gy = gate();
@@ -111,7 +155,7 @@ describe.skipIf(!hasRedis)('backend load shared between workers through Redis (i
 
   it("forgets a SIGKILLed worker's load within its TTL and removes its entry", async () => {
     const b = board('b');
-    b.start();
+    await b.start();
     const prefix = `sl${n}`;
     const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test/integration/cluster/fixtures/load-node.ts'), redis.url, prefix, 'doomed', 'x', '7', String(INTERVAL), String(TTL)], {
       cwd: ROOT,
