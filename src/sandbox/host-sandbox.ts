@@ -83,16 +83,7 @@ export class HostSandbox {
       throw err;
     }
     const { ctlDir } = files;
-    let mount: ImageMount | null = null;
-    if (req.image) {
-      try {
-        mount = await mountImageRoot(dir, req.image, uid);
-      } catch (err) {
-        removeSandboxFs(dir);
-        fs.rmSync(dir, { recursive: true, force: true });
-        throw err;
-      }
-    }
+    const mount = req.image ? await mountImageRoot(dir, req.image, uid, { removeOnFailure: true }) : null;
     // An image sandbox's workspace is its WorkingDir inside the overlay (seen through the
     // overlay's own namespace when it lives in one: overlay-mount.ts).
     const workdir = req.image ? imageWorkdir(dir, req.image, mount!.via) : files.workdir;

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { ResolvedImage } from '../../protocol/image.js';
 import { TaskError, toRolloutError } from '../../errors.js';
+import { removeSandboxFs } from '../sandbox-fs.js';
 import { WORKSPACE } from '../workspace-path.js';
 import { mountOverlay, overlayDirs, releaseOverlay, type MountedOverlay } from './overlay-mount.js';
 import { imageUser, type ImageUser } from './image-user.js';
@@ -38,16 +39,26 @@ export interface ImageMount extends MountedOverlay {
  * image's `User` against the image's /etc/passwd. The user's home directory itself (not its
  * contents) is given to `hostUid`, the sandbox's host uid, which is that user inside: so the
  * user may create ~/.gitconfig, ~/.cache and the like, as in the image's own container.
- * On a failure after mounting, the overlay is released.
+ * On a failure after mounting, the overlay is released; with `removeOnFailure` (a sandbox being
+ * made) the sandbox's fs and directory are removed as well.
  * @throws SandboxError `OVERLAY_FAILED` when no overlay can be mounted; TaskError
  *   `IMAGE_USER_UNKNOWN` when the User names no user of the image.
  */
-export async function mountImageRoot(sandboxDir: string, image: ResolvedImage, hostUid: number | null): Promise<ImageMount> {
-  const ov = await mountOverlay(image.lowerDirs, overlayDirs(sandboxDir));
+export async function mountImageRoot(sandboxDir: string, image: ResolvedImage, hostUid: number | null, opts: { removeOnFailure?: boolean } = {}): Promise<ImageMount> {
   try {
-    return { ...ov, user: await prepareRoot(sandboxDir, image, hostUid, ov.via) };
+    const ov = await mountOverlay(image.lowerDirs, overlayDirs(sandboxDir));
+    try {
+      return { ...ov, user: await prepareRoot(sandboxDir, image, hostUid, ov.via) };
+    } catch (err) {
+      await releaseOverlay(sandboxDir);
+      throw err;
+    }
   } catch (err) {
-    await releaseOverlay(sandboxDir);
+    // A new sandbox (nothing else made yet but its fs): its directory goes too.
+    if (opts.removeOnFailure) {
+      removeSandboxFs(sandboxDir);
+      fs.rmSync(sandboxDir, { recursive: true, force: true });
+    }
     throw err;
   }
 }
