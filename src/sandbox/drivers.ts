@@ -92,6 +92,11 @@ export interface ImageRootPlan {
   uid: number;
   gid: number;
   home: string;
+  /**
+   * The pid holding the user + mount namespace the overlay is mounted in (unprivileged: see
+   * images/overlay-mount.ts), which the driver is started in; null when the overlay is ours.
+   */
+  enterPid?: number | null | undefined;
 }
 
 /** The argv to spawn (first element is the file) plus the cwd and $HOME seen inside. */
@@ -226,7 +231,8 @@ export function buildLaunch(plan: LaunchPlan): Launch {
   const prlimit = prlimitArgs(plan);
   let driverArgs: string[];
   let home: string;
-  const hostCwd = plan.workdir;
+  // Started inside the overlay's namespace (imageRoot.enterPid), the workdir path is not ours.
+  const hostCwd = plan.imageRoot?.enterPid ? '/' : plan.workdir;
   let ctlInside = plan.ctlDir;
   let drop = plan.sandboxUid !== null ? dropTo(plan.sandboxUid) : [];
   if (plan.driver === 'bwrap') {
@@ -284,7 +290,7 @@ export function buildLaunch(plan: LaunchPlan): Launch {
   const argv = [
     '/bin/sh', '-c', LAUNCH_PRELUDE,
     plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', (plan.driver === 'bwrap' && plan.seccompFile) || '/dev/null',
-    ...prlimit, ...drop, ...driverArgs, ...plan.command,
+    ...prlimit, ...drop, ...(plan.imageRoot?.enterPid ? ['nsenter', '-t', String(plan.imageRoot.enterPid), '-U', '-m', '--preserve-credentials', '--'] : []), ...driverArgs, ...plan.command,
   ];
   return { argv, hostCwd, home, ctlInside };
 }

@@ -7,8 +7,7 @@ import { PidsCgroup } from './cgroup.js';
 import { buildEnter, buildLaunch, type LaunchPlan } from './drivers.js';
 import { Editor } from './editor.js';
 import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
-import { entrypointFailed, imageCwd, imageEnv, imageWorkdir, mountImageRoot, toWorkspaceAlias } from './images/image-root.js';
-import type { ImageUser } from './images/image-user.js';
+import { entrypointFailed, imageCwd, imageEnv, imageWorkdir, mountImageRoot, toWorkspaceAlias, type ImageMount } from './images/image-root.js';
 import { overlayDirs, releaseOverlay } from './images/overlay-mount.js';
 import { descendants, killAll, parentOf, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
@@ -49,8 +48,8 @@ export class HostSandbox {
   private forwarder: LlmProxyForwarder | null = null;
   /** True when the proxy socket was bind-mounted into the control dir by this (root) host. */
   private proxyMounted = false;
-  /** An image sandbox's user inside (images/image-user.ts), resolved once its root is mounted. */
-  private imageUser: ImageUser | null = null;
+  /** An image sandbox's mounted root and its user inside (images/image-root.ts). */
+  private imageMount: ImageMount | null = null;
   /** Exit code when the shell exited on its own (`exit`), until it is restarted. */
   private selfExit: number | null = null;
 
@@ -88,8 +87,10 @@ export class HostSandbox {
       throw err;
     }
     const { ctlDir } = files;
-    // An image sandbox's workspace is its WorkingDir inside the overlay, made once it is mounted.
-    const workdir = req.image ? imageWorkdir(dir, req.image) : files.workdir;
+    const mount = req.image ? await mountImageRoot(dir, req.image, uid, { removeOnFailure: true }) : null;
+    // An image sandbox's workspace is its WorkingDir inside the overlay (seen through the
+    // overlay's own namespace when it lives in one: overlay-mount.ts).
+    const workdir = req.image ? imageWorkdir(dir, req.image, mount!.via) : files.workdir;
     fs.mkdirSync(path.join(files.root, 'root')); // mount point of the unshare driver's root
     const cgroup = req.driver === 'none' ? null : PidsCgroup.create(req.sandboxId, req.limits.maxProcesses, req.limits.totalMemoryBytes);
     const lease: Lease = {
@@ -110,8 +111,8 @@ export class HostSandbox {
     writeLease(lease);
     const seccompFile = req.driver === 'none' ? null : writeSeccompFilter(ctlDir);
     const sb = new HostSandbox(req.sandboxId, req, dir, workdir, ctlDir, files, seccompFile, cgroup, lease, ctx.onLost);
+    sb.imageMount = mount;
     try {
-      if (req.image) sb.imageUser = await mountImageRoot(dir, req.image, uid);
       await seed(workdir, req);
       // Seeding ran as root before any sandboxed process existed; the sandbox's uid takes it over.
       if (uid !== null) chownTree(workdir, uid);
@@ -140,12 +141,16 @@ export class HostSandbox {
   private plan(): LaunchPlan {
     return {
       driver: this.req.driver,
-      workdir: this.workdir,
+      // The driver starts inside the overlay's own namespace, if any, where the plain path is the overlay.
+      workdir: this.imageMount?.via ? imageWorkdir(this.dir, this.req.image!) : this.workdir,
       stateDir: path.dirname(path.dirname(this.dir)),
       homeDir: this.files.homeDir,
       // Both drivers bind the image overlay writable as the root, entered as the image's User.
       rootfs: this.req.image ? null : this.req.rootfs,
-      imageRoot: this.req.image && this.imageUser ? { merged: overlayDirs(this.dir).merged, cwd: imageCwd(this.req.image), ...this.imageUser } : null,
+      imageRoot:
+        this.req.image && this.imageMount
+          ? { merged: overlayDirs(this.dir).merged, cwd: imageCwd(this.req.image), ...this.imageMount.user, enterPid: this.imageMount.holderPid }
+          : null,
       network: this.req.spec.network ?? false,
       limits: this.req.limits,
       ctlDir: this.ctlDir,
@@ -198,7 +203,8 @@ export class HostSandbox {
     // before the shell so its environment can name the port.
     if (this.req.spec.llmProxy && this.req.driver === 'none' && !this.forwarder) this.forwarder = await LlmProxyForwarder.openOnHost(this.req.spec.llmProxy.socketPath);
     const launch = buildLaunch(this.plan());
-    const hostWorkdir = fs.realpathSync(this.workdir);
+    // An overlay in a namespace of its own is reached through /proc/<pid>/root, which realpath would drop.
+    const hostWorkdir = this.imageMount?.via ? this.workdir : fs.realpathSync(this.workdir);
     this.pty = await PtySession.start(
       {
         argv: launch.argv,

@@ -2,8 +2,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { ResolvedImage } from '../../protocol/image.js';
 import { TaskError, toRolloutError } from '../../errors.js';
+import { removeSandboxFs } from '../sandbox-fs.js';
 import { WORKSPACE } from '../workspace-path.js';
-import { mountOverlay, overlayDirs } from './overlay-mount.js';
+import { mountOverlay, overlayDirs, releaseOverlay, type MountedOverlay } from './overlay-mount.js';
 import { imageUser, type ImageUser } from './image-user.js';
 
 /**
@@ -20,9 +21,17 @@ export function imageCwd(image: ResolvedImage): string {
   return wd === '/' ? WORKSPACE : wd;
 }
 
-/** Host path of the workspace of an image sandbox (inside the merged overlay). */
-export function imageWorkdir(sandboxDir: string, image: ResolvedImage): string {
-  return path.join(overlayDirs(sandboxDir).merged, imageCwd(image));
+/**
+ * Host path of the workspace of an image sandbox (inside the merged overlay), seen through
+ * `via` (MountedOverlay.via: '' unless the overlay lives in a user namespace of its own).
+ */
+export function imageWorkdir(sandboxDir: string, image: ResolvedImage, via = ''): string {
+  return via + path.join(overlayDirs(sandboxDir).merged, imageCwd(image));
+}
+
+/** A mounted image root: the overlay and the image's user. */
+export interface ImageMount extends MountedOverlay {
+  user: ImageUser;
 }
 
 /**
@@ -30,16 +39,36 @@ export function imageWorkdir(sandboxDir: string, image: ResolvedImage): string {
  * image's `User` against the image's /etc/passwd. The user's home directory itself (not its
  * contents) is given to `hostUid`, the sandbox's host uid, which is that user inside: so the
  * user may create ~/.gitconfig, ~/.cache and the like, as in the image's own container.
+ * On a failure after mounting, the overlay is released; with `removeOnFailure` (a sandbox being
+ * made) the sandbox's fs and directory are removed as well.
  * @throws SandboxError `OVERLAY_FAILED` when no overlay can be mounted; TaskError
  *   `IMAGE_USER_UNKNOWN` when the User names no user of the image.
  */
-export async function mountImageRoot(sandboxDir: string, image: ResolvedImage, hostUid: number | null): Promise<ImageUser> {
-  await mountOverlay(image.lowerDirs, overlayDirs(sandboxDir));
-  fs.mkdirSync(imageWorkdir(sandboxDir, image), { recursive: true });
+export async function mountImageRoot(sandboxDir: string, image: ResolvedImage, hostUid: number | null, opts: { removeOnFailure?: boolean } = {}): Promise<ImageMount> {
+  try {
+    const ov = await mountOverlay(image.lowerDirs, overlayDirs(sandboxDir));
+    try {
+      return { ...ov, user: await prepareRoot(sandboxDir, image, hostUid, ov.via) };
+    } catch (err) {
+      await releaseOverlay(sandboxDir);
+      throw err;
+    }
+  } catch (err) {
+    // A new sandbox (nothing else made yet but its fs): its directory goes too.
+    if (opts.removeOnFailure) {
+      removeSandboxFs(sandboxDir);
+      fs.rmSync(sandboxDir, { recursive: true, force: true });
+    }
+    throw err;
+  }
+}
+
+async function prepareRoot(sandboxDir: string, image: ResolvedImage, hostUid: number | null, via: string): Promise<ImageUser> {
+  fs.mkdirSync(imageWorkdir(sandboxDir, image, via), { recursive: true });
   // bwrap runs as the sandbox's unprivileged uid and cannot create mount points in a root-owned
   // image root: make them now, as root (into the sandbox's upper dir, never the cache). `sys`
   // and `root` are the unshare driver's.
-  const merged = overlayDirs(sandboxDir).merged;
+  const merged = via + overlayDirs(sandboxDir).merged;
   for (const d of ['dev', 'proc', 'tmp', 'run', 'workspace', 'etc', 'sys']) fs.mkdirSync(path.join(merged, d), { recursive: true });
   const resolv = path.join(merged, 'etc', 'resolv.conf');
   if (!fs.existsSync(resolv)) fs.writeFileSync(resolv, '');

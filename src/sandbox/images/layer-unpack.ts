@@ -39,7 +39,7 @@ const OPAQUE = '.wh..wh..opq';
 /**
  * Unpacks one OCI / Docker layer into `dest` in the form overlayfs reads as a lower directory:
  * a whiteout `.wh.NAME` becomes a 0:0 character device `NAME`, an opaque marker `.wh..wh..opq`
- * becomes the `trusted.overlay.opaque=y` xattr on its directory (both per the OCI image spec's
+ * becomes the `trusted.overlay.opaque=y` xattr on its directory (`user.overlay.opaque` when not root) (both per the OCI image spec's
  * "Representing Changesets", and what containerd's overlayfs snapshotter writes).
  *
  * Extraction is node-tar's (owners, modes, mtimes, hard links and symlinks kept, absolute
@@ -79,7 +79,8 @@ async function unpackInto(input: UnpackLayerInput): Promise<UnpackedLayer> {
   const unpack = new Unpack({
     cwd: input.dest,
     strict: true,
-    preserveOwner: true,
+    // Unprivileged, owners cannot be kept: every file is ours, root inside the overlay's user namespace.
+    preserveOwner: process.getuid?.() === 0,
     chmod: true,
     processUmask: 0,
     unlink: false,
@@ -257,13 +258,18 @@ async function applyWhiteouts(
   w: ImageWhere,
 ): Promise<void> {
   if (list.length === 0 && specials.length === 0) return;
+  // An unprivileged store cannot write trusted.* xattrs: it writes user.overlay.opaque, which
+  // the overlay reads when mounted with `userxattr` inside a user namespace (overlay-mount.ts).
+  const asRoot = process.getuid?.() === 0;
   const lines: string[] = ['set -e'];
   for (const sp of specials) {
     const target = path.join(dest, sp.rel);
     fs.mkdirSync(path.dirname(target), { recursive: true });
     fs.rmSync(target, { force: true });
     lines.push(sp.kind === 'p' ? `mkfifo -- ${q(target)}` : `mknod -- ${q(target)} ${sp.kind} ${sp.major} ${sp.minor}`);
-    lines.push(`chown -h ${sp.uid}:${sp.gid} -- ${q(target)}`, `chmod ${sp.mode.toString(8)} -- ${q(target)}`);
+    // Unprivileged, every file is ours (the owner root inside the overlay's user namespace).
+    if (asRoot) lines.push(`chown -h ${sp.uid}:${sp.gid} -- ${q(target)}`);
+    lines.push(`chmod ${sp.mode.toString(8)} -- ${q(target)}`);
   }
   for (const { dir, name } of list) {
     const d = path.join(dest, dir);
@@ -271,8 +277,9 @@ async function applyWhiteouts(
     if (name) {
       const target = path.join(d, name);
       fs.rmSync(target, { recursive: true, force: true });
+      // Unprivileged too: a 0:0 whiteout needs no CAP_MKNOD (Linux 5.8+).
       lines.push(`mknod -- ${q(target)} c 0 0`);
-    } else lines.push(`setfattr -n trusted.overlay.opaque -v y -- ${q(d)}`);
+    } else lines.push(`setfattr -n ${asRoot ? 'trusted' : 'user'}.overlay.opaque -v y -- ${q(d)}`);
   }
   await new Promise<void>((resolve, reject) => {
     const sh = spawn('/bin/sh', ['-s'], { stdio: ['pipe', 'ignore', 'pipe'] });

@@ -1,10 +1,29 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { SandboxError } from '../../errors.js';
 
-/** How an overlay was mounted. */
-export type OverlayKind = 'kernel' | 'fuse';
+/**
+ * How an overlay was mounted: `kernel` in this process's mount namespace (root), `userns` kernel
+ * overlayfs inside a user + mount namespace of its own (unprivileged, Linux 5.11+), `fuse`
+ * fuse-overlayfs (the unprivileged fallback).
+ */
+export type OverlayKind = 'kernel' | 'userns' | 'fuse';
+
+/** A mounted overlay and how this process reaches it. */
+export interface MountedOverlay {
+  kind: OverlayKind;
+  /**
+   * Prefix of the host paths through which this process sees the merged dir: '' for `kernel` and
+   * `fuse`; `/proc/<holder>/root` for `userns`, whose mount exists only in the holder's namespace.
+   */
+  via: string;
+  /** For `userns`: the pid of the process holding the namespace (the sandbox's launch enters it). */
+  holderPid: number | null;
+}
+
+/** Holders of `userns` overlays by merged dir: releaseOverlay ends them. */
+const holders = new Map<string, ChildProcess>();
 
 /** The directories of one sandbox's copy-on-write root, all under `<sandbox dir>/ov/`. */
 export interface OverlayDirs {
@@ -42,7 +61,7 @@ function run(argv: string[], cwd?: string): Promise<{ code: number; stderr: stri
  *
  * @throws SandboxError `OVERLAY_FAILED` with both tools' messages when neither mounts.
  */
-export async function mountOverlay(lowerDirs: string[], dirs: OverlayDirs): Promise<OverlayKind> {
+export async function mountOverlay(lowerDirs: string[], dirs: OverlayDirs): Promise<MountedOverlay> {
   for (const d of [dirs.upper, dirs.work, dirs.merged]) fs.mkdirSync(d, { recursive: true });
   const parents = new Set(lowerDirs.map((d) => path.dirname(d)));
   const cwd = parents.size === 1 ? [...parents][0]! : undefined;
@@ -54,10 +73,54 @@ export async function mountOverlay(lowerDirs: string[], dirs: OverlayDirs): Prom
   // metadata only, not every file of a repository. Kernels without it mount without.
   let kernel = await run(['mount', '-t', 'overlay', 'overlay', '-o', `${opts},index=off,xino=off,redirect_dir=on,metacopy=on`, dirs.merged], cwd);
   if (kernel.code !== 0) kernel = await run(['mount', '-t', 'overlay', 'overlay', '-o', `${opts},index=off,xino=off`, dirs.merged], cwd);
-  if (kernel.code === 0) return 'kernel';
+  if (kernel.code === 0) return { kind: 'kernel', via: '', holderPid: null };
+  let userns = '';
+  if (process.getuid?.() !== 0) {
+    // Unprivileged: kernel overlayfs inside a user namespace of our own (userxattr: whiteouts and
+    // opaque dirs as an unprivileged store writes them, layer-unpack.ts).
+    const held = await holdUsernsOverlay(`${opts},userxattr`, dirs.merged, cwd);
+    if (typeof held !== 'string') return held;
+    userns = held;
+  }
   const fuse = await run(['fuse-overlayfs', '-o', opts, dirs.merged], cwd);
-  if (fuse.code === 0) return 'fuse';
-  throw new SandboxError(`cannot mount the image overlay: kernel overlayfs: ${kernel.stderr || `exit ${kernel.code}`}; fuse-overlayfs: ${fuse.stderr || `exit ${fuse.code}`}`, { code: 'OVERLAY_FAILED', stage: 'init' });
+  if (fuse.code === 0) return { kind: 'fuse', via: '', holderPid: null };
+  throw new SandboxError(
+    `cannot mount the image overlay: kernel overlayfs: ${kernel.stderr || `exit ${kernel.code}`}${userns ? `; in a user namespace: ${userns}` : ''}; fuse-overlayfs: ${fuse.stderr || `exit ${fuse.code}`}`,
+    { code: 'OVERLAY_FAILED', stage: 'init' },
+  );
+}
+
+/**
+ * Mounts the overlay inside a new user + mount namespace held by one small process (`cat` on a
+ * pipe from us: it ends when we do, and the namespace with it). Returns the mount, or the
+ * error text when the kernel refuses (before 5.11, or user namespaces disabled).
+ */
+function holdUsernsOverlay(opts: string, merged: string, cwd: string | undefined): Promise<MountedOverlay | string> {
+  return new Promise((resolve) => {
+    const p = spawn('unshare', ['--user', '--map-root-user', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', 'mount -t overlay overlay -o "$1" "$2" && echo ready && exec cat', 'sh', opts, merged], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      ...(cwd ? { cwd } : {}),
+    });
+    let out = '';
+    let err = '';
+    const done = (v: MountedOverlay | string): void => {
+      p.stdout.removeAllListeners('data');
+      resolve(v);
+    };
+    p.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    p.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('ready\n')) {
+        holders.set(path.resolve(merged), p);
+        // Not what keeps this process alive; when it exits, the pipe closes and the holder ends.
+        p.unref();
+        for (const s of [p.stdin, p.stdout, p.stderr] as Array<{ unref?: () => void } | null>) s?.unref?.();
+        done({ kind: 'userns', via: `/proc/${p.pid}/root`, holderPid: p.pid! });
+      }
+    });
+    p.on('error', (e) => done(e.message));
+    p.on('close', (code) => done(err.trim() || `exit ${code}`));
+  });
 }
 
 /** True when `dir` is a mount point in this mount namespace. */
@@ -85,6 +148,14 @@ function escapeMountPath(p: string): string {
  */
 export async function releaseOverlay(sandboxDir: string): Promise<void> {
   const { merged } = overlayDirs(sandboxDir);
+  const holder = holders.get(path.resolve(merged));
+  if (holder) {
+    holders.delete(path.resolve(merged));
+    // The namespace (and its mount) goes with its last process: the holder, after the sandbox's.
+    const gone = new Promise<void>((resolve) => (holder.exitCode !== null || holder.signalCode !== null ? resolve() : holder.once('close', () => resolve())));
+    holder.kill('SIGKILL');
+    await gone;
+  }
   for (let i = 0; i < 3 && isMountPoint(merged); i++) {
     const r = await run(['umount', merged]);
     if (r.code !== 0) await run(['umount', '-l', merged]);
