@@ -87,6 +87,31 @@ export function bufferStatsBody(b: RolloutBuffer): BufferStats {
   };
 }
 
+/**
+ * A buffer's complete groups as they finish, each taken (as `take` would) and given as
+ * `{type:'group', group}`, then `{type:'done', buffer}` once the buffer is done; for the
+ * WebSocket's buffer subscriptions. Ends when `signal` aborts. Null when no such buffer.
+ */
+export function bufferItems(service: ServiceContext, id: string, signal: AbortSignal): AsyncIterable<Record<string, unknown>> | null {
+  let b: RolloutBuffer;
+  try {
+    b = find(service, id);
+  } catch {
+    return null;
+  }
+  return (async function* () {
+    try {
+      for (let g = await b.next(signal); g; g = await b.next(signal)) {
+        metrics(service).groups.inc({ event: 'delivered' });
+        yield { type: 'group', group: groupBody(g) };
+      }
+      yield { type: 'done', buffer: bufferStatsBody(b) };
+    } catch (e) {
+      if (!(e instanceof CancelledError)) yield { type: 'error', error: { code: (e as { code?: string }).code ?? 'INTERNAL', message: (e as Error).message } };
+    }
+  })();
+}
+
 /** A completed group in the wire's snake_case (results as `GET /v1/rollouts/:id` gives them). */
 export function groupBody(g: BufferedGroup): Record<string, unknown> {
   return {
