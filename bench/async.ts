@@ -9,8 +9,9 @@
  * - **async**: a rollout buffer (`runtime.buffer`) keeps `B` = `BATCH × ETA` groups in flight;
  *   each step takes the `BATCH` oldest-version groups ready, trains while rollouts go on, then
  *   bumps the version (`setWeightVersion` + `setTrainerVersion`; running rollouts switch at their
- *   next call). `staleTokens {maxAge: ETA − 1, action: restart}` restarts a straggler whose
- *   oldest token falls too far behind, so what is trained is at most `ETA` versions stale.
+ *   next call). `staleTokens {maxAge: ETA, action: restart}` restarts a straggler whose
+ *   oldest token falls more than η behind before its next call, and the buffer's `maxStaleness`
+ *   η drops a finished group that went staler while it waited: what is trained is at most η stale.
  *
  * Figures: steps per minute both ways (target async ≥ 2× sync), the fraction of wall time the
  * engine had no generation in flight, η, the mean and max staleness of the groups trained
@@ -35,7 +36,7 @@ const BATCH = 4;
 const N = 4;
 const ETA = 2;
 const TRAIN_MS = 1_000;
-const PER_TOKEN_MS = 1;
+const PER_TOKEN_MS = 4;
 const ABORT_PAIRS = 5;
 
 /** A standard normal draw (Box–Muller) from a uniform generator. */
@@ -43,13 +44,13 @@ function normal(rnd: () => number): number {
   return Math.sqrt(-2 * Math.log(1 - rnd())) * Math.cos(2 * Math.PI * rnd());
 }
 
-/** Prompts with lognormal turns (median 3, capped at 14) and lognormal words per turn (median 30, capped at 400). */
+/** Prompts with lognormal turns (median 3, capped at 12) and lognormal words per turn (median 15, capped at 150). */
 function prompts(count: number, seed: number): Instance[] {
   const rnd = xorshift32(seed);
   return Array.from({ length: count }, (_, i) => {
-    const turns = Math.min(14, Math.max(1, Math.round(Math.exp(Math.log(3) + 0.7 * normal(rnd)))));
+    const turns = Math.min(12, Math.max(1, Math.round(Math.exp(Math.log(3) + 0.7 * normal(rnd)))));
     const oracle = Array.from({ length: turns }, (_, t) => {
-      const words = Math.min(400, Math.max(2, Math.round(Math.exp(Math.log(30) + 0.9 * normal(rnd)))));
+      const words = Math.min(150, Math.max(2, Math.round(Math.exp(Math.log(15) + 0.9 * normal(rnd)))));
       const content = Array.from({ length: words }, (_, w) => `w${(w * 7 + t) % 50}`).join(' ');
       return t === turns - 1 ? { content, tool_calls: [{ name: 'finish', arguments: { message: 'done' } }] } : { content, tool_calls: [{ name: 'execute_bash', arguments: { command: 'true' } }] };
     });
@@ -131,11 +132,11 @@ async function runSync(fake: FakeLlmServer, tasks: Instance[]): Promise<{ stepsP
   return { stepsPerMin: (STEPS / wall) * 60_000, idle };
 }
 
-async function runAsync(fake: FakeLlmServer, tasks: Instance[]): Promise<{ stepsPerMin: number; idle: number; staleness: number[]; restarts: number }> {
-  const { rt, meter, close } = rig(fake, { staleTokens: { maxAge: ETA - 1, action: 'restart' }, retries: { max: 20, backoffMs: 0, backoffMaxMs: 0 } });
+async function runAsync(fake: FakeLlmServer, tasks: Instance[]): Promise<{ stepsPerMin: number; idle: number; staleness: number[]; restarts: number; dropped: number }> {
+  const { rt, meter, close } = rig(fake, { staleTokens: { maxAge: ETA, action: 'restart' }, retries: { max: 20, backoffMs: 0, backoffMaxMs: 0 } });
   meter.reset();
   const t0 = performance.now();
-  const buf = rt.buffer({ groups: BATCH * ETA, n: N, order: 'oldest-version' });
+  const buf = rt.buffer({ groups: BATCH * ETA, n: N, order: 'oldest-version', maxStaleness: ETA });
   buf.add(tasks);
   const staleness: number[] = [];
   let restarts = 0;
@@ -154,7 +155,8 @@ async function runAsync(fake: FakeLlmServer, tasks: Instance[]): Promise<{ steps
   const idle = meter.idleFraction();
   await buf.close();
   await close();
-  return { stepsPerMin: (STEPS / wall) * 60_000, idle, staleness, restarts };
+  const dropped = buf.stats().stale;
+  return { stepsPerMin: (STEPS / wall) * 60_000, idle, staleness, restarts, dropped };
 }
 
 /** Wall time of one rollout, uninterrupted and with an abort-and-resume mid-way through its first turn; the paired difference. */
@@ -199,6 +201,7 @@ try {
     mean_staleness: round(asy.staleness.reduce((a, x) => a + x, 0) / asy.staleness.length, 3),
     max_staleness: Math.max(...asy.staleness),
     async_restarts: asy.restarts,
+    async_stale_groups_dropped: asy.dropped,
     abort_resume_overhead_ms: round(overhead, 2),
   });
 } finally {
