@@ -21,7 +21,7 @@ export interface LlamaSample {
   promptIds: number[];
   outputIds: number[];
   logprobs: number[];
-  finishReason: 'stop' | 'length';
+  finishReason: 'stop' | 'length' | 'abort';
 }
 
 /** A node-llama-cpp engine with its sample log. */
@@ -74,11 +74,16 @@ export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<Llama
         throw new EngineHttpError(400, `maximum context length is ${contextSize} tokens; the prompt has ${req.promptIds.length} and max_tokens is ${req.maxTokens}`);
       }
       const s = await acquire();
+      // Aborted while it waited for a sequence: nothing sampled, resumed whole by the client.
+      if (req.engineAbort?.aborted) {
+        release(s);
+        return { outputIds: [], logprobs: [], finishReason: 'abort' };
+      }
       try {
         await s.clearHistory();
         const outputIds: number[] = [];
         const logprobs: number[] = [];
-        let finishReason: 'stop' | 'length' = 'length';
+        let finishReason: EngineResult['finishReason'] = 'length';
         const it = s.evaluateWithMetadata(req.promptIds as never, { confidence: true }, {
           temperature: req.temperature,
           topK: 0,
@@ -100,6 +105,11 @@ export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<Llama
             break;
           }
           if (outputIds.length >= req.maxTokens || req.signal.aborted) break;
+          // SGLang's /abort_request: answer what was sampled so far; the client resumes it on prompt + these ids.
+          if (req.engineAbort?.aborted) {
+            finishReason = 'abort';
+            break;
+          }
         }
         const sample: LlamaSample = { seq: ++seq, instanceId: req.instanceId, turn: req.turn, promptIds: req.promptIds, outputIds, logprobs, finishReason };
         log.push(sample);

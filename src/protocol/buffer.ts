@@ -16,6 +16,12 @@ export const RolloutBufferOptionsSchema = z
     order: z.enum(['completion', 'oldest-version']).default('completion'),
     /** DAPO's dynamic sampling: a group whose rewards are all equal (zero advantage) is dropped and replaced at once by the next prompt. */
     dynamicSampling: z.boolean().default(false),
+    /**
+     * η at consumption: a complete group whose oldest token is more than this many versions
+     * behind the trainer's version when it would be handed out is dropped instead (counted as
+     * `stale`) and the next prompt starts in its place. Absent: no bound (numeric versions only).
+     */
+    maxStaleness: z.number().int().min(0).optional(),
   })
   .strict()
   .superRefine((o, ctx) => {
@@ -38,6 +44,7 @@ export const BufferCreateRequestSchema = z
     over_provision: z.number().int().min(0).max(1_024).optional(),
     order: z.enum(['completion', 'oldest-version']).optional(),
     dynamic_sampling: z.boolean().optional(),
+    max_staleness: z.number().int().min(0).optional(),
     /** Sampling params of every prompt added without its own. */
     sampling_params: Sampling.optional(),
     instances: Instances.optional(),
@@ -75,6 +82,8 @@ export const BufferStatsSchema = z.object({
   delivered: z.number().int(),
   /** Groups dropped by dynamic sampling (all rewards equal). */
   dropped: z.number().int(),
+  /** Complete groups dropped as staler than max_staleness when they would have been handed out. */
+  stale: z.number().int(),
   /** Groups the trainer stopped early. */
   stopped: z.number().int(),
   /** Members cancelled because their group had its n (over-provisioning) or was stopped. */

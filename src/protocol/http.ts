@@ -250,6 +250,8 @@ export const WsClientMessageSchema = z.discriminatedUnion('type', [
       sub: z.string().min(1).max(100).default('default'),
       rollout: IdSchema.optional(),
       group: IdSchema.optional(),
+      /** A rollout buffer (`/v1/buffers`): its complete groups are taken and sent as `buffer` messages as they finish. */
+      buffer: IdSchema.optional(),
       after: z.number().int().min(-1).optional(),
       /** The epoch `after` belongs to; from an older epoch, the new runtime is replayed from its start. */
       epoch: z.number().int().min(0).optional(),
@@ -272,6 +274,8 @@ export const WsServerMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('subscribed'), sub: z.string(), epoch: z.number().int(), rollout: z.string().nullable(), group: z.string().nullable(), after: z.number().int().nullable() }),
   z.object({ type: z.literal('unsubscribed'), sub: z.string() }),
   z.object({ type: z.literal('event'), sub: z.string(), event: z.record(z.string(), z.unknown()) }),
+  /** A buffer subscription's item: `{type:'group', group}` as each group completes (it is taken), then `{type:'done', buffer}`. */
+  z.object({ type: z.literal('buffer'), sub: z.string(), item: z.record(z.string(), z.unknown()) }),
   z.object({ type: z.literal('gap'), sub: z.string(), from: z.number().int(), to: z.number().int(), reason: z.enum(['retention', 'slow-client']) }),
   z.object({ type: z.literal('heartbeat'), ts: z.number(), seq: z.number().int() }),
   z.object({ type: z.literal('pong'), nonce: z.union([z.string(), z.number()]).nullable() }),

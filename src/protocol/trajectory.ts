@@ -6,7 +6,8 @@ export const OutcomeSchema = z.enum(['completed', 'truncated', 'timed-out', 'can
 export type Outcome = z.infer<typeof OutcomeSchema>;
 
 /** Why the agent loop stopped (the ProRL `finish` field): the finish tool, max turns, full context, ... */
-export const FinishReasonSchema = z.enum(['finish_tool', 'no_tool_call', 'max_iterations', 'context_full', 'length', 'error', 'timeout', 'cancelled']);
+/** `stale_tokens`: ended by the `staleTokens` bound with action `finish` (outcome truncated). */
+export const FinishReasonSchema = z.enum(['finish_tool', 'no_tool_call', 'max_iterations', 'context_full', 'length', 'error', 'timeout', 'cancelled', 'stale_tokens']);
 export type FinishReason = z.infer<typeof FinishReasonSchema>;
 
 /** A policy / weight version: a step number or a label. */

@@ -14,6 +14,7 @@ import type { Attempt, RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
 import type { StagePool } from './stage-pool.js';
 import type { WeightControl } from './weight-control.js';
+import { checkTokenAge, observeTurn } from './token-age.js';
 
 /** What the steps see of their owner (the supervisor). */
 export interface StepsContext {
@@ -84,6 +85,13 @@ export class AttemptSteps {
     const maxTokens = Math.min(att.maxOutputTokens, room);
     // Paused for a weight sync, or too far ahead of the trainer: wait before the call starts.
     if (ctx.weights && !ctx.weights.admits(turn === 0)) await this.waitForGeneration(s, att, ctx.weights, turn === 0);
+    // The oldest token's age against the trainer, after the wait (an update may land during it).
+    const aged = checkTokenAge(att, turn, ctx.weights?.trainerVersion ?? null, ctx.opts.staleTokens);
+    if (aged.kind === 'restart') throw aged.error;
+    if (aged.kind === 'finish') {
+      att.finish = 'stale_tokens';
+      return { contextFull: true, evalSlot: ctx.pools.eval.tryTake(id) };
+    }
     if (ctx.hub.active) this.emit(s, { type: 'llm.start', rolloutId: id, turn, promptTokens: b.length, maxTokens });
     this.startCall(s, att, 'llm', ctx.opts.llmTimeoutMs);
     const t0 = ctx.clock.now();
@@ -124,6 +132,7 @@ export class AttemptSteps {
     const parsed = ctx.codec.parseAssistant(res.outputIds);
     const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls };
     b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds, weightVersions: (res as Partial<SegmentedResult>).weightVersions }, assistant);
+    observeTurn(att, res.weightVersion, (res as Partial<SegmentedResult>).weightVersions, res.outputIds.length);
     att.assistant = assistant;
     att.malformed = parsed.malformed;
     this.progress(att);

@@ -31,7 +31,7 @@ export interface BufferedGroup {
 }
 
 /** What listeners of {@link RolloutBuffer.onEvent} get, as groups complete or are dropped. */
-export type BufferEvent = { type: 'group.ready'; group: BufferedGroup } | { type: 'group.dropped'; groupId: string; instanceId: string | null; reward: number | null };
+export type BufferEvent = { type: 'group.ready'; group: BufferedGroup } | { type: 'group.dropped'; groupId: string; instanceId: string | null; reward: number | null; reason: 'equal-rewards' | 'stale' | 'empty' };
 
 /** The counters of a buffer (the `/v1` form is `BufferStatsSchema`). */
 export interface RolloutBufferStats {
@@ -41,6 +41,7 @@ export interface RolloutBufferStats {
   started: number;
   delivered: number;
   dropped: number;
+  stale: number;
   stopped: number;
   cancelledMembers: number;
   ended: boolean;
@@ -93,20 +94,23 @@ export class RolloutBuffer {
   /** A submit refused while nothing ran: `next()` rejects with it rather than wait forever. */
   private stall: RolloutError | null = null;
   private seq = 0;
-  private counts = { started: 0, delivered: 0, dropped: 0, stopped: 0, cancelledMembers: 0 };
+  private counts = { started: 0, delivered: 0, dropped: 0, stale: 0, stopped: 0, cancelledMembers: 0 };
 
   /** Throws ValidationError naming the bad option. */
   constructor(
     private readonly rt: Pick<Runtime, 'submit'>,
     input: RolloutBufferOptionsInput,
-    opts: { id?: string; sampling?: unknown } = {},
+    opts: { id?: string; sampling?: unknown; trainerVersion?: () => WeightVersion | null } = {},
   ) {
     const o = RolloutBufferOptionsSchema.safeParse(input);
     if (!o.success) throw zodToValidation('buffer', o.error.issues);
     this.options = Object.freeze(o.data);
     this.id = opts.id ?? `buf-${randomUUID()}`;
     this.defaultSampling = opts.sampling ?? {};
+    this.trainerVersion = opts.trainerVersion ?? (() => null);
   }
+
+  private readonly trainerVersion: () => WeightVersion | null;
 
   private readonly defaultSampling: unknown;
 
@@ -146,6 +150,12 @@ export class RolloutBuffer {
       const g = pickNext(this.ready, this.options.order);
       if (g) {
         this.ready.splice(this.ready.indexOf(g), 1);
+        if (this.tooStale(g)) {
+          this.counts.stale++;
+          this.emit({ type: 'group.dropped', groupId: g.groupId, instanceId: g.instanceId, reward: g.rewards[0] ?? null, reason: 'stale' });
+          this.fill();
+          continue;
+        }
         this.counts.delivered++;
         this.fill();
         return g;
@@ -220,6 +230,14 @@ export class RolloutBuffer {
     this.wake();
   }
 
+  /** Staler than `maxStaleness` against the trainer's version now (numeric versions only). */
+  private tooStale(g: BufferedGroup): boolean {
+    const bound = this.options.maxStaleness;
+    const t = this.trainerVersion();
+    const v = g.minWeightVersion;
+    return bound !== undefined && typeof t === 'number' && typeof v === 'number' && t - v > bound;
+  }
+
   private isDone(): boolean {
     return this.ended && this.queue.length === 0 && this.running.size === 0 && this.ready.length === 0;
   }
@@ -287,7 +305,7 @@ export class RolloutBuffer {
     const rewards = results.map((r) => r.reward);
     if (results.length === 0 || (this.options.dynamicSampling && allRewardsEqual(rewards))) {
       if (results.length > 0) this.counts.dropped++;
-      this.emit({ type: 'group.dropped', groupId: g.groupId, instanceId: g.instanceId, reward: rewards[0] ?? null });
+      this.emit({ type: 'group.dropped', groupId: g.groupId, instanceId: g.instanceId, reward: rewards[0] ?? null, reason: results.length > 0 ? 'equal-rewards' : 'empty' });
     } else {
       const group: BufferedGroup = {
         groupId: g.groupId,

@@ -2,6 +2,7 @@ import type { FinalState } from '../../machines/rollout.machine.js';
 import { CancelledError, InfraError, RolloutTimeoutError, TaskError, ValidationError, serializeError, type RolloutError } from '../errors.js';
 import type { FinishReason, Outcome, RolloutResult, Trajectory } from '../protocol/trajectory.js';
 import { staleness, type WeightVersion } from '../llm/weight-versions.js';
+import { staleFlag } from './token-age.js';
 import type { Attempt, RolloutSession } from './rollout-session.js';
 
 /** What ended an attempt, as the decision needs it. */
@@ -47,7 +48,7 @@ export function doneFinish(finish: FinishReason | null, lastTurnFinish: string |
 export function classifyEnd(e: AttemptEnd): EndDecision {
   switch (e.final) {
     case 'done':
-      return { outcome: e.finish === 'max_iterations' || e.finish === 'context_full' || e.finish === 'length' ? 'truncated' : 'completed', error: null, retry: false };
+      return { outcome: e.finish === 'max_iterations' || e.finish === 'context_full' || e.finish === 'length' || e.finish === 'stale_tokens' ? 'truncated' : 'completed', error: null, retry: false };
     case 'cancelled':
       return { outcome: 'cancelled', error: new CancelledError(e.cancelReason ?? 'cancelled'), retry: false };
     case 'timedOut':
@@ -99,6 +100,8 @@ const emptyTrajectory = (): Trajectory => ({ turns: [], tokens: [], lossMask: []
 export function buildResult(s: RolloutSession, att: Attempt | null, outcome: Outcome, error: RolloutError | null, now: number, trainerVersion: WeightVersion | null = null): RolloutResult {
   const trajectory = att ? (att.harness?.traj.build() ?? att.builder.build()) : emptyTrajectory();
   trajectory.staleness = staleness(trainerVersion, trajectory.minWeightVersion ?? null);
+  const flag = att ? staleFlag(att) : null;
+  if (flag) trajectory.diagnostics.staleTokens = flag;
   const counted = s.timing.initMs + s.timing.runMs + s.timing.evalMs;
   const wallMs = now - s.submittedAt;
   const ev = outcome === 'completed' || outcome === 'truncated' ? (att?.evalResult ?? null) : null;

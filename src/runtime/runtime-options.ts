@@ -56,6 +56,13 @@ export const RuntimeOptionsSchema = z
         bufferSize: z.number().int().positive().default(10_000),
       })
       .default({ retain: 0, bufferSize: 10_000 }),
+    /**
+     * Bound on a rollout's oldest token (async RL): before each LLM call after the first, a rollout
+     * whose oldest sampled token is more than `maxAge` versions behind the trainer's version is
+     * `flag`ged (`diagnostics.staleTokens`), `finish`ed (truncated, finish `stale_tokens`, still
+     * evaluated) or `restart`ed (InfraError `STALE_TOKENS`, retried from its prompt). Off when absent.
+     */
+    staleTokens: z.object({ maxAge: z.number().int().nonnegative(), action: z.enum(['flag', 'finish', 'restart']).default('flag') }).strict().optional(),
     /** Finished rollouts kept for `get`/`list`. */
     retainResults: z.number().int().nonnegative().default(1_000),
     /**

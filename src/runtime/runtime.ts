@@ -16,6 +16,7 @@ import { validateSubmission } from './submission.js';
 import { newestVersion, WeightControl } from './weight-control.js';
 import { isWeightVersion } from '../llm/weight-versions.js';
 import { RolloutBuffer } from './rollout-buffer.js';
+import { abortEngines, type EngineAbortReport } from '../llm/engine-abort.js';
 import type { RolloutBufferOptionsInput } from '../protocol/buffer.js';
 
 /**
@@ -42,6 +43,15 @@ export interface EmbeddedRuntime extends Runtime {
   pauseGeneration(): void;
   /** Lets waiting LLM calls go on (subject to `maxStaleness`). */
   resumeGeneration(): void;
+  /**
+   * Aborts the generations in flight on every token-protocol engine of the pool (SGLang's
+   * `POST /abort_request`, as `POST /v1/weights/abort` does): each returns what it had sampled and
+   * the rollout resumes it on prompt + partial ids at its next call — after `resumeGeneration`
+   * when paused, so pause → abort → update → resume lands the rest on the new weights. Resolves
+   * with one report per engine; never throws for an engine (an engine without the route is
+   * reported). `[]` when the LLM client is not a backend pool.
+   */
+  abortGeneration(): Promise<EngineAbortReport[]>;
   /** True between pauseGeneration and resumeGeneration. */
   readonly generationPaused: boolean;
   /** Records the version the trainer has consumed: results' `staleness` and the `maxStaleness` gate measure against it. */
@@ -135,7 +145,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     },
     cancel: (id, reason) => sup.cancel(id, reason),
     dataSources: () => knownSources,
-    buffer: (o, extra = {}) => new RolloutBuffer(runtime, o, extra),
+    buffer: (o, extra = {}) => new RolloutBuffer(runtime, o, { ...extra, trainerVersion: () => weights.trainerVersion }),
     get(id: string): RolloutSummary | undefined {
       const s = sup.find(id);
       return s ? summarize(s) : undefined;
@@ -173,6 +183,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     },
     pauseGeneration: () => weights.pause(),
     resumeGeneration: () => weights.resume(),
+    abortGeneration: async () => (isManaged(llm) ? abortEngines(llm.listBackends()) : []),
     get generationPaused() {
       return weights.isPaused;
     },

@@ -32,7 +32,7 @@ function metrics(service: ServiceContext): BufferMetrics {
   if (!m) {
     const registers = [service.metrics.registry];
     m = {
-      groups: new Counter({ name: 'rollout_buffer_groups_total', help: 'Rollout-buffer groups by event: delivered (taken by the trainer), dropped (dynamic sampling: every reward equal), stopped (early stop)', labelNames: ['event'], registers }),
+      groups: new Counter({ name: 'rollout_buffer_groups_total', help: 'Rollout-buffer groups by event: delivered (taken by the trainer), dropped (dynamic sampling: every reward equal), stale (over max_staleness when handed out), stopped (early stop)', labelNames: ['event'], registers }),
       cancelled: new Counter({ name: 'rollout_buffer_cancelled_members_total', help: 'Group members cancelled by the buffer (over-provisioned beyond n, or their group stopped early)', registers }),
     };
     metricsOf.set(service, m);
@@ -80,11 +80,37 @@ export function bufferStatsBody(b: RolloutBuffer): BufferStats {
     started: s.started,
     delivered: s.delivered,
     dropped: s.dropped,
+    stale: s.stale,
     stopped: s.stopped,
     cancelled_members: s.cancelledMembers,
     ended: s.ended,
     done: s.done,
   };
+}
+
+/**
+ * A buffer's complete groups as they finish, each taken (as `take` would) and given as
+ * `{type:'group', group}`, then `{type:'done', buffer}` once the buffer is done; for the
+ * WebSocket's buffer subscriptions. Ends when `signal` aborts. Null when no such buffer.
+ */
+export function bufferItems(service: ServiceContext, id: string, signal: AbortSignal): AsyncIterable<Record<string, unknown>> | null {
+  let b: RolloutBuffer;
+  try {
+    b = find(service, id);
+  } catch {
+    return null;
+  }
+  return (async function* () {
+    try {
+      for (let g = await b.next(signal); g; g = await b.next(signal)) {
+        metrics(service).groups.inc({ event: 'delivered' });
+        yield { type: 'group', group: groupBody(g) };
+      }
+      yield { type: 'done', buffer: bufferStatsBody(b) };
+    } catch (e) {
+      if (!(e instanceof CancelledError)) yield { type: 'error', error: { code: (e as { code?: string }).code ?? 'INTERNAL', message: (e as Error).message } };
+    }
+  })();
 }
 
 /** A completed group in the wire's snake_case (results as `GET /v1/rollouts/:id` gives them). */
@@ -132,7 +158,7 @@ export function bufferRoutes(service: ServiceContext): Route[] {
     const m = metrics(service);
     let cancelled = 0;
     b.onEvent((e) => {
-      if (e.type === 'group.dropped') m.groups.inc({ event: 'dropped' });
+      if (e.type === 'group.dropped') m.groups.inc({ event: e.reason === 'stale' ? 'stale' : 'dropped' });
       const now = b.stats().cancelledMembers;
       if (now > cancelled) m.cancelled.inc(now - cancelled);
       cancelled = now;
@@ -158,8 +184,8 @@ export function bufferRoutes(service: ServiceContext): Route[] {
         checkPrompts(service, rt, body.instances ?? [], body.sampling_params);
         const buffer = new RolloutBuffer(
           rt,
-          { groups: body.groups, n: body.n, overProvision: body.over_provision, order: body.order, dynamicSampling: body.dynamic_sampling },
-          { sampling: body.sampling_params ?? {} },
+          { groups: body.groups, n: body.n, overProvision: body.over_provision, order: body.order, dynamicSampling: body.dynamic_sampling, maxStaleness: body.max_staleness },
+          { sampling: body.sampling_params ?? {}, trainerVersion: () => rt.trainerVersion ?? null },
         );
         track(buffer);
         buffer.add(body.instances ?? []);

@@ -20,6 +20,8 @@ export interface GenerationControl {
   readonly generationPaused: boolean;
   setTrainerVersion(version: string | number): void;
   readonly trainerVersion: string | number | null;
+  /** Aborts the engines' generations in flight (SGLang's `/abort_request`), per-engine report. */
+  abortGeneration?(): Promise<{ id: string; aborted: number | null; error?: string }[]>;
 }
 
 /**

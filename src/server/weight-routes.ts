@@ -1,4 +1,4 @@
-import type { BackendInfo } from '../llm/llm-client.js';
+import { abortEngines } from '../llm/engine-abort.js';
 import { EmptyBodySchema, WeightsRequestSchema } from '../protocol/http.js';
 import { HttpError, parseOr400 } from './http-error.js';
 import type { Route } from './router.js';
@@ -14,30 +14,6 @@ function control(service: ServiceContext): WeightRuntime {
     throw new HttpError(501, 'NOT_IMPLEMENTED', 'this runtime has no weight control');
   }
   return rt as WeightRuntime;
-}
-
-const ABORT_TIMEOUT_MS = 10_000;
-
-/**
- * Asks every token-protocol engine to abort its generations in flight (SGLang's
- * `POST /abort_request {abort_all}`; `fake-llm` serves it too). Each answers what it had sampled
- * (finish `abort`) and the runtime resumes those turns at the next LLM call. An engine without
- * the route (vLLM, OpenAI) or not answering is reported, not fatal: its calls finish normally.
- */
-async function abortEngines(list: readonly BackendInfo[]): Promise<{ id: string; aborted: number | null; error?: string }[]> {
-  return Promise.all(
-    list.map(async (b) => {
-      if (b.protocol === 'openai' || !/^https?:\/\//.test(b.url)) return { id: b.id, aborted: null, error: 'no abort route' };
-      try {
-        const res = await fetch(`${b.url.replace(/\/+$/, '')}/abort_request`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"abort_all":true}', signal: AbortSignal.timeout(ABORT_TIMEOUT_MS) });
-        const body = (await res.json().catch(() => ({}))) as { aborted?: unknown };
-        if (!res.ok) return { id: b.id, aborted: null, error: `HTTP ${res.status}` };
-        return { id: b.id, aborted: typeof body.aborted === 'number' ? body.aborted : null };
-      } catch (e) {
-        return { id: b.id, aborted: null, error: (e as Error).message.slice(0, 200) };
-      }
-    }),
-  );
 }
 
 function state(rt: WeightRuntime): Record<string, unknown> {
@@ -93,7 +69,8 @@ export function weightRoutes(service: ServiceContext): Route[] {
       handler: async (r) => {
         parseOr400(EmptyBodySchema, await r.body());
         const rt = control(service);
-        const engines = await abortEngines(rt.listBackends().filter((b) => b.state !== 'removed'));
+        // The runtime's own relay when it has one (the embedded runtime), else straight to the engines.
+        const engines = await (rt.abortGeneration ? rt.abortGeneration() : abortEngines(rt.listBackends()));
         return { status: 200, body: { ...state(rt), engines } };
       },
     },

@@ -7,6 +7,7 @@ import type { RolloutEvent } from '../protocol/events.js';
 import { isAuthorized, isHostAllowed, isOriginAllowed } from './auth.js';
 import { zodIssues } from './http-error.js';
 import type { ServiceContext } from './service-context.js';
+import { bufferItems } from './buffer-routes.js';
 
 /** The path of the event stream. */
 export const EVENTS_PATH = '/v1/events';
@@ -213,6 +214,18 @@ export class WsEventHub {
     // A cursor from an earlier runtime (before a /stop + /start) means nothing to this one: its
     // seqs start over, so replay what it retained from its start.
     const after = msg.after !== undefined && msg.epoch !== undefined && msg.epoch !== this.service.epoch ? 0 : msg.after;
+    if (msg.buffer !== undefined) {
+      const items = bufferItems(this.service, msg.buffer, sub.abort.signal);
+      if (!items) {
+        conn.subs.delete(sub.id);
+        return fail(`no buffer ${msg.buffer}`, [{ path: 'buffer', message: 'unknown buffer' }]);
+      }
+      send(conn.ws, { type: 'subscribed', sub: sub.id, epoch: this.service.epoch, rollout: null, group: null, after: null });
+      void (async () => {
+        for await (const item of items) if (conn.ws.readyState === WebSocket.OPEN) sendRaw(conn.ws, JSON.stringify({ type: 'buffer', sub: sub.id, item }));
+      })().catch(() => undefined);
+      return;
+    }
     send(conn.ws, { type: 'subscribed', sub: sub.id, epoch: this.service.epoch, rollout: msg.rollout ?? null, group: msg.group ?? null, after: after ?? null });
     const iter = rt.events({
       rolloutId: msg.rollout,

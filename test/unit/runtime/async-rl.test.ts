@@ -64,7 +64,7 @@ afterEach(async () => {
   r = undefined;
 });
 
-function asyncRig(o: { version?: string | number | null; latencyMs?: ScriptedPolicyOptions['latencyMs']; budgetMs?: number; maxStaleness?: number; run?: number } = {}): AsyncRig {
+function asyncRig(o: { version?: string | number | null; latencyMs?: ScriptedPolicyOptions['latencyMs']; budgetMs?: number; maxStaleness?: number; run?: number; staleTokens?: { maxAge: number; action: 'flag' | 'finish' | 'restart' } } = {}): AsyncRig {
   const clock = new ManualClock();
   const codec = new TestCodec();
   const sandboxes = new MemorySandboxProvider({ clock });
@@ -78,6 +78,7 @@ function asyncRig(o: { version?: string | number | null; latencyMs?: ScriptedPol
     stages: { init: o.run ?? 64, run: o.run ?? 64 },
     ...(o.budgetMs ? { budgetMs: o.budgetMs } : {}),
     ...(o.maxStaleness !== undefined ? { maxStaleness: o.maxStaleness } : {}),
+    ...(o.staleTokens ? { staleTokens: o.staleTokens } : {}),
   });
   return (r = { rt, clock, sandboxes, llm });
 }
@@ -354,12 +355,66 @@ describe('abort and resume (partial rollouts)', () => {
   });
 });
 
+describe('bound on a rollout\'s oldest token (staleTokens)', () => {
+  /** Turn 0 is sampled at version 0 (t=10); turn 1's call is out when the backends and the trainer move to 3 (t=12), so turn 2's call is the first checked against 3. */
+  async function aged(action: 'flag' | 'finish' | 'restart') {
+    const rig = asyncRig({ version: 0, staleTokens: { maxAge: 1, action } });
+    rig.rt.setTrainerVersion(0);
+    const h = rig.rt.submit(task());
+    await rig.clock.advance(12);
+    rig.rt.setWeightVersion(3);
+    rig.rt.setTrainerVersion(3);
+    await rig.clock.advance(5_000);
+    return { ...rig, res: await h.result };
+  }
+
+  it('flags it and goes on when the trainer chooses flag: the tokens are kept, the first stale turn and age are in the diagnostics', async () => {
+    const { res, sandboxes } = await aged('flag');
+    expect(res.outcome).toBe('completed');
+    expect(res.trajectory.turns.map((t) => t.weightVersion)).toEqual([0, 3, 3]);
+    expect(res.trajectory.diagnostics.staleTokens).toEqual({ turn: 2, age: 3 });
+    expect(sandboxes.created).toBe(1);
+  });
+
+  it('finishes it at once when the trainer chooses finish: truncated with finish stale_tokens, still evaluated, sandbox closed', async () => {
+    const { res, llm, sandboxes } = await aged('finish');
+    expect(res.outcome).toBe('truncated');
+    expect(res.finish).toBe('stale_tokens');
+    expect(res.trajectory.turns.map((t) => t.weightVersion)).toEqual([0, 3]);
+    expect(res.reward).not.toBeNull();
+    expect(llm.calls).toBe(2);
+    expect(sandboxes.live).toBe(0);
+  });
+
+  it('restarts it from its prompt when the trainer chooses restart: a new attempt whose tokens are all on the new version', async () => {
+    const { res, sandboxes } = await aged('restart');
+    expect(res.outcome).toBe('completed');
+    expect(res.attempts).toBe(2);
+    expect(res.trajectory.turns.map((t) => t.weightVersion)).toEqual([3, 3, 3]);
+    expect(res.trajectory.diagnostics.staleTokens).toBeUndefined();
+    expect(sandboxes.created).toBe(2);
+    expect(sandboxes.live).toBe(0);
+  });
+
+  it('leaves a rollout within the bound alone', async () => {
+    const { rt, clock } = asyncRig({ version: 0, staleTokens: { maxAge: 3, action: 'finish' } });
+    rt.setTrainerVersion(0);
+    const h = rt.submit(task());
+    await clock.advance(12);
+    rt.setWeightVersion(3);
+    rt.setTrainerVersion(3);
+    await clock.advance(500);
+    const res = await h.result;
+    expect(res.outcome).toBe('completed');
+    expect(res.trajectory.diagnostics.staleTokens).toBeUndefined();
+  });
+
+  it('refuses a bad bound naming the field', () => {
+    expect(() => asyncRig({ staleTokens: { maxAge: -1, action: 'flag' } })).toThrow(/staleTokens\.maxAge/);
+    expect(() => asyncRig({ staleTokens: { maxAge: 1, action: 'drop' as never } })).toThrow(/staleTokens\.action/);
+  });
+});
+
 describe('still open in #13', () => {
-  it.todo('abort-and-resume against llm-serve --tiny (its engine does not honour engineAbort yet) (#13)');
-  it.todo('embedded abortGeneration() relaying /abort_request to the pool\'s engines, as POST /v1/weights/abort does (#13)');
-  it.todo('a rollout whose oldest token is older than a bound is finished, restarted or flagged as the trainer chooses (#13)');
-  it.todo('rollout buffer: up to B groups in flight, complete groups consumed oldest-version-first or in completion order (#13)');
-  it.todo('over-provisioning (n+k, keep the first n) and early stop of a group (#13)');
-  it.todo('dynamic sampling never returns an all-equal group and counts the drops (#13)');
   it.todo('bench/async.ts: async ≥ 2× sync steps/min on fake-llm with long-tailed rollouts (#13)');
 });

@@ -251,6 +251,28 @@ describe('rollout buffer: dynamic sampling (DAPO)', () => {
   });
 });
 
+describe('rollout buffer: staleness at consumption (maxStaleness)', () => {
+  it('drops a complete group staler than the bound when it would be handed out, counts it and starts the next prompt', async () => {
+    const { rt, clock, llm } = rig();
+    rt.setTrainerVersion(0);
+    const buf = rt.buffer({ groups: 1, n: 2, maxStaleness: 1 });
+    const seen: string[] = [];
+    buf.onEvent((e) => e.type === 'group.dropped' && seen.push(`${e.instanceId}:${e.reason}`));
+    buf.add([prompt('old'), prompt('fresh')]);
+    buf.end();
+    await clock.advance(500);
+    expect(buf.stats()).toMatchObject({ ready: 1, started: 1 });
+    // The trainer moves 2 versions on while the group waits untaken.
+    llm.setWeightVersion(2);
+    rt.setTrainerVersion(2);
+    const g = (await until(clock, buf.next()))!;
+    expect(g.instanceId).toBe('fresh');
+    expect(g.minWeightVersion).toBe(2);
+    expect(seen).toEqual(['old:stale']);
+    expect(buf.stats()).toMatchObject({ stale: 1, delivered: 1 });
+  });
+});
+
 describe('rollout buffer: bad input', () => {
   it('refuses bad options naming the field', () => {
     const { rt } = rig();

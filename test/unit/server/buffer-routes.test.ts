@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
 import type { AgentHandler } from '../../../src/handlers/agent-handler.js';
 import { createService, type RolloutService } from '../../../src/server/service.js';
 import { serviceRuntimeFactory } from '../../../src/server/runtime-factory.js';
@@ -92,6 +93,34 @@ describe('/v1/buffers', () => {
     expect(lines.map((l) => l.type)).toEqual(['group', 'group', 'group', 'done']);
     expect(lines.slice(0, 3).map((l) => l.group.instance_id)).toEqual(['a', 'b', 'c']);
     expect(lines[3].buffer).toMatchObject({ delivered: 3, done: true });
+  });
+
+  it('streams groups over the WebSocket as they complete (a buffer subscription takes them), then a done item', async () => {
+    const url = await start();
+    const id = (await post(`${url}/v1/buffers`, { groups: 2, n: 2, instances: [prompt('a'), prompt('b'), prompt('c')], end: true })).body.id as string;
+    const ws = new WebSocket(`${url.replace('http', 'ws')}/v1/events`);
+    const msgs: any[] = [];
+    const done = new Promise<void>((resolve, reject) => {
+      ws.on('message', (d) => {
+        const m = JSON.parse(d.toString());
+        msgs.push(m);
+        if (m.type === 'buffer' && m.item.type === 'done') resolve();
+        if (m.type === 'error') reject(new Error(JSON.stringify(m)));
+      });
+      ws.on('error', reject);
+    });
+    await new Promise((r) => ws.once('open', r));
+    ws.send(JSON.stringify({ type: 'subscribe', sub: 'b', buffer: id }));
+    await done;
+    const items = msgs.filter((m) => m.type === 'buffer').map((m) => m.item);
+    expect(items.map((i) => i.type)).toEqual(['group', 'group', 'group', 'done']);
+    expect(new Set(items.slice(0, 3).map((i) => i.group.instance_id))).toEqual(new Set(['a', 'b', 'c']));
+    expect(items[0].group.results).toHaveLength(2);
+    expect(items[3].buffer).toMatchObject({ delivered: 3, done: true });
+    ws.send(JSON.stringify({ type: 'subscribe', sub: 'x', buffer: 'nope' }));
+    await new Promise<void>((r) => ws.on('message', (d) => JSON.parse(d.toString()).type === 'error' && r()));
+    expect(JSON.stringify(msgs.at(-1))).toMatch(/"path":"buffer"/);
+    ws.close();
   });
 
   it('deletes a buffer: its running rollouts are cancelled and no sandbox is left', async () => {
