@@ -32,7 +32,7 @@ const LISTENER_CHILD = `
 const net = require('node:net');
 const exit = (code) => process.exit(code);
 process.on('disconnect', () => exit(3));
-setTimeout(() => exit(4), 10000).unref();
+setTimeout(() => exit(4), Number(process.env.ROLLOUT_LLM_TIMEOUT_MS)).unref();
 const server = net.createServer({ pauseOnConnect: true });
 server.once('error', (e) => { process.stderr.write(String(e && e.code || e)); exit(2); });
 server.listen({ host: '127.0.0.1', port: Number(process.env.ROLLOUT_LLM_PORT), exclusive: true }, () => {
@@ -97,16 +97,17 @@ export class LlmProxyForwarder {
    */
   static async open(targetPid: number, socketPath: string, opts: { bringLoopbackUp?: boolean; timeoutMs?: number } = {}): Promise<LlmProxyForwarder> {
     const ns = `--net=/proc/${targetPid}/ns/net`;
+    const timeoutMs = opts.timeoutMs ?? 120_000;
     // A fresh `unshare --net` namespace has its loopback down (bwrap brings it up itself).
-    if (opts.bringLoopbackUp) spawnSync('nsenter', [ns, '--', 'ip', 'link', 'set', 'lo', 'up'], { stdio: 'ignore', timeout: 5000 });
+    // Not spawnSync: the sandbox host's event loop serves every other sandbox meanwhile.
+    if (opts.bringLoopbackUp) await new Promise<void>((resolve) => spawn('nsenter', [ns, '--', 'ip', 'link', 'set', 'lo', 'up'], { stdio: 'ignore', timeout: timeoutMs }).once('close', () => resolve()).once('error', () => resolve()));
     const child = spawn('nsenter', [ns, '--', process.execPath, '-e', LISTENER_CHILD], {
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      env: { ROLLOUT_LLM_PORT: String(LLM_PROXY_PORT), PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      env: { ROLLOUT_LLM_PORT: String(LLM_PROXY_PORT), ROLLOUT_LLM_TIMEOUT_MS: String(timeoutMs), PATH: process.env.PATH ?? '/usr/bin:/bin' },
       serialization: 'json',
     });
     let stderr = '';
     child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-1000)));
-    const timeoutMs = opts.timeoutMs ?? 10_000;
     try {
       const server = await new Promise<net.Server>((resolve, reject) => {
         let got: net.Server | null = null;
