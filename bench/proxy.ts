@@ -166,7 +166,7 @@ async function throughput(label: string, instances: Record<string, unknown>[]): 
     figures[`${label}_resolved`] = `${resolved}/${results.length}`;
     if (resolved !== results.length) {
       const bad = results.find((r) => !r.resolved)!;
-      console.error(`${label}: unresolved ${bad.instanceId}: ${bad.outcome} ${JSON.stringify(bad.error ?? bad.evalDetails).slice(0, 500)}`);
+      console.error(`${label}: ${results.length - resolved} unresolved, e.g. ${bad.instanceId}: outcome ${bad.outcome}, finish ${bad.finish}, turns ${bad.trajectory.turns.length}, ${JSON.stringify(bad.error ?? bad.evalDetails).slice(0, 500)}`);
     }
     return results.length / s;
   } finally {

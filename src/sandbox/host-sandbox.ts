@@ -241,7 +241,11 @@ export class HostSandbox {
       // Each network namespace (a restarted shell has a fresh one) gets its own listener.
       this.forwarder?.close();
       this.forwarder = null;
-      this.forwarder = await LlmProxyForwarder.open(this.shellPid ?? this.pty.pid, this.req.spec.llmProxy.socketPath, { bringLoopbackUp: this.req.driver === 'unshare' });
+      this.forwarder = await LlmProxyForwarder.open(this.shellPid ?? this.pty.pid, this.req.spec.llmProxy.socketPath, {
+        bringLoopbackUp: this.req.driver === 'unshare',
+        // A helper process start, like the shell's: bounded by the sandbox's start timeout.
+        timeoutMs: this.req.tools.startTimeoutMs,
+      });
     }
   }
 

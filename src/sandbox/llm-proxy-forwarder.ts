@@ -31,12 +31,13 @@ export const LLM_PROXY_SOCKET_FILE = 'llm.sock';
 const LISTENER_CHILD = `
 const net = require('node:net');
 const exit = (code) => process.exit(code);
-process.on('disconnect', () => exit(3));
-setTimeout(() => exit(4), 10000).unref();
+// Exits when the sandbox host disconnects, which it does once it holds the handle (or is gone).
+process.on('disconnect', () => exit(0));
+setTimeout(() => exit(4), Number(process.env.ROLLOUT_LLM_TIMEOUT_MS)).unref();
 const server = net.createServer({ pauseOnConnect: true });
 server.once('error', (e) => { process.stderr.write(String(e && e.code || e)); exit(2); });
 server.listen({ host: '127.0.0.1', port: Number(process.env.ROLLOUT_LLM_PORT), exclusive: true }, () => {
-  process.send('listening', server, () => exit(0));
+  process.send('listening', server);
 });`;
 
 /**
@@ -97,32 +98,50 @@ export class LlmProxyForwarder {
    */
   static async open(targetPid: number, socketPath: string, opts: { bringLoopbackUp?: boolean; timeoutMs?: number } = {}): Promise<LlmProxyForwarder> {
     const ns = `--net=/proc/${targetPid}/ns/net`;
+    const timeoutMs = opts.timeoutMs ?? 120_000;
     // A fresh `unshare --net` namespace has its loopback down (bwrap brings it up itself).
-    if (opts.bringLoopbackUp) spawnSync('nsenter', [ns, '--', 'ip', 'link', 'set', 'lo', 'up'], { stdio: 'ignore', timeout: 5000 });
+    // Not spawnSync: the sandbox host's event loop serves every other sandbox meanwhile.
+    if (opts.bringLoopbackUp) await new Promise<void>((resolve) => spawn('nsenter', [ns, '--', 'ip', 'link', 'set', 'lo', 'up'], { stdio: 'ignore', timeout: timeoutMs }).once('close', () => resolve()).once('error', () => resolve()));
     const child = spawn('nsenter', [ns, '--', process.execPath, '-e', LISTENER_CHILD], {
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      env: { ROLLOUT_LLM_PORT: String(LLM_PROXY_PORT), PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      env: { ROLLOUT_LLM_PORT: String(LLM_PROXY_PORT), ROLLOUT_LLM_TIMEOUT_MS: String(timeoutMs), PATH: process.env.PATH ?? '/usr/bin:/bin' },
       serialization: 'json',
     });
     let stderr = '';
     child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-1000)));
-    const timeoutMs = opts.timeoutMs ?? 10_000;
     try {
       const server = await new Promise<net.Server>((resolve, reject) => {
         let got: net.Server | null = null;
-        const timer = setTimeout(() => reject(new Error(`no listener in ${timeoutMs} ms`)), timeoutMs);
-        child.on('message', (msg, handle) => {
-          if (msg === 'listening' && handle instanceof net.Server) got = handle;
-        });
-        child.once('error', (e) => (clearTimeout(timer), reject(e)));
-        // Resolved only once the helper is gone: it can then no longer accept on the shared socket.
-        child.once('exit', (code) => {
+        let exited = false;
+        const timer = setTimeout(() => (got?.close(), reject(new Error(`no listener in ${timeoutMs} ms`))), timeoutMs);
+        // Resolved once BOTH happened, in either order: the handle arrived (its 'message' may
+        // come after the helper's exit: the parent re-listens on the fd first), and the helper
+        // is gone (it can then no longer accept on the shared socket).
+        const settle = (): void => {
+          if (!got || !exited) return;
           clearTimeout(timer);
-          if (got && code === 0) resolve(got);
-          else {
-            got?.close();
-            reject(new Error(`helper exited with ${code}${stderr ? `: ${stderr.trim()}` : ''}`));
+          resolve(got);
+        };
+        child.on('message', (msg, handle) => {
+          if (msg === 'listening' && handle instanceof net.Server) {
+            got = handle;
+            // The helper's cue to exit: the handle is ours.
+            if (child.connected) child.disconnect();
           }
+          settle();
+        });
+        child.on('error', (e) => {
+          // Once the handle is here, a late IPC error (the helper already gone) does not matter.
+          if (got) return;
+          clearTimeout(timer);
+          reject(e);
+        });
+        child.once('exit', (code) => {
+          exited = true;
+          if (code === 0) return settle();
+          clearTimeout(timer);
+          got?.close();
+          reject(new Error(`helper exited with ${code}${stderr ? `: ${stderr.trim()}` : ''}`));
         });
       });
       return new LlmProxyForwarder(server, socketPath);
