@@ -2,7 +2,8 @@
  * Sandbox benchmark: the whole tool-call path against the floors measured in the same run.
  *
  * - action_p50_ms / action_p99_ms: `echo hi` through runtime → socket → host → pty → back;
- * - raw_pty_p50_ms: the same command to a persistent bash in a pty in this process (the floor);
+ * - raw_pty_p50_ms: the same command to a persistent bash in a pty in this process (the floor),
+ *   alternated command by command with the action so both see the same load;
  * - spawn_per_command_p50_ms: `bash -c 'echo hi'` started per command inside bwrap;
  * - hardened_pty_p50_ms / hardened_over_plain_pty: `echo hi` to a bash in bwrap with the
  *   sandbox's unprivileged uid and seccomp filter over the same without them (interleaved);
@@ -13,7 +14,8 @@
  * - host_start_ms_bin / host_start_ms_tsx_import: how long `rollout sandbox-host` takes to
  *   be ready when started through bin/rollout.js vs `node --import tsx src/cli/main.ts`.
  *
- * Run: npx tsx bench/sandbox.ts
+ * Run: npx tsx bench/sandbox.ts (`BENCH_ACTION_ONLY=1`: stop after the action figures and
+ * host_roundtrip_p50_ms, for A/B runs of the action path on a busy machine).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -31,7 +33,11 @@ const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-sandbox-'));
 const driver = detectDriver('auto');
 console.log(`driver: ${driver.driver} (${driver.reason})`);
 
-async function rawPty(n: number): Promise<number[]> {
+/**
+ * The floor: a persistent bash in a pty in this process, with no sandbox and no host. Answers a
+ * runner that sends one `echo hi` and resolves at the prompt, and the kill.
+ */
+async function rawPty(): Promise<{ run: () => Promise<void>; kill: () => void }> {
   const term = pty.spawn('bash', ['--noprofile', '--norc', '--noediting', '-i'], { name: 'dumb', cwd: stateDir, env: { PATH: process.env.PATH!, TERM: 'dumb' } });
   let buf = '';
   let waiter: (() => void) | null = null;
@@ -39,21 +45,19 @@ async function rawPty(n: number): Promise<number[]> {
     buf += d;
     if (buf.includes('#END#') && waiter) waiter();
   });
-  const run = (cmd: string): Promise<void> =>
+  const send = (cmd: string): Promise<void> =>
     new Promise((resolve) => {
       buf = '';
       waiter = () => ((waiter = null), resolve());
       term.write(cmd);
     });
-  await run("stty -echo; PS1='#END#'\n");
-  const ts: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t = performance.now();
-    await run('echo hi\n');
-    ts.push(performance.now() - t);
-  }
-  term.kill('SIGKILL');
-  return ts;
+  await send("stty -echo; PS1='#END#'\n");
+  let killed = false;
+  const kill = (): void => {
+    if (!killed) term.kill('SIGKILL');
+    killed = true;
+  };
+  return { run: () => send('echo hi\n'), kill };
 }
 
 /**
@@ -161,21 +165,29 @@ async function hostStart(args: string[], n: number): Promise<number[]> {
 
 const figures: Record<string, number | string> = { driver: driver.driver };
 
-// Floors first, in the same run.
-await rawPty(200);
-const raw = await rawPty(2000);
-figures.raw_pty_p50_ms = round(median(raw), 4);
+const floor = await rawPty();
 
 const provider = createSandboxProvider({ stateDir, driver: driver.driver });
 try {
   const sb = await provider.create({}, { rolloutId: 'bench' });
-  for (let i = 0; i < 300; i++) await sb.bash({ command: 'echo hi' });
+  for (let i = 0; i < 300; i++) {
+    await sb.bash({ command: 'echo hi' });
+    await floor.run();
+  }
+  // The action and its floor alternate command by command, so a change of load on this shared
+  // machine hits both alike (measured in phases, the ratio swung from 2.7 to 22 between runs).
   const act: number[] = [];
+  const raw: number[] = [];
   for (let i = 0; i < 3000; i++) {
-    const t = performance.now();
+    let t = performance.now();
+    await floor.run();
+    raw.push(performance.now() - t);
+    t = performance.now();
     await sb.bash({ command: 'echo hi' });
     act.push(performance.now() - t);
   }
+  floor.kill();
+  figures.raw_pty_p50_ms = round(median(raw), 4);
   figures.action_p50_ms = round(median(act), 4);
   figures.action_p99_ms = round(quantile(act, 0.99), 4);
   figures.action_over_raw_pty = round(median(act) / median(raw), 2);
@@ -189,6 +201,12 @@ try {
   }
   figures.host_roundtrip_p50_ms = round(median(reads), 4);
   await sb.close();
+  if (process.env.BENCH_ACTION_ONLY) {
+    await provider.close();
+    fs.rmSync(stateDir, { recursive: true, force: true });
+    report('sandbox', figures);
+    process.exit(0);
+  }
 
   const spawnTimes = await timeSpawn(bwrapArgv(['bash', '-c', 'echo hi']), 60);
   figures.spawn_per_command_p50_ms = round(median(spawnTimes), 3);
@@ -226,6 +244,7 @@ try {
   await Promise.all(many.map((s) => s.close()));
   figures.close_64_ms = round(performance.now() - t2, 1);
 } finally {
+  floor.kill();
   await provider.close();
 }
 

@@ -47,8 +47,11 @@ export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<v
  * injected clock, so tests drive it with `ManualClock.advance`). The next timer is armed before
  * `fn` runs, so a throwing `fn` does not stop the period. Timers are unref'd where the clock's
  * handles allow it: a forgotten period never keeps the process alive.
+ * @throws RangeError when `ms` is not a positive number.
  */
 export function every(clock: Clock, ms: number, fn: () => void): () => void {
+  // A zero period would fire forever within one ManualClock.advance.
+  if (!(ms > 0)) throw new RangeError(`every: the period must be > 0 ms, got ${ms}`);
   let stopped = false;
   let handle: TimerHandle;
   const arm = (): void => {
