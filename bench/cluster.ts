@@ -164,12 +164,20 @@ async function failover(): Promise<number> {
   return secs;
 }
 
+/** Progress on stderr (the figures alone go to stdout). */
+const t0 = performance.now();
+const step = (m: string): void => void process.stderr.write(`[cluster bench +${((performance.now() - t0) / 1000).toFixed(1)}s] ${m}\n`);
 try {
   const r1 = await scaling(1);
+  step(`1 worker: ${r1.toFixed(2)} rollouts/s`);
   const r2 = await scaling(2);
+  step(`2 workers: ${r2.toFixed(2)} rollouts/s`);
   const r4 = await scaling(4);
+  step(`4 workers: ${r4.toFixed(2)} rollouts/s`);
   const d = await dispatch();
+  step(`dispatch p50: cluster ${d.cluster.toFixed(1)} ms, embedded ${d.embedded.toFixed(1)} ms`);
   const f = await failover();
+  step(`failover ${f.toFixed(2)} s`);
   report('cluster', {
     capacity_per_worker: CAPACITY,
     llm_latency_ms: LATENCY_MS,
