@@ -132,7 +132,7 @@ export class AttemptSteps {
     const parsed = ctx.codec.parseAssistant(res.outputIds);
     const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls };
     b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds, weightVersions: (res as Partial<SegmentedResult>).weightVersions }, assistant);
-    observeTurn(att, res.weightVersion, (res as Partial<SegmentedResult>).weightVersions, res.outputIds.length);
+    if (ctx.opts.staleTokens) observeTurn(att, res.weightVersion, (res as Partial<SegmentedResult>).weightVersions, res.outputIds.length);
     att.assistant = assistant;
     att.malformed = parsed.malformed;
     this.progress(att);

@@ -416,5 +416,5 @@ describe('bound on a rollout\'s oldest token (staleTokens)', () => {
 });
 
 describe('still open in #13', () => {
-  it.todo('bench/async.ts: async ≥ 2× sync steps/min on fake-llm with long-tailed rollouts (#13)');
+  it.todo('a group taken by a WebSocket buffer subscription whose socket closes before the send is lost: at-least-once delivery needs take + ack (#13)');
 });
