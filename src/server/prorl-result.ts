@@ -101,6 +101,9 @@ export function finishReason(r: RolloutResult): ProrlFinishReason {
   // A last turn cut by the token limit that left no tool call is a length stop, not the policy's choice.
   if (f === 'no_tool_call' && turns.length > 0 && turns[turns.length - 1]!.finishReason === 'length') return 'length';
   if (f !== null && REASONS.has(f)) return f as ProrlFinishReason;
+  // Ended by the trainer's token-age bound (`staleTokens: finish`): like an iteration cap, the
+  // service stopped a loop the agent had not ended, and it was still evaluated.
+  if (f === 'stale_tokens') return 'max_iterations';
   switch (r.outcome) {
     case 'timed-out':
       return 'timeout';

@@ -173,7 +173,34 @@ describe.runIf(driver !== 'none')(`the harness example agents in a ${driver} san
 });
 
 describe('rollout run examples/harness/tasks.jsonl', () => {
-  // Needs the proxy branch's `harness` family and LlmProxy; verified by hand on a scratch merge
-  // of both branches: 4/4 resolved, token-exact for simple_agent, 2 segments for rewriting_agent.
-  it.todo('resolves every task with the oracle backend on real sandboxes; simple_agent token-exact, rewriting_agent segmented (#14, once the proxy branch is merged)');
+  // The README's command for the examples: the CLI, the oracle backend answering the agents'
+  // proxied calls, real sandboxes. Every task is resolved; the agent that only extends its
+  // history gives one token-exact sequence, the rewriting one an explicit list of segments.
+  it('resolves every task; simple_agent token-exact, rewriting_agent segmented', async () => {
+    const out = fs.mkdtempSync(path.join(os.tmpdir(), 'harness-run-'));
+    try {
+      execFileSync(process.execPath, [path.join(ROOT, 'bin', 'rollout.js'), 'run', TASKS, '--out', out], { cwd: out, timeout: 180_000, stdio: 'pipe', env: { ...process.env, NO_COLOR: '1' } });
+      const rows = fs.readFileSync(path.join(out, 'trajectories.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as {
+        instanceId: string;
+        outcome: string;
+        resolved: boolean;
+        trajectory: { segments?: unknown[]; diagnostics: { continuity: string } };
+      });
+      const tasks = fs.readFileSync(TASKS, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as HarnessTask);
+      expect(rows.map((r) => r.instanceId).sort()).toEqual(tasks.map((t) => t.instance_id).sort());
+      for (const r of rows) {
+        const task = tasks.find((t) => t.instance_id === r.instanceId)!;
+        expect([r.instanceId, r.outcome, r.resolved]).toEqual([r.instanceId, 'completed', true]);
+        if (task.command.includes('rewriting_agent.py')) {
+          expect(r.trajectory.diagnostics.continuity).toBe('segmented');
+          expect(r.trajectory.segments!.length).toBeGreaterThanOrEqual(2);
+        } else {
+          expect(r.trajectory.diagnostics.continuity).toBe('token-exact');
+          expect(r.trajectory.segments).toBeUndefined();
+        }
+      }
+    } finally {
+      fs.rmSync(out, { recursive: true, force: true });
+    }
+  }, 200_000);
 });
