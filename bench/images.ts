@@ -30,6 +30,8 @@ import { busyboxBashLayer, writeOciLayout } from '../test/helpers/images/oci-fix
 import { median, report, round } from './stats.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-images-'));
+// Sandboxed processes run as an unprivileged uid: the state dir's parents must be searchable.
+fs.chmodSync(root, 0o711);
 const figures: Record<string, number> = {};
 const store = new ImageStore(path.join(root, 'store'));
 
