@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { HttpError } from './http-error.js';
+import { systemClock, type Clock } from '../runtime/clock.js';
 
 /** Limits on a request body. */
 export interface BodyLimits {
@@ -17,9 +18,9 @@ export interface BodyLimits {
  * first, then while streaming, so a lying client cannot make us buffer more), 415 for a
  * non-empty body whose content type is missing or not JSON,
  * 400 for malformed JSON or nesting deeper than `maxDepth`, 408 when the body takes longer than
- * `timeoutMs`.
+ * `timeoutMs` on `clock` (the service's one clock).
  */
-export async function readJsonBody(req: IncomingMessage, limits: BodyLimits): Promise<unknown> {
+export async function readJsonBody(req: IncomingMessage, limits: BodyLimits, clock: Clock = systemClock): Promise<unknown> {
   const type = req.headers['content-type'];
   // Only JSON carries a body. Refusing text/plain, forms and untyped bodies matters beyond
   // tidiness: those are what a web page may POST cross-origin without a CORS preflight
@@ -39,7 +40,7 @@ export async function readJsonBody(req: IncomingMessage, limits: BodyLimits): Pr
   const chunks: Buffer[] = [];
   let size = 0;
   // An error emitted on the request ends the for-await below with it.
-  const timer = setTimeout(() => req.emit('error', new HttpError(408, 'REQUEST_TIMEOUT', `body not received within ${limits.timeoutMs} ms`)), limits.timeoutMs);
+  const timer = clock.setTimeout(() => req.emit('error', new HttpError(408, 'REQUEST_TIMEOUT', `body not received within ${limits.timeoutMs} ms`)), limits.timeoutMs);
   try {
     for await (const chunk of req as AsyncIterable<Buffer>) {
       // A chunked body without a JSON type: refused at its first byte, never buffered.
@@ -58,7 +59,7 @@ export async function readJsonBody(req: IncomingMessage, limits: BodyLimits): Pr
     if (err instanceof HttpError) throw err;
     throw new HttpError(400, 'BAD_BODY', `could not read the body: ${(err as Error).message}`);
   } finally {
-    clearTimeout(timer);
+    clock.clearTimeout(timer);
   }
   const text = Buffer.concat(chunks).toString('utf8');
   if (text.trim() === '') return undefined;

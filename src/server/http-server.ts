@@ -1,6 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { isAuthorized, isHostAllowed, isOriginAllowed } from './auth.js';
 import { readJsonBody } from './body.js';
+import { systemClock, type Clock } from '../runtime/clock.js';
 import { HttpError, sendError, sendJson, toHttpError } from './http-error.js';
 import type { Router } from './router.js';
 import type { ServiceContext } from './service-context.js';
@@ -16,7 +17,7 @@ export type VisualizerHook = (req: IncomingMessage, res: ServerResponse) => bool
  * for everything. A handler that throws never takes the server down: the error is answered as
  * `{error: {code, message, issues}}` with the status of {@link toHttpError}.
  */
-export function createRequestListener(service: ServiceContext, router: Router, visualizer?: VisualizerHook): RequestListener {
+export function createRequestListener(service: ServiceContext, router: Router, visualizer?: VisualizerHook, clock: Clock = systemClock): RequestListener {
   const limits = { maxBytes: service.options.bodyLimitBytes, maxDepth: service.options.maxJsonDepth, timeoutMs: service.options.bodyTimeoutMs };
   return (req, res) => {
     let label = 'unmatched';
@@ -60,7 +61,7 @@ export function createRequestListener(service: ServiceContext, router: Router, v
       return unauthorized(res);
     }
     Promise.resolve()
-      .then(() => m.route.handler({ req, res, url, params: m.params, body: () => readJsonBody(req, limits) }))
+      .then(() => m.route.handler({ req, res, url, params: m.params, body: () => readJsonBody(req, limits, clock) }))
       .then(
         (answer) => {
           if (answer) sendJson(res, answer.status, answer.body, answer.headers);

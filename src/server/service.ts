@@ -68,7 +68,7 @@ export class RolloutService implements ServiceContext {
     for (const r of bufferRoutes(this)) this.router.add(r);
     this.router.add(openapiRoute(this.router));
     this.hub = new WsEventHub(this, deps.clock ?? systemClock);
-    this.server = createServer(createRequestListener(this, this.router, deps.visualizer));
+    this.server = createServer(createRequestListener(this, this.router, deps.visualizer, deps.clock ?? systemClock));
     // /process is held open for a whole rollout: node's default 5-minute request timeout would
     // cut long rollouts. Headers must still arrive promptly.
     this.server.requestTimeout = 0;

@@ -64,11 +64,18 @@ describe('input hardening', () => {
   it('answers a body that does not arrive within bodyTimeoutMs with 408 and closes the connection', async () => {
     h = await startHarness({ bodyTimeoutMs: 50 });
     const { port } = new URL(h.url);
+    const timersBefore = h.clock.pending;
     const answer = await new Promise<string>((resolve) => {
       const s = net.connect(Number(port), '127.0.0.1', () => s.write('POST /process HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"inst'));
       let buf = '';
       s.on('data', (d) => (buf += d));
       s.on('close', () => resolve(buf));
+      // The body timeout runs on the service's clock: once the server is reading the body (its
+      // timer is armed), 50 ms of that clock pass and the 408 goes out.
+      void (async () => {
+        while (h!.clock.pending === timersBefore) await new Promise((r) => setImmediate(r));
+        await h!.clock.advance(50);
+      })();
     });
     expect(answer).toMatch(/^HTTP\/1.1 408/);
     expect(answer).toMatch(/REQUEST_TIMEOUT/);
