@@ -48,7 +48,7 @@ interface Seen {
 class OracleStandIn {
   readonly dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llmproxy-ex-'));
   readonly socketPath = path.join(this.dir, 'llm.sock');
-  readonly server = http.createServer((req, res) => void this.handle(req, res));
+  readonly server = http.createServer((req, res) => void this.handle(req, res).catch(() => res.destroy()));
   readonly seen: Seen[] = [];
 
   constructor(private readonly oracle: OracleTurn[]) {}

@@ -28,7 +28,8 @@ class StandIn {
   private barrier: { want: number; waiting: (() => void)[] } | null = null;
 
   constructor() {
-    this.server = http.createServer((req, res) => void this.handle(req, res));
+    // A client that vanishes mid-request (the SIGKILL test) rejects the body read: end that response.
+    this.server = http.createServer((req, res) => void this.handle(req, res).catch(() => res.destroy()));
     this.server.on('connection', (s) => {
       this.sockets.add(s);
       s.once('close', () => this.sockets.delete(s));
