@@ -1,7 +1,8 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { startFakeLlmProcess, type FakeLlmProcess } from '../helpers/fake-llm-process.js';
 
 /** `rollout doctor` as a real child process, against a real `rollout fake-llm` and a dead port. */
 
@@ -16,27 +17,15 @@ function rollout(args: string[]): Promise<{ code: number; stdout: string; stderr
   });
 }
 
-let fake: ChildProcess | undefined;
+let fake: FakeLlmProcess | undefined;
 afterAll(async () => {
-  if (fake && fake.exitCode === null) {
-    const gone = new Promise((res) => fake?.once('exit', res));
-    fake.kill('SIGTERM');
-    await gone;
-  }
+  await fake?.stop();
 });
 
 describe('rollout doctor', { timeout: 120_000 }, () => {
   it('passes every check against a live fake-llm and prints one line per check', async () => {
-    fake = spawn(process.execPath, [bin, 'fake-llm', '--tasks', join(repo, 'examples', 'stem.jsonl')], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const url = await new Promise<string>((res, rej) => {
-      let buf = '';
-      fake?.stdout?.on('data', (d: Buffer) => {
-        buf += d.toString();
-        const m = /listening on (http:\/\/\S+)/.exec(buf);
-        if (m?.[1]) res(m[1]);
-      });
-      fake?.once('exit', () => rej(new Error(`fake-llm exited: ${buf}`)));
-    });
+    fake = await startFakeLlmProcess(['--tasks', join(repo, 'examples', 'stem.jsonl')]);
+    const url = fake.url;
     const r = await rollout(['doctor', '--backend', url]);
     expect(r.stdout).toMatch(/^ok\s+node\s+node \d+/m);
     expect(r.stdout).toMatch(/^(ok|warn)\s+sandbox\s+/m);

@@ -1,9 +1,10 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlmProcess, type FakeLlmProcess } from '../helpers/fake-llm-process.js';
 
 /** `rollout run` as a real child process: the README's first command, and its input errors. */
 
@@ -60,26 +61,14 @@ describe('rollout run examples/tasks.jsonl (the README command)', () => {
 });
 
 describe('rollout run --backend with a real HTTP inference server', { timeout: 120_000 }, () => {
-  let fake: ChildProcess | undefined;
+  let fake: FakeLlmProcess | undefined;
   afterAll(async () => {
-    if (fake && fake.exitCode === null) {
-      const gone = new Promise((res) => fake?.once('exit', res));
-      fake.kill('SIGTERM');
-      await gone;
-    }
+    await fake?.stop();
   });
   it('completes the stem examples through rollout fake-llm replaying their oracles', async () => {
     const stem = join(repo, 'examples', 'stem.jsonl');
-    fake = spawn(process.execPath, [bin, 'fake-llm', '--tasks', stem], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const url = await new Promise<string>((res, rej) => {
-      let buf = '';
-      fake?.stdout?.on('data', (d: Buffer) => {
-        buf += d.toString();
-        const m = /listening on (http:\/\/\S+)/.exec(buf);
-        if (m?.[1]) res(m[1]);
-      });
-      fake?.once('exit', () => rej(new Error(`fake-llm exited: ${buf}`)));
-    });
+    fake = await startFakeLlmProcess(['--tasks', stem]);
+    const url = fake.url;
     const r = await rollout(['run', stem, '--backend', url, '--out', join(dir, 'http-out')], dir);
     expect([r.code, r.stderr, r.stdout]).toEqual([0, expect.stringContaining(`prorl+${url}`), expect.stringMatching(/outcomes\s+completed 6[\s\S]*resolved\s+5\/6/)]);
   });

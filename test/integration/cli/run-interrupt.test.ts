@@ -1,10 +1,10 @@
-import { spawn as spawnChild, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as pty from '@lydell/node-pty';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startFakeLlmProcess, type FakeLlmProcess } from '../../helpers/fake-llm-process.js';
 
 /**
  * `rollout run` in a real pseudo-terminal (#16.2): the bar is redrawn in place on a TTY, the first
@@ -17,30 +17,18 @@ const repo = fileURLToPath(new URL('../../../', import.meta.url));
 const bin = join(repo, 'bin', 'rollout.js');
 const stem = join(repo, 'examples', 'stem.jsonl');
 const dir = mkdtempSync(join(tmpdir(), 'rr-run-int-'));
-let fake: ChildProcess | undefined;
+let fake: FakeLlmProcess | undefined;
 let url = '';
 
 // A fresh engine per test: the first test's cancelled calls would otherwise still be queued at
 // this engine (two slots, 1.5 s each) when the second run's pre-flight probes it.
 beforeEach(async () => {
-  fake = spawnChild(process.execPath, [bin, 'fake-llm', '--tasks', stem, '--latency-ms', '1500', '--max-concurrent', '2'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  url = await new Promise<string>((res, rej) => {
-    let buf = '';
-    fake?.stdout?.on('data', (d: Buffer) => {
-      buf += d.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(buf);
-      if (m?.[1]) res(m[1]);
-    });
-    fake?.once('exit', () => rej(new Error(`fake-llm exited: ${buf}`)));
-  });
+  fake = await startFakeLlmProcess(['--tasks', stem, '--latency-ms', '1500', '--max-concurrent', '2']);
+  url = fake.url;
 }, 60_000);
 
 afterEach(async () => {
-  if (fake && fake.exitCode === null && fake.signalCode === null) {
-    const gone = new Promise((r) => fake?.once('exit', r));
-    fake.kill('SIGTERM');
-    await gone;
-  }
+  await fake?.stop();
 });
 
 afterAll(() => {
