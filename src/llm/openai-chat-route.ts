@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import type { ChatCodec } from './chat-codec.js';
-import { toOpenAiToolCalls } from './protocols/openai.js';
+import { toOpenAiToolCalls, toolArgumentsOf } from './protocols/openai.js';
 
 /** Options of the server side of OpenAI chat completions (see `startLlmHttpServer`). */
 export interface OpenAiRouteOptions {
@@ -61,17 +61,9 @@ export function chatMessagesOf(body: OpenAiChatRequest): { messages: Message[]; 
     const out: Message = { role: m.role, content: m.content ?? '' };
     if (m.tool_calls && m.tool_calls.length > 0) {
       out.tool_calls = m.tool_calls.map((c, j) => {
-        const raw = c.function.arguments ?? {};
-        let args: unknown = raw;
-        if (typeof raw === 'string') {
-          try {
-            args = JSON.parse(raw);
-          } catch {
-            args = undefined;
-          }
-        }
-        if (!args || typeof args !== 'object' || Array.isArray(args)) throw new Error(`messages[${i}].tool_calls[${j}].function.arguments is not a JSON object`);
-        return { ...(c.id !== undefined ? { id: c.id } : {}), name: c.function.name, arguments: args as Record<string, unknown> };
+        const args = toolArgumentsOf(c.function.arguments ?? {});
+        if (!args) throw new Error(`messages[${i}].tool_calls[${j}].function.arguments is not a JSON object`);
+        return { ...(c.id !== undefined ? { id: c.id } : {}), name: c.function.name, arguments: args };
       });
     }
     if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;

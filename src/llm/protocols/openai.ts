@@ -148,6 +148,22 @@ export function toOpenAiToolCalls(calls: readonly ToolCall[], idOf: (i: number) 
   return calls.map((c, i) => ({ id: idOf(i), type: 'function' as const, function: { name: c.name, arguments: JSON.stringify(c.arguments) } }));
 }
 
+/**
+ * A tool call's `arguments` as OpenAI sends them (a JSON string, or an object some servers send
+ * as is) when they are a JSON object; null otherwise (malformed JSON, an array, a scalar).
+ */
+export function toolArgumentsOf(raw: unknown): Record<string, unknown> | null {
+  let args: unknown = raw;
+  if (typeof raw === 'string') {
+    try {
+      args = JSON.parse(raw);
+    } catch {
+      return null;
+    }
+  }
+  return args && typeof args === 'object' && !Array.isArray(args) ? (args as Record<string, unknown>) : null;
+}
+
 type ReplyMessage = z.infer<typeof OpenAiChatResponseSchema>['choices'][number]['message'];
 
 /**
@@ -161,15 +177,8 @@ export function retokenize(codec: ChatCodec, msg: ReplyMessage, cutByLength: boo
   const calls: { name: string; arguments: Record<string, unknown> }[] = [];
   for (const tc of msg.tool_calls ?? []) {
     const raw = tc.function.arguments ?? '{}';
-    let args: unknown = raw;
-    if (typeof raw === 'string') {
-      try {
-        args = JSON.parse(raw);
-      } catch {
-        args = undefined;
-      }
-    }
-    if (args && typeof args === 'object' && !Array.isArray(args)) calls.push({ name: tc.function.name, arguments: args as Record<string, unknown> });
+    const args = toolArgumentsOf(raw);
+    if (args) calls.push({ name: tc.function.name, arguments: args });
     else content += `${content ? '\n' : ''}<tool_call>\n{"name": ${JSON.stringify(tc.function.name)}, "arguments": ${typeof raw === 'string' ? raw : JSON.stringify(raw)}}\n</tool_call>`;
   }
   const ids = codec.encodeAssistant({ content, ...(calls.length > 0 ? { tool_calls: calls } : {}) });
