@@ -172,11 +172,7 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
     }
     const ac = new AbortController();
     res.on('close', () => ac.abort());
-    const header = (name: string): string | null => {
-      const v = req.headers[name];
-      return typeof v === 'string' ? v : null;
-    };
-    const turnHeader = header('x-rollout-turn');
+    const turnHeader = headerOf(req, 'x-rollout-turn');
     let out: EngineResult;
     try {
       out = await opts.engine.generate({
@@ -188,7 +184,7 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
         topK: body.top_k ?? -1,
         seed: body.seed ?? null,
         ...(body.logit_bias ? { logitBias: body.logit_bias } : {}),
-        instanceId: header('x-rollout-instance-id'),
+        instanceId: headerOf(req, 'x-rollout-instance-id'),
         turn: turnHeader === null ? null : Number(turnHeader),
         signal: ac.signal,
       });
@@ -209,11 +205,7 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
     if (!Number.isInteger(maxTokens) || maxTokens < 1) return json(res, 400, { error: 'max_tokens must be a positive integer' });
     const ac = new AbortController();
     res.on('close', () => ac.abort());
-    const header = (name: string): string | null => {
-      const v = req.headers[name];
-      return typeof v === 'string' ? v : null;
-    };
-    const turnHeader = header('x-rollout-turn');
+    const turnHeader = headerOf(req, 'x-rollout-turn');
     const num = (v: unknown, d: number): number => (typeof v === 'number' && Number.isFinite(v) ? v : d);
     const seedRaw = p === 'sglang' ? sp.sampling_seed : sp.seed;
     let out: EngineResult;
@@ -228,7 +220,7 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
         topP: num(sp.top_p, 1),
         topK: num(sp.top_k, -1),
         seed: typeof seedRaw === 'number' ? seedRaw : null,
-        instanceId: decodeInstanceId(header('x-rollout-instance-id')),
+        instanceId: decodeInstanceId(headerOf(req, 'x-rollout-instance-id')),
         turn: turnHeader === null ? null : Number(turnHeader),
         signal: ac.signal,
         engineAbort: engineAbort.signal,
@@ -310,4 +302,10 @@ function decodeInstanceId(v: string | null): string | null {
   } catch {
     return v;
   }
+}
+
+/** A request header's value when it is sent once (a string); null when absent or repeated. */
+function headerOf(req: http.IncomingMessage, name: string): string | null {
+  const v = req.headers[name];
+  return typeof v === 'string' ? v : null;
 }
