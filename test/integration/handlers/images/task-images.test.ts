@@ -14,10 +14,12 @@ import { busyboxBashLayer, tarOf, writeOciLayout } from '../../../helpers/images
 
 const why = process.getuid?.() !== 0 ? 'needs root (kernel overlayfs)' : !bwrapWorks() ? 'needs bwrap (apt-get install bubblewrap)' : null;
 /**
- * The Python + git + pytest image (scripts/build-test-images.sh python: mmdebstrap, ~1-3 min the
- * first time, cached after) is built only when ROLLOUT_TEST_PYTHON_IMAGE=1; .ci/run sets it.
+ * The Python + git + pytest image (scripts/build-test-images.sh python: mmdebstrap, ~1 min the
+ * first time, cached after) is built only when ROLLOUT_TEST_PYTHON_IMAGE=1; .ci/run sets it, and
+ * then the SWE test is required (a missing prerequisite fails the file instead of skipping it).
  */
 const withPython = process.env.ROLLOUT_TEST_PYTHON_IMAGE === '1';
+if (withPython && why) throw new Error(`ROLLOUT_TEST_PYTHON_IMAGE=1 but the SWE image test cannot run: ${why}`);
 
 let root: string;
 let store: ImageStore;

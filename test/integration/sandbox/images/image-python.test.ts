@@ -11,8 +11,9 @@ import { ImageStore } from '../../../../src/sandbox/images/image-store.js';
 /**
  * Image sandboxes with the Python + git + pytest test image (Debian: bash, python3, util-linux),
  * under both drivers: the unshare driver (no bwrap) needs the image's own python3 (seccomp
- * loader) and setpriv, which the busybox fixture lacks. The image takes minutes to build the
- * first time (scripts/build-test-images.sh python), so these run with ROLLOUT_TEST_PYTHON_IMAGE=1.
+ * loader) and setpriv, which the busybox fixture lacks. The image is built the first time
+ * (scripts/build-test-images.sh python: needs root and Debian's mirror, ~1 min), so these run
+ * with ROLLOUT_TEST_PYTHON_IMAGE=1, which .ci/run sets: then they are required, never skipped.
  */
 const withPython = process.env.ROLLOUT_TEST_PYTHON_IMAGE === '1';
 const why = !withPython
@@ -22,6 +23,7 @@ const why = !withPython
     : !bwrapWorks() || !unshareWorks()
       ? 'needs bwrap and unshare (apt-get install bubblewrap util-linux)'
       : null;
+if (withPython && why) throw new Error(`ROLLOUT_TEST_PYTHON_IMAGE=1 but the Python image tests cannot run: ${why}`);
 
 let dir: string;
 let store: ImageStore;
