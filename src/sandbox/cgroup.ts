@@ -99,6 +99,31 @@ export class PidsCgroup {
   }
 
   /**
+   * Stops every process of the group from forking (`pids.max` lowered to 0: a fork or clone in
+   * the group fails with EAGAIN; running processes keep running) until the returned function
+   * restores the limit. A kill sweep under it cannot be outrun by a process that forks a new
+   * child between the sweep's read of /proc and its kill. Returns a no-op when the limit cannot
+   * be written (the group is gone).
+   */
+  holdForks(): () => void {
+    const file = path.join(this.dir, 'pids.max');
+    let before: string;
+    try {
+      before = fs.readFileSync(file, 'utf8').trim();
+      fs.writeFileSync(file, '0');
+    } catch {
+      return () => undefined;
+    }
+    return () => {
+      try {
+        fs.writeFileSync(file, before);
+      } catch {
+        // the group is gone
+      }
+    };
+  }
+
+  /**
    * SIGKILLs every process in the group until it is empty (a fork in flight can add one after a
    * read), then removes the directory and the memory group. Bounded: gives up after ~2 s and
    * leaves the dirs.

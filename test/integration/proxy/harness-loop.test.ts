@@ -118,5 +118,4 @@ describe('the harness loop', () => {
 
 describe('harness gaps', () => {
   it.todo('re-issues a proxied generation the engine aborted (weight update in abort mode) as the tool agent does, instead of answering finish_reason abort (#14)');
-  it.todo('kills a harness that ignores SIGINT and SIGQUIT before the eval runs, not only at the sandbox close (#14)');
 });
