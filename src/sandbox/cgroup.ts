@@ -129,6 +129,8 @@ export class PidsCgroup {
    * leaves the dirs.
    */
   async killAllAndRemove(): Promise<void> {
+    // No fork may outrun the sweep (the group is removed: the limit is never restored).
+    this.holdForks();
     for (let i = 0; i < 100; i++) {
       const pids = this.pids();
       if (pids.length === 0) break;
