@@ -15,6 +15,10 @@ const PARENT = 'rollout-runtime';
  * what leases record; the memory group is found from its name.
  */
 export class PidsCgroup {
+  /** Fork holds in force ({@link holdForks}), and the limit the last one restores. */
+  private holds = 0;
+  private heldLimit = '';
+
   private constructor(
     readonly dir: string,
     /** The memory group, or null when there is none. */
@@ -107,16 +111,24 @@ export class PidsCgroup {
    */
   holdForks(): () => void {
     const file = path.join(this.dir, 'pids.max');
-    let before: string;
-    try {
-      before = fs.readFileSync(file, 'utf8').trim();
-      fs.writeFileSync(file, '0');
-    } catch {
-      return () => undefined;
-    }
-    return () => {
+    // Holds nest (a cancel's sweep may overlap a harness's): the first saves the limit, the last
+    // restores it — a second hold must never save the 0 of the first as the limit to restore.
+    if (this.holds === 0) {
       try {
-        fs.writeFileSync(file, before);
+        this.heldLimit = fs.readFileSync(file, 'utf8').trim();
+        fs.writeFileSync(file, '0');
+      } catch {
+        return () => undefined;
+      }
+    }
+    this.holds++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      if (--this.holds > 0) return;
+      try {
+        fs.writeFileSync(file, this.heldLimit);
       } catch {
         // the group is gone
       }
