@@ -161,8 +161,11 @@ export const SandboxWriteSchema = z.object({
 });
 export const SandboxWriteResultSchema = z.object({ type: z.literal('sandbox.write.result'), id: z.number().int() });
 
-/** Kills every process of the sandbox except its shell (and Python REPL): used on cancel. */
-export const SandboxInterruptSchema = z.object({ type: z.literal('sandbox.interrupt'), id: z.number().int(), sandboxId: z.string() });
+/**
+ * Kills every process of the sandbox except its shell (and Python REPL): used on cancel and to end
+ * a harness. `signal` SIGINT asks them to stop instead (sent once); default SIGKILL, a sweep.
+ */
+export const SandboxInterruptSchema = z.object({ type: z.literal('sandbox.interrupt'), id: z.number().int(), sandboxId: z.string(), signal: z.enum(['SIGINT', 'SIGKILL']).optional() });
 export const SandboxInterruptResultSchema = z.object({ type: z.literal('sandbox.interrupt.result'), id: z.number().int(), killed: z.number().int() });
 
 export const SandboxCloseSchema = z.object({ type: z.literal('sandbox.close'), id: z.number().int(), sandboxId: z.string() });

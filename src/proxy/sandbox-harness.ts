@@ -1,9 +1,13 @@
 import type { ExternalAgent, ExternalAgentEvent } from '../handlers/agent-handler.js';
+import { sleep, systemClock, type Clock } from '../runtime/clock.js';
+import { withoutShellNote } from '../sandbox/output.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import type { LlmProxy } from './llm-proxy.js';
 
-/** How long one wait on the harness's shell lasts before the next (the stop latency's bound). */
+/** How long one wait on the harness's shell lasts before the next (the stop latency's bound without a kill sweep). */
 const POLL_MS = 1_000;
+/** How long a harness has after SIGINT to finish its writes and exit before everything left is SIGKILLed. */
+export const HARNESS_STOP_GRACE_MS = 2_000;
 /** Output of the harness kept for the eval details (its tail). */
 const KEEP_OUTPUT = 64 * 1024;
 
@@ -11,12 +15,18 @@ const KEEP_OUTPUT = 64 * 1024;
  * A harness command running in the foreground of a sandbox's shell, whose LLM calls arrive on
  * `proxy`: the {@link ExternalAgent} the `harness` family hands the runtime.
  *
- * The command runs through the sandbox's bash (so it sees the proxy's `OPENAI_BASE_URL` /
- * `OPENAI_API_KEY` the sandbox exports); a background loop waits on it in short polls until it
- * exits. {@link stop} ends the proxy side (410 from then on), then interrupts the command's
- * foreground process group — the harness and its children — with Ctrl-C, then Ctrl-\ if it is
- * still running after a grace; closing the sandbox (at the attempt's end, on every path) kills
- * whatever is left.
+ * The command runs through the sandbox's bash, in a subshell (so it sees the proxy's
+ * `OPENAI_BASE_URL` / `OPENAI_API_KEY` the sandbox exports, and an `exec` or `exit` in it cannot
+ * replace or end the shell the eval needs); a background loop waits on it in short polls until
+ * it exits, keeping what it prints without the shell's notes to a model.
+ *
+ * {@link stop} — called when the loop ends for any reason, before the eval — treats the harness
+ * as an adversary: it ends the proxy side (410 from then on), sends SIGINT to every process of
+ * the sandbox but its shell (the harness, its children, daemons that left its process group or
+ * session), gives them {@link HARNESS_STOP_GRACE_MS} to exit, then SIGKILLs whatever is left in a
+ * sweep that holds off forks (`Sandbox.signalProcesses`). It resolves once nothing the harness
+ * started is alive, so the eval sees a quiet workspace. A sandbox without `signalProcesses` (a
+ * test double) gets Ctrl-C, then Ctrl-\ after the grace, on the shell's foreground group.
  */
 export class SandboxHarness implements ExternalAgent {
   private readonly poll = new AbortController();
@@ -24,22 +34,27 @@ export class SandboxHarness implements ExternalAgent {
   private result: { exitCode: number | null } | null = null;
   private out = '';
   private stopping: Promise<void> | null = null;
+  /** Set once stop began: an exit seen from then on is the stop's doing, not the harness's own. */
+  private stopped = false;
+  /** Set once the kill sweep ran: the poll loop ends at its next turn whatever the shell says. */
+  private swept = false;
 
   constructor(
     private readonly sandbox: Sandbox,
     command: string,
     private readonly proxy: LlmProxy,
     readonly limits: { maxLlmCalls?: number | undefined; maxTokensTotal?: number | undefined },
+    private readonly clock: Clock = systemClock,
   ) {
     this.exited = this.run(command).then((r) => (this.result = r));
   }
 
-  /** The tail of what the harness printed. */
+  /** The tail of what the harness printed (stdout and stderr, as the terminal showed them). */
   get output(): string {
     return this.out;
   }
 
-  /** Its exit code; null while it runs, or when it was stopped or lost. */
+  /** Its exit code when it exited by itself; null while it runs, when it was stopped, or lost. */
   get exitCode(): number | null {
     return this.result?.exitCode ?? null;
   }
@@ -60,37 +75,61 @@ export class SandboxHarness implements ExternalAgent {
   }
 
   stop(reason: string): Promise<void> {
-    this.stopping ??= (async () => {
-      this.proxy.end(reason);
+    this.stopping ??= this.shutdown(reason);
+    return this.stopping;
+  }
+
+  private async shutdown(reason: string): Promise<void> {
+    this.proxy.end(reason);
+    this.stopped = true;
+    const signalProcesses = this.sandbox.signalProcesses?.bind(this.sandbox);
+    if (!signalProcesses) {
       if (this.result) return;
       this.poll.abort(new Error(`harness stopped: ${reason}`));
       await this.exited;
-    })();
-    return this.stopping;
+      return;
+    }
+    try {
+      // Even a harness that exited by itself may have left a daemon writing: the sweep runs always.
+      if (!this.result && (await signalProcesses('SIGINT')) > 0) {
+        const grace = new AbortController();
+        await Promise.race([this.exited, sleep(this.clock, HARNESS_STOP_GRACE_MS, grace.signal).catch(() => undefined)]);
+        grace.abort();
+      }
+      await signalProcesses('SIGKILL');
+    } catch {
+      // The sandbox is lost or closed: its close kills everything, and no eval runs in it.
+    }
+    this.swept = true;
+    // The foreground command is dead: the shell's marker ends the poll in flight.
+    await this.exited;
   }
 
   private async run(command: string): Promise<{ exitCode: number | null }> {
     const signal = this.poll.signal;
     try {
-      let r = await this.sandbox.bash({ command, timeoutMs: POLL_MS }, signal);
+      // A subshell: `exec` or `exit` in the command ends the subshell, never the sandbox's shell.
+      let r = await this.sandbox.bash({ command: `(\n${command}\n)`, timeoutMs: POLL_MS }, signal);
       this.keep(r.output);
       while (r.exitCode === null) {
+        // Swept, yet the shell still reports a running command (should not happen): interrupt it.
+        if (this.swept) return await this.kill();
         r = await this.sandbox.bash({ command: '', timeoutMs: POLL_MS }, signal);
         this.keep(r.output);
       }
-      return { exitCode: r.exitCode };
+      return { exitCode: this.stopped ? null : r.exitCode };
     } catch {
       // Stopped (the aborted call sent Ctrl-C) or the sandbox was lost: make sure it is down.
       return this.kill();
     }
   }
 
-  /** Ctrl-C was sent by the aborted wait; wait a grace, then Ctrl-\, then leave the rest to the sandbox's close. */
+  /** Ctrl-C (sent by an aborted wait, or here), a grace, then Ctrl-\; the rest is the sandbox close's. */
   private async kill(): Promise<{ exitCode: number | null }> {
-    for (const key of ['', 'C-\\']) {
+    for (const key of [this.swept ? 'C-c' : '', 'C-\\']) {
       try {
-        if (key) await this.sandbox.bash({ command: key, isInput: true, timeoutMs: 2_000 });
-        const r = await this.sandbox.bash({ command: '', timeoutMs: 2_000 });
+        if (key) await this.sandbox.bash({ command: key, isInput: true, timeoutMs: HARNESS_STOP_GRACE_MS });
+        const r = await this.sandbox.bash({ command: '', timeoutMs: HARNESS_STOP_GRACE_MS });
         this.keep(r.output);
         if (r.exitCode !== null || !r.timedOut) return { exitCode: null };
       } catch {
@@ -101,8 +140,9 @@ export class SandboxHarness implements ExternalAgent {
   }
 
   private keep(text: string): void {
-    // The shell tool's notes to a model ("[The command has not finished. ...]") are not the harness's output.
-    const own = text.replace(/^\n?\[(?:The command has not finished|No command is running|A command is still running)[^\n]*\]\n?/gm, '');
+    // The shell tool's notes to a model are not the harness's output; without them the pieces of
+    // a line printed across two polls join up again.
+    const own = withoutShellNote(text);
     if (!own) return;
     this.out += own;
     if (this.out.length > KEEP_OUTPUT) this.out = this.out.slice(-KEEP_OUTPUT);

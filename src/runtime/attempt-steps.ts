@@ -49,7 +49,7 @@ export class AttemptSteps {
   private readonly harness: HarnessSteps;
 
   constructor(private readonly ctx: StepsContext) {
-    this.harness = new HarnessSteps(ctx, { startCall: (s, att, kind, ms) => this.startCall(s, att, kind, ms), emit: (s, ev) => this.emit(s, ev) });
+    this.harness = new HarnessSteps(ctx, { startCall: (s, att, kind, ms) => this.startCall(s, att, kind, ms), emit: (s, ev) => this.emit(s, ev), resumeAborted: (s, att, req, res) => this.resumeAborted(s, att, req, res) });
   }
 
   async init(id: string): Promise<InitOutput> {

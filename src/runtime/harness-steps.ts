@@ -2,7 +2,8 @@ import type { ActOutput, CallLlmOutput, Stage } from '../../machines/rollout.mac
 import { BackendError, CancelledError, TaskError } from '../errors.js';
 import type { ExternalAgent } from '../handlers/agent-handler.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
-import type { GenerateResult, LlmClient } from '../llm/llm-client.js';
+import type { GenerateRequest, GenerateResult, LlmClient } from '../llm/llm-client.js';
+import type { SegmentedResult } from '../llm/partial-generation.js';
 import { chatCompletion } from '../llm/openai-chat-route.js';
 import type { RolloutEventInput } from '../protocol/events.js';
 import type { Message } from '../protocol/messages.js';
@@ -31,6 +32,8 @@ export interface HarnessStepsContext {
 export interface HarnessStepsHooks {
   startCall(s: RolloutSession, att: Attempt, kind: 'llm' | 'action', ms: number): void;
   emit(s: RolloutSession, ev: RolloutEventInput): void;
+  /** Re-issues a generation the engine aborted (finish `abort`), as for our own agent's turns. */
+  resumeAborted(s: RolloutSession, att: Attempt, req: GenerateRequest, first: GenerateResult): Promise<SegmentedResult>;
 }
 
 /**
@@ -93,19 +96,24 @@ export class HarnessSteps {
     this.hooks.startCall(s, att, 'llm', ctx.opts.llmTimeoutMs);
     const t0 = ctx.clock.now();
     let res: GenerateResult;
+    const req: GenerateRequest = {
+      rolloutId: s.id,
+      instance: s.instance,
+      turn,
+      promptIds: promptIds as number[],
+      maxTokens,
+      sampling: s.sampling,
+      preferredBackendId: att.lastBackendId,
+      signal: att.signal,
+      chat: { messages: run.traj.messages, tools: call.tools, codec: ctx.codec },
+      model: ctx.codec.name,
+    };
     try {
-      res = await ctx.llm.generate({
-        rolloutId: s.id,
-        instance: s.instance,
-        turn,
-        promptIds: promptIds as number[],
-        maxTokens,
-        sampling: s.sampling,
-        preferredBackendId: att.lastBackendId,
-        signal: att.signal,
-        chat: { messages: run.traj.messages, tools: call.tools, codec: ctx.codec },
-        model: ctx.codec.name,
-      });
+      res = await ctx.llm.generate(req);
+      // A weight update in `abort` mode ended the generation with what it had sampled: the
+      // harness must see one normal answer, so it is resumed on prompt + partial ids (after the
+      // update, through the pause gate), each token keeping the version that sampled it.
+      if (res.finishReason === 'abort' && !att.ended) res = await this.hooks.resumeAborted(s, att, req, res);
     } catch (err) {
       // The server counts tokens its own way: a prompt it calls too long is a full context, as in our own loop.
       if (err instanceof TaskError && err.code === 'CONTEXT_FULL' && !att.ended) {
@@ -125,13 +133,16 @@ export class HarnessSteps {
     }
     const latencyMs = ctx.clock.now() - t0;
     const finishReason = res.finishReason;
-    // Made before addTurn: the live prompt view is still the prompt alone here.
-    const completion = chatCompletion(ctx.codec, call.body, { promptIds: promptIds as number[], outputIds: res.outputIds, logprobs: res.logprobs, finishReason }, { model: ctx.codec.name, n: turn, returnTokenIds: false });
-    const sent = (completion.choices as { message: { content: string | null; tool_calls?: { id: string }[] } }[])[0]!.message;
+    // Made before addTurn: the live prompt view is still the prompt alone here. An answer still
+    // cut by an abort (a chat backend, which cannot continue a partial reply, or the resumes used
+    // up) goes out as `length` — a reply cut short, in OpenAI's vocabulary; the record keeps `abort`.
+    const sent = { promptIds: promptIds as number[], outputIds: res.outputIds, logprobs: res.logprobs, finishReason: finishReason === 'abort' ? ('length' as const) : finishReason };
+    const completion = chatCompletion(ctx.codec, call.body, sent, { model: ctx.codec.name, n: turn, returnTokenIds: false });
+    const reply = (completion.choices as { message: { content: string | null; tool_calls?: { id: string }[] } }[])[0]!.message;
     const parsed = ctx.codec.parseAssistant(res.outputIds);
     // The message as the agent received it: the echo the next request is expected to carry.
-    const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: sent.content ?? '', tool_calls: parsed.toolCalls.map((c, i) => ({ ...c, id: sent.tool_calls![i]!.id })) };
-    run.traj.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds }, assistant);
+    const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: reply.content ?? '', tool_calls: parsed.toolCalls.map((c, i) => ({ ...c, id: reply.tool_calls![i]!.id })) };
+    run.traj.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds, weightVersions: (res as Partial<SegmentedResult>).weightVersions }, assistant);
     run.calls++;
     att.assistant = assistant;
     att.lastProgress = ctx.clock.now();

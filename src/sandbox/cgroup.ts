@@ -15,6 +15,10 @@ const PARENT = 'rollout-runtime';
  * what leases record; the memory group is found from its name.
  */
 export class PidsCgroup {
+  /** Fork holds in force ({@link holdForks}), and the limit the last one restores. */
+  private holds = 0;
+  private heldLimit = '';
+
   private constructor(
     readonly dir: string,
     /** The memory group, or null when there is none. */
@@ -99,11 +103,46 @@ export class PidsCgroup {
   }
 
   /**
+   * Stops every process of the group from forking (`pids.max` lowered to 0: a fork or clone in
+   * the group fails with EAGAIN; running processes keep running) until the returned function
+   * restores the limit. A kill sweep under it cannot be outrun by a process that forks a new
+   * child between the sweep's read of /proc and its kill. Returns a no-op when the limit cannot
+   * be written (the group is gone).
+   */
+  holdForks(): () => void {
+    const file = path.join(this.dir, 'pids.max');
+    // Holds nest (a cancel's sweep may overlap a harness's): the first saves the limit, the last
+    // restores it — a second hold must never save the 0 of the first as the limit to restore.
+    if (this.holds === 0) {
+      try {
+        this.heldLimit = fs.readFileSync(file, 'utf8').trim();
+        fs.writeFileSync(file, '0');
+      } catch {
+        return () => undefined;
+      }
+    }
+    this.holds++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      if (--this.holds > 0) return;
+      try {
+        fs.writeFileSync(file, this.heldLimit);
+      } catch {
+        // the group is gone
+      }
+    };
+  }
+
+  /**
    * SIGKILLs every process in the group until it is empty (a fork in flight can add one after a
    * read), then removes the directory and the memory group. Bounded: gives up after ~2 s and
    * leaves the dirs.
    */
   async killAllAndRemove(): Promise<void> {
+    // No fork may outrun the sweep (the group is removed: the limit is never restored).
+    this.holdForks();
     for (let i = 0; i < 100; i++) {
       const pids = this.pids();
       if (pids.length === 0) break;

@@ -9,7 +9,7 @@ import { Editor } from './editor.js';
 import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
 import { entrypointFailed, imageCwd, imageEnv, imageWorkdir, mountImageRoot, toWorkspaceAlias, type ImageMount } from './images/image-root.js';
 import { overlayDirs, releaseOverlay } from './images/overlay-mount.js';
-import { descendants, killAll, parentOf, processStartTime } from './proc.js';
+import { descendants, isLive, killAll, parentOf, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
 import { PythonRepl, REPL_DRIVER } from './python-repl.js';
 import { SANDBOX_DNS, UserNet } from './network.js';
@@ -346,10 +346,19 @@ export class HostSandbox {
   }
 
   /**
-   * Kills every process of the sandbox except the shell and the REPL (the foreground command,
-   * background jobs, daemons). The shell then prints its marker and is ready again.
+   * Signals every process of the sandbox except the shell and the REPL (the foreground command,
+   * background jobs, daemons that left its process group or double-forked to the namespace's
+   * init): found as descendants of the launcher and as members of the sandbox's cgroup.
+   *
+   * `SIGKILL` (the default, used on cancel and to end a harness) is a sweep that leaves nothing:
+   * forks are held off in the cgroup (`pids.max` 0) while it runs, and it repeats until no victim
+   * is left alive (bounded, ~1 s), so a process that forks as fast as it can, or traps every other
+   * signal, is gone when it resolves. The shell then prints its marker and is ready again.
+   * `SIGINT` is sent once, to let a harness that handles it finish its writes.
+   *
+   * Resolves with how many distinct processes were signalled.
    */
-  interrupt(): number {
+  async interrupt(signal: 'SIGINT' | 'SIGKILL' = 'SIGKILL'): Promise<number> {
     if (!this.pty || this.closing) return 0;
     const keep = new Set<number>([this.pty.pid]);
     if (this.net) keep.add(this.net.pid);
@@ -359,9 +368,25 @@ export class HostSandbox {
     for (const p of replTree) keep.add(p);
     // The namespace's init (inner bwrap) sits between the launcher and the shell: keep the chain.
     for (let p = this.shellPid ? parentOf(this.shellPid) : null; p && p !== this.pty.pid && p > 1; p = parentOf(p)) keep.add(p);
-    const all = descendants(this.pty.pid);
-    const victims = [...all, ...(this.cgroup?.pids() ?? [])].filter((p) => !keep.has(p));
-    return killAll(new Set(victims));
+    const launcher = this.pty.pid;
+    const victims = (): number[] => [...new Set([...descendants(launcher), ...(this.cgroup?.pids() ?? [])])].filter((p) => !keep.has(p) && isLive(p));
+    if (signal === 'SIGINT') return killAll(victims(), 'SIGINT');
+    const signalled = new Set<number>();
+    const release = this.cgroup?.holdForks();
+    try {
+      // A SIGKILLed process is listed until it has exited: the sweep waits for that, re-killing
+      // whatever a fork in flight before the hold (or a kernel without the cgroup) added.
+      for (let pass = 0; pass < 100; pass++) {
+        const left = victims();
+        if (left.length === 0) break;
+        killAll(left);
+        for (const p of left) signalled.add(p);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    } finally {
+      release?.();
+    }
+    return signalled.size;
   }
 
   /** Kills everything and removes the directory and cgroup. Idempotent; never throws. */

@@ -45,3 +45,22 @@ export function truncateMiddle(text: string, maxChars: number): { text: string; 
     `\n[Output truncated: ${text.length} characters, showing the first ${head}, ${mid} from around 80% of the way through, and the last ${tail}.]`;
   return { text: out, truncated: true };
 }
+
+/** The shell tool's notes to a model, appended to a bash result's output (pty-session.ts). */
+export const HINT_TIMEOUT =
+  '\n[The command has not finished. Send an empty command to wait for more output, send input with is_input=true, or send C-c (is_input=true) to interrupt it.]';
+export const HINT_BUSY = '\n[A command is still running; the text above is its new output. Your command was NOT run. Wait with an empty command, send input with is_input=true, or send C-c to interrupt.]';
+export const HINT_NOT_SENT = '\n[No command is running; the input was not sent.]';
+export const HINT_IDLE = '\n[No command is running.]';
+const HINTS = [HINT_TIMEOUT, HINT_BUSY, HINT_NOT_SENT, HINT_IDLE];
+
+/**
+ * `output` of a bash result without the note to a model the shell appended to it ("[The command
+ * has not finished. ...]" and the like), byte for byte as the command printed it: for a program
+ * (a harness's log, an eval's output) that reads a command's output over several calls and
+ * joins them, where a note would split a line the command wrote in two pieces.
+ */
+export function withoutShellNote(output: string): string {
+  for (const h of HINTS) if (output.endsWith(h)) return output.slice(0, -h.length);
+  return output;
+}

@@ -24,6 +24,20 @@ export function isSameProcessAlive(pid: number, startTime: string | null): boole
   return startTime === null || now === startTime;
 }
 
+/**
+ * True when `pid` is still a running process: not gone, and not a zombie (dead, waiting for
+ * its parent to reap it; a zombie can neither run nor fork, so a kill sweep is done with it).
+ */
+export function isLive(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat[stat.lastIndexOf(')') + 2];
+    return state !== 'Z' && state !== 'X' && state !== 'x';
+  } catch {
+    return false;
+  }
+}
+
 /** Parent pid of every process, read in one pass over /proc. */
 function parentMap(): Map<number, number[]> {
   const children = new Map<number, number[]>();

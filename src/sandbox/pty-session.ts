@@ -4,7 +4,7 @@ import path from 'node:path';
 import * as pty from '@lydell/node-pty';
 import { SandboxError } from '../errors.js';
 import type { BashRequest, BashResult } from './sandbox.js';
-import { cleanTerminalOutput, truncateMiddle } from './output.js';
+import { HINT_BUSY, HINT_IDLE, HINT_NOT_SENT, HINT_TIMEOUT, cleanTerminalOutput, truncateMiddle } from './output.js';
 
 /** Options of a {@link PtySession}. */
 export interface PtySessionOptions {
@@ -32,10 +32,6 @@ const MAX_LINE = 3000;
 // Raw output kept while a command runs; beyond it the middle is dropped (the model sees a cut
 // version anyway), so `yes` for 30 s cannot grow memory without bound.
 const RAW_CAP_FACTOR = 20;
-
-const HINT_TIMEOUT =
-  '\n[The command has not finished. Send an empty command to wait for more output, send input with is_input=true, or send C-c (is_input=true) to interrupt it.]';
-const HINT_BUSY = '\n[A command is still running; the text above is its new output. Your command was NOT run. Wait with an empty command, send input with is_input=true, or send C-c to interrupt.]';
 
 /**
  * One persistent bash in a pseudo-terminal: the pty's process is the sandbox launcher, so the
@@ -145,7 +141,7 @@ export class PtySession {
         this.unreported = null;
         return this.result(u.output, u.exitCode, false, '');
       }
-      return this.result('', this.lastExit, false, req.isInput ? '\n[No command is running; the input was not sent.]' : '\n[No command is running.]');
+      return this.result('', this.lastExit, false, req.isInput ? HINT_NOT_SENT : HINT_IDLE);
     }
     this.unreported = null;
     this.raw = '';

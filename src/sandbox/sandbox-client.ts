@@ -5,6 +5,7 @@ import type { UdsChannel } from '../ipc/uds-channel.js';
 import {
   SandboxBashResultSchema,
   SandboxEditorResultSchema,
+  SandboxInterruptResultSchema,
   SandboxPythonResultSchema,
   SandboxReadResultSchema,
 } from '../protocol/sandbox.js';
@@ -123,6 +124,10 @@ export class SandboxClient implements Sandbox {
 
   async writeFile(path: string, content: string): Promise<void> {
     await this.call({ type: 'sandbox.write', path, content }, GRACE_MS);
+  }
+
+  async signalProcesses(signal: 'SIGINT' | 'SIGKILL'): Promise<number> {
+    return SandboxInterruptResultSchema.parse(await this.call({ type: 'sandbox.interrupt', signal }, GRACE_MS)).killed;
   }
 
   /** Kills every process of the sandbox, removes its workdir. Idempotent; never throws. */

@@ -108,7 +108,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
         await sb.writeFile(req.path, req.content);
         return {};
       case 'sandbox.interrupt':
-        return { killed: sb.interrupt() };
+        return { killed: await sb.interrupt(req.signal) };
     }
   };
 

@@ -92,6 +92,15 @@ export interface Sandbox {
   readFile(path: string): Promise<string>;
   /** Writes a file of the workspace (relative path), creating directories. */
   writeFile(path: string, content: string): Promise<void>;
+  /**
+   * Signals every process of the sandbox but its shell (and Python REPL): the running command,
+   * its background jobs, and daemons that left its process group or session. `SIGKILL` is a
+   * sweep that resolves once none of them is alive (forks are held off meanwhile, where the
+   * sandbox has a cgroup); `SIGINT` is sent once. Resolves with how many were signalled.
+   * Optional: a sandbox without processes of its own (a test double) has nothing to signal.
+   * @throws SandboxError when the sandbox is lost or closed.
+   */
+  signalProcesses?(signal: 'SIGINT' | 'SIGKILL'): Promise<number>;
   /** Kills every process of the sandbox and removes its workdir. Idempotent; never throws. */
   close(): Promise<void>;
 }

@@ -174,6 +174,12 @@ export class MemorySandbox implements Sandbox {
     this.files.set(norm(path), content);
   }
 
+  /** No processes here: nothing to signal. */
+  async signalProcesses(): Promise<number> {
+    this.check();
+    return 0;
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

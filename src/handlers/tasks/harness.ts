@@ -62,7 +62,7 @@ export const harnessHandler: AgentHandler = {
       ctx.signal.addEventListener('abort', () => void cleanup(), { once: true });
       const spec: SandboxSpec = { files: inst.files, setup: inst.setup, network: false, llmProxy: { socketPath: proxy.socketPath, token } };
       const sandbox = await ctx.createSandbox(spec);
-      const agent = new SandboxHarness(sandbox, inst.command, proxy, { maxLlmCalls: inst.max_llm_calls, maxTokensTotal: inst.max_tokens_total });
+      const agent = new SandboxHarness(sandbox, inst.command, proxy, { maxLlmCalls: inst.max_llm_calls, maxTokensTotal: inst.max_tokens_total }, ctx.clock);
       const state: HarnessState = { evalCommand: inst.eval_command, evalTimeoutMs: (inst.eval_timeout_s ?? 60) * 1000, agent };
       return { sandbox, messages: [], tools: [], external: agent, state };
     } catch (err) {

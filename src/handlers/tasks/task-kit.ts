@@ -3,6 +3,7 @@ import { TaskError } from '../../errors.js';
 import type { Instance } from '../../protocol/instance.js';
 import type { Message } from '../../protocol/messages.js';
 import type { BashResult, Sandbox } from '../../sandbox/sandbox.js';
+import { withoutShellNote } from '../../sandbox/output.js';
 import type { Clock } from '../../runtime/clock.js';
 
 /**
@@ -95,13 +96,15 @@ export async function settleShell(sandbox: Sandbox, signal: AbortSignal): Promis
  * Runs an eval command to its end or `timeoutMs`, whichever comes first. The bash tool returns
  * after its no-new-output timeout (30 s by default) with the command still running — right for a
  * model, wrong for a silent test suite — so this keeps waiting (empty commands) until the command
- * exits or the deadline passes, then interrupts it. The result's output is all of it;
- * `exitCode` is null and `timedOut` true when it did not finish.
+ * exits or the deadline passes, then interrupts it. The result's output is all of it, without
+ * the shell's notes to a model; `exitCode` is null and `timedOut` true when it did not finish.
  */
 export async function runToEnd(sandbox: Sandbox, command: string, timeoutMs: number, signal: AbortSignal, clock: Clock): Promise<BashResult> {
   const deadline = clock.now() + timeoutMs;
   let r = await sandbox.bash({ command, timeoutMs }, signal);
-  let output = r.output;
+  // The shell's "[The command has not finished...]" notes are for a model: without them the
+  // pieces join into what the command printed (a parser of the output sees no note mid-line).
+  let output = withoutShellNote(r.output);
   while (r.timedOut && r.exitCode === null) {
     const left = deadline - clock.now();
     if (left <= 0) {
@@ -109,7 +112,7 @@ export async function runToEnd(sandbox: Sandbox, command: string, timeoutMs: num
       break;
     }
     r = await sandbox.bash({ command: '', timeoutMs: Math.ceil(left) }, signal);
-    output += r.output;
+    output += withoutShellNote(r.output);
   }
   return { ...r, output, timedOut: r.exitCode === null };
 }

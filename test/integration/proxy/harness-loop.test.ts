@@ -114,9 +114,19 @@ describe('the harness loop', () => {
     expect(r.outcome).toBe('cancelled');
     await new Promise((r) => setTimeout(r, 200));
   });
-});
 
-describe('harness gaps', () => {
-  it.todo('re-issues a proxied generation the engine aborted (weight update in abort mode) as the tool agent does, instead of answering finish_reason abort (#14)');
-  it.todo('kills a harness that ignores SIGINT and SIGQUIT before the eval runs, not only at the sandbox close (#14)');
+  it('answers a generation still cut by an abort (a chat backend cannot continue it) as finish_reason length, and records abort', async () => {
+    const oracle = new OracleBackend({ codec });
+    // A chat backend's abort: it rendered its own prompt (enginePromptIds), so the partial reply is kept as it is.
+    const chatAbort = { generate: async (req: Parameters<OracleBackend['generate']>[0]) => ({ ...(await oracle.generate(req)), finishReason: 'abort' as const, enginePromptIds: req.promptIds }) };
+    const rt = createRuntime({ codec, llm: chatAbort, sandboxes: new MemorySandboxProvider(), handlers: [hostHarnessHandler()], retries: { max: 0 }, budgetMs: 20_000 });
+    try {
+      const r = await rt.submit({ data_source: 'host-harness', instance_id: 'chat-abort', mode: 'once', oracle: [{ content: 'A partial story' }] }).result;
+      expect([r.outcome, r.trajectory.turns.length]).toEqual(['completed', 1]);
+      expect(r.evalDetails?.output).toBe(`once 200 length ${r.trajectory.turns[0]!.outputIds.length}\n`);
+      expect(r.trajectory.turns[0]!.finishReason).toBe('abort');
+    } finally {
+      await rt.close();
+    }
+  });
 });

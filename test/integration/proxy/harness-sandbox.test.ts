@@ -15,6 +15,7 @@ import { TestCodec } from '../../../src/testing/test-codec.js';
  * through OPENAI_BASE_URL, the oracle backend answers, the eval runs in the same sandbox.
  */
 const AGENT = readFileSync(join(import.meta.dirname, 'sandbox-agent.py'), 'utf8');
+const QUIET_CHECK = readFileSync(join(import.meta.dirname, 'quiet-check.py'), 'utf8');
 const codec = new TestCodec();
 let root: string;
 let provider: SandboxProvider;
@@ -111,7 +112,7 @@ describe('a harness in a real sandbox', { timeout: 90_000 }, () => {
       eval_command: 'test "$(cat n.txt)" = 2',
       oracle: [1, 2, 3, 4].map((i) => ({ tool_calls: [{ name: 'bash', arguments: { command: `echo ${i} > n.txt` } }] })),
     }).result;
-    expect([r.outcome, r.finish, r.trajectory.turns.length]).toEqual(['truncated', 'max_iterations', 2]);
+    expect([r.outcome, r.finish, r.trajectory.turns.length], JSON.stringify(r.evalDetails)).toEqual(['truncated', 'max_iterations', 2]);
     // The eval ran in the shell the harness held: it was interrupted first.
     expect([r.evalDetails?.exit_code, r.reward], JSON.stringify(r.evalDetails)).toEqual([0, 1]);
     // It did not exit by itself: it was stopped (its last line may be lost with the interrupted wait).
@@ -129,5 +130,48 @@ describe('a harness in a real sandbox', { timeout: 90_000 }, () => {
     await h.cancel('test');
     expect((await h.result).outcome).toBe('cancelled');
     expect(await hostProcesses(tag)).toEqual([]);
+  });
+
+  it('kills a harness that ignores SIGINT and SIGQUIT, and its pid-hopping daemon, before the eval runs', async () => {
+    const tag = `hostile-${process.pid}-${Date.now()}`;
+    const r = await runtime.submit({
+      data_source: 'harness',
+      instance_id: 'hostile',
+      command: `python3 agent.py hostile ${tag}`,
+      files: { 'agent.py': AGENT, 'check.py': QUIET_CHECK },
+      max_llm_calls: 1,
+      // Run in the sandbox after the loop ended: log.txt must not grow, no tagged process may live.
+      eval_command: `python3 check.py ${tag}`,
+      oracle: [1, 2].map((i) => ({ tool_calls: [{ name: 'bash', arguments: { command: `echo ${i}` } }] })),
+    }).result;
+    expect([r.outcome, r.finish], JSON.stringify(r.evalDetails)).toEqual(['truncated', 'max_iterations']);
+    expect(String(r.evalDetails?.harness_output)).toMatch(/refused 429 max_llm_calls/);
+    expect(String(r.evalDetails?.output)).toMatch(/^sizes (\d+) \1 alive 0$/m);
+    expect([r.evalDetails?.exit_code, r.reward]).toEqual([0, 1]);
+    // It ignored the SIGINT: it was killed, it did not exit.
+    expect(r.evalDetails?.harness_exit_code).toBeNull();
+    expect(await hostProcesses(tag)).toEqual([]);
+  });
+
+  it('kills the daemon a harness left behind when it exited by itself, before the eval runs', async () => {
+    const tag = `daemon-${process.pid}-${Date.now()}`;
+    const r = await runtime.submit({
+      data_source: 'harness',
+      instance_id: 'daemon',
+      command: `python3 agent.py daemon ${tag}`,
+      files: { 'agent.py': AGENT, 'check.py': QUIET_CHECK },
+      eval_command: `python3 check.py ${tag}`,
+    }).result;
+    expect([r.outcome, r.finish, r.evalDetails?.harness_exit_code], JSON.stringify(r.evalDetails)).toEqual(['completed', 'no_tool_call', 0]);
+    expect(String(r.evalDetails?.output)).toMatch(/^sizes (\d+) \1 alive 0$/m);
+    expect(r.reward).toBe(1);
+    expect(await hostProcesses(tag)).toEqual([]);
+  });
+
+  it('keeps the harness output as it printed it, without the shell\'s notes to a model', async () => {
+    // Printed across two polls of the shell (one per second): a note between them would split the line.
+    const r = await runtime.submit({ data_source: 'harness', instance_id: 'partial', command: 'python3 agent.py partial', files: { 'agent.py': AGENT }, eval_command: 'true' }).result;
+    expect([r.outcome, r.evalDetails?.harness_exit_code]).toEqual(['completed', 0]);
+    expect(r.evalDetails?.harness_output).toBe('partial-rest\nlast\n');
   });
 });

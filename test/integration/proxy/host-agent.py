@@ -5,6 +5,7 @@
   stream   as tools, with stream: true (reads the SSE chunks back into a message)
   silent   never calls the model and never exits
   greedy   calls the model until refused; prints the refusal and exits 3
+  once     one call without tools; prints its finish_reason and usage, exits 0
 """
 import http.client, json, os, socket, subprocess, sys, time
 
@@ -44,6 +45,15 @@ def chat(messages, stream=False):
         del msg["tool_calls"]
     return 200, msg
 
+
+if MODE == "once":
+    c = Conn("localhost")
+    body = {"model": "policy", "messages": [{"role": "system", "content": "You are verbose."}, {"role": "user", "content": "Tell a long story."}]}
+    c.request("POST", "/v1/chat/completions", json.dumps(body), {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    r = c.getresponse()
+    d = json.loads(r.read().decode())
+    print("once", r.status, d["choices"][0]["finish_reason"], d["usage"]["completion_tokens"], flush=True)
+    sys.exit(0)
 
 if MODE == "silent":
     while True:

@@ -1,8 +1,62 @@
 """A stdlib-only agent for the sandbox end-to-end test: it reaches the model only through
 OPENAI_BASE_URL / OPENAI_API_KEY, runs the bash tool calls it gets, and exits 0 when a reply has
 no tool call. argv[1]: `tools` (that loop), `stubborn` (as tools, but on a refusal it prints it
-and hangs instead of exiting) or `silent` (never calls, never exits)."""
-import json, os, subprocess, sys, time, urllib.error, urllib.request
+and hangs instead of exiting), `silent` (never calls, never exits), `hostile` (ignores SIGINT,
+SIGQUIT, SIGTERM and SIGHUP, starts a daemon writing log.txt, runs the loop, and on a refusal
+keeps writing log.txt itself), `daemon` (starts that daemon and exits 0 at once) or `partial`
+(prints a line in two pieces 2.5 s apart, then exits 0). argv[2], when given, is a tag that
+every process of the agent carries on its command line."""
+import json, os, signal, subprocess, sys, time, urllib.error, urllib.request
+
+HOSTILE = ("hostile", "daemon")
+
+
+def deaf():
+    for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+
+
+def write_forever(path, hop):
+    """Appends to `path` every 20 ms; with `hop`, forks after each write and lets the parent exit,
+    so the writer is a new pid every time (a single read-then-kill pass misses it)."""
+    deaf()
+    while True:
+        with open(path, "a") as f:
+            f.write("%d\n" % os.getpid())
+        time.sleep(0.02)
+        if hop:
+            try:
+                if os.fork() != 0:
+                    os._exit(0)
+            except OSError:
+                pass  # forks refused: carry on under this pid
+
+
+def daemonize(path):
+    """The classic double fork: a new session, no parent but the namespace's init."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            write_forever(path, True)
+        os._exit(0)
+
+
+if sys.argv[1] == "partial":
+    print("partial", end="", flush=True)
+    time.sleep(2.5)
+    print("-rest", flush=True)
+    print("last", flush=True)
+    sys.exit(0)
+
+if sys.argv[1] in HOSTILE:
+    deaf()
+    daemonize(os.path.abspath("log.txt"))
+    if sys.argv[1] == "daemon":
+        print("daemonised", flush=True)
+        sys.exit(0)
 
 BASE = os.environ["OPENAI_BASE_URL"]
 KEY = os.environ["OPENAI_API_KEY"]
@@ -36,6 +90,8 @@ while True:
         if sys.argv[1] == "stubborn":
             while True:
                 time.sleep(1)
+        if sys.argv[1] == "hostile":
+            write_forever(os.path.abspath("log.txt"), False)
         sys.exit(3)
     msg = body["choices"][0]["message"]
     messages.append(msg)

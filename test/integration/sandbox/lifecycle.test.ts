@@ -23,6 +23,15 @@ afterAll(async () => {
   fs.rmSync(stateDir, { recursive: true, force: true });
 });
 
+/** The command line of a process, NULs as spaces ('' when gone). */
+function readCmdline(pid: string): string {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+  } catch {
+    return '';
+  }
+}
+
 /** Sends a signal to a process that may already be gone. */
 function signal(pid: number, sig: NodeJS.Signals): void {
   try {
@@ -62,6 +71,33 @@ describe('sandbox lifecycle', () => {
       const after = await sb.bash({ command: '', timeoutMs: 3000 });
       expect(after.exitCode).not.toBeNull();
       expect((await sb.bash({ command: 'echo alive' })).output).toBe('alive\n');
+    } finally {
+      await sb.close();
+    }
+  });
+
+  it('a SIGKILL sweep ends detached pid-hopping forkers that ignore every other signal, and keeps the shell', async () => {
+    const sb = await provider.create({}, { rolloutId: 'sweep' });
+    const mark = `hop.${tag}7`;
+    const hoppers = (): number[] => fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p) && !isGone(Number(p)) && readCmdline(p).includes(mark)).map(Number);
+    try {
+      // Four chains, each leaving its session, ignoring INT/QUIT/TERM/HUP, and forking after every
+      // write while the parent exits: a new pid each time, which a single read-then-kill pass misses.
+      const chain = `trap "" INT QUIT TERM HUP; h() { echo x >> hop.txt; h & exit 0; }; h`;
+      expect((await sb.bash({ command: `for i in 1 2 3 4; do setsid bash -c '${chain}' ${mark} & done; wait` })).exitCode).toBe(0);
+      await until(() => hoppers().length > 0);
+      // They run, and hop.
+      const grown = (await sb.readFile('hop.txt')).length;
+      await new Promise((r) => setTimeout(r, 200));
+      expect((await sb.readFile('hop.txt')).length).toBeGreaterThan(grown);
+      expect(await sb.signalProcesses!('SIGINT')).toBeGreaterThan(0);
+      expect(await sb.signalProcesses!('SIGKILL')).toBeGreaterThan(0);
+      expect(hoppers()).toEqual([]);
+      const size = (await sb.readFile('hop.txt')).length;
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await sb.readFile('hop.txt')).length).toBe(size);
+      // The shell is untouched, and can fork again (the hold on forks was lifted).
+      expect(await sb.bash({ command: 'echo alive; (true) && echo forked' })).toMatchObject({ output: 'alive\nforked\n', exitCode: 0 });
     } finally {
       await sb.close();
     }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { answerTexts, runToEnd } from '../../../../src/handlers/tasks/task-kit.js';
 import { ManualClock } from '../../../../src/runtime/clock.js';
+import { HINT_TIMEOUT } from '../../../../src/sandbox/output.js';
 import type { BashRequest, BashResult, Sandbox } from '../../../../src/sandbox/sandbox.js';
 
 /** A sandbox whose bash answers from a script; only `bash` is used by runToEnd. */
@@ -20,6 +21,11 @@ describe('runToEnd', () => {
     const { sandbox, requests } = scriptedBash([{ output: 'a' }, { output: 'b' }, { output: 'c', exitCode: 0, timedOut: false }]);
     const r = await runToEnd(sandbox, 'make test', 60_000, new AbortController().signal, new ManualClock());
     expect([r.output, r.exitCode, requests.map((q) => q.command)]).toEqual(['abc', 0, ['make test', '', '']]);
+  });
+  it('joins the pieces without the shell\'s notes to a model, so a line printed across two waits stays one line', async () => {
+    const { sandbox } = scriptedBash([{ output: `{"passed": ${HINT_TIMEOUT}` }, { output: `3}\n`, exitCode: 0, timedOut: false }]);
+    const r = await runToEnd(sandbox, 'python3 .eval/run.py', 60_000, new AbortController().signal, new ManualClock());
+    expect(JSON.parse(r.output)).toEqual({ passed: 3 });
   });
   it('interrupts the command once the deadline has passed', async () => {
     const { sandbox, requests } = scriptedBash([{ output: 'x' }, { output: '' }]);

@@ -1,0 +1,90 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { BackendPool } from '../../../src/llm/backend-pool.js';
+import { ensureTinyGguf } from '../../../src/llm/gguf-writer.js';
+import type { LlamaSample } from '../../../src/llm/llama-engine.js';
+import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
+import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
+import { MemorySandboxProvider } from '../../../src/testing/memory-sandbox.js';
+import { hostHarnessHandler, liveChildren } from './host-harness.js';
+
+/**
+ * A weight update in `abort` mode while a harness's call is at the engine, against the real tiny
+ * engine (`llm-serve --tiny`): the runtime resumes the aborted generation on prompt + partial ids
+ * after the update, as it does for our own agent (llm-serve-abort.test.ts), so the harness gets
+ * one ordinary completion and the record holds prefix + continuation with each token's version.
+ */
+const ROOT = join(import.meta.dirname, '../../..');
+let proc: ChildProcess | undefined;
+let url: string;
+let pool: BackendPool | undefined;
+let rt: EmbeddedRuntime | undefined;
+
+beforeAll(async () => {
+  const model = ensureTinyGguf({ seed: 1 });
+  proc = spawn(process.execPath, [join(ROOT, 'bin/rollout.js'), 'llm-serve', '--model', model, '--port', '0', '--protocol', 'sglang', '--parallel', '1', '--weight-version', '1'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  url = await new Promise<string>((resolve, reject) => {
+    proc!.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) resolve(m[1]!);
+    });
+    proc!.once('exit', (code) => reject(new Error(`llm-serve exited with ${code}: ${err}`)));
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await rt?.close();
+  await pool?.close();
+  if (proc && proc.exitCode === null) {
+    const exited = new Promise((r) => proc!.once('exit', r));
+    proc.kill('SIGTERM');
+    await exited;
+  }
+});
+
+afterEach(() => {
+  expect(liveChildren.size).toBe(0);
+});
+
+describe('a proxied generation aborted by a weight update', () => {
+  it('is re-issued as the tool agent does: the harness sees one normal completion, the record prefix + continuation with versions per token', async () => {
+    pool = new BackendPool({ probeIntervalMs: 0 });
+    pool.addBackend({ id: 'tiny', url, protocol: 'sglang', weightVersion: '1' });
+    rt = createRuntime({ llm: pool, codec: createQwen3Codec(), handlers: [hostHarnessHandler()], builtinHandlers: false, sandboxes: new MemorySandboxProvider(), retries: { max: 0, backoffMs: 0, backoffMaxMs: 0 } });
+    const h = rt.submit({ data_source: 'host-harness', instance_id: 'harness-abort-1', mode: 'once' }, { max_output_tokens: 300, temperature: 1, seed: 3 });
+    // `llmCalling` starts by waiting for the harness's first request: `llm.start` is its call at the engine.
+    for await (const ev of rt.events({ rolloutId: h.id })) if (ev.type === 'llm.start' || ev.type === 'rollout.result') break;
+    // Let it sample a while, then update the weights in `abort` mode.
+    await new Promise((r) => setTimeout(r, 400));
+    rt.pauseGeneration();
+    const report = await rt.abortGeneration();
+    expect(report).toEqual([{ id: 'tiny', aborted: 1 }]);
+    const upd = await fetch(`${url}/update_weight_version`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ weight_version: 2 }) });
+    expect(upd.status).toBe(200);
+    rt.setWeightVersion(2);
+    rt.resumeGeneration();
+    const res = await h.result;
+
+    expect([res.outcome, res.finish], JSON.stringify(res.error)).toEqual(['completed', 'no_tool_call']);
+    const samples = ((await (await fetch(`${url}/debug/samples`)).json()) as { samples: LlamaSample[] }).samples.filter((s) => s.instanceId === 'harness-abort-1');
+    expect(samples.map((s) => s.finishReason)).toEqual(['abort', 'length']);
+    const [partial, cont] = samples as [LlamaSample, LlamaSample];
+    // The harness saw one answer of all 300 tokens, cut by its length, never `abort`.
+    expect(res.evalDetails?.output).toBe('once 200 length 300\n');
+    expect(res.trajectory.turns).toHaveLength(1);
+    const turn = res.trajectory.turns[0]!;
+    expect(cont.promptIds).toEqual([...partial.promptIds, ...partial.outputIds]);
+    expect(turn.promptIds).toEqual(partial.promptIds);
+    expect(turn.outputIds).toEqual([...partial.outputIds, ...cont.outputIds]);
+    expect(turn.logprobs).toEqual([...partial.logprobs, ...cont.logprobs]);
+    expect(turn.finishReason).toBe('length');
+    expect(res.trajectory.diagnostics.continuity).toBe('token-exact');
+    const runs = res.trajectory.weightVersions!.filter((r) => r.tokens > 0);
+    expect(runs).toEqual(partial.outputIds.length > 0 ? [{ version: '1', tokens: partial.outputIds.length }, { version: 2, tokens: cont.outputIds.length }] : [{ version: 2, tokens: 300 }]);
+  }, 170_000);
+});
