@@ -18,9 +18,13 @@
  *
  * Steady state. Workers join one at a time (1, then 2, then 4) and stay up, so no start-up is
  * measured. For W workers a warm-up batch of W × C rollouts runs first (each new node starts its
- * sandbox host); then a batch of (WAVES + 1) × W × C is submitted at once, and the rate is the
- * completions after the first W × C (the first wave, which fills the pipeline) over the time
- * from that completion to the last: every worker busy at capacity throughout the window.
+ * sandbox host); then a batch of (WAVES + 2) × W × C is submitted at once. A worker runs its C
+ * rollouts in waves (they start together and the LLM latency is fixed), so the rate is taken
+ * between wave boundaries: the completions from the one that closes the first wave (the W × C-th:
+ * the pipeline is full) to the one that closes wave WAVES + 1 (the (WAVES + 1) × W × C-th), over
+ * the time between them. The last wave is left out: there the queue runs dry and workers go idle
+ * one by one. A worker that starts a little later than the others keeps that phase, and it
+ * shifts both ends of the window alike, so it does not bias the rate.
  *
  * Figures:
  * - rollouts_per_s_{1,2,4}; scaling_efficiency_4 = rate(4) / (4 × rate(1)) (target ≥ 0.9);
@@ -162,35 +166,45 @@ async function scalingSeries(counts: readonly number[], llmProc: FakeLlmProcess)
       nodes.push(...(await Promise.all(joining)));
       await Promise.all(submitAll(w * CAPACITY)); // warm-up: each new node starts its sandbox host
       const first = w * CAPACITY;
-      const n = (WAVES + 1) * first;
+      // One wave more than measured: the last wave drains the queue (workers go idle one by one),
+      // so the window ends at the completion that closes the wave before it.
+      const last = (WAVES + 1) * first;
+      const n = last + first;
       const roots = [...nodes.map((c) => c.pid!), redis.child.pid!, llmProc.child.pid!];
       let done = 0;
       let t1 = 0;
+      let t2 = 0;
       const walls: number[] = [];
       /** First wave: submit → start (completion − wall time), to see how fast idle workers pick the batch up. */
       const firstLags: number[] = [];
       let cpu1 = new Map<number, number>();
+      let cpu2 = new Map<number, number>();
       let gw1 = process.cpuUsage();
+      let gw = process.cpuUsage();
       let cores1 = coreTimes();
+      let util: number[] = [];
       const t0 = performance.now();
       const results = await Promise.all(
         submitAll(n).map((p) =>
           p.then((r) => {
             if (done < first) firstLags.push(performance.now() - t0 - r.timing.wallMs);
-            if (++done === first) {
+            else if (done < last) walls.push(r.timing.wallMs);
+            done++;
+            if (done === first) {
               t1 = performance.now();
               cpu1 = treeCpuSeconds(roots);
               gw1 = process.cpuUsage();
               cores1 = coreTimes();
-            } else if (done > first) walls.push(r.timing.wallMs);
+            } else if (done === last) {
+              t2 = performance.now();
+              cpu2 = treeCpuSeconds(roots);
+              gw = process.cpuUsage(gw1);
+              util = coreUtilisation(cores1, coreTimes());
+            }
             return r;
           }),
         ),
       );
-      const t2 = performance.now();
-      const cpu2 = treeCpuSeconds(roots);
-      const gw = process.cpuUsage(gw1);
-      const util = coreUtilisation(cores1, coreTimes());
       const bad = results.filter((r) => r.outcome !== 'completed');
       if (bad.length) throw new Error(`scaling ${w}: ${bad.length} rollouts not completed, e.g. ${JSON.stringify(bad[0]).slice(0, 400)}`);
       const d = (pid: number): number => (cpu2.get(pid) ?? 0) - (cpu1.get(pid) ?? 0);
@@ -201,7 +215,7 @@ async function scalingSeries(counts: readonly number[], llmProc: FakeLlmProcess)
         gateway: (gw.user + gw.system) / 1e6,
       };
       const cpu = split.workers + split.redis + split.llm + split.gateway;
-      const rollouts = n - first;
+      const rollouts = last - first;
       const windowS = (t2 - t1) / 1000;
       const run: ScalingRun = {
         workers: w,
@@ -215,7 +229,7 @@ async function scalingSeries(counts: readonly number[], llmProc: FakeLlmProcess)
         wallP50S: median(walls) / 1000,
         load: loadAverage1(),
       };
-      step(`${w} worker(s): ${run.rate.toFixed(3)} rollouts/s (${rollouts} in ${windowS.toFixed(1)} s after a first wave of ${first} in ${((t1 - t0) / 1000).toFixed(1)} s, its start lag p50 ${(median(firstLags) / 1000).toFixed(2)} s max ${(Math.max(...firstLags) / 1000).toFixed(2)} s); cpu/rollout ${run.cpuPerRolloutMs.toFixed(0)} ms (workers ${run.split.workers.toFixed(0)}, redis ${run.split.redis.toFixed(0)}, llm ${run.split.llm.toFixed(0)}, gateway ${run.split.gateway.toFixed(0)}); rollout wall p50 ${run.wallP50S.toFixed(2)} s; cluster ${run.clusterCores.toFixed(2)} cores; cores ${util.map((u) => u.toFixed(2)).join(' ')}; load ${run.load}`);
+      step(`${w} worker(s): ${run.rate.toFixed(3)} rollouts/s (${rollouts} in ${windowS.toFixed(1)} s, of ${n}, after a first wave of ${first} in ${((t1 - t0) / 1000).toFixed(1)} s, its start lag p50 ${(median(firstLags) / 1000).toFixed(2)} s max ${(Math.max(...firstLags) / 1000).toFixed(2)} s); cpu/rollout ${run.cpuPerRolloutMs.toFixed(0)} ms (workers ${run.split.workers.toFixed(0)}, redis ${run.split.redis.toFixed(0)}, llm ${run.split.llm.toFixed(0)}, gateway ${run.split.gateway.toFixed(0)}); rollout wall p50 ${run.wallP50S.toFixed(2)} s; cluster ${run.clusterCores.toFixed(2)} cores; cores ${util.map((u) => u.toFixed(2)).join(' ')}; load ${run.load}`);
       runs.push(run);
     }
   } finally {
