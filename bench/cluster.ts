@@ -18,13 +18,14 @@
  *
  * Steady state. Workers join one at a time (1, then 2, then 4) and stay up, so no start-up is
  * measured. For W workers a warm-up batch of W × C rollouts runs first (each new node starts its
- * sandbox host); then a batch of (WAVES + 2) × W × C is submitted at once. A worker runs its C
- * rollouts in waves (they start together and the LLM latency is fixed), so the rate is taken
- * between wave boundaries: the completions from the one that closes the first wave (the W × C-th:
- * the pipeline is full) to the one that closes wave WAVES + 1 (the (WAVES + 1) × W × C-th), over
- * the time between them. The last wave is left out: there the queue runs dry and workers go idle
- * one by one. A worker that starts a little later than the others keeps that phase, and it
- * shifts both ends of the window alike, so it does not bias the rate.
+ * sandbox host; its median wall time is the cycle of a slot). Then the W × C slots are filled one
+ * by one, a cycle / (W × C) apart, as rollouts arriving one by one would be, and the rest of a
+ * batch of (WAVES + 2) × W × C is queued at once. Each slot runs back to back and keeps its
+ * phase, so completions are evenly spread (not in bursts of every node at once, whose sandbox
+ * starts would all want the cores at the same moment). The rate is the completions from the
+ * W × C-th (every slot has finished a rollout) to the (WAVES + 1) × W × C-th (the queue runs
+ * dry about there: the last job is taken; after it slots go idle one by one) over the time
+ * between them.
  *
  * Figures:
  * - rollouts_per_s_{1,2,4}; scaling_efficiency_4 = rate(4) / (4 × rate(1)) (target ≥ 0.9);
@@ -65,7 +66,7 @@ const CAPACITY = envInt('CLUSTER_CAPACITY', 4);
 const TURNS = envInt('CLUSTER_TURNS', 3);
 /** The fake LLM's delay per output token of the scaling runs. */
 const PER_TOKEN_MS = envInt('CLUSTER_PER_TOKEN_MS', 120);
-/** Measured waves of W × C rollouts after the first. */
+/** Measured rounds of the W × C slots (each slot runs about WAVES rollouts in the window). */
 const WAVES = envInt('CLUSTER_WAVES', 3);
 /** The in-process fake LLM of the dispatch and failover runs answers after this. */
 const LATENCY_MS = 250;
@@ -164,19 +165,20 @@ async function scalingSeries(counts: readonly number[], llmProc: FakeLlmProcess)
     for (const w of counts) {
       const joining = Array.from({ length: w - nodes.length }, () => startWorkerProcess(prefix));
       nodes.push(...(await Promise.all(joining)));
-      await Promise.all(submitAll(w * CAPACITY)); // warm-up: each new node starts its sandbox host
-      const first = w * CAPACITY;
-      // One wave more than measured: the last wave drains the queue (workers go idle one by one),
-      // so the window ends at the completion that closes the wave before it.
-      const last = (WAVES + 1) * first;
-      const n = last + first;
+      // Warm-up: each new node starts its sandbox host; its wall time is the cycle of a slot.
+      const warm = await Promise.all(submitAll(w * CAPACITY));
+      const cycleMs = median(warm.map((r) => r.timing.wallMs));
+      const slots = w * CAPACITY;
+      // The window: from the completion that closes the first round of the slots to the one
+      // where the queue runs dry (the last job taken); after it, slots go idle one by one.
+      const first = slots;
+      const last = (WAVES + 1) * slots;
+      const n = last + slots;
       const roots = [...nodes.map((c) => c.pid!), redis.child.pid!, llmProc.child.pid!];
       let done = 0;
       let t1 = 0;
       let t2 = 0;
       const walls: number[] = [];
-      /** First wave: submit → start (completion − wall time), to see how fast idle workers pick the batch up. */
-      const firstLags: number[] = [];
       let cpu1 = new Map<number, number>();
       let cpu2 = new Map<number, number>();
       let gw1 = process.cpuUsage();
@@ -184,11 +186,19 @@ async function scalingSeries(counts: readonly number[], llmProc: FakeLlmProcess)
       let cores1 = coreTimes();
       let util: number[] = [];
       const t0 = performance.now();
+      // Staggered fill: slot k starts k × cycle / slots after the first, as rollouts arriving one
+      // by one would; each slot then runs back to back and keeps its phase, so completions (and
+      // the CPU of sandbox starts) are spread evenly instead of bursting at once on every node.
+      const submitted: Promise<RolloutResult>[] = [];
+      for (let k = 0; k < slots; k++) {
+        submitted.push(...submitAll(1));
+        await new Promise((r) => setTimeout(r, cycleMs / slots));
+      }
+      submitted.push(...submitAll(n - slots));
       const results = await Promise.all(
-        submitAll(n).map((p) =>
+        submitted.map((p) =>
           p.then((r) => {
-            if (done < first) firstLags.push(performance.now() - t0 - r.timing.wallMs);
-            else if (done < last) walls.push(r.timing.wallMs);
+            if (done >= first && done < last) walls.push(r.timing.wallMs);
             done++;
             if (done === first) {
               t1 = performance.now();
@@ -229,7 +239,7 @@ async function scalingSeries(counts: readonly number[], llmProc: FakeLlmProcess)
         wallP50S: median(walls) / 1000,
         load: loadAverage1(),
       };
-      step(`${w} worker(s): ${run.rate.toFixed(3)} rollouts/s (${rollouts} in ${windowS.toFixed(1)} s, of ${n}, after a first wave of ${first} in ${((t1 - t0) / 1000).toFixed(1)} s, its start lag p50 ${(median(firstLags) / 1000).toFixed(2)} s max ${(Math.max(...firstLags) / 1000).toFixed(2)} s); cpu/rollout ${run.cpuPerRolloutMs.toFixed(0)} ms (workers ${run.split.workers.toFixed(0)}, redis ${run.split.redis.toFixed(0)}, llm ${run.split.llm.toFixed(0)}, gateway ${run.split.gateway.toFixed(0)}); rollout wall p50 ${run.wallP50S.toFixed(2)} s; cluster ${run.clusterCores.toFixed(2)} cores; cores ${util.map((u) => u.toFixed(2)).join(' ')}; load ${run.load}`);
+      step(`${w} worker(s): ${run.rate.toFixed(3)} rollouts/s (${rollouts} in ${windowS.toFixed(1)} s, of ${n}, from ${((t1 - t0) / 1000).toFixed(1)} s after the first submit; warm-up cycle ${(cycleMs / 1000).toFixed(2)} s); cpu/rollout ${run.cpuPerRolloutMs.toFixed(0)} ms (workers ${run.split.workers.toFixed(0)}, redis ${run.split.redis.toFixed(0)}, llm ${run.split.llm.toFixed(0)}, gateway ${run.split.gateway.toFixed(0)}); rollout wall p50 ${run.wallP50S.toFixed(2)} s; cluster ${run.clusterCores.toFixed(2)} cores; cores ${util.map((u) => u.toFixed(2)).join(' ')}; load ${run.load}`);
       runs.push(run);
     }
   } finally {
