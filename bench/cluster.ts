@@ -376,6 +376,11 @@ try {
     busiest_core_util_1_2_4: `${round(s1!.busiestCore, 2)} / ${round(s2!.busiestCore, 2)} / ${round(s4!.busiestCore, 2)}`,
     busiest_core_util_4: round(s4!.busiestCore, 2),
     rollout_wall_p50_s_1_2_4: `${round(s1!.wallP50S, 2)} / ${round(s2!.wallP50S, 2)} / ${round(s4!.wallP50S, 2)}`,
+    // rate × wall / slots: the share of the slots' time that became completed rollouts (1 when
+    // taking, dispatching and committing jobs costs nothing). scaling_efficiency_4 is
+    // slot_use_4 / slot_use_1 × wall(1) / wall(4): the second factor is how much slower each
+    // rollout ran (other load on the machine, or the cluster's own contention).
+    slot_use_1_2_4: [s1!, s2!, s4!].map((s) => round((s.rate * s.wallP50S) / (s.workers * CAPACITY), 3)).join(' / '),
     load_1_2_4: `${s1!.load} / ${s2!.load} / ${s4!.load}`,
   };
   if (process.env['CLUSTER_SCALING_ONLY'] !== '1') {
