@@ -29,13 +29,17 @@
  *
  * Figures:
  * - rollouts_per_s_{1,2,4}; scaling_efficiency_4 = rate(4) / (4 × rate(1)) (target ≥ 0.9);
+ * - rollout_wall_p50_s_{1,2,4} and slot_use_{1,2,4} = rate × wall / slots: the cluster's own loss
+ *   (dispatch, commit) apart from rollouts running slower (other load on a shared machine);
  * - dispatch_overhead_p50_ms: gateway submit → the worker's `rollout.submitted`, minus the same
  *   span of an embedded runtime in this run (sequential rollouts on an idle cluster; this worker
  *   runs in this process, as in earlier runs of this bench);
  * - failover_s: a worker process SIGKILLed → its first rollout started again on another worker.
  *
  * Knobs (env): CLUSTER_CAPACITY, CLUSTER_TURNS, CLUSTER_PER_TOKEN_MS, CLUSTER_WAVES,
- * CLUSTER_SCALING_ONLY=1 (skip dispatch and failover).
+ * CLUSTER_SCALING_ONLY=1 (skip dispatch and failover); for diagnostics CLUSTER_COUNTS=1 (only
+ * those worker counts, progress lines only) and CLUSTER_WORKER_NODE_ARGS (node flags of the
+ * workers, e.g. `--cpu-prof --cpu-prof-dir=DIR`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
