@@ -15,11 +15,13 @@ const files = readdirSync(here)
   .sort();
 const only = process.argv.slice(2);
 const results: unknown[] = [];
+/** Benches that need longer than the default 180 s (cluster: three steady-state scaling runs, then dispatch and failover). */
+const timeoutMs: Record<string, number> = { 'cluster.ts': 600_000 };
 let failed = 0;
 for (const f of files) {
   if (only.length && !only.some((o) => f.includes(o))) continue;
   console.log(`\n=== ${f}`);
-  const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, f)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 180_000 });
+  const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, f)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: timeoutMs[f] ?? 180_000 });
   process.stdout.write(r.stdout ?? '');
   const last = (r.stdout ?? '').trim().split('\n').pop() ?? '';
   try {
