@@ -126,9 +126,9 @@ export class HarnessSteps {
     const latencyMs = ctx.clock.now() - t0;
     const finishReason = res.finishReason;
     // Made before addTurn: the live prompt view is still the prompt alone here.
-    const completion = chatCompletion(ctx.codec, call.body, { promptIds: promptIds as number[], outputIds: res.outputIds, logprobs: res.logprobs, finishReason }, { model: ctx.codec.name, n: turn, returnTokenIds: false });
-    const sent = (completion.choices as { message: { content: string | null; tool_calls?: { id: string }[] } }[])[0]!.message;
     const parsed = ctx.codec.parseAssistant(res.outputIds);
+    const completion = chatCompletion(ctx.codec, call.body, { promptIds: promptIds as number[], outputIds: res.outputIds, logprobs: res.logprobs, finishReason }, { model: ctx.codec.name, n: turn, returnTokenIds: false, parsed });
+    const sent = (completion.choices as { message: { content: string | null; tool_calls?: { id: string }[] } }[])[0]!.message;
     // The message as the agent received it: the echo the next request is expected to carry.
     const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: sent.content ?? '', tool_calls: parsed.toolCalls.map((c, i) => ({ ...c, id: sent.tool_calls![i]!.id })) };
     run.traj.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds }, assistant);
