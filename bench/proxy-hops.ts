@@ -21,6 +21,9 @@
  *   10 ms ticks) and of the Python client (its timed part): unlike latencies, barely moved by
  *   other load.
  *
+ * - `host_python_*`: the same Python timing harness as a host process on the proxy's socket (no
+ *   sandbox around it).
+ *
  * HOPS_INPROC_ONLY=1 runs the in-process part alone (seconds; no sandbox is used by it).
  * Run: npx tsx bench/proxy-hops.ts   (PROXY_BENCH_CALLS, default 200)
  */
@@ -53,7 +56,7 @@ u = urllib.parse.urlsplit(os.environ["OPENAI_BASE_URL"])
 class UnixConn(http.client.HTTPConnection):
     def connect(self):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect("/run/rollout/llm.sock")
+        self.sock.connect(os.environ.get("LLM_SOCKET", "/run/rollout/llm.sock"))
 conn = UnixConn("localhost", timeout=60) if mode == "uds" else http.client.HTTPConnection(u.hostname, u.port, timeout=60)
 headers = {"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"}
 messages = [{"role": "user", "content": "Answer with a fixed sentence."}]
@@ -145,10 +148,10 @@ LlmProxy.listen = async (o) => {
  * straight to a harness rollout's proxy socket; the harness only sleeps. No sandbox, no Python:
  * both ends are on this event loop, so the latency is this process's own work per call.
  */
-async function inProcess(): Promise<{ p50: number; p10: number; cpu: number; recorded: typeof seen }> {
+async function inProcess(): Promise<{ p50: number; p10: number; cpu: number; recorded: typeof seen; hostPy: { p50: number; cpu: number } }> {
   seen.length = 0;
   const n = proxies.length;
-  const handle = rt.submit({ data_source: 'harness', instance_id: 'hops-node', command: 'sleep 600', eval_command: 'true', max_llm_calls: CALLS + 1, max_tokens_total: 10_000_000 } as never);
+  const handle = rt.submit({ data_source: 'harness', instance_id: 'hops-node', command: 'sleep 600', eval_command: 'true', max_llm_calls: 2 * CALLS + 1, max_tokens_total: 10_000_000 } as never);
   while (proxies.length === n) await new Promise((r) => setTimeout(r, 20));
   const { proxy, token } = proxies.at(-1)!;
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
@@ -174,9 +177,20 @@ async function inProcess(): Promise<{ p50: number; p10: number; cpu: number; rec
   }
   const cpu = (cpuMs() - cpu0) / (CALLS - WARMUP);
   agent.destroy();
+  const recorded = seen.slice();
+  // The timing harness as a plain host process on the same proxy socket (its own conversation: a
+  // new segment): the Python client without the sandbox around it.
+  const out = await new Promise<string>((resolve, reject) => {
+    const p = spawn('python3', ['-c', TIMING_AGENT, String(CALLS), String(WARMUP), 'uds'], { env: { ...process.env, OPENAI_BASE_URL: 'http://localhost/v1', OPENAI_API_KEY: token, LLM_SOCKET: proxy.socketPath } });
+    let o = '';
+    p.stdout.on('data', (d: Buffer) => (o += d));
+    p.stderr.on('data', (d: Buffer) => process.stderr.write(d));
+    p.on('close', (code) => (code === 0 ? resolve(o) : reject(new Error(`host python exited ${code}: ${o.slice(-500)}`))));
+  });
+  const hostPy = JSON.parse(/LAT (\{[^}]*\})/.exec(out)![1]!) as { p50: number; cpu: number };
   await handle.cancel('measured');
   await handle.result.catch(() => undefined);
-  return { p50: median(lat), p10: quantile(lat, 0.1), cpu, recorded: seen.slice() };
+  return { p50: median(lat), p10: quantile(lat, 0.1), cpu, recorded, hostPy };
 }
 
 const server = await startFakeLlmServer({ policy: engine, codec });
@@ -233,6 +247,9 @@ try {
   figures.inproc_direct_p10_ms = round(nodeDirect.p10, 3);
   figures.inproc_cpu_per_proxied_call_ms = round(node.cpu, 3);
   figures.inproc_cpu_per_direct_call_ms = round(nodeDirect.cpu, 3);
+  // The sandbox's harness, run on the host against the same proxy: what the sandbox around Python costs.
+  figures.host_python_proxied_p50_ms = round(node.hostPy.p50, 3);
+  figures.cpu_python_per_host_proxied_call_ms = round(node.hostPy.cpu, 3);
   if (process.env.HOPS_INPROC_ONLY) throw new Error('done');
   const tcp = await proxied('tcp');
   const recorded = seen.slice();
