@@ -144,6 +144,8 @@ const tasks = fs
   .filter(Boolean)
   .map((l) => JSON.parse(l) as HarnessTask);
 
+class SkipThroughput extends Error {}
+
 /** The same task for our own tool agent: the task text as the prompt, the oracle's commands as `execute_bash`, then `finish`. */
 function asShellTask(t: HarnessTask): Record<string, unknown> {
   const files = Object.fromEntries(Object.entries(t.files).filter(([k]) => !k.startsWith('agent/')));
@@ -176,6 +178,8 @@ async function throughput(label: string, instances: Record<string, unknown>[]): 
 }
 
 try {
+  // PROXY_BENCH_OVERHEAD_ONLY=1: part 1 alone (seconds instead of minutes), for alternated before/after runs.
+  if (process.env.PROXY_BENCH_OVERHEAD_ONLY === '1') throw new SkipThroughput();
   const harness = Array.from({ length: CONCURRENT }, (_, i) => ({ ...tasks[i % tasks.length]!, data_source: 'harness' }) as Record<string, unknown>);
   const shell = Array.from({ length: CONCURRENT }, (_, i) => asShellTask(tasks[i % tasks.length]!));
   const h = await throughput('harness', harness);
@@ -183,6 +187,8 @@ try {
   figures.harness_rollouts_per_s = round(h, 2);
   figures.tool_agent_rollouts_per_s = round(a, 2);
   figures.rollouts_per_s = round(h / a, 3);
+} catch (e) {
+  if (!(e instanceof SkipThroughput)) throw e;
 } finally {
   fs.rmSync(stateDir, { recursive: true, force: true });
 }

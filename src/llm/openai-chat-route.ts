@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Message, ToolSchema } from '../protocol/messages.js';
-import type { ChatCodec } from './chat-codec.js';
+import type { ChatCodec, ParsedAssistant } from './chat-codec.js';
 import { toOpenAiToolCalls, toolArgumentsOf } from './protocols/openai.js';
 
 /** Options of the server side of OpenAI chat completions (see `startLlmHttpServer`). */
@@ -85,14 +85,15 @@ export function renderChatPrompt(codec: ChatCodec, body: OpenAiChatRequest): num
   return codec.encodePrompt(messages, tools, thinking === undefined ? undefined : { enableThinking: thinking });
 }
 
-/** The answer to a chat request: content and tool calls parsed from the sampled ids. */
+/** The answer to a chat request: content and tool calls parsed from the sampled ids (or `ctx.parsed`, their parse). */
 export function chatCompletion(
   codec: ChatCodec,
   body: OpenAiChatRequest,
   sample: { promptIds: number[]; outputIds: number[]; logprobs: number[]; finishReason: 'stop' | 'length' | 'abort' },
-  ctx: { model: string; n: number; returnTokenIds: boolean },
+  ctx: { model: string; n: number; returnTokenIds: boolean; parsed?: ParsedAssistant | undefined },
 ): Record<string, unknown> {
-  const parsed = codec.parseAssistant(sample.outputIds);
+  // A caller that parsed the ids already (the proxy's loop keeps the message) passes it: one decode per turn.
+  const parsed = ctx.parsed ?? codec.parseAssistant(sample.outputIds);
   // Malformed blocks stay in the text, as a server's tool parser leaves what it cannot read.
   const content = parsed.malformed.length > 0 ? [parsed.content, ...parsed.malformed.map((m) => m.raw)].filter((x) => x).join('\n') : parsed.content;
   const message: Record<string, unknown> = { role: 'assistant', content: content === '' && parsed.toolCalls.length > 0 ? null : content };

@@ -194,3 +194,12 @@ export type SandboxLost = z.infer<typeof SandboxLostSchema>;
 export type SandboxLimits = z.infer<typeof SandboxLimitsSchema>;
 export type SandboxToolSettings = z.infer<typeof SandboxToolSettingsSchema>;
 export type SandboxCreate = z.infer<typeof SandboxCreateSchema>;
+
+// ---- the LLM proxy's in-sandbox listener, handed over (host ↔ runtime, on the child IPC channel) ----
+
+/** Host → runtime, with the listening socket as the message's handle: serve it yourself (see src/sandbox/llm-listener-handoff.ts). */
+export const LlmListenerOfferSchema = z.object({ type: z.literal('llm-proxy.listener'), seq: z.number().int(), socketPath: z.string().min(1) });
+/** Runtime → host: `adopted` true when a proxy of this process serves the listener; the host then stops accepting on it. */
+export const LlmListenerReplySchema = z.object({ type: z.literal('llm-proxy.listener.reply'), seq: z.number().int(), adopted: z.boolean() });
+export type LlmListenerOffer = z.infer<typeof LlmListenerOfferSchema>;
+export type LlmListenerReply = z.infer<typeof LlmListenerReplySchema>;

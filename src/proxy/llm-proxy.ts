@@ -1,9 +1,10 @@
 import { timingSafeEqual } from 'node:crypto';
 import { chmod, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import type { Server as NetServer, Socket } from 'node:net';
 import { chatMessagesOf, OpenAiChatRequestSchema, type OpenAiChatRequest } from '../llm/openai-chat-route.js';
 import type { Message, ToolSchema } from '../protocol/messages.js';
+import { acceptLlmListeners } from '../sandbox/llm-listener-handoff.js';
 import { jsonDepth } from '../server/body.js';
 import { ProxyRefusal, sendRefusal } from './openai-error.js';
 import { writeCompletionStream } from './sse.js';
@@ -71,10 +72,13 @@ export class LlmProxy {
   private ended: string | null = null;
   private closed = false;
   private seq = 0;
+  /** Listeners in sandboxes' network namespaces this proxy serves itself (llm-listener-handoff.ts). */
+  private readonly listeners = new Set<NetServer>();
+  private unregister: () => void = () => undefined;
   private readonly token: Buffer;
   readonly model: string;
-  /** Requests seen, by answer status (for tests and diagnostics). */
-  readonly stats = { requests: 0, byStatus: new Map<number, number>() };
+  /** Requests seen, by answer status; connections that came by an adopted listener (for tests and diagnostics). */
+  readonly stats = { requests: 0, byStatus: new Map<number, number>(), listenerConnections: 0 };
 
   private constructor(
     private readonly server: Server,
@@ -109,7 +113,35 @@ export class LlmProxy {
       });
     });
     await chmod(opts.socketPath, 0o666);
+    proxy.unregister = acceptLlmListeners(opts.socketPath, (l) => proxy.adopt(l));
     return proxy;
+  }
+
+  /** Listeners handed over by sandboxes (0 or 1; for tests and diagnostics). */
+  get adoptedListeners(): number {
+    return this.listeners.size;
+  }
+
+  /**
+   * Serves a sandbox's in-namespace listener directly: its connections enter this proxy's HTTP
+   * server as the Unix socket's do, with no forwarding process in between. A restarted shell's
+   * new namespace replaces the old listener. Closed with the proxy.
+   */
+  private adopt(listener: NetServer): void {
+    if (this.closed) {
+      listener.close();
+      return;
+    }
+    for (const old of this.listeners) old.close();
+    this.listeners.clear();
+    this.listeners.add(listener);
+    listener.on('error', () => undefined);
+    listener.on('connection', (s: Socket) => {
+      // Nagle off, as on the host forwarder's side of the loopback: an answer goes out whole at once.
+      s.setNoDelay(true);
+      this.stats.listenerConnections++;
+      this.server.emit('connection', s);
+    });
   }
 
   /** The socket path. */
@@ -170,6 +202,9 @@ export class LlmProxy {
     this.end('closed');
     if (this.closed) return;
     this.closed = true;
+    this.unregister();
+    for (const l of this.listeners) l.close();
+    this.listeners.clear();
     const done = new Promise<void>((r) => this.server.close(() => r()));
     for (const s of this.sockets) s.destroy();
     await done;

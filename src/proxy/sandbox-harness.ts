@@ -61,16 +61,25 @@ export class SandboxHarness implements ExternalAgent {
 
   async next(signal: AbortSignal): Promise<ExternalAgentEvent> {
     if (this.result) return { type: 'exit', exitCode: this.result.exitCode };
+    if (signal.aborted) throw signal.reason;
+    // This is every LLM call's path: no composite signal (AbortSignal.any) and no abort (an
+    // AbortError with its stack) per call; the proxy's waiter is withdrawn only when the exit wins.
     const local = new AbortController();
-    const both = AbortSignal.any([signal, local.signal]);
-    const call = this.proxy.next(both).then((c): ExternalAgentEvent => ({ type: 'chat', call: c }));
+    const onAbort = (): void => local.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    let taken = false;
+    const call = this.proxy.next(local.signal).then((c): ExternalAgentEvent => {
+      taken = true;
+      return { type: 'chat', call: c };
+    });
     const exit = this.exited.then((r): ExternalAgentEvent => ({ type: 'exit', exitCode: r.exitCode }));
     // A rejection of the losing side (the proxy waiter withdrawn) is expected and dropped.
     call.catch(() => {});
     try {
       return await Promise.race([call, exit]);
     } finally {
-      local.abort();
+      signal.removeEventListener('abort', onAbort);
+      if (!taken) local.abort();
     }
   }
 

@@ -136,10 +136,10 @@ export class HarnessSteps {
     // Made before addTurn: the live prompt view is still the prompt alone here. An answer still
     // cut by an abort (a chat backend, which cannot continue a partial reply, or the resumes used
     // up) goes out as `length` — a reply cut short, in OpenAI's vocabulary; the record keeps `abort`.
-    const sent = { promptIds: promptIds as number[], outputIds: res.outputIds, logprobs: res.logprobs, finishReason: finishReason === 'abort' ? ('length' as const) : finishReason };
-    const completion = chatCompletion(ctx.codec, call.body, sent, { model: ctx.codec.name, n: turn, returnTokenIds: false });
-    const reply = (completion.choices as { message: { content: string | null; tool_calls?: { id: string }[] } }[])[0]!.message;
     const parsed = ctx.codec.parseAssistant(res.outputIds);
+    const sent = { promptIds: promptIds as number[], outputIds: res.outputIds, logprobs: res.logprobs, finishReason: finishReason === 'abort' ? ('length' as const) : finishReason };
+    const completion = chatCompletion(ctx.codec, call.body, sent, { model: ctx.codec.name, n: turn, returnTokenIds: false, parsed });
+    const reply = (completion.choices as { message: { content: string | null; tool_calls?: { id: string }[] } }[])[0]!.message;
     // The message as the agent received it: the echo the next request is expected to carry.
     const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: reply.content ?? '', tool_calls: parsed.toolCalls.map((c, i) => ({ ...c, id: reply.tool_calls![i]!.id })) };
     run.traj.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds, weightVersions: (res as Partial<SegmentedResult>).weightVersions }, assistant);

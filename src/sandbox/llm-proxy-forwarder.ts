@@ -3,6 +3,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { SandboxError, TaskError } from '../errors.js';
+import { offerLlmListener } from './llm-listener-handoff.js';
 import { isRoot } from './sandbox-user.js';
 
 /**
@@ -57,6 +58,7 @@ server.listen({ host: '127.0.0.1', port: Number(process.env.ROLLOUT_LLM_PORT), e
 export class LlmProxyForwarder {
   private readonly conns = new Set<net.Socket>();
   private closed = false;
+  private handed = false;
 
   private constructor(
     private readonly server: net.Server,
@@ -89,6 +91,11 @@ export class LlmProxyForwarder {
   /** Open connections (for tests). */
   get connections(): number {
     return this.conns.size;
+  }
+
+  /** True once the runtime serves the listener itself (llm-listener-handoff.ts) and this process no longer accepts on it. */
+  get handedOver(): boolean {
+    return this.handed;
   }
 
   /**
@@ -144,7 +151,14 @@ export class LlmProxyForwarder {
           reject(new Error(`helper exited with ${code}${stderr ? `: ${stderr.trim()}` : ''}`));
         });
       });
-      return new LlmProxyForwarder(server, socketPath);
+      const f = new LlmProxyForwarder(server, socketPath);
+      // The runtime that serves the proxy takes the listener when it can: no process between
+      // the harness and the proxy (llm-listener-handoff.ts); until then, and otherwise, we forward.
+      if (await offerLlmListener(server, socketPath)) {
+        f.handed = true;
+        if (!f.closed) server.close();
+      }
+      return f;
     } catch (err) {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';

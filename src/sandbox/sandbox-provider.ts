@@ -9,6 +9,7 @@ import { SandboxCreateResultSchema, SandboxLostSchema, SandboxSpecSchema } from 
 import { detectDriver, type DriverDetection } from './drivers.js';
 import { ImageStore } from './images/image-store.js';
 import { withWarmPools } from './warm-pool.js';
+import { serveLlmListenerOffers } from './llm-listener-handoff.js';
 import { reapDeadHostSandboxes } from './images/orphan-reap.js';
 import { hostsDir, reapSandbox, reapStale, sandboxesDir, type ReapReport } from './lease.js';
 import { processStartTime } from './proc.js';
@@ -78,9 +79,11 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
     // As root, each host gets a private mount namespace: its sandboxes' tmpfs mounts vanish with it.
     const [hostFile, ...hostPrefix] = [...privateMountsPrefix(), process.execPath];
     const proc = spawn(hostFile!, [...hostPrefix, BIN, 'sandbox-host', '--socket', host.socketPath, '--state-dir', options.stateDir, '--max-frame-bytes', String(options.maxFrameBytes)], {
-      stdio: ['ignore', 'pipe', 'pipe'],
+      // The IPC channel carries only the LLM proxy listener's handover (llm-listener-handoff.ts).
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     host.proc = proc;
+    serveLlmListenerOffers(proc);
     // A host killed outright cannot remove its socket: do it the moment it is seen to die, so
     // no stale socket waits for the next start-up's reap.
     proc.once('exit', () => fs.rmSync(host.socketPath, { force: true }));

@@ -85,14 +85,21 @@ function unsupported(type: string | undefined): HttpError {
 export function jsonDepth(text: string): number {
   let depth = 0;
   let max = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 92 /* \ */) i++;
-      else if (c === 34 /* " */) inString = false;
-    } else if (c === 34) inString = true;
-    else if (c === 91 /* [ */ || c === 123 /* { */) {
+    if (c === 34 /* " */) {
+      // Jump to the closing quote (bodies are mostly string content): a quote is escaped when an
+      // odd run of backslashes, inside this string, stands right before it.
+      const open = i;
+      for (;;) {
+        i = text.indexOf('"', i + 1);
+        if (i < 0) return max;
+        let k = i - 1;
+        while (k > open && text.charCodeAt(k) === 92 /* \ */) k--;
+        if ((i - 1 - k) % 2 === 0) break;
+      }
+    } else if (c === 91 /* [ */ || c === 123 /* { */) {
       if (++depth > max) max = depth;
     } else if (c === 93 /* ] */ || c === 125 /* } */) depth--;
   }
