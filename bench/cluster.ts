@@ -53,7 +53,7 @@ import type { RolloutResult } from '../src/protocol/trajectory.js';
 import { createSandboxProvider } from '../src/sandbox/index.js';
 import { serviceRuntimeFactory } from '../src/server/runtime-factory.js';
 import { startFakeLlmServer } from '../src/testing/fake-llm-server.js';
-import { startFakeLlmProcess, type FakeLlmProcess } from '../test/helpers/fake-llm-process.js';
+import { startFakeLlmProcess, type ServerProcess } from '../test/helpers/server-process.js';
 import { startRedis } from '../test/helpers/redis-server.js';
 import { coreTimes, coreUtilisation, loadAverage1, treeCpuSeconds } from './_proc-cpu.js';
 import { median, report, round } from './stats.js';
@@ -155,7 +155,7 @@ interface ScalingRun {
  * Runs the scaling series on one cluster: workers join (1, then 2, then 4) and each count is
  * measured in steady state (see the file comment).
  */
-async function scalingSeries(counts: readonly number[], llmProc: FakeLlmProcess): Promise<ScalingRun[]> {
+async function scalingSeries(counts: readonly number[], llmProc: ServerProcess): Promise<ScalingRun[]> {
   prefixN++;
   const prefix = `bench${prefixN}`;
   const g = await ClusterRuntime.connect(cluster());
@@ -350,7 +350,7 @@ const tStart = performance.now();
 function step(m: string): void {
   process.stderr.write(`[cluster bench +${((performance.now() - tStart) / 1000).toFixed(1)}s] ${m}\n`);
 }
-let llmProc: FakeLlmProcess | null = null;
+let llmProc: ServerProcess | null = null;
 // run-all's time limit (SIGTERM) or ^C: no worker, Redis or temp dir outlives the bench.
 for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void cleanUp().finally(() => process.exit(130)));
 const tasksDir = mkdtempSync(join(tmpdir(), 'rollout-bench-cluster-tasks-'));

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startFakeLlmProcess, type FakeLlmProcess } from '../helpers/fake-llm-process.js';
+import { startFakeLlmProcess, type ServerProcess } from '../helpers/server-process.js';
 
 /** `rollout doctor` as a real child process, against a real `rollout fake-llm` and a dead port. */
 
@@ -17,7 +17,7 @@ function rollout(args: string[]): Promise<{ code: number; stdout: string; stderr
   });
 }
 
-let fake: FakeLlmProcess | undefined;
+let fake: ServerProcess | undefined;
 afterAll(async () => {
   await fake?.stop();
 });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeLlmProcess, type FakeLlmProcess } from '../helpers/fake-llm-process.js';
+import { startFakeLlmProcess, type ServerProcess } from '../helpers/server-process.js';
 
 /** `rollout run` as a real child process: the README's first command, and its input errors. */
 
@@ -61,7 +61,7 @@ describe('rollout run examples/tasks.jsonl (the README command)', () => {
 });
 
 describe('rollout run --backend with a real HTTP inference server', { timeout: 120_000 }, () => {
-  let fake: FakeLlmProcess | undefined;
+  let fake: ServerProcess | undefined;
   afterAll(async () => {
     await fake?.stop();
   });

@@ -4,14 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startFakeLlmProcess, type FakeLlmProcess } from '../../helpers/fake-llm-process.js';
+import { startFakeLlmProcess, type ServerProcess } from '../../helpers/server-process.js';
 
 /** `rollout run`'s exit status when the infrastructure, not the policy, fails (#16.3). */
 
 const repo = fileURLToPath(new URL('../../../', import.meta.url));
 const bin = join(repo, 'bin', 'rollout.js');
 const dir = mkdtempSync(join(tmpdir(), 'rr-run-exit-'));
-let fake: FakeLlmProcess | undefined;
+let fake: ServerProcess | undefined;
 
 afterAll(async () => {
   await fake?.stop();

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as pty from '@lydell/node-pty';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startFakeLlmProcess, type FakeLlmProcess } from '../../helpers/fake-llm-process.js';
+import { startFakeLlmProcess, type ServerProcess } from '../../helpers/server-process.js';
 
 /**
  * `rollout run` in a real pseudo-terminal (#16.2): the bar is redrawn in place on a TTY, the first
@@ -17,7 +17,7 @@ const repo = fileURLToPath(new URL('../../../', import.meta.url));
 const bin = join(repo, 'bin', 'rollout.js');
 const stem = join(repo, 'examples', 'stem.jsonl');
 const dir = mkdtempSync(join(tmpdir(), 'rr-run-int-'));
-let fake: FakeLlmProcess | undefined;
+let fake: ServerProcess | undefined;
 let url = '';
 
 // A fresh engine per test: the first test's cancelled calls would otherwise still be queued at

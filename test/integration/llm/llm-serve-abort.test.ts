@@ -1,11 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandler } from '../../../src/handlers/agent-handler.js';
 import { BackendPool } from '../../../src/llm/backend-pool.js';
 import { ensureTinyGguf } from '../../../src/llm/gguf-writer.js';
 import type { LlamaSample } from '../../../src/llm/llama-engine.js';
 import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
+import { startLlmServeProcess, stopServerProcesses } from '../../helpers/server-process.js';
 import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
 
 /**
@@ -17,8 +16,6 @@ import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtim
  * uninterrupted run's — that exact equality is tested against fake-llm in abort-resume.test.ts.)
  */
 
-const ROOT = join(import.meta.dirname, '../../..');
-let proc: ChildProcess | undefined;
 let url: string;
 let pool: BackendPool | undefined;
 let rt: EmbeddedRuntime | undefined;
@@ -38,28 +35,13 @@ const talker: AgentHandler = {
 
 beforeAll(async () => {
   const model = ensureTinyGguf({ seed: 1 });
-  proc = spawn(process.execPath, [join(ROOT, 'bin/rollout.js'), 'llm-serve', '--model', model, '--port', '0', '--protocol', 'sglang', '--parallel', '1', '--weight-version', '1'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  url = await new Promise<string>((resolve, reject) => {
-    proc!.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    proc!.once('exit', (code) => reject(new Error(`llm-serve exited with ${code}: ${err}`)));
-  });
+  url = (await startLlmServeProcess(['--model', model, '--port', '0', '--protocol', 'sglang', '--parallel', '1', '--weight-version', '1'])).url;
 }, 120_000);
 
 afterAll(async () => {
   await rt?.close();
   await pool?.close();
-  if (proc && proc.exitCode === null) {
-    const exited = new Promise((r) => proc!.once('exit', r));
-    proc.kill('SIGTERM');
-    await exited;
-  }
+  await stopServerProcesses();
 });
 
 describe('abort and resume against llm-serve --tiny', () => {

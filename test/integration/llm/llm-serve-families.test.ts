@@ -1,6 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandler } from '../../../src/handlers/agent-handler.js';
 import { BackendPool } from '../../../src/llm/backend-pool.js';
@@ -11,27 +8,16 @@ import type { LlamaSample } from '../../../src/llm/llama-engine.js';
 import type { Message, ToolSchema } from '../../../src/protocol/messages.js';
 import type { RolloutResult } from '../../../src/protocol/trajectory.js';
 import { createRuntime } from '../../../src/runtime/runtime.js';
+import { startLlmServeProcess, stopServerProcesses, type ServerProcess, type ServerExitError } from '../../helpers/server-process.js';
 import { FAMILIES, type Family } from '../../fixtures/model-families.js';
 
-const ROOT = join(import.meta.dirname, '../../..');
 const ROLLOUTS = 3;
 const TURNS = 4;
 const RUN: Family[] = [FAMILIES.qwen3, FAMILIES.llama3_1, FAMILIES.deepseek_v3];
 
 /** Starts `rollout llm-serve`; resolves its URL, or rejects with its stderr when it exits. */
-function startServer(args: string[]): Promise<{ proc: ChildProcess; url: string }> {
-  const proc = spawn(process.execPath, [join(ROOT, 'bin/rollout.js'), 'llm-serve', '--port', '0', '--protocol', 'prorl', '--parallel', '3', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  return new Promise((resolve, reject) => {
-    proc.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve({ proc, url: m[1]! });
-    });
-    proc.once('exit', (code) => reject(Object.assign(new Error(`llm-serve exited with ${code}: ${err}`), { code, stderr: err })));
-  });
+function startServer(args: string[]): Promise<ServerProcess> {
+  return startLlmServeProcess(['--port', '0', '--protocol', 'prorl', '--parallel', '3', ...args]);
 }
 
 const BASH: ToolSchema = { type: 'function', function: { name: 'bash', description: 'Run a shell command.', parameters: { type: 'object', properties: { cmd: { type: 'string' } }, required: ['cmd'] } } };
@@ -61,7 +47,7 @@ const toolTalker: AgentHandler = {
 };
 
 describe('multi-turn tool-calling rollouts per model family against llm-serve engines of that vocabulary, one shared pool', () => {
-  const servers = new Map<string, { proc: ChildProcess; url: string }>();
+  const servers = new Map<string, ServerProcess>();
   const codecs = new Map<string, HfChatCodec>();
   const results = new Map<string, RolloutResult[]>();
   const samples = new Map<string, LlamaSample>();
@@ -98,13 +84,7 @@ describe('multi-turn tool-calling rollouts per model family against llm-serve en
   }, 240_000);
 
   afterAll(async () => {
-    await Promise.all(
-      [...servers.values()].map(async ({ proc }) => {
-        if (proc.exitCode !== null) return;
-        proc.kill('SIGTERM');
-        await once(proc, 'exit');
-      }),
-    );
+    await stopServerProcesses();
   });
 
   for (const f of RUN) {
@@ -189,7 +169,7 @@ describe('multi-turn tool-calling rollouts per model family against llm-serve en
   it('refuses to start llm-serve when --tokenizer does not match the model, naming both', async () => {
     const err = await startServer(['--model', ensureTinyGguf({ seed: 1 }), '--tokenizer', FAMILIES.llama3_1.dir]).then(
       () => null,
-      (e: Error & { code: number; stderr: string }) => e,
+      (e: ServerExitError) => e,
     );
     expect(err?.code).toBe(2);
     expect(err?.stderr).toMatch(/does not tokenize as .*tiny-qwen3-.*\.gguf/);

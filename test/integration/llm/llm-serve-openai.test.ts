@@ -1,6 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandler } from '../../../src/handlers/agent-handler.js';
 import { parseBackendAddress } from '../../../src/llm/backend-address.js';
@@ -8,9 +5,9 @@ import { BackendPool } from '../../../src/llm/backend-pool.js';
 import { ensureTinyGguf } from '../../../src/llm/gguf-writer.js';
 import type { LlamaSample } from '../../../src/llm/llama-engine.js';
 import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
+import { startLlmServeProcess, stopServerProcesses } from '../../helpers/server-process.js';
 import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
 
-const ROOT = join(import.meta.dirname, '../../..');
 const codec = createQwen3Codec();
 
 /** One user message per turn and never a stop. */
@@ -28,34 +25,19 @@ const talker: AgentHandler = {
 };
 
 describe('llm-serve --tiny over OpenAI chat completions and as a GRPO sampler', () => {
-  let proc: ChildProcess;
   let url = '';
   let pool: BackendPool;
   let rt: EmbeddedRuntime;
 
   beforeAll(async () => {
     ensureTinyGguf({ seed: 1 });
-    proc = spawn(process.execPath, [join(ROOT, 'bin/rollout.js'), 'llm-serve', '--tiny', '--port', '0', '--parallel', '4'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-    url = await new Promise<string>((resolve, reject) => {
-      proc.stdout!.on('data', (c: Buffer) => {
-        out += c.toString();
-        const m = /listening on (http:\/\/\S+)/.exec(out);
-        if (m) resolve(m[1]!);
-      });
-      proc.once('exit', (code) => reject(new Error(`llm-serve exited with ${code}: ${err}`)));
-    });
+    url = (await startLlmServeProcess(['--tiny', '--port', '0', '--parallel', '4'])).url;
   }, 120_000);
 
   afterAll(async () => {
     await rt?.close();
     await pool?.close();
-    if (proc && proc.exitCode === null && proc.signalCode === null) {
-      proc.kill('SIGTERM');
-      await once(proc, 'exit');
-    }
+    await stopServerProcesses();
   });
 
   async function samples(): Promise<LlamaSample[]> {

@@ -1,6 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentHandler } from '../../../src/handlers/agent-handler.js';
 import { BackendPool } from '../../../src/llm/backend-pool.js';
@@ -8,34 +5,14 @@ import { ensureTinyGguf } from '../../../src/llm/gguf-writer.js';
 import type { LlamaSample } from '../../../src/llm/llama-engine.js';
 import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
 import type { RolloutResult } from '../../../src/protocol/trajectory.js';
+import { startLlmServeProcess, stopServerProcesses, type ServerProcess } from '../../helpers/server-process.js';
 import { createRuntime } from '../../../src/runtime/runtime.js';
 
 const ROLLOUTS = 8;
 const TURNS = 6;
-const ROOT = join(import.meta.dirname, '../../..');
-
-const spawned: ChildProcess[] = [];
-
-/** Starts `rollout llm-serve` on a free port and waits for its `listening on` line. */
-async function startServer(model: string, protocol: string): Promise<{ proc: ChildProcess; url: string }> {
-  const proc = spawn(process.execPath, [join(ROOT, 'bin/rollout.js'), 'llm-serve', '--model', model, '--port', '0', '--protocol', protocol, '--parallel', '4'], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  // Known from the moment it exists, so a start-up that times out still gets it killed.
-  spawned.push(proc);
-  let out = '';
-  let err = '';
-  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  const url = await new Promise<string>((resolve, reject) => {
-    proc.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    proc.once('exit', (code) => reject(new Error(`llm-serve exited with ${code}: ${err}`)));
-  });
-  return { proc, url };
+/** Starts `rollout llm-serve` on a free port with the tiny model and `protocol`. */
+function startServer(model: string, protocol: string): Promise<ServerProcess> {
+  return startLlmServeProcess(['--model', model, '--port', '0', '--protocol', protocol, '--parallel', '4']);
 }
 
 /** One user message per turn and never a stop, so every rollout runs max_iterations turns. */
@@ -53,7 +30,7 @@ const talker: AgentHandler = {
 };
 
 describe('rollouts through the pool against two llm-serve engines', () => {
-  const servers: { proc: ChildProcess; url: string }[] = [];
+  const servers: ServerProcess[] = [];
   let results: RolloutResult[] = [];
   const samples = new Map<string, LlamaSample & { url: string }>();
   const urlOf = new Map<string, string>();
@@ -82,13 +59,7 @@ describe('rollouts through the pool against two llm-serve engines', () => {
   }, 300_000);
 
   afterAll(async () => {
-    await Promise.all(
-      spawned.map(async (proc) => {
-        if (proc.exitCode !== null || proc.signalCode !== null) return;
-        proc.kill('SIGTERM');
-        await once(proc, 'exit');
-      }),
-    );
+    await stopServerProcesses();
   });
 
   it('ends every rollout as truncated after max_iterations turns', () => {

@@ -1,10 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BackendPool } from '../../../src/llm/backend-pool.js';
 import { ensureTinyGguf } from '../../../src/llm/gguf-writer.js';
 import type { LlamaSample } from '../../../src/llm/llama-engine.js';
 import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
+import { startLlmServeProcess, stopServerProcesses } from '../../helpers/server-process.js';
 import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
 import { MemorySandboxProvider } from '../../../src/testing/memory-sandbox.js';
 import { hostHarnessHandler, liveChildren } from './host-harness.js';
@@ -15,36 +14,19 @@ import { hostHarnessHandler, liveChildren } from './host-harness.js';
  * after the update, as it does for our own agent (llm-serve-abort.test.ts), so the harness gets
  * one ordinary completion and the record holds prefix + continuation with each token's version.
  */
-const ROOT = join(import.meta.dirname, '../../..');
-let proc: ChildProcess | undefined;
 let url: string;
 let pool: BackendPool | undefined;
 let rt: EmbeddedRuntime | undefined;
 
 beforeAll(async () => {
   const model = ensureTinyGguf({ seed: 1 });
-  proc = spawn(process.execPath, [join(ROOT, 'bin/rollout.js'), 'llm-serve', '--model', model, '--port', '0', '--protocol', 'sglang', '--parallel', '1', '--weight-version', '1'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  url = await new Promise<string>((resolve, reject) => {
-    proc!.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    proc!.once('exit', (code) => reject(new Error(`llm-serve exited with ${code}: ${err}`)));
-  });
+  url = (await startLlmServeProcess(['--model', model, '--port', '0', '--protocol', 'sglang', '--parallel', '1', '--weight-version', '1'])).url;
 }, 120_000);
 
 afterAll(async () => {
   await rt?.close();
   await pool?.close();
-  if (proc && proc.exitCode === null) {
-    const exited = new Promise((r) => proc!.once('exit', r));
-    proc.kill('SIGTERM');
-    await exited;
-  }
+  await stopServerProcesses();
 });
 
 afterEach(() => {
