@@ -54,7 +54,7 @@ interface Profile { nodes: { id: number; callFrame: { functionName: string; url:
 const PARTS: [string, string][] = [
   ['encodeContinuation@', 'codec_continuation'], ['parseAssistant@', 'codec_parse_answer'], ['sendJson@llm-proxy', 'proxy_write_answer'],
   ['place@segmented-trajectory', 'trajectory_place'], ['addTurn@', 'trajectory_add_turn'], ['safeParse@', 'proxy_zod_request'],
-  ['chatMessagesOf@', 'proxy_messages_of'], ['parse@llm-proxy', 'proxy_json_parse_depth'], ['@llm-proxy', 'proxy_other'],
+  ['chatMessagesOf@', 'proxy_messages_of'], ['@chat-request-reader', 'proxy_reader_prefix_compare'], ['parse@llm-proxy', 'proxy_json_parse_depth'], ['@llm-proxy', 'proxy_other'],
   ['@http-backend', 'backend_client'], ['@backend-pool', 'backend_pool'], ['@llm-http-server', 'fake_backend'], ['@fake-llm-server', 'fake_backend'],
   ['@proxy-profile', 'bench_client'], ['@harness-steps', 'loop_harness_steps'], ['@sandbox-harness', 'loop_sandbox_harness'], ['@src/runtime/', 'loop_runtime'],
   ['@xstate', 'xstate'],
