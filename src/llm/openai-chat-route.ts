@@ -54,10 +54,13 @@ export type OpenAiChatRequest = z.infer<typeof OpenAiChatRequestSchema>;
 /**
  * The conversation of a chat request in the runtime's message form (tool-call `arguments` parsed
  * from their JSON strings, `content: null` as `''`) and its tools with defaults filled in.
+ * `indexBase` is the index of `body.messages[0]` in the request, for the error (the proxy
+ * converts only the messages after a re-sent prefix it converted before).
  * @throws Error naming the message whose tool-call arguments are not a JSON object.
  */
-export function chatMessagesOf(body: OpenAiChatRequest): { messages: Message[]; tools: ToolSchema[] } {
-  const messages: Message[] = body.messages.map((m, i) => {
+export function chatMessagesOf(body: OpenAiChatRequest, indexBase = 0): { messages: Message[]; tools: ToolSchema[] } {
+  const messages: Message[] = body.messages.map((m, i0) => {
+    const i = i0 + indexBase;
     const out: Message = { role: m.role, content: m.content ?? '' };
     if (m.tool_calls && m.tool_calls.length > 0) {
       out.tool_calls = m.tool_calls.map((c, j) => {

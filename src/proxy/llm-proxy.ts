@@ -2,10 +2,11 @@ import { timingSafeEqual } from 'node:crypto';
 import { chmod, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Server as NetServer, Socket } from 'node:net';
-import { chatMessagesOf, OpenAiChatRequestSchema, type OpenAiChatRequest } from '../llm/openai-chat-route.js';
+import type { OpenAiChatRequest } from '../llm/openai-chat-route.js';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import { acceptLlmListeners } from '../sandbox/llm-listener-handoff.js';
 import { jsonDepth } from '../server/body.js';
+import { ChatRequestReader } from './chat-request-reader.js';
 import { ProxyRefusal, sendRefusal } from './openai-error.js';
 import { writeCompletionStream } from './sse.js';
 
@@ -72,6 +73,8 @@ export class LlmProxy {
   private ended: string | null = null;
   private closed = false;
   private seq = 0;
+  /** Validates requests, reusing the re-sent history's validation (chat-request-reader.ts). */
+  private readonly reader = new ChatRequestReader();
   /** Listeners in sandboxes' network namespaces this proxy serves itself (llm-listener-handoff.ts). */
   private readonly listeners = new Set<NetServer>();
   private unregister: () => void = () => undefined;
@@ -276,22 +279,10 @@ export class LlmProxy {
     } catch (err) {
       throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', `malformed JSON: ${(err as Error).message.slice(0, 200)}`);
     }
-    const parsed = OpenAiChatRequestSchema.safeParse(json);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
-      const param = issue.path.map(String).join('.') || null;
-      throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_value', `${param ?? 'body'}: ${issue.message}`, param);
-    }
     const raw2 = json as { stream?: unknown; n?: unknown };
+    const { body, messages, tools } = this.reader.read(json);
     if (raw2.n !== undefined && raw2.n !== 1) throw new ProxyRefusal(400, 'invalid_request_error', 'unsupported_value', 'n: only one choice per request is sampled (n = 1)', 'n');
-    let conv: { messages: Message[]; tools: ToolSchema[] };
-    try {
-      conv = chatMessagesOf(parsed.data);
-    } catch (err) {
-      throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_value', (err as Error).message, 'messages');
-    }
-    const body = parsed.data;
-    const call: ChatCall = new ChatCall(++this.seq, body, conv.messages, conv.tools, raw2.stream === true, body.max_completion_tokens ?? body.max_tokens, res, () => this.settled(call));
+    const call: ChatCall = new ChatCall(++this.seq, body, messages, tools, raw2.stream === true, body.max_completion_tokens ?? body.max_tokens, res, () => this.settled(call));
     return call;
   }
 

@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest';
+import { chatMessagesOf, OpenAiChatRequestSchema } from '../../../src/llm/openai-chat-route.js';
+import { ChatRequestReader, jsonEqual } from '../../../src/proxy/chat-request-reader.js';
+import { ProxyRefusal } from '../../../src/proxy/openai-error.js';
+
+const call = (id: string, cmd: string): unknown => ({ id, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ cmd }) } });
+/** A growing history with tool calls, as a harness re-sends it. */
+function history(turns: number): unknown[] {
+  const m: unknown[] = [{ role: 'system', content: 's' }, { role: 'user', content: 'go', extra: 'ignored' }];
+  for (let i = 0; i < turns; i++) m.push({ role: 'assistant', content: null, tool_calls: [call(`c${i}`, `ls ${i}`)] }, { role: 'tool', tool_call_id: `c${i}`, content: `out ${i}` });
+  return m;
+}
+/** What validating the whole request from scratch gives. */
+function whole(json: unknown): unknown {
+  const body = OpenAiChatRequestSchema.parse(json);
+  return { body, ...chatMessagesOf(body) };
+}
+const errorOf = (f: () => unknown): ProxyRefusal => {
+  try {
+    f();
+  } catch (e) {
+    return e as ProxyRefusal;
+  }
+  throw new Error('no error');
+};
+
+describe('ChatRequestReader', () => {
+  it('gives what validating the whole request gives, as the history grows, is rewritten and is re-sent', () => {
+    const r = new ChatRequestReader();
+    const reqs = [history(0), history(1), history(3), history(3), [...history(3).slice(0, 2), { role: 'user', content: 'summary' }], history(2), history(4)];
+    for (const messages of reqs) {
+      const json = JSON.parse(JSON.stringify({ model: 'm', messages, max_tokens: 5, tools: [{ type: 'function', function: { name: 'bash' } }] }));
+      expect(r.read(json)).toEqual(whole(json));
+    }
+  });
+
+  it('names the index in the whole request when an error is in the new tail', () => {
+    const r = new ChatRequestReader();
+    r.read({ messages: history(2) });
+    const badRole = errorOf(() => r.read({ messages: [...history(2), { role: 'robot', content: 'x' }] }));
+    expect(badRole).toBeInstanceOf(ProxyRefusal);
+    expect(badRole.body.error.param).toBe('messages.6.role');
+    const badArgs = errorOf(() => r.read({ messages: [...history(2), { role: 'assistant', content: '', tool_calls: [{ function: { name: 'bash', arguments: '[1]' } }] }] }));
+    expect(badArgs.body.error.message).toContain('messages[6].tool_calls[0]');
+    // A changed old message is validated again, not taken from before.
+    const edited = history(2);
+    edited[1] = { role: 'user', content: 5 };
+    expect(errorOf(() => r.read({ messages: edited })).body.error.param).toBe('messages.1.content');
+    // Still checked when nothing is new: an empty list and other fields.
+    expect(errorOf(() => r.read({ messages: [] })).body.error.param).toBe('messages');
+    expect(errorOf(() => r.read({ messages: history(2), max_tokens: -1 })).body.error.param).toBe('max_tokens');
+  });
+
+  it('jsonEqual compares JSON values', () => {
+    expect(jsonEqual({ a: [1, { b: null }] }, { a: [1, { b: null }] })).toBe(true);
+    expect(jsonEqual({ a: 1 }, { a: 1, b: undefined })).toBe(false);
+    expect(jsonEqual({ a: 1, b: 2 }, { b: 2, a: 1 })).toBe(true);
+    expect(jsonEqual([1, 2], { 0: 1, 1: 2 })).toBe(false);
+    expect(jsonEqual({ a: '1' }, { a: 1 })).toBe(false);
+    expect(jsonEqual(null, {})).toBe(false);
+  });
+});
