@@ -39,9 +39,10 @@ describe.skipIf(why !== null)(`image sandboxes without root${why ? ` (skipped: $
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  // The child's TMPDIR is the test's own dir: tsx's compile cache (tsx-65534) goes with it.
   it('imports and runs an image as an unprivileged uid: kernel overlayfs in a user namespace, whiteouts and opaque dirs honoured, writes in the upper dir only, nothing left', () => {
     const child = [path.resolve('node_modules/.bin/tsx'), path.resolve('test/helpers/images/unprivileged-image-run.ts'), dir, 'bwrap'];
-    const argv = asRoot ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--', 'env', `HOME=${dir}`, ...child] : child;
+    const argv = asRoot ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--', 'env', `HOME=${dir}`, `TMPDIR=${dir}`, ...child] : child;
     const out = execFileSync(argv[0]!, argv.slice(1), { encoding: 'utf8', timeout: 120_000, stdio: ['ignore', 'pipe', 'inherit'] });
     const r = JSON.parse(out.trim().split('\n').pop()!) as { bash?: string; editorError?: boolean; read?: string; layerKept?: string; sandboxesLeft?: string[]; error?: string };
     expect(r.error).toBeUndefined();
@@ -69,7 +70,7 @@ describe.skipIf(why !== null)(`image sandboxes without root${why ? ` (skipped: $
     execFileSync('cp', ['-a', layout, path.join(own, 'layout')]);
     execFileSync('chown', ['-R', '65534:65534', own]);
     const child = [path.resolve('node_modules/.bin/tsx'), path.resolve('test/helpers/images/unprivileged-image-run.ts'), own, 'unshare', path.join(own, 'layout')];
-    const argv = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--', 'env', `HOME=${own}`, ...child];
+    const argv = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--', 'env', `HOME=${own}`, `TMPDIR=${own}`, ...child];
     const out = execFileSync(argv[0]!, argv.slice(1), { encoding: 'utf8', timeout: 300_000, stdio: ['ignore', 'pipe', 'inherit'] });
     const r = JSON.parse(out.trim().split('\n').pop()!) as { bash?: string; python?: string; pythonError?: unknown; sandboxesLeft?: string[]; error?: string };
     expect(r.error).toBeUndefined();
