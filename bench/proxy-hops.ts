@@ -39,6 +39,7 @@ import type { Engine, EngineRequest } from '../src/llm/llm-http-server.js';
 import { LlmProxy } from '../src/proxy/llm-proxy.js';
 import { createSandboxProvider } from '../src/sandbox/index.js';
 import { startFakeLlmServer } from '../src/testing/fake-llm-server.js';
+import { TIMING_AGENT } from './_proxy-timing-agent.js';
 import { median, quantile, report, round } from './stats.js';
 
 const CALLS = Number(process.env.PROXY_BENCH_CALLS ?? 200);
@@ -48,37 +49,6 @@ const codec = createQwen3Codec();
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-proxy-hops-'));
 fs.chmodSync(stateDir, 0o711);
 
-/** bench/proxy.ts's timing harness, with a choice of transport: the loopback listener (`tcp`) or the bound Unix socket (`uds`). */
-const TIMING_AGENT = `
-import http.client, json, os, socket, sys, time, urllib.parse
-n, warmup, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-u = urllib.parse.urlsplit(os.environ["OPENAI_BASE_URL"])
-class UnixConn(http.client.HTTPConnection):
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(os.environ.get("LLM_SOCKET", "/run/rollout/llm.sock"))
-conn = UnixConn("localhost", timeout=60) if mode == "uds" else http.client.HTTPConnection(u.hostname, u.port, timeout=60)
-headers = {"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"}
-messages = [{"role": "user", "content": "Answer with a fixed sentence."}]
-lat = []
-cpu = []
-for i in range(n):
-    body = json.dumps({"model": "rollout-policy", "messages": messages, "max_tokens": 64})
-    c = time.process_time()
-    t = time.perf_counter()
-    conn.request("POST", u.path + "/chat/completions", body, headers)
-    r = conn.getresponse()
-    data = r.read()
-    lat.append((time.perf_counter() - t) * 1000)
-    cpu.append((time.process_time() - c) * 1000)
-    if r.status != 200:
-        print("HTTP", r.status, data[:300])
-        sys.exit(1)
-    m = json.loads(data)["choices"][0]["message"]
-    messages = messages + [{"role": "assistant", "content": m["content"]}, {"role": "user", "content": "Again."}]
-kept = sorted(lat[warmup:])
-print("LAT " + json.dumps({"p50": (kept[(len(kept) - 1) // 2] + kept[len(kept) // 2]) / 2, "n": len(kept), "cpu": sum(cpu[warmup:]) / len(kept)}))
-`;
 
 /** python3 on the host replaying the recorded prompts straight to the backend's `/generate`. */
 const DIRECT_PY = `

@@ -28,6 +28,7 @@ import { createQwen3Codec } from '../src/llm/qwen3-codec.js';
 import type { Engine, EngineRequest } from '../src/llm/llm-http-server.js';
 import { createSandboxProvider } from '../src/sandbox/index.js';
 import { startFakeLlmServer } from '../src/testing/fake-llm-server.js';
+import { TIMING_AGENT } from './_proxy-timing-agent.js';
 import { median, report, round } from './stats.js';
 
 const CALLS = Number(process.env.PROXY_BENCH_CALLS ?? 200);
@@ -38,32 +39,6 @@ const codec = createQwen3Codec();
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-proxy-'));
 // Sandboxed processes run as an unprivileged uid when root: the state dir must be searchable.
 fs.chmodSync(stateDir, 0o711);
-
-/** The harness of part 1: `n` chat calls on one keep-alive connection, each timed, history kept. */
-const TIMING_AGENT = `
-import http.client, json, os, sys, time, urllib.parse
-n, warmup = int(sys.argv[1]), int(sys.argv[2])
-u = urllib.parse.urlsplit(os.environ["OPENAI_BASE_URL"])
-conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
-headers = {"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"}
-messages = [{"role": "user", "content": "Answer with a fixed sentence."}]
-lat = []
-for i in range(n):
-    body = json.dumps({"model": "rollout-policy", "messages": messages, "max_tokens": 64})
-    t = time.perf_counter()
-    conn.request("POST", u.path + "/chat/completions", body, headers)
-    r = conn.getresponse()
-    data = r.read()
-    lat.append((time.perf_counter() - t) * 1000)
-    if r.status != 200:
-        print("HTTP", r.status, data[:300])
-        sys.exit(1)
-    m = json.loads(data)["choices"][0]["message"]
-    messages = messages + [{"role": "assistant", "content": m["content"]}, {"role": "user", "content": "Again."}]
-# One short line: the harness's output reaches the result only as its tail.
-kept = sorted(lat[warmup:])
-print("LAT " + json.dumps({"p50": (kept[(len(kept) - 1) // 2] + kept[len(kept) // 2]) / 2, "n": len(kept)}))
-`;
 
 // ── part 1: proxy overhead per chat call ──
 {
