@@ -1,4 +1,8 @@
 import { request, type Agent } from 'node:http';
+import type { Socket } from 'node:net';
+
+/** Sockets already given the EPIPE-swallowing listener: a keep-alive agent reuses them across requests. */
+const quieted = new WeakSet<Socket>();
 
 /** One HTTP exchange over a Unix socket: status, headers and body text. */
 export function udsRequest(socketPath: string, method: string, path: string, opts: { token?: string; body?: string | Buffer; agent?: Agent } = {}): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
@@ -13,7 +17,11 @@ export function udsRequest(socketPath: string, method: string, path: string, opt
     });
     req.on('error', reject);
     // A server that refuses a large body early may close while we still write it (EPIPE after the answer).
-    req.on('socket', (s) => s.on('error', () => {}));
+    req.on('socket', (s) => {
+      if (quieted.has(s)) return;
+      quieted.add(s);
+      s.on('error', () => {});
+    });
     if (opts.body !== undefined) req.write(opts.body);
     req.end();
   });
