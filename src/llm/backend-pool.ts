@@ -186,7 +186,9 @@ export class BackendPool implements ManagedLlmClient {
         const ms = this.now() - t0;
         slot.served++;
         slot.latencyMs = slot.latencyMs === null ? ms : slot.latencyMs + this.options.latencyAlpha * (ms - slot.latencyMs);
-        if (slot.state === 'healthy' || slot.state === 'probing') slot.actor.send({ type: 'CALL_OK' });
+        // A healthy backend with no failure on its count has nothing to reset: the event (a
+        // machine step on every call, the hot path) is sent only when it changes something.
+        if (slot.state === 'probing' || (slot.state === 'healthy' && slot.actor.getSnapshot().context.consecutiveFailures > 0)) slot.actor.send({ type: 'CALL_OK' });
         const semantics = r.logprobSemantics ?? slot.http.logprobSemantics;
         this.noteSemantics(slot, semantics);
         const out: GenerateResult = {
