@@ -22,7 +22,11 @@
  *   other load.
  *
  * - `host_python_*`: the same Python timing harness as a host process on the proxy's socket (no
- *   sandbox around it).
+ *   sandbox around it); `host_python_overhead_ms` is its p50 minus `inproc_direct_p50_ms`.
+ * - `floor_*`: that harness against bench/_proxy-floor.ts, a bare node:http server that only
+ *   parses the body, encodes the continuation and makes the backend call: `floor_overhead_ms`
+ *   (its p50 minus direct calls with its own prompts) is what any proxy on node:http pays on this
+ *   machine, to read `host_python_overhead_ms` against.
  *
  * HOPS_INPROC_ONLY=1 runs the in-process part alone (seconds; no sandbox is used by it).
  * Run: npx tsx bench/proxy-hops.ts   (PROXY_BENCH_CALLS, default 200)
@@ -39,6 +43,7 @@ import type { Engine, EngineRequest } from '../src/llm/llm-http-server.js';
 import { LlmProxy } from '../src/proxy/llm-proxy.js';
 import { createSandboxProvider } from '../src/sandbox/index.js';
 import { startFakeLlmServer } from '../src/testing/fake-llm-server.js';
+import { startFloorServer } from './_proxy-floor.js';
 import { TIMING_AGENT } from './_proxy-timing-agent.js';
 import { median, quantile, report, round } from './stats.js';
 
@@ -104,6 +109,28 @@ proto.route = function (this: unknown, req: IncomingMessage, res: ServerResponse
   return route.call(this, req, res);
 };
 
+/** The same host Python harness against the floor server (bench/_proxy-floor.ts), then its prompts replayed direct. */
+async function floorRun(): Promise<{ p50: number; direct: number }> {
+  const floor = await startFloorServer(server.url, codec);
+  try {
+    const out = await runPython(['-c', TIMING_AGENT, String(CALLS), String(WARMUP), 'uds'], { OPENAI_BASE_URL: 'http://localhost/v1', OPENAI_API_KEY: 'floor', LLM_SOCKET: floor.socketPath });
+    const lat = JSON.parse(/LAT (\{[^}]*\})/.exec(out)![1]!) as { p50: number };
+    return { p50: lat.p50, direct: (await directNode(floor.recorded)).p50 };
+  } finally {
+    await floor.close();
+  }
+}
+
+function runPython(args: string[], env: Record<string, string>): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const p = spawn('python3', args, { env: { ...process.env, ...env } });
+    let o = '';
+    p.stdout.on('data', (d: Buffer) => (o += d));
+    p.stderr.on('data', (d: Buffer) => process.stderr.write(d));
+    p.on('close', (code) => (code === 0 ? resolve(o) : reject(new Error(`python3 exited ${code}: ${o.slice(-500)}`))));
+  });
+}
+
 /** The proxies started (a harness's), with their tokens, for the in-process client below. */
 const proxies: { proxy: LlmProxy; token: string }[] = [];
 const listen = LlmProxy.listen.bind(LlmProxy);
@@ -118,7 +145,7 @@ LlmProxy.listen = async (o) => {
  * straight to a harness rollout's proxy socket; the harness only sleeps. No sandbox, no Python:
  * both ends are on this event loop, so the latency is this process's own work per call.
  */
-async function inProcess(): Promise<{ p50: number; p10: number; cpu: number; recorded: typeof seen; hostPy: { p50: number; cpu: number } }> {
+async function inProcess(): Promise<{ p50: number; p10: number; cpu: number; recorded: typeof seen; hostPy: { p50: number; cpu: number }; floor: { p50: number; direct: number } }> {
   seen.length = 0;
   const n = proxies.length;
   const handle = rt.submit({ data_source: 'harness', instance_id: 'hops-node', command: 'sleep 600', eval_command: 'true', max_llm_calls: 2 * CALLS + 1, max_tokens_total: 10_000_000 } as never);
@@ -150,17 +177,12 @@ async function inProcess(): Promise<{ p50: number; p10: number; cpu: number; rec
   const recorded = seen.slice();
   // The timing harness as a plain host process on the same proxy socket (its own conversation: a
   // new segment): the Python client without the sandbox around it.
-  const out = await new Promise<string>((resolve, reject) => {
-    const p = spawn('python3', ['-c', TIMING_AGENT, String(CALLS), String(WARMUP), 'uds'], { env: { ...process.env, OPENAI_BASE_URL: 'http://localhost/v1', OPENAI_API_KEY: token, LLM_SOCKET: proxy.socketPath } });
-    let o = '';
-    p.stdout.on('data', (d: Buffer) => (o += d));
-    p.stderr.on('data', (d: Buffer) => process.stderr.write(d));
-    p.on('close', (code) => (code === 0 ? resolve(o) : reject(new Error(`host python exited ${code}: ${o.slice(-500)}`))));
-  });
+  const out = await runPython(['-c', TIMING_AGENT, String(CALLS), String(WARMUP), 'uds'], { OPENAI_BASE_URL: 'http://localhost/v1', OPENAI_API_KEY: token, LLM_SOCKET: proxy.socketPath });
   const hostPy = JSON.parse(/LAT (\{[^}]*\})/.exec(out)![1]!) as { p50: number; cpu: number };
+  const floor = await floorRun();
   await handle.cancel('measured');
   await handle.result.catch(() => undefined);
-  return { p50: median(lat), p10: quantile(lat, 0.1), cpu, recorded, hostPy };
+  return { p50: median(lat), p10: quantile(lat, 0.1), cpu, recorded, hostPy, floor };
 }
 
 const server = await startFakeLlmServer({ policy: engine, codec });
@@ -220,6 +242,10 @@ try {
   // The sandbox's harness, run on the host against the same proxy: what the sandbox around Python costs.
   figures.host_python_proxied_p50_ms = round(node.hostPy.p50, 3);
   figures.cpu_python_per_host_proxied_call_ms = round(node.hostPy.cpu, 3);
+  // Host Python over a Unix socket, ours against the floor (bench/_proxy-floor.ts), each minus direct calls with its own prompts.
+  figures.host_python_overhead_ms = round(node.hostPy.p50 - nodeDirect.p50, 3);
+  figures.floor_host_python_p50_ms = round(node.floor.p50, 3);
+  figures.floor_overhead_ms = round(node.floor.p50 - node.floor.direct, 3);
   if (process.env.HOPS_INPROC_ONLY) throw new Error('done');
   const tcp = await proxied('tcp');
   const recorded = seen.slice();
