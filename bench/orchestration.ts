@@ -2,8 +2,9 @@
  * Orchestration overhead of the rollout core.
  *
  * 1. `bare_xstate_per_s`: a bare XState machine of the same shape as the rollout machine (same
- *    states, four promise actors resolving at once, 3 turns), one root actor per rollout, 1,000
- *    in flight: the baseline, measured first in the same process.
+ *    states; init and eval promise actors and one loop actor for the RUN stage, told `STEP` on
+ *    entering llmCalling / acting, all answering at once; 3 turns), one root actor per rollout,
+ *    1,000 in flight: the baseline, measured first in the same process.
  * 2. `rollouts_per_s`: the real runtime (supervisor, stage pools, deadline sweep, tool agent,
  *    trajectory builder, test codec) with 3-turn rollouts against a zero-latency scripted policy
  *    and a no-op sandbox, 1,000 in flight.
@@ -15,7 +16,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { assign, createActor, fromPromise, setup } from 'xstate';
+import { assign, createActor, fromCallback, fromPromise, sendTo, setup } from 'xstate';
 import { createRuntime } from '../src/index.js';
 import { createTestHandler, ScriptedPolicy, TestCodec } from '../src/testing/index.js';
 import { median, report, round } from './stats.js';
@@ -31,12 +32,17 @@ const RUNS = 3;
 
 
 // ── the baseline: same shape, no runtime ──
+type BareEvent = { type: 'LLM_DONE' } | { type: 'ACT_DONE'; output: { stop: boolean } };
 const bare = setup({
-  types: { context: {} as { turn: number }, events: {} as { type: 'SLOT' } },
+  types: { context: {} as { turn: number }, events: {} as BareEvent },
   actors: {
     init: fromPromise(async () => {}),
-    llm: fromPromise(async () => {}),
-    act: fromPromise(async ({ input }: { input: { turn: number } }) => ({ stop: input.turn >= 3 })),
+    // As the runtime's runLoop: each STEP is a step that answers on a later microtask.
+    loop: fromCallback<{ type: 'STEP'; kind: 'llm' | 'act'; turn: number }>(({ sendBack, receive }) => {
+      receive((cmd) => {
+        void Promise.resolve().then(() => sendBack(cmd.kind === 'llm' ? { type: 'LLM_DONE' } : { type: 'ACT_DONE', output: { stop: cmd.turn >= 3 } }));
+      });
+    }),
     evaluate: fromPromise(async () => {}),
   },
 }).createMachine({
@@ -47,15 +53,16 @@ const bare = setup({
     initializing: { invoke: { src: 'init', onDone: 'waitingRun' } },
     waitingRun: { always: 'running' },
     running: {
+      invoke: { id: 'loop', src: 'loop' },
       initial: 'llmCalling',
       states: {
-        llmCalling: { invoke: { src: 'llm', onDone: { target: 'acting', actions: assign({ turn: ({ context }) => context.turn + 1 }) } } },
+        llmCalling: {
+          entry: sendTo('loop', ({ context }) => ({ type: 'STEP', kind: 'llm', turn: context.turn })),
+          on: { LLM_DONE: { target: 'acting', actions: assign({ turn: ({ context }) => context.turn + 1 }) } },
+        },
         acting: {
-          invoke: {
-            src: 'act',
-            input: ({ context }) => ({ turn: context.turn }),
-            onDone: [{ guard: ({ event }) => event.output.stop, target: '#bare.waitingEval' }, { target: 'llmCalling' }],
-          },
+          entry: sendTo('loop', ({ context }) => ({ type: 'STEP', kind: 'act', turn: context.turn })),
+          on: { ACT_DONE: [{ guard: ({ event }) => event.output.stop, target: '#bare.waitingEval' }, { target: 'llmCalling' }] },
         },
       },
     },

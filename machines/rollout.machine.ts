@@ -1,4 +1,4 @@
-import { assign, setup, fromPromise } from 'xstate';
+import { assign, fromCallback, fromPromise, sendTo, setup } from 'xstate';
 
 /**
  * The lifecycle of one rollout attempt, as a pure XState machine.
@@ -9,13 +9,19 @@ import { assign, setup, fromPromise } from 'xstate';
  * finals: done, failed, timedOut, cancelled
  * ```
  *
- * Every side effect is a named actor (`initRollout`, `callLlm`, `actTools`, `evaluate`) or a
- * named action (`requestSlot`, `withdrawSlot`, `releaseSlot`, `stageEntered`, `stageExited`,
+ * Every side effect is a named actor (`initRollout`, `runLoop`, `evaluate`) or a named action (`requestSlot`, `withdrawSlot`, `releaseSlot`, `stageEntered`, `stageExited`,
  * `stateEntered`, `recordError`, `ended`); the stubs here do nothing and the runtime provides
  * the real ones once with `.provide()`. Context holds only scalars: per-rollout data lives in the
  * supervisor's session map, looked up by `rolloutId`.
  *
  * Deadlines are not timers in here: the supervisor's sweep sends `TIMEOUT` or `FAIL`.
+ *
+ * The loop's turns are steps of one actor: `running` invokes `runLoop` once for the whole RUN
+ * stage, entering `llmCalling` / `acting` tells it `STEP` (`llm` / `act`, with the turn), and it
+ * answers `LLM_DONE` / `ACT_DONE` with the step's output or `STEP_FAILED` with its error. A
+ * promise actor per state would be spawned and stopped twice per turn, which costs four times
+ * as much as these two event transitions (bench/proxy-hops.ts, docs/proxy.md). A step's late
+ * answer after the machine left `running` (a timeout, a cancel) is dropped with the stopped actor.
  */
 
 /** A stage pool: INIT, RUN or EVAL. */
@@ -33,12 +39,24 @@ export interface RolloutInput {
   rolloutId: string;
 }
 
-/** Events the supervisor sends. */
+/** Events the supervisor sends, and the loop actor's answers ({@link StepEvent}). */
 export type RolloutMachineEvent =
   | { type: 'SLOT'; stage: Stage }
   | { type: 'CANCEL'; reason?: string | undefined }
   | { type: 'TIMEOUT'; error: unknown }
-  | { type: 'FAIL'; error: unknown };
+  | { type: 'FAIL'; error: unknown }
+  | StepEvent;
+
+/** What the machine tells `runLoop` on entering `llmCalling` (`llm`) or `acting` (`act`). */
+export interface StepCommand {
+  type: 'STEP';
+  kind: 'llm' | 'act';
+  /** `llm`: the turn to sample; `act`: the turn whose tool calls run. */
+  turn: number;
+}
+
+/** What `runLoop` answers to a {@link StepCommand}: the step's output, or its error. */
+export type StepEvent = { type: 'LLM_DONE'; output: CallLlmOutput } | { type: 'ACT_DONE'; output: ActOutput } | { type: 'STEP_FAILED'; error: unknown };
 
 /**
  * Stage actors may take the next stage's slot as they finish, when it is free at once
@@ -51,7 +69,7 @@ export interface InitOutput {
   runSlot: boolean;
 }
 
-/** What `callLlm` resolves with. */
+/** The output of an `llm` step. */
 export interface CallLlmOutput {
   /** True when no room was left for another turn: the loop stops as `context_full`. */
   contextFull: boolean;
@@ -59,7 +77,7 @@ export interface CallLlmOutput {
   evalSlot?: boolean | undefined;
 }
 
-/** What `actTools` resolves with. */
+/** The output of an `act` step. */
 export interface ActOutput {
   /** True when the loop stops (finish tool, no tool call, max iterations, context full). */
   stop: boolean;
@@ -78,6 +96,10 @@ export interface StageInput {
 
 /** A stub stage actor of output `T` that fails until the runtime provides the real one. */
 const notProvided = <T>(name: string) => fromPromise<T, StageInput>(() => Promise.reject(new Error(`actor ${name} not provided`)));
+/** The stub loop actor: every step fails until the runtime provides the real one. */
+const loopNotProvided = fromCallback<StepCommand, StageInput>(({ sendBack, receive }) => {
+  receive(() => sendBack({ type: 'STEP_FAILED', error: new Error('actor runLoop not provided') }));
+});
 
 /** The machine with stub implementations; provide real ones with `.provide()`. */
 export const rolloutMachine = setup({
@@ -88,8 +110,7 @@ export const rolloutMachine = setup({
   },
   actors: {
     initRollout: notProvided<InitOutput>('initRollout'),
-    callLlm: notProvided<CallLlmOutput>('callLlm'),
-    actTools: notProvided<ActOutput>('actTools'),
+    runLoop: loopNotProvided,
     evaluate: notProvided<void>('evaluate'),
   },
   actions: {
@@ -154,32 +175,28 @@ export const rolloutMachine = setup({
     running: {
       entry: { type: 'stageEntered', params: { stage: 'run' } },
       exit: [{ type: 'stageExited', params: { stage: 'run' } }, { type: 'releaseSlot', params: { stage: 'run' } }],
+      invoke: { id: 'loop', src: 'runLoop', input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn }) },
+      on: { STEP_FAILED: { target: '#rollout.failed', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: 'run' as const }) } } },
       initial: 'llmCalling',
       states: {
         llmCalling: {
-          entry: { type: 'stateEntered', params: { state: 'llmCalling' } },
-          invoke: {
-            src: 'callLlm',
-            input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn }),
-            onDone: [
+          entry: [{ type: 'stateEntered', params: { state: 'llmCalling' } }, sendTo('loop', ({ context }): StepCommand => ({ type: 'STEP', kind: 'llm', turn: context.turn }))],
+          on: {
+            LLM_DONE: [
               { guard: { type: 'contextFullWithEvalSlot', params: ({ event }) => event.output }, target: '#rollout.evaluating' },
               { guard: { type: 'contextFull', params: ({ event }) => event.output }, target: '#rollout.waitingEval' },
               { target: 'acting', actions: assign({ turn: ({ context }) => context.turn + 1 }) },
             ],
-            onError: { target: '#rollout.failed', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: 'run' as const }) } },
           },
         },
         acting: {
-          entry: { type: 'stateEntered', params: { state: 'acting' } },
-          invoke: {
-            src: 'actTools',
-            input: ({ context }) => ({ rolloutId: context.rolloutId, turn: context.turn - 1 }),
-            onDone: [
+          entry: [{ type: 'stateEntered', params: { state: 'acting' } }, sendTo('loop', ({ context }): StepCommand => ({ type: 'STEP', kind: 'act', turn: context.turn - 1 }))],
+          on: {
+            ACT_DONE: [
               { guard: { type: 'loopStoppedWithEvalSlot', params: ({ event }) => event.output }, target: '#rollout.evaluating' },
               { guard: { type: 'loopStopped', params: ({ event }) => event.output }, target: '#rollout.waitingEval' },
               { target: 'llmCalling' },
             ],
-            onError: { target: '#rollout.failed', actions: { type: 'recordError', params: ({ event }) => ({ error: event.error, stage: 'run' as const }) } },
           },
         },
       },

@@ -1,4 +1,5 @@
-import type { ActOutput, CallLlmOutput, InitOutput, Stage } from '../../machines/rollout.machine.js';
+import { fromCallback } from 'xstate';
+import type { ActOutput, CallLlmOutput, InitOutput, Stage, StageInput, StepCommand, StepEvent } from '../../machines/rollout.machine.js';
 import { BackendError, CancelledError, TaskError } from '../errors.js';
 import type { ActContext, EvalContext, Observation } from '../handlers/agent-handler.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
@@ -297,6 +298,21 @@ export class AttemptSteps {
   private emit(s: RolloutSession, ev: RolloutEventInput): void {
     this.ctx.hub.emit(s, s.groupId, ev);
   }
+}
+
+/**
+ * The machine's `runLoop`: one actor for a rollout's RUN stage. Each `STEP` runs that half of a
+ * turn ({@link AttemptSteps.llm} / {@link AttemptSteps.act}) and answers with its output or error.
+ */
+export function runLoopLogic(steps: Pick<AttemptSteps, 'llm' | 'act'>) {
+  return fromCallback<StepCommand, StageInput>(({ input, sendBack, receive }) => {
+    const answer = (e: StepEvent): void => sendBack(e);
+    const failed = (error: unknown): void => answer({ type: 'STEP_FAILED', error });
+    receive((cmd) => {
+      if (cmd.kind === 'llm') steps.llm(input.rolloutId, cmd.turn).then((output) => answer({ type: 'LLM_DONE', output }), failed);
+      else steps.act(input.rolloutId, cmd.turn).then((output) => answer({ type: 'ACT_DONE', output }), failed);
+    });
+  });
 }
 
 function thinking(s: RolloutSession): { enableThinking: boolean } | undefined {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, fromPromise } from 'xstate';
-import { rolloutMachine, type ActOutput, type CallLlmOutput, type FinalState, type InitOutput, type Stage, type StageInput } from '../../machines/rollout.machine.js';
+import { rolloutMachine, type FinalState, type InitOutput, type Stage, type StageInput } from '../../machines/rollout.machine.js';
 import { CancelledError, QueueFullError, RuntimeClosedError, ValidationError, serializeError, toRolloutError, type RolloutError } from '../errors.js';
 import type { HandlerContext } from '../handlers/agent-handler.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
@@ -11,7 +11,7 @@ import type { RolloutEventInput, RolloutState } from '../protocol/events.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { Outcome } from '../protocol/trajectory.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
-import { AttemptSteps } from './attempt-steps.js';
+import { AttemptSteps, runLoopLogic } from './attempt-steps.js';
 import type { Clock } from './clock.js';
 import { DeadlineSweeper } from './deadline-sweeper.js';
 import { EventHub } from './event-hub.js';
@@ -100,8 +100,7 @@ export class Supervisor {
     this.machine = rolloutMachine.provide({
       actors: {
         initRollout: fromPromise<InitOutput, StageInput>(({ input }) => steps.init(input.rolloutId)),
-        callLlm: fromPromise<CallLlmOutput, StageInput>(({ input }) => steps.llm(input.rolloutId, input.turn)),
-        actTools: fromPromise<ActOutput, StageInput>(({ input }) => steps.act(input.rolloutId, input.turn)),
+        runLoop: runLoopLogic(steps),
         evaluate: fromPromise<void, StageInput>(({ input }) => steps.eval(input.rolloutId)),
       },
       actions: {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createActor, fromPromise } from 'xstate';
-import { rolloutMachine, type Stage } from '../../../machines/rollout.machine.js';
+import { createActor, fromCallback, fromPromise } from 'xstate';
+import { rolloutMachine, type Stage, type StepCommand } from '../../../machines/rollout.machine.js';
 
 /** Deferred promise the test resolves by hand. */
 function deferred<T>() {
@@ -24,8 +24,22 @@ function harness() {
       log.push(`${name}(${input.turn})`);
       return d.promise;
     });
+  let loopStarts = 0;
+  // The RUN stage's loop actor: each STEP is logged as `llm(turn)` / `act(turn)` and answered when the test settles it.
+  const runLoop = fromCallback<StepCommand, { rolloutId: string; turn: number }>(({ sendBack, receive }) => {
+    loopStarts++;
+    receive((cmd) => {
+      const d = deferred<unknown>();
+      pending[cmd.kind] = d;
+      log.push(`${cmd.kind}(${cmd.turn})`);
+      d.promise.then(
+        (output) => sendBack({ type: cmd.kind === 'llm' ? 'LLM_DONE' : 'ACT_DONE', output }),
+        (error: unknown) => sendBack({ type: 'STEP_FAILED', error }),
+      );
+    });
+  });
   const machine = rolloutMachine.provide({
-    actors: { initRollout: actor('initRollout'), callLlm: actor('callLlm'), actTools: actor('actTools'), evaluate: actor('evaluate') },
+    actors: { initRollout: actor('initRollout'), runLoop, evaluate: actor('evaluate') },
     actions: {
       requestSlot: (_, p: { stage: Stage }) => log.push(`request:${p.stage}`),
       withdrawSlot: (_, p: { stage: Stage }) => log.push(`withdraw:${p.stage}`),
@@ -50,7 +64,7 @@ function harness() {
     pending[name]!.reject(err);
     await tick();
   };
-  return { a, log, leaf, settle, fail };
+  return { a, log, leaf, settle, fail, loopStarts: () => loopStarts };
 }
 
 /** Drives a fresh machine to `target` along the happy path. */
@@ -60,8 +74,8 @@ async function driveTo(target: string) {
     ['initializing', () => h.a.send({ type: 'SLOT', stage: 'init' })],
     ['waitingRun', () => h.settle('initRollout', undefined)],
     ['running.llmCalling', () => h.a.send({ type: 'SLOT', stage: 'run' })],
-    ['running.acting', () => h.settle('callLlm', { contextFull: false })],
-    ['waitingEval', () => h.settle('actTools', { stop: true })],
+    ['running.acting', () => h.settle('llm', { contextFull: false })],
+    ['waitingEval', () => h.settle('act', { stop: true })],
     ['evaluating', () => h.a.send({ type: 'SLOT', stage: 'eval' })],
   ];
   if (target === 'queued') return h;
@@ -107,14 +121,14 @@ describe('rollout machine', () => {
 
   it('goes straight from acting to evaluating when the action already took the EVAL slot', async () => {
     const h = await driveTo('running.acting');
-    await h.settle('actTools', { stop: true, evalSlot: true });
+    await h.settle('act', { stop: true, evalSlot: true });
     expect(h.leaf()).toBe('evaluating');
     expect(h.log).not.toContain('request:eval');
   });
 
   it('goes straight from llmCalling to evaluating on a full context when the EVAL slot was taken', async () => {
     const h = await driveTo('running.llmCalling');
-    await h.settle('callLlm', { contextFull: true, evalSlot: true });
+    await h.settle('llm', { contextFull: true, evalSlot: true });
     expect(h.leaf()).toBe('evaluating');
   });
 
@@ -127,30 +141,51 @@ describe('rollout machine', () => {
 
   it('moves waitingRun → llmCalling on the RUN slot and holds it across turns', async () => {
     const h = await driveTo('running.llmCalling');
-    expect(h.log.slice(-3)).toEqual(['withdraw:run', 'enter:run', 'callLlm(0)']);
-    await h.settle('callLlm', { contextFull: false });
-    await h.settle('actTools', { stop: false });
+    expect(h.log.slice(-3)).toEqual(['withdraw:run', 'enter:run', 'llm(0)']);
+    await h.settle('llm', { contextFull: false });
+    await h.settle('act', { stop: false });
     expect(h.leaf()).toBe('running.llmCalling');
     expect(h.log).not.toContain('release:run');
-    expect(h.log.slice(-1)).toEqual(['callLlm(1)']);
+    expect(h.log.slice(-1)).toEqual(['llm(1)']);
+  });
+
+  it('runs every turn of the RUN stage on one loop actor', async () => {
+    const h = await driveTo('running.llmCalling');
+    for (let i = 0; i < 3; i++) {
+      await h.settle('llm', { contextFull: false });
+      await h.settle('act', { stop: false });
+    }
+    expect(h.log.filter((l) => /^(llm|act)\(/.test(l))).toEqual(['llm(0)', 'act(0)', 'llm(1)', 'act(1)', 'llm(2)', 'act(2)', 'llm(3)']);
+    expect(h.loopStarts()).toBe(1);
+  });
+
+  it('drops a step that answers after the machine left running', async () => {
+    const h = await driveTo('running.llmCalling');
+    h.a.send({ type: 'TIMEOUT', error: new Error('budget') });
+    expect(h.leaf()).toBe('timedOut');
+    const before = h.log.length;
+    await h.settle('llm', { contextFull: false });
+    expect(h.leaf()).toBe('timedOut');
+    expect(h.a.getSnapshot().context.turn).toBe(0);
+    expect(h.log.slice(before)).toEqual([]);
   });
 
   it('moves llmCalling → acting with the turn counted', async () => {
     const h = await driveTo('running.acting');
     expect(h.a.getSnapshot().context.turn).toBe(1);
-    expect(h.log.slice(-1)).toEqual(['actTools(0)']);
+    expect(h.log.slice(-1)).toEqual(['act(0)']);
   });
 
   it('moves llmCalling → waitingEval when the context is full, releasing the RUN slot', async () => {
     const h = await driveTo('running.llmCalling');
-    await h.settle('callLlm', { contextFull: true });
+    await h.settle('llm', { contextFull: true });
     expect(h.leaf()).toBe('waitingEval');
     expect(h.log.slice(-3)).toEqual(['exit:run', 'release:run', 'request:eval']);
   });
 
   it('moves llmCalling → failed when the LLM call rejects', async () => {
     const h = await driveTo('running.llmCalling');
-    await h.fail('callLlm', new Error('backend down'));
+    await h.fail('llm', new Error('backend down'));
     expect(h.leaf()).toBe('failed');
     expect(h.log).toContain('release:run');
   });
@@ -162,7 +197,7 @@ describe('rollout machine', () => {
 
   it('moves acting → failed when the action rejects', async () => {
     const h = await driveTo('running.acting');
-    await h.fail('actTools', new Error('sandbox lost'));
+    await h.fail('act', new Error('sandbox lost'));
     expect(h.leaf()).toBe('failed');
     expect(h.log).toContain('error:sandbox lost');
   });
