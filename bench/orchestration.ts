@@ -5,6 +5,11 @@
  *    states; init and eval promise actors and one loop actor for the RUN stage, told `STEP` on
  *    entering llmCalling / acting, all answering at once; 3 turns), one root actor per rollout,
  *    1,000 in flight: the baseline, measured first in the same process.
+ *    `bare_promise_actors_per_s` is the shape the machine had until 1 Dec 2026 (a promise actor
+ *    per llmCalling / acting state), kept as a second baseline: the ≥ 0.5 target was set against
+ *    it, and the loop actor made the bare machine about twice as fast while the runtime's own work
+ *    per rollout stayed the same, so `ratio_vs_bare` fell although every rollout got cheaper
+ *    (docs/core.md).
  * 2. `rollouts_per_s`: the real runtime (supervisor, stage pools, deadline sweep, tool agent,
  *    trajectory builder, test codec) with 3-turn rollouts against a zero-latency scripted policy
  *    and a no-op sandbox, 1,000 in flight.
@@ -74,9 +79,45 @@ const bare = setup({
 });
 
 
-function runBare(): Promise<void> {
+// ── the second baseline: the machine's earlier shape, a promise actor per state ──
+const barePromise = setup({
+  types: { context: {} as { turn: number } },
+  actors: {
+    init: fromPromise(async () => {}),
+    llm: fromPromise(async () => {}),
+    act: fromPromise(async ({ input }: { input: { turn: number } }) => ({ stop: input.turn >= 3 })),
+    evaluate: fromPromise(async () => {}),
+  },
+}).createMachine({
+  context: { turn: 0 },
+  initial: 'queued',
+  states: {
+    queued: { always: 'initializing' },
+    initializing: { invoke: { src: 'init', onDone: 'waitingRun' } },
+    waitingRun: { always: 'running' },
+    running: {
+      initial: 'llmCalling',
+      states: {
+        llmCalling: { invoke: { src: 'llm', onDone: { target: 'acting', actions: assign({ turn: ({ context }) => context.turn + 1 }) } } },
+        acting: {
+          invoke: {
+            src: 'act',
+            input: ({ context }) => ({ turn: context.turn }),
+            onDone: [{ guard: ({ event }) => event.output.stop, target: '#barePromise.waitingEval' }, { target: 'llmCalling' }],
+          },
+        },
+      },
+    },
+    waitingEval: { id: 'barePromise.waitingEval', always: 'evaluating' },
+    evaluating: { invoke: { src: 'evaluate', onDone: 'done' } },
+    done: { type: 'final' },
+  },
+  id: 'barePromise',
+});
+
+function runBare(machine: typeof bare | typeof barePromise = bare): Promise<void> {
   return new Promise((resolve) => {
-    const a = createActor(bare);
+    const a = createActor(machine as typeof bare);
     a.subscribe({ complete: () => resolve() });
     a.start();
   });
@@ -130,16 +171,20 @@ async function parked(): Promise<{ bytes: number; p99: number; max: number }> {
 }
 
 const bareRuns: number[] = [];
+const barePromiseRuns: number[] = [];
 const rtRuns: number[] = [];
 // Warm-up of both paths, not measured.
-await keepInFlight(2_000, IN_FLIGHT, runBare);
+await keepInFlight(2_000, IN_FLIGHT, () => runBare());
+await keepInFlight(2_000, IN_FLIGHT, () => runBare(barePromise));
 await runtimeThroughput();
 // Both paths are GC-bound (a third of their time), so each run starts from a collected heap,
 // and the order alternates so neither always inherits the other's garbage.
 for (let i = 0; i < RUNS; i++) {
   const bareRun = async () => {
     gc();
-    bareRuns.push(await keepInFlight(TOTAL, IN_FLIGHT, runBare));
+    bareRuns.push(await keepInFlight(TOTAL, IN_FLIGHT, () => runBare()));
+    gc();
+    barePromiseRuns.push(await keepInFlight(TOTAL, IN_FLIGHT, () => runBare(barePromise)));
   };
   const rtRun = async () => {
     gc();
@@ -160,6 +205,8 @@ report('orchestration', {
   bare_xstate_per_s: round(bareMed, 0),
   rollouts_per_s: round(rtMed, 0),
   ratio_vs_bare: round(rtMed / bareMed, 3),
+  bare_promise_actors_per_s: round(median(barePromiseRuns), 0),
+  ratio_vs_promise_actor_bare: round(rtMed / median(barePromiseRuns), 3),
   heap_bytes_per_live_rollout: round(park.bytes, 0),
   event_loop_delay_p99_ms: round(park.p99, 2),
   event_loop_delay_max_ms: round(park.max, 2),
