@@ -39,11 +39,11 @@ import path from 'node:path';
 import { createRuntime } from '../src/runtime/runtime.js';
 import { HttpBackend } from '../src/llm/http-backend.js';
 import { createQwen3Codec } from '../src/llm/qwen3-codec.js';
-import type { Engine, EngineRequest } from '../src/llm/llm-http-server.js';
 import { LlmProxy } from '../src/proxy/llm-proxy.js';
 import { createSandboxProvider } from '../src/sandbox/index.js';
 import { startFakeLlmServer } from '../src/testing/fake-llm-server.js';
 import { startFloorServer } from './_proxy-floor.js';
+import { fixedAnswerEngine } from './_proxy-engine.js';
 import { TIMING_AGENT } from './_proxy-timing-agent.js';
 import { median, quantile, report, round } from './stats.js';
 
@@ -76,16 +76,7 @@ kept = sorted(lat[warmup:])
 print(json.dumps({"p50": (kept[(len(kept) - 1) // 2] + kept[len(kept) // 2]) / 2, "cpu": sum(cpu[warmup:]) / len(kept)}))
 `;
 
-const answer = codec.encodeAssistant({ content: 'This is the fixed answer of the proxy benchmark, always the same length.' });
-const seen: { promptIds: number[]; maxTokens: number }[] = [];
-const engine: Engine = {
-  decode: (ids) => codec.decode(ids),
-  async generate(req: EngineRequest) {
-    seen.push({ promptIds: [...req.promptIds], maxTokens: req.maxTokens });
-    const ids = answer.slice(0, req.maxTokens);
-    return { outputIds: ids, logprobs: ids.map(() => -0.1), finishReason: 'stop' };
-  },
-};
+const { engine, seen } = fixedAnswerEngine(codec);
 
 /** CPU seconds (user + system) of a process, from /proc (10 ms ticks). */
 function procCpuMs(pid: number): number {

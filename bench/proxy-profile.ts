@@ -17,12 +17,12 @@ import { Session } from 'node:inspector/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { HttpBackend } from '../src/llm/http-backend.js';
-import type { Engine, EngineRequest } from '../src/llm/llm-http-server.js';
 import { createQwen3Codec } from '../src/llm/qwen3-codec.js';
 import { LlmProxy } from '../src/proxy/llm-proxy.js';
 import { createRuntime } from '../src/runtime/runtime.js';
 import { createSandboxProvider } from '../src/sandbox/index.js';
 import { startFakeLlmServer } from '../src/testing/fake-llm-server.js';
+import { fixedAnswerEngine } from './_proxy-engine.js';
 import { report, round } from './stats.js';
 
 const CALLS = Number(process.env.PROXY_BENCH_CALLS ?? 300);
@@ -30,16 +30,7 @@ const WARMUP = 30;
 const codec = createQwen3Codec();
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-proxy-profile-'));
 fs.chmodSync(stateDir, 0o711);
-const answer = codec.encodeAssistant({ content: 'This is the fixed answer of the proxy benchmark, always the same length.' });
-const seen: number[][] = [];
-const engine: Engine = {
-  decode: (ids) => codec.decode(ids),
-  async generate(req: EngineRequest) {
-    seen.push([...req.promptIds]);
-    const ids = answer.slice(0, req.maxTokens);
-    return { outputIds: ids, logprobs: ids.map(() => -0.1), finishReason: 'stop' };
-  },
-};
+const { engine, seen } = fixedAnswerEngine(codec);
 const proxies: { proxy: LlmProxy; token: string }[] = [];
 const listen = LlmProxy.listen.bind(LlmProxy);
 LlmProxy.listen = async (o) => {
@@ -127,12 +118,12 @@ try {
 
   const direct = new HttpBackend({ id: 'direct', url: server.url, protocol: 'prorl' });
   const recorded = seen.slice(0, CALLS);
-  for (const [i, ids] of recorded.entries()) {
+  for (const [i, { promptIds, maxTokens }] of recorded.entries()) {
     if (i === WARMUP) {
       await session.post('Profiler.start');
       cpu0 = cpuMs();
     }
-    await direct.generate({ rolloutId: 'direct', instance: { data_source: 'bench', instance_id: 'direct' }, turn: i, promptIds: ids, maxTokens: 64, sampling: { temperature: 1 }, signal: new AbortController().signal }, 60_000);
+    await direct.generate({ rolloutId: 'direct', instance: { data_source: 'bench', instance_id: 'direct' }, turn: i, promptIds, maxTokens, sampling: { temperature: 1 }, signal: new AbortController().signal }, 60_000);
   }
   figures.cpu_per_direct_call_ms = round((cpuMs() - cpu0) / (recorded.length - WARMUP));
   const directB = buckets(await stopProfile('direct'), recorded.length - WARMUP);

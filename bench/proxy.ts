@@ -25,9 +25,9 @@ import { createRuntime } from '../src/runtime/runtime.js';
 import { HttpBackend } from '../src/llm/http-backend.js';
 import type { GenerateRequest } from '../src/llm/llm-client.js';
 import { createQwen3Codec } from '../src/llm/qwen3-codec.js';
-import type { Engine, EngineRequest } from '../src/llm/llm-http-server.js';
 import { createSandboxProvider } from '../src/sandbox/index.js';
 import { startFakeLlmServer } from '../src/testing/fake-llm-server.js';
+import { fixedAnswerEngine } from './_proxy-engine.js';
 import { TIMING_AGENT } from './_proxy-timing-agent.js';
 import { median, report, round } from './stats.js';
 
@@ -42,16 +42,7 @@ fs.chmodSync(stateDir, 0o711);
 
 // ── part 1: proxy overhead per chat call ──
 {
-  const answer = codec.encodeAssistant({ content: 'This is the fixed answer of the proxy benchmark, always the same length.' });
-  const seen: { promptIds: number[]; maxTokens: number }[] = [];
-  const engine: Engine = {
-    decode: (ids) => codec.decode(ids),
-    async generate(req: EngineRequest) {
-      seen.push({ promptIds: [...req.promptIds], maxTokens: req.maxTokens });
-      const ids = answer.slice(0, req.maxTokens);
-      return { outputIds: ids, logprobs: ids.map(() => -0.1), finishReason: 'stop' };
-    },
-  };
+  const { engine, seen } = fixedAnswerEngine(codec);
   const server = await startFakeLlmServer({ policy: engine, codec });
   const provider = createSandboxProvider({ hosts: 1, stateDir: path.join(stateDir, 'p1') });
   const rt = createRuntime({ codec, backends: [`prorl+${server.url}`], sandboxes: provider, maxIterations: CALLS + 10, retries: { max: 0 } });
