@@ -37,3 +37,14 @@ for i in range(n):
 kept = sorted(lat[warmup:])
 print("LAT " + json.dumps({"p50": (kept[(len(kept) - 1) // 2] + kept[len(kept) // 2]) / 2, "n": len(kept), "cpu": sum(cpu[warmup:]) / len(kept)}))
 `;
+
+/**
+ * The `LAT` line of the timing harness's output. Found anywhere, not by line: the harness family's
+ * output may carry its shell's wait notes around it.
+ * @throws Error naming `what` (and the output's tail) when the harness printed none.
+ */
+export function timingLine(out: string, what: string): { p50: number; n: number; cpu: number } {
+  const line = /LAT (\{[^}]*\})/.exec(out)?.[1];
+  if (!line) throw new Error(`${what}: the timing harness printed no latencies: ${out.slice(-1000)}`);
+  return JSON.parse(line) as { p50: number; n: number; cpu: number };
+}

@@ -44,7 +44,7 @@ import { createSandboxProvider } from '../src/sandbox/index.js';
 import { startFakeLlmServer } from '../src/testing/fake-llm-server.js';
 import { startFloorServer } from './_proxy-floor.js';
 import { fixedAnswerEngine } from './_proxy-engine.js';
-import { TIMING_AGENT } from './_proxy-timing-agent.js';
+import { TIMING_AGENT, timingLine } from './_proxy-timing-agent.js';
 import { median, quantile, report, round } from './stats.js';
 
 const CALLS = Number(process.env.PROXY_BENCH_CALLS ?? 200);
@@ -105,7 +105,7 @@ async function floorRun(): Promise<{ p50: number; direct: number }> {
   const floor = await startFloorServer(server.url, codec);
   try {
     const out = await runPython(['-c', TIMING_AGENT, String(CALLS), String(WARMUP), 'uds'], { OPENAI_BASE_URL: 'http://localhost/v1', OPENAI_API_KEY: 'floor', LLM_SOCKET: floor.socketPath });
-    const lat = JSON.parse(/LAT (\{[^}]*\})/.exec(out)![1]!) as { p50: number };
+    const lat = timingLine(out, 'floor');
     return { p50: lat.p50, direct: (await directNode(floor.recorded)).p50 };
   } finally {
     await floor.close();
@@ -169,7 +169,7 @@ async function inProcess(): Promise<{ p50: number; p10: number; cpu: number; rec
   // The timing harness as a plain host process on the same proxy socket (its own conversation: a
   // new segment): the Python client without the sandbox around it.
   const out = await runPython(['-c', TIMING_AGENT, String(CALLS), String(WARMUP), 'uds'], { OPENAI_BASE_URL: 'http://localhost/v1', OPENAI_API_KEY: token, LLM_SOCKET: proxy.socketPath });
-  const hostPy = JSON.parse(/LAT (\{[^}]*\})/.exec(out)![1]!) as { p50: number; cpu: number };
+  const hostPy = timingLine(out, 'host python');
   const floor = await floorRun();
   await handle.cancel('measured');
   await handle.result.catch(() => undefined);
@@ -197,9 +197,7 @@ async function proxied(mode: 'tcp' | 'uds'): Promise<{ p50: number; service: num
   const mainCpu = (cpuWindow.main1 - cpuWindow.main0) / measured;
   const hostCpuPerCall = (cpuWindow.host1 - cpuWindow.host0) / measured;
   const out = String(result.evalDetails?.harness_output ?? '');
-  const line = /LAT (\{[^}]*\})/.exec(out)?.[1];
-  if (!line) throw new Error(`${mode}: no latencies (outcome ${result.outcome}): ${out.slice(-1000)}`);
-  const lat = JSON.parse(line) as { p50: number; cpu: number };
+  const lat = timingLine(out, `${mode} (outcome ${result.outcome})`);
   return { p50: lat.p50, service: median(service.slice(WARMUP)), pyCpu: lat.cpu, mainCpu, hostCpu: hostCpuPerCall };
 }
 

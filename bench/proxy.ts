@@ -28,7 +28,7 @@ import { createQwen3Codec } from '../src/llm/qwen3-codec.js';
 import { createSandboxProvider } from '../src/sandbox/index.js';
 import { startFakeLlmServer } from '../src/testing/fake-llm-server.js';
 import { fixedAnswerEngine } from './_proxy-engine.js';
-import { TIMING_AGENT } from './_proxy-timing-agent.js';
+import { TIMING_AGENT, timingLine } from './_proxy-timing-agent.js';
 import { median, report, round } from './stats.js';
 
 const CALLS = Number(process.env.PROXY_BENCH_CALLS ?? 200);
@@ -57,10 +57,7 @@ fs.chmodSync(stateDir, 0o711);
       max_tokens_total: 10_000_000,
     } as never).result;
     const out = String(result.evalDetails?.harness_output ?? '');
-    // Not by line: the harness family's output may carry its shell's wait notes around it.
-    const line = /LAT (\{[^}]*\})/.exec(out)?.[1];
-    if (!line) throw new Error(`the timing harness printed no latencies (outcome ${result.outcome}, error ${JSON.stringify(result.error)}): ${out.slice(-1000)}`);
-    const proxied = JSON.parse(line) as { p50: number; n: number };
+    const proxied = timingLine(out, `outcome ${result.outcome}, error ${JSON.stringify(result.error)}`);
     if (seen.length !== CALLS) throw new Error(`the backend saw ${seen.length} calls, expected ${CALLS}`);
     // The same prompts and output lengths, straight from this process to the same backend.
     const direct = new HttpBackend({ id: 'direct', url: server.url, protocol: 'prorl' });
