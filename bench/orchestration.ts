@@ -21,7 +21,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { assign, createActor, fromCallback, fromPromise, sendTo, setup } from 'xstate';
+import { assign, createActor, fromCallback, fromPromise, sendTo, setup, type AnyStateMachine } from 'xstate';
 import { createRuntime } from '../src/index.js';
 import { createTestHandler, ScriptedPolicy, TestCodec } from '../src/testing/index.js';
 import { median, report, round } from './stats.js';
@@ -35,6 +35,21 @@ const IN_FLIGHT = 1_000;
 const PARKED = 10_000;
 const RUNS = 3;
 
+
+/**
+ * The states both baselines share around their `running` state, as the rollout machine has them
+ * (slots granted at once); `id` is the machine's, for `running`'s `#<id>.waitingEval` target.
+ */
+function around(id: string) {
+  return {
+    queued: { always: 'initializing' },
+    initializing: { invoke: { src: 'init', onDone: 'waitingRun' } },
+    waitingRun: { always: 'running' },
+    waitingEval: { id: `${id}.waitingEval`, always: 'evaluating' },
+    evaluating: { invoke: { src: 'evaluate', onDone: 'done' } },
+    done: { type: 'final' },
+  } as const;
+}
 
 // ── the baseline: same shape, no runtime ──
 type BareEvent = { type: 'LLM_DONE' } | { type: 'ACT_DONE'; output: { stop: boolean } };
@@ -54,9 +69,7 @@ const bare = setup({
   context: { turn: 0 },
   initial: 'queued',
   states: {
-    queued: { always: 'initializing' },
-    initializing: { invoke: { src: 'init', onDone: 'waitingRun' } },
-    waitingRun: { always: 'running' },
+    ...around('bare'),
     running: {
       invoke: { id: 'loop', src: 'loop' },
       initial: 'llmCalling',
@@ -71,9 +84,6 @@ const bare = setup({
         },
       },
     },
-    waitingEval: { id: 'bare.waitingEval', always: 'evaluating' },
-    evaluating: { invoke: { src: 'evaluate', onDone: 'done' } },
-    done: { type: 'final' },
   },
   id: 'bare',
 });
@@ -92,9 +102,7 @@ const barePromise = setup({
   context: { turn: 0 },
   initial: 'queued',
   states: {
-    queued: { always: 'initializing' },
-    initializing: { invoke: { src: 'init', onDone: 'waitingRun' } },
-    waitingRun: { always: 'running' },
+    ...around('barePromise'),
     running: {
       initial: 'llmCalling',
       states: {
@@ -108,16 +116,13 @@ const barePromise = setup({
         },
       },
     },
-    waitingEval: { id: 'barePromise.waitingEval', always: 'evaluating' },
-    evaluating: { invoke: { src: 'evaluate', onDone: 'done' } },
-    done: { type: 'final' },
   },
   id: 'barePromise',
 });
 
-function runBare(machine: typeof bare | typeof barePromise = bare): Promise<void> {
+function runBare(machine: AnyStateMachine = bare): Promise<void> {
   return new Promise((resolve) => {
-    const a = createActor(machine as typeof bare);
+    const a = createActor(machine);
     a.subscribe({ complete: () => resolve() });
     a.start();
   });
