@@ -9,7 +9,8 @@ import { assign, fromCallback, fromPromise, sendTo, setup } from 'xstate';
  * finals: done, failed, timedOut, cancelled
  * ```
  *
- * Every side effect is a named actor (`initRollout`, `runLoop`, `evaluate`) or a named action (`requestSlot`, `withdrawSlot`, `releaseSlot`, `stageEntered`, `stageExited`,
+ * Every side effect is a named actor (`initRollout`, `runLoop`, `evaluate`) or a named action
+ * (`requestSlot`, `withdrawSlot`, `releaseSlot`, `stageEntered`, `stageExited`,
  * `stateEntered`, `recordError`, `ended`); the stubs here do nothing and the runtime provides
  * the real ones once with `.provide()`. Context holds only scalars: per-rollout data lives in the
  * supervisor's session map, looked up by `rolloutId`.
@@ -20,7 +21,7 @@ import { assign, fromCallback, fromPromise, sendTo, setup } from 'xstate';
  * stage, entering `llmCalling` / `acting` tells it `STEP` (`llm` / `act`, with the turn), and it
  * answers `LLM_DONE` / `ACT_DONE` with the step's output or `STEP_FAILED` with its error. A
  * promise actor per state would be spawned and stopped twice per turn, which costs four times
- * as much as these two event transitions (bench/proxy-hops.ts, docs/proxy.md). A step's late
+ * as much as these two event transitions (docs/core.md). A step's late
  * answer after the machine left `running` (a timeout, a cancel) is dropped with the stopped actor.
  */
 
