@@ -170,8 +170,7 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
     } catch (e) {
       return json(res, 400, { object: 'error', message: (e as Error).message, type: 'BadRequestError' });
     }
-    const ac = new AbortController();
-    res.on('close', () => ac.abort());
+    const ac = abortOnHangUp(res);
     const turnHeader = headerOf(req, 'x-rollout-turn');
     let out: EngineResult;
     try {
@@ -203,8 +202,7 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
     const maxTokens = Number(p === 'sglang' ? sp.max_new_tokens : sp.max_tokens);
     if (!Array.isArray(promptIds) || !promptIds.every((x) => Number.isInteger(x))) return json(res, 400, { error: 'prompt must be a list of token ids' });
     if (!Number.isInteger(maxTokens) || maxTokens < 1) return json(res, 400, { error: 'max_tokens must be a positive integer' });
-    const ac = new AbortController();
-    res.on('close', () => ac.abort());
+    const ac = abortOnHangUp(res);
     const turnHeader = headerOf(req, 'x-rollout-turn');
     const num = (v: unknown, d: number): number => (typeof v === 'number' && Number.isFinite(v) ? v : d);
     const seedRaw = p === 'sglang' ? sp.sampling_seed : sp.seed;
@@ -308,4 +306,16 @@ function decodeInstanceId(v: string | null): string | null {
 function headerOf(req: http.IncomingMessage, name: string): string | null {
   const v = req.headers[name];
   return typeof v === 'string' ? v : null;
+}
+
+/**
+ * A controller aborted when the client hangs up before the answer is out. Not on every answered
+ * request's close: an abort builds a DOMException with its stack.
+ */
+function abortOnHangUp(res: http.ServerResponse): AbortController {
+  const ac = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) ac.abort();
+  });
+  return ac;
 }

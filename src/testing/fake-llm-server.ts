@@ -109,8 +109,7 @@ export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promi
         const out: EngineResult = given ? { ...full, outputIds: full.outputIds.slice(given), logprobs: full.logprobs.slice(given) } : full;
         const ms = latencyMs + perTokenMs * out.outputIds.length;
         const t0 = Date.now();
-        const stop = req.engineAbort ? AbortSignal.any([req.signal, req.engineAbort]) : req.signal;
-        if (ms > 0) await delay(ms, stop);
+        if (ms > 0) await delay(ms, req.engineAbort ? AbortSignal.any([req.signal, req.engineAbort]) : req.signal);
         if (!req.engineAbort?.aborted || req.signal.aborted) return out;
         // Aborted by /abort_request: what was sampled by now (perTokenMs per token after latencyMs).
         const k = perTokenMs > 0 ? Math.max(0, Math.min(out.outputIds.length - 1, Math.floor((Date.now() - t0 - latencyMs) / perTokenMs))) : 0;

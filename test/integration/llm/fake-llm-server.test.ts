@@ -112,6 +112,36 @@ describe('startFakeLlmServer', () => {
     await Promise.all(calls);
   });
 
+  it('aborts a generation whose client hangs up, and not one whose answer went out', async () => {
+    const signals: AbortSignal[] = [];
+    let hold = true;
+    const answer = { outputIds: [codec.endOfTurnId], logprobs: [-0.1], finishReason: 'stop' as const };
+    const s = await serve({
+      policy: {
+        generate: (req) => {
+          signals.push(req.signal);
+          return hold ? new Promise((resolve) => req.signal.addEventListener('abort', () => resolve(answer))) : Promise.resolve(answer);
+        },
+      },
+    });
+    for (const [protocol, body] of [['prorl', { prompt_ids: [1, 2], max_tokens: 4 }], ['openai', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }]] as const) {
+      const path = protocol === 'prorl' ? '/generate' : '/v1/chat/completions';
+      hold = true;
+      const gone = new AbortController();
+      const call = fetch(`${s.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: gone.signal });
+      await expect.poll(() => signals.length).toBe(protocol === 'prorl' ? 1 : 3);
+      gone.abort();
+      await expect(call).rejects.toThrow();
+      await expect.poll(() => signals.at(-1)!.aborted, { message: `${protocol}: the hang-up reaches the engine` }).toBe(true);
+      hold = false;
+      const res = await fetch(`${s.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      expect(res.status, protocol).toBe(200);
+      await res.arrayBuffer();
+      await new Promise((r) => setTimeout(r, 50));
+      expect(signals.at(-1)!.aborted, `${protocol}: an answered request is not aborted`).toBe(false);
+    }
+  });
+
   it('reports and updates its weight version over HTTP', async () => {
     const s = await serve({ weightVersion: 'v1' });
     expect(await (await fetch(`${s.url}/weight_version`)).json()).toEqual({ weight_version: 'v1' });
