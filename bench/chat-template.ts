@@ -1,6 +1,6 @@
 /**
  * The chat template's render speed with our patch of the Jinja interpreter
- * (patches/@huggingface+jinja+*.patch; docs/codecs.md) against the original library, both in this
+ * (patches/@huggingface+jinja+*.patch; docs/llm.md) against the original library, both in this
  * process (the original loaded from a reverse-patched copy). Per family: a continuation-sized
  * render (a user turn, the sentinel assistant turn and one new user turn, as
  * `encodeContinuation` renders on every turn of every rollout) and a 200-message history (a
@@ -10,9 +10,8 @@
  *
  * Run: npx tsx bench/chat-template.ts
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import * as Jinja from '@huggingface/jinja';
+import { readModelDir } from '../src/llm/model-dir.js';
 import { createQwen3Codec } from '../src/llm/qwen3-codec.js';
 import { FAMILIES } from '../test/fixtures/model-families.js';
 import { loadPristineJinja } from '../test/helpers/pristine-jinja.js';
@@ -21,12 +20,6 @@ import { median, report, round } from './stats.js';
 const pristine = await loadPristineJinja();
 const figures: Record<string, number | string | boolean> = {};
 const ROUNDS = 9;
-
-function templateOf(dir: string): string {
-  const file = join(dir, 'chat_template.jinja');
-  if (existsSync(file)) return readFileSync(file, 'utf8');
-  return (JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8')) as { chat_template: string }).chat_template;
-}
 const ctx = (messages: { role: string; content: string }[]) => ({ messages, add_generation_prompt: true, bos_token: '<s>', eos_token: '</s>' });
 const small = () => ctx([{ role: 'user', content: 'Task.' }, { role: 'assistant', content: 'Sentinel.' }, { role: 'user', content: 'Again.' }]);
 const long = () => ctx(Array.from({ length: 200 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `message ${i}: some text of the conversation` })));
@@ -41,7 +34,7 @@ function time(render: () => string, reps: number): number {
 let equal = true;
 const speedups: Record<'small' | 'long', number[]> = { small: [], long: [] };
 for (const fam of Object.values(FAMILIES)) {
-  const source = templateOf(fam.dir);
+  const source = readModelDir(fam.dir).chatTemplate;
   const ours = new Jinja.Template(source);
   const orig = new pristine.Template(source);
   for (const [kind, make, reps] of [['small', small, 2000], ['long', long, 30]] as const) {

@@ -1,12 +1,11 @@
 /**
  * Our patch of the Jinja interpreter (patches/@huggingface+jinja+*.patch, applied by `npm ci`
- * through patch-package; docs/codecs.md explains it): it is applied, and every family's chat
+ * through patch-package; docs/llm.md explains it): it is applied, and every family's chat
  * template renders exactly as with the original library, errors included.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import * as Jinja from '@huggingface/jinja';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { readModelDir } from '../../../src/llm/model-dir.js';
 import { FAMILIES } from '../../fixtures/model-families.js';
 import { loadPristineJinja } from '../../helpers/pristine-jinja.js';
 
@@ -14,13 +13,6 @@ let pristine: typeof Jinja;
 beforeAll(async () => {
   pristine = await loadPristineJinja();
 });
-
-/** A family's chat template as the codec takes it: `chat_template.jinja`, else the config's. */
-function templateOf(dir: string): string {
-  const file = join(dir, 'chat_template.jinja');
-  if (existsSync(file)) return readFileSync(file, 'utf8');
-  return (JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8')) as { chat_template: string }).chat_template;
-}
 
 const TOOLS = [{ type: 'function', function: { name: 'execute_bash', description: 'Run a command', parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } } }];
 const call = (args: unknown) => [{ id: 'c1', type: 'function', function: { name: 'execute_bash', arguments: args } }];
@@ -80,7 +72,7 @@ describe('the patched Jinja interpreter', () => {
 
   for (const fam of Object.values(FAMILIES)) {
     it(`renders ${fam.name}'s chat template exactly as the original library does, errors included`, () => {
-      const source = templateOf(fam.dir);
+      const source = readModelDir(fam.dir).chatTemplate;
       let rendered = 0;
       for (const [name, ctx] of Object.entries(CASES)) {
         const ours = outcome(Jinja.Template, source, ctx);
