@@ -2,7 +2,7 @@ import type { ChatCodec } from '../llm/chat-codec.js';
 import { continuationOf, type DriftFinding } from '../llm/drift-detector.js';
 import { TrajectoryBuilder, type SampledTurn } from '../llm/trajectory-builder.js';
 import { versionRange } from '../llm/weight-versions.js';
-import type { Message, ToolSchema } from '../protocol/messages.js';
+import type { Message, ToolCall, ToolSchema } from '../protocol/messages.js';
 import type { Trajectory } from '../protocol/trajectory.js';
 
 /** How a chat request was placed on the token record. */
@@ -180,11 +180,15 @@ function prefixMatches(messages: readonly Message[], prev: readonly Message[]): 
   return true;
 }
 
+const NO_CALLS: readonly ToolCall[] = [];
+
 /** Same role, content, tool calls (name and arguments; ids may be the harness's own) and tool link. */
 function sameMessage(a: Message, b: Message): boolean {
+  // The request reader hands the re-sent history back as the same objects.
+  if (a === b) return true;
   if (a.role !== b.role || a.content !== b.content || (a.tool_call_id ?? '') !== (b.tool_call_id ?? '')) return false;
-  const x = a.tool_calls ?? [];
-  const y = b.tool_calls ?? [];
+  const x = a.tool_calls ?? NO_CALLS;
+  const y = b.tool_calls ?? NO_CALLS;
   if (x.length !== y.length) return false;
   for (let i = 0; i < x.length; i++) {
     if (x[i]!.name !== y[i]!.name || JSON.stringify(x[i]!.arguments) !== JSON.stringify(y[i]!.arguments)) return false;

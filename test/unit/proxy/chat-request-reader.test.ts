@@ -58,5 +58,12 @@ describe('ChatRequestReader', () => {
     expect(jsonEqual([1, 2], { 0: 1, 1: 2 })).toBe(false);
     expect(jsonEqual({ a: '1' }, { a: 1 })).toBe(false);
     expect(jsonEqual(null, {})).toBe(false);
+    // Key sets compared both ways, parsed `__proto__` keys as ordinary own keys.
+    expect(jsonEqual({ a: 1, b: 2 }, { a: 1, c: 2 })).toBe(false);
+    expect(jsonEqual({ a: 1, b: 2 }, { a: 1 })).toBe(false);
+    expect(jsonEqual({}, { a: 1 })).toBe(false);
+    expect(jsonEqual(JSON.parse('{"__proto__": {"x": 1}}'), JSON.parse('{"__proto__": {"x": 1}}'))).toBe(true);
+    expect(jsonEqual(JSON.parse('{"__proto__": {"x": 1}}'), JSON.parse('{"__proto__": {"x": 2}}'))).toBe(false);
+    expect(jsonEqual(JSON.parse('{"__proto__": {"x": 1}}'), {})).toBe(false);
   });
 });
