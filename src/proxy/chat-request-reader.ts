@@ -59,7 +59,8 @@ export class ChatRequestReader {
 /**
  * Equality of two parsed JSON values (objects by their own keys, arrays in order). Runs over the
  * whole re-sent history on every request, so it allocates nothing: `Object.keys` of both sides
- * of every message was most of the proxy's garbage per call (bench/proxy-profile.ts).
+ * of every message was the largest part of the proxy's own garbage per call (V8's sampling heap
+ * profiler over bench/proxy-profile.ts's path; docs/proxy.md).
  */
 export function jsonEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
