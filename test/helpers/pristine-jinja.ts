@@ -16,7 +16,7 @@ const ROOT = join(import.meta.dirname, '../..');
 const PKG = 'node_modules/@huggingface/jinja';
 
 /** The patch file for the installed version. */
-export function jinjaPatchPath(): string {
+function jinjaPatchPath(): string {
   const { version } = JSON.parse(readFileSync(join(ROOT, PKG, 'package.json'), 'utf8')) as { version: string };
   const name = `@huggingface+jinja+${version}.patch`;
   if (!readdirSync(join(ROOT, 'patches')).includes(name)) throw new Error(`no patches/${name} for the installed @huggingface/jinja ${version}: update the patch (npx patch-package @huggingface/jinja)`);
