@@ -242,7 +242,10 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
     expect(stats.renderedRows).toBeLessThan(200);
     await p.locator('#rows').evaluate((el) => (el.scrollTop = el.scrollHeight));
     await p.locator('.rows .row[data-id="load-999"]').click();
-    await p.waitForSelector('#detail[data-rollout="load-999"] #graph .node.current');
+    // The row count is complete after the first burst; the page may still be applying the last
+    // ones (load-999's last step is `acting`) when the row is clicked, and the detail view follows
+    // them live: wait for it, then check the graph drew that state.
+    await p.waitForSelector('#detail[data-rollout="load-999"] #graph .node.current[data-state="running.acting"]');
     expect(await p.getAttribute('#graph .node.current', 'data-state')).toBe('running.acting');
     const dir = resolve('test-output');
     await mkdir(dir, { recursive: true });
