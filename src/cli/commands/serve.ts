@@ -127,6 +127,7 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
 
   let inspector: RuntimeInspector | null = null;
   let stopWarning = (): void => undefined;
+  let removeSignalHandlers = (): void => undefined;
   try {
     const serviceOptions: ServiceOptionsInput = {
       ...(config.service as ServiceOptionsInput | undefined),
@@ -165,6 +166,22 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
       { createRuntime: factory, backends, startStopped: values.stopped ?? false, visualizer: serveVisualizer },
       serviceOptions,
     );
+    // The signal handlers go in before the service listens: a SIGTERM that comes while the
+    // start-up probes run (a client may act on `listening on` at once) must close the service,
+    // not kill the process by the default action.
+    const signalled = new Promise<void>((resolve) => {
+      const stop = (sig: NodeJS.Signals): void => {
+        removeSignalHandlers();
+        process.stderr.write(`rollout serve: ${sig}, closing\n`);
+        resolve();
+      };
+      process.on('SIGINT', stop);
+      process.on('SIGTERM', stop);
+      removeSignalHandlers = () => {
+        process.off('SIGINT', stop);
+        process.off('SIGTERM', stop);
+      };
+    });
     const url = await service.listen();
     process.stdout.write(`listening on ${url}\n`);
     if (exposure.kind === 'insecure') stopWarning = repeatWarning(exposure.warning, (l) => process.stderr.write(l), deps.timers);
@@ -186,22 +203,13 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
       ]),
     );
 
-    await new Promise<void>((resolve) => {
-      let closing = false;
-      const stop = (sig: string): void => {
-        if (closing) return;
-        closing = true;
-        process.stderr.write(`rollout serve: ${sig}, closing\n`);
-        resolve();
-      };
-      process.once('SIGINT', () => stop('SIGINT'));
-      process.once('SIGTERM', () => stop('SIGTERM'));
-    });
+    await signalled;
     stopWarning();
     await service.close();
     await inspector?.close();
     return 0;
   } catch (err) {
+    removeSignalHandlers();
     stopWarning();
     await inspector?.close();
     const e = err as Error & { issues?: { path: string; message: string }[] };

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -89,6 +91,22 @@ describe('rollout serve (command)', { timeout: 120_000 }, () => {
       await until(() => /WARNING: serving 0\.0\.0\.0 without a token/.test(s.stderr()));
     } finally {
       expect(await s.stop()).toBe(0);
+    }
+  });
+
+  it('closes and exits 0 on a SIGTERM that comes while the start-up backend probe still waits', async () => {
+    // A backend that accepts and never answers holds the probe for its 3 s timeout, after
+    // `listening on`: the signal must find the service's handler, not the default action.
+    const silent = createServer(() => undefined);
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    try {
+      const { port } = silent.address() as AddressInfo;
+      const s = await serve(['--sandbox', 'none', '--backend', `http://127.0.0.1:${port}`]);
+      expect(await s.stop()).toBe(0);
+      expect(s.stderr()).toMatch(/SIGTERM, closing/);
+    } finally {
+      silent.closeAllConnections();
+      await new Promise((r) => silent.close(r));
     }
   });
 
