@@ -5,6 +5,7 @@ import type { WeightVersion } from '../llm/weight-versions.js';
 import { RolloutBufferOptionsSchema, type RolloutBufferOptions, type RolloutBufferOptionsInput } from '../protocol/buffer.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
+import { systemClock, type Clock, type TimerHandle } from './clock.js';
 import { allRewardsEqual, groupStaleness, groupVersion, pickNext } from './buffer-policy.js';
 import type { RolloutHandle, Runtime } from './runtime-api.js';
 import { validateSubmission, zodToValidation } from './submission.js';
@@ -28,18 +29,44 @@ export interface BufferedGroup {
   cancelled: number;
   /** Completion order within the buffer, from 1. */
   seq: number;
+  /** How many times the group has been handed out, this time included: above 1 after a lease was released or expired. */
+  deliveries: number;
+}
+
+/** A group handed out on a lease ({@link RolloutBuffer.lease}): held for the holder until acked. */
+export interface BufferLease {
+  /** Names this hand-out to {@link RolloutBuffer.ack} / {@link RolloutBuffer.release}; a redelivery gets a new one. */
+  leaseId: string;
+  group: BufferedGroup;
+}
+
+/** What {@link RolloutBuffer.ack} and {@link RolloutBuffer.release} did with each lease id. */
+export interface LeaseOutcome {
+  /** Lease ids acked (or released). */
+  done: string[];
+  /** Lease ids not held: unknown, already acked, or released (by the holder or by expiry) — the group may have gone to another holder. */
+  unknown: string[];
 }
 
 /** What listeners of {@link RolloutBuffer.onEvent} get, as groups complete or are dropped. */
-export type BufferEvent = { type: 'group.ready'; group: BufferedGroup } | { type: 'group.dropped'; groupId: string; instanceId: string | null; reward: number | null; reason: 'equal-rewards' | 'stale' | 'empty' };
+export type BufferEvent =
+  | { type: 'group.ready'; group: BufferedGroup }
+  | { type: 'group.dropped'; groupId: string; instanceId: string | null; reward: number | null; reason: 'equal-rewards' | 'stale' | 'empty' }
+  /** A leased group came back in line unacked: released by its holder, or its lease ran out. */
+  | { type: 'group.returned'; groupId: string; leaseId: string; reason: 'released' | 'expired' };
 
 /** The counters of a buffer (the `/v1` form is `BufferStatsSchema`). */
 export interface RolloutBufferStats {
   queuedPrompts: number;
   inFlight: number;
   ready: number;
+  /** Groups handed out on a lease and not yet acked. */
+  leased: number;
   started: number;
+  /** Groups taken, or leased and acked. */
   delivered: number;
+  /** Leased groups that came back in line unacked (released or expired). */
+  returned: number;
   dropped: number;
   stale: number;
   stopped: number;
@@ -77,9 +104,14 @@ interface RunningGroup {
  *   finished.
  * - **Dynamic sampling** (DAPO): a group whose rewards are all equal is dropped, counted, and its
  *   place is given to the next prompt at once.
+ * - **Leases** (at-least-once delivery): {@link lease} hands groups out without letting go of
+ *   them; each stays the holder's, keeping its place in B, until {@link ack}ed. Released by the
+ *   holder, or when its lease time runs out, it goes back in line (by `seq`, as if never taken)
+ *   and is handed out again with `deliveries` one higher. {@link take} / {@link next} hand
+ *   out for good (at most once).
  *
  * The buffer sees the runtime only through `submit`, so it works on an embedded runtime and on
- * the service's (the `/v1/buffers` routes). Nothing here is timed: waits are promises.
+ * the service's (the `/v1/buffers` routes). Nothing is timed but lease expiry (on the clock).
  */
 export class RolloutBuffer {
   readonly id: string;
@@ -87,6 +119,8 @@ export class RolloutBuffer {
   private readonly queue: Prompt[] = [];
   private readonly running = new Map<string, RunningGroup>();
   private readonly ready: BufferedGroup[] = [];
+  /** Groups handed out on a lease, by lease id, with their expiry timer (null: held until acked or released). */
+  private readonly leases = new Map<string, { group: BufferedGroup; timer: TimerHandle | null }>();
   private readonly waiters = new Set<() => void>();
   private readonly listeners = new Set<(e: BufferEvent) => void>();
   private ended = false;
@@ -94,13 +128,13 @@ export class RolloutBuffer {
   /** A submit refused while nothing ran: `next()` rejects with it rather than wait forever. */
   private stall: RolloutError | null = null;
   private seq = 0;
-  private counts = { started: 0, delivered: 0, dropped: 0, stale: 0, stopped: 0, cancelledMembers: 0 };
+  private counts = { started: 0, delivered: 0, returned: 0, dropped: 0, stale: 0, stopped: 0, cancelledMembers: 0 };
 
   /** Throws ValidationError naming the bad option. */
   constructor(
     private readonly rt: Pick<Runtime, 'submit'>,
     input: RolloutBufferOptionsInput,
-    opts: { id?: string; sampling?: unknown; trainerVersion?: () => WeightVersion | null } = {},
+    opts: { id?: string; sampling?: unknown; trainerVersion?: () => WeightVersion | null; clock?: Clock } = {},
   ) {
     const o = RolloutBufferOptionsSchema.safeParse(input);
     if (!o.success) throw zodToValidation('buffer', o.error.issues);
@@ -108,7 +142,10 @@ export class RolloutBuffer {
     this.id = opts.id ?? `buf-${randomUUID()}`;
     this.defaultSampling = opts.sampling ?? {};
     this.trainerVersion = opts.trainerVersion ?? (() => null);
+    this.clock = opts.clock ?? systemClock;
   }
+
+  private readonly clock: Clock;
 
   private readonly trainerVersion: () => WeightVersion | null;
 
@@ -146,20 +183,122 @@ export class RolloutBuffer {
    * is running (a full queue, a closed runtime), and with CancelledError when `signal` aborts.
    */
   async next(signal?: AbortSignal): Promise<BufferedGroup | null> {
+    const g = await this.pop(signal);
+    if (g) {
+      this.counts.delivered++;
+      this.fill();
+    }
+    return g;
+  }
+
+  /** Up to `max` completed groups: waits for the first (see {@link next}), then takes what else is ready. */
+  async take(max: number, signal?: AbortSignal): Promise<BufferedGroup[]> {
+    const out: BufferedGroup[] = [];
+    for (let g = await this.pop(signal); g; g = out.length < max ? this.popReady() : null) {
+      out.push(g);
+      this.counts.delivered++;
+    }
+    this.fill();
+    return out;
+  }
+
+  /**
+   * Up to `max` completed groups on a lease: waits for the first as {@link take} does, but the
+   * groups stay held — counted in `leased`, keeping their places in B — until {@link ack}ed. A
+   * lease {@link release}d, or unacked after `leaseMs` (when given), puts its group back in line
+   * to be handed out again (`deliveries` + 1, a new lease id).
+   * @throws ValidationError naming `leaseMs` when it is not a positive whole number of ms.
+   */
+  async lease(max: number, opts: { leaseMs?: number | undefined; signal?: AbortSignal | undefined } = {}): Promise<BufferLease[]> {
+    const { leaseMs } = opts;
+    if (leaseMs !== undefined && !(Number.isInteger(leaseMs) && leaseMs > 0)) {
+      throw new ValidationError(`leaseMs must be a positive whole number of milliseconds, got ${leaseMs}`, [{ path: 'leaseMs', message: 'a positive integer (ms)' }]);
+    }
+    const out: BufferLease[] = [];
+    for (let g = await this.pop(opts.signal); g; g = out.length < max ? this.popReady() : null) {
+      const leaseId = `lease-${randomUUID()}`;
+      const timer = leaseMs === undefined ? null : this.clock.setTimeout(() => this.giveBack(leaseId, 'expired'), leaseMs);
+      this.leases.set(leaseId, { group: g, timer });
+      out.push({ leaseId, group: g });
+    }
+    this.fill();
+    return out;
+  }
+
+  /** Acks leases: their groups are delivered for good (counted in `delivered`) and their places in B go to the next prompts. */
+  ack(leaseIds: readonly string[]): LeaseOutcome {
+    const out: LeaseOutcome = { done: [], unknown: [] };
+    for (const id of leaseIds) {
+      const l = this.leases.get(id);
+      if (!l) {
+        out.unknown.push(id);
+        continue;
+      }
+      this.leases.delete(id);
+      if (l.timer !== null) this.clock.clearTimeout(l.timer);
+      this.counts.delivered++;
+      out.done.push(id);
+    }
+    if (out.done.length > 0) {
+      this.fill();
+      // The last ack may leave an ended buffer done: waiting `next()`s answer null.
+      this.wake();
+    }
+    return out;
+  }
+
+  /** Gives leases back unacked: their groups go back in line, to be handed out again. */
+  release(leaseIds: readonly string[]): LeaseOutcome {
+    const out: LeaseOutcome = { done: [], unknown: [] };
+    for (const id of leaseIds) (this.giveBack(id, 'released') ? out.done : out.unknown).push(id);
+    return out;
+  }
+
+  /** Lease ids held now (for a holder that goes away and must give its own back). */
+  get leaseIds(): string[] {
+    return [...this.leases.keys()];
+  }
+
+  /** A leased group back in line; false when `leaseId` is not held. */
+  private giveBack(leaseId: string, reason: 'released' | 'expired'): boolean {
+    const l = this.leases.get(leaseId);
+    if (!l) return false;
+    this.leases.delete(leaseId);
+    if (l.timer !== null) this.clock.clearTimeout(l.timer);
+    if (this.closed) return true;
+    this.counts.returned++;
+    // A copy: the holder's object keeps the `deliveries` it was handed with.
+    this.ready.push({ ...l.group });
+    this.emit({ type: 'group.returned', groupId: l.group.groupId, leaseId, reason });
+    this.wake();
+    return true;
+  }
+
+  /**
+   * The ready group to hand out next, out of line and counted as handed out (a copy, with its
+   * `deliveries`); ready groups staler than `maxStaleness` are dropped on the way. Null when
+   * none is ready.
+   */
+  private popReady(): BufferedGroup | null {
     for (;;) {
       const g = pickNext(this.ready, this.options.order);
-      if (g) {
-        this.ready.splice(this.ready.indexOf(g), 1);
-        if (this.tooStale(g)) {
-          this.counts.stale++;
-          this.emit({ type: 'group.dropped', groupId: g.groupId, instanceId: g.instanceId, reward: g.rewards[0] ?? null, reason: 'stale' });
-          this.fill();
-          continue;
-        }
-        this.counts.delivered++;
+      if (!g) return null;
+      this.ready.splice(this.ready.indexOf(g), 1);
+      if (this.tooStale(g)) {
+        this.counts.stale++;
+        this.emit({ type: 'group.dropped', groupId: g.groupId, instanceId: g.instanceId, reward: g.rewards[0] ?? null, reason: 'stale' });
         this.fill();
-        return g;
+        continue;
       }
+      return { ...g, deliveries: g.deliveries + 1 };
+    }
+  }
+
+  /** {@link popReady}, waiting for a group as {@link next} does. The caller fills B after its bookkeeping. */
+  private async pop(signal?: AbortSignal): Promise<BufferedGroup | null> {
+    for (;;) {
+      const g = this.popReady();
+      if (g) return g;
       if (this.closed || this.isDone()) return null;
       if (this.stall && this.running.size === 0) throw this.stall;
       if (signal?.aborted) throw new CancelledError('wait for a group aborted');
@@ -176,15 +315,6 @@ export class RolloutBuffer {
         signal?.addEventListener('abort', onAbort, { once: true });
       });
     }
-  }
-
-  /** Up to `max` completed groups: waits for the first (see {@link next}), then takes what else is ready. */
-  async take(max: number, signal?: AbortSignal): Promise<BufferedGroup[]> {
-    const first = await this.next(signal);
-    if (!first) return [];
-    const out = [first];
-    while (out.length < max && this.ready.length > 0) out.push((await this.next())!);
-    return out;
   }
 
   /** Groups as they complete, until the buffer is done or closed. */
@@ -215,7 +345,7 @@ export class RolloutBuffer {
   }
 
   stats(): RolloutBufferStats {
-    return { queuedPrompts: this.queue.length, inFlight: this.running.size, ready: this.ready.length, ...this.counts, ended: this.ended, done: this.isDone() };
+    return { queuedPrompts: this.queue.length, inFlight: this.running.size, ready: this.ready.length, leased: this.leases.size, ...this.counts, ended: this.ended, done: this.isDone() };
   }
 
   /** Cancels every running member (resolves once their sandboxes are closed); `next()` answers null from then on. */
@@ -223,6 +353,8 @@ export class RolloutBuffer {
     if (this.closed) return;
     this.closed = true;
     this.queue.length = 0;
+    for (const l of this.leases.values()) if (l.timer !== null) this.clock.clearTimeout(l.timer);
+    this.leases.clear();
     const groups = [...this.running.values()];
     for (const g of groups) g.settled = true;
     await Promise.all(groups.map((g) => this.cancelRest(g, reason)));
@@ -239,12 +371,12 @@ export class RolloutBuffer {
   }
 
   private isDone(): boolean {
-    return this.ended && this.queue.length === 0 && this.running.size === 0 && this.ready.length === 0;
+    return this.ended && this.queue.length === 0 && this.running.size === 0 && this.ready.length === 0 && this.leases.size === 0;
   }
 
-  /** Starts groups while there is room (running + ready < B) and a prompt. */
+  /** Starts groups while there is room (running + ready + leased < B) and a prompt. */
   private fill(): void {
-    while (!this.closed && this.queue.length > 0 && this.running.size + this.ready.length < this.options.groups) {
+    while (!this.closed && this.queue.length > 0 && this.running.size + this.ready.length + this.leases.size < this.options.groups) {
       if (!this.start(this.queue[0]!)) return;
       this.queue.shift();
     }
@@ -318,6 +450,7 @@ export class RolloutBuffer {
         stopped: g.stopped,
         cancelled: g.cancelled,
         seq: ++this.seq,
+        deliveries: 0,
       };
       this.ready.push(group);
       this.emit({ type: 'group.ready', group });

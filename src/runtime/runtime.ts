@@ -145,7 +145,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     },
     cancel: (id, reason) => sup.cancel(id, reason),
     dataSources: () => knownSources,
-    buffer: (o, extra = {}) => new RolloutBuffer(runtime, o, { ...extra, trainerVersion: () => weights.trainerVersion }),
+    buffer: (o, extra = {}) => new RolloutBuffer(runtime, o, { ...extra, clock, trainerVersion: () => weights.trainerVersion }),
     get(id: string): RolloutSummary | undefined {
       const s = sup.find(id);
       return s ? summarize(s) : undefined;

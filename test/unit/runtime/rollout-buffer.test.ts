@@ -195,7 +195,7 @@ describe('rollout buffer: dynamic sampling (DAPO)', () => {
     const { rt, clock } = rig();
     const buf = rt.buffer({ groups: 1, n: 2, dynamicSampling: true });
     const events: string[] = [];
-    buf.onEvent((e) => events.push(`${e.type}:${e.type === 'group.ready' ? e.group.instanceId : e.instanceId}`));
+    buf.onEvent((e) => events.push(`${e.type}:${e.type === 'group.ready' ? e.group.instanceId : e.type === 'group.dropped' ? e.instanceId : e.groupId}`));
     buf.add([prompt('same', { rewards: [1, 1], lat: [10, 10] }), prompt('mixed', { rewards: [0, 1], lat: [10, 10] })]);
     buf.end();
     expect(buf.stats().started).toBe(1);
@@ -270,6 +270,99 @@ describe('rollout buffer: staleness at consumption (maxStaleness)', () => {
     expect(g.minWeightVersion).toBe(2);
     expect(seen).toEqual(['old:stale']);
     expect(buf.stats()).toMatchObject({ stale: 1, delivered: 1 });
+  });
+});
+
+describe('rollout buffer: leases (at-least-once delivery)', () => {
+  it('keeps a leased group in B until it is acked; the ack delivers it and starts the next prompt', async () => {
+    const { rt, clock } = rig();
+    const buf = rt.buffer({ groups: 1, n: 2 });
+    buf.add([prompt('a'), prompt('b')]);
+    buf.end();
+    await clock.advance(500);
+    const [la] = await buf.lease(4);
+    expect(la!.group).toMatchObject({ instanceId: 'a', deliveries: 1 });
+    expect(buf.stats()).toMatchObject({ ready: 0, leased: 1, delivered: 0, started: 1, done: false });
+    expect(buf.leaseIds).toEqual([la!.leaseId]);
+    expect(buf.ack([la!.leaseId, 'lease-nope'])).toEqual({ done: [la!.leaseId], unknown: ['lease-nope'] });
+    expect(buf.stats()).toMatchObject({ leased: 0, delivered: 1, started: 2 });
+    expect(buf.ack([la!.leaseId])).toEqual({ done: [], unknown: [la!.leaseId] });
+    const [lb] = await until(clock, buf.lease(1));
+    const waiting = buf.next();
+    buf.ack([lb!.leaseId]);
+    // The last ack leaves the ended buffer done: the waiting next() answers null.
+    expect(await waiting).toBeNull();
+    expect(buf.stats()).toMatchObject({ delivered: 2, returned: 0, done: true });
+  });
+
+  it('puts released groups back in line in completion order, handed out again with deliveries 2 under new lease ids', async () => {
+    const { rt, clock } = rig();
+    const buf = rt.buffer({ groups: 3, n: 2 });
+    const returned: string[] = [];
+    buf.onEvent((e) => e.type === 'group.returned' && returned.push(`${e.groupId}:${e.reason}`));
+    buf.add([prompt('a', { lat: [10, 10] }), prompt('b', { lat: [20, 20] })]);
+    await clock.advance(500);
+    const first = await buf.lease(2);
+    expect(first.map((l) => l.group.instanceId)).toEqual(['a', 'b']);
+    expect(buf.release([first[1]!.leaseId, first[0]!.leaseId, 'lease-nope'])).toEqual({ done: [first[1]!.leaseId, first[0]!.leaseId], unknown: ['lease-nope'] });
+    expect(buf.stats()).toMatchObject({ ready: 2, leased: 0, returned: 2, delivered: 0 });
+    expect(returned).toEqual([`${first[1]!.group.groupId}:released`, `${first[0]!.group.groupId}:released`]);
+    const again = await buf.lease(2);
+    expect(again.map((l) => [l.group.instanceId, l.group.deliveries])).toEqual([['a', 2], ['b', 2]]);
+    expect(again.map((l) => l.leaseId)).not.toContain(first[0]!.leaseId);
+    // What the first holder was handed is its own: the redelivery did not change it.
+    expect(first[0]!.group.deliveries).toBe(1);
+    expect(again[0]!.group.results).toEqual(first[0]!.group.results);
+    expect(buf.ack([first[0]!.leaseId]).unknown).toEqual([first[0]!.leaseId]);
+  });
+
+  it('returns a group whose lease runs out unacked, and a waiting next() gets it', async () => {
+    const { rt, clock } = rig();
+    const buf = rt.buffer({ groups: 1, n: 2 });
+    const returned: string[] = [];
+    buf.onEvent((e) => e.type === 'group.returned' && returned.push(e.reason));
+    buf.add([prompt('a')]);
+    buf.end();
+    await clock.advance(500);
+    const [l] = await buf.lease(1, { leaseMs: 1_000 });
+    const waiting = buf.next();
+    await clock.advance(999);
+    expect(buf.stats()).toMatchObject({ leased: 1, ready: 0 });
+    await clock.advance(1);
+    const g = (await waiting)!;
+    expect(g).toMatchObject({ instanceId: 'a', deliveries: 2 });
+    expect(returned).toEqual(['expired']);
+    expect(buf.ack([l!.leaseId])).toEqual({ done: [], unknown: [l!.leaseId] });
+    expect(buf.stats()).toMatchObject({ delivered: 1, returned: 1, leased: 0, done: true });
+  });
+
+  it('checks staleness again when a returned group is handed out anew', async () => {
+    const { rt, clock, llm } = rig();
+    rt.setTrainerVersion(0);
+    const buf = rt.buffer({ groups: 1, n: 2, maxStaleness: 1 });
+    buf.add([prompt('old')]);
+    await clock.advance(500);
+    const [l] = await buf.lease(1);
+    llm.setWeightVersion(2);
+    rt.setTrainerVersion(2);
+    buf.release([l!.leaseId]);
+    expect(await buf.lease(1, { signal: AbortSignal.abort() }).catch((e: Error) => e.name)).toBe('CancelledError');
+    expect(buf.stats()).toMatchObject({ stale: 1, ready: 0, delivered: 0 });
+  });
+
+  it('refuses a lease time that is not a positive whole number of ms, naming leaseMs; close ends the leases', async () => {
+    const { rt, clock } = rig();
+    const buf = rt.buffer({ groups: 1, n: 2 });
+    await expect(buf.lease(1, { leaseMs: 0 })).rejects.toThrow(/leaseMs/);
+    await expect(buf.lease(1, { leaseMs: 1.5 })).rejects.toBeInstanceOf(ValidationError);
+    buf.add([prompt('a')]);
+    await clock.advance(500);
+    const [l] = await buf.lease(1, { leaseMs: 100 });
+    await buf.close();
+    expect(buf.stats().leased).toBe(0);
+    await clock.advance(200);
+    expect(buf.stats()).toMatchObject({ ready: 0, returned: 0 });
+    expect(buf.release([l!.leaseId]).unknown).toEqual([l!.leaseId]);
   });
 });
 
