@@ -271,6 +271,23 @@ describe('rollout buffer: staleness at consumption (maxStaleness)', () => {
     expect(seen).toEqual(['old:stale']);
     expect(buf.stats()).toMatchObject({ stale: 1, delivered: 1 });
   });
+
+  it('take(max) stops at the groups still ready when the rest of them are too stale, without waiting', async () => {
+    const { rt, clock, llm } = rig();
+    rt.setTrainerVersion(0);
+    const buf = rt.buffer({ groups: 2, n: 1, maxStaleness: 1 });
+    buf.add([prompt('old', { lat: [100] })]);
+    await clock.advance(250); // old's first two turns at version 0, its last after the update
+    llm.setWeightVersion(2);
+    rt.setTrainerVersion(2);
+    buf.add([prompt('fresh', { lat: [5] })]);
+    buf.end();
+    await clock.advance(1_000);
+    expect(buf.stats().ready).toBe(2);
+    const got = await buf.take(2);
+    expect(got.map((g) => g.instanceId)).toEqual(['fresh']);
+    expect(buf.stats()).toMatchObject({ stale: 1, delivered: 1, done: true });
+  });
 });
 
 describe('rollout buffer: leases (at-least-once delivery)', () => {
