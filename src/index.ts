@@ -5,7 +5,7 @@
 export { createRuntime, type EmbeddedRuntime } from './runtime/runtime.js';
 export type { Runtime, RolloutHandle, GroupHandle, SubmitOptions, RuntimeStatus, RolloutSummary, EventsOptions } from './runtime/runtime-api.js';
 export { RuntimeOptionsSchema, parseRuntimeOptions, type RuntimeOptions, type RuntimeOptionsInput } from './runtime/runtime-options.js';
-export { RolloutBuffer, type BufferedGroup, type BufferEvent, type RolloutBufferStats } from './runtime/rollout-buffer.js';
+export { RolloutBuffer, type BufferedGroup, type BufferEvent, type BufferLease, type LeaseOutcome, type RolloutBufferStats } from './runtime/rollout-buffer.js';
 export { RolloutBufferOptionsSchema, type RolloutBufferOptions, type RolloutBufferOptionsInput } from './protocol/buffer.js';
 export { systemClock, type Clock } from './runtime/clock.js';
 export type { EventGap, EventItem } from './runtime/event-hub.js';

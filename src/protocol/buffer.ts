@@ -62,10 +62,21 @@ export const BufferAddRequestSchema = z
   .object({ instances: Instances.default([]), sampling_params: Sampling.optional(), end: z.boolean().optional() })
   .strict();
 
-/** `POST /v1/buffers/:id/take`: up to `max` completed groups, waiting up to `wait_ms` for the first. */
+/**
+ * `POST /v1/buffers/:id/take`: up to `max` completed groups, waiting up to `wait_ms` for the
+ * first. With `lease_ms` they are leased (at-least-once): each comes with a `lease_id` to ack,
+ * and goes back in line when it is not acked within `lease_ms`.
+ */
 export const BufferTakeRequestSchema = z
-  .object({ max: z.number().int().min(1).max(1_000).default(1), wait_ms: z.number().int().min(0).max(600_000).default(0) })
+  .object({
+    max: z.number().int().min(1).max(1_000).default(1),
+    wait_ms: z.number().int().min(0).max(600_000).default(0),
+    lease_ms: z.number().int().min(1).max(86_400_000).optional(),
+  })
   .strict();
+
+/** `POST /v1/buffers/:id/ack` and `/release`: lease ids of groups taken with `lease_ms` (or by a manual-ack WebSocket subscription). */
+export const BufferLeasesRequestSchema = z.object({ leases: z.array(z.string().min(1).max(200)).min(1).max(1_000) }).strict();
 
 /** The buffer's counters as `/v1` answers them. */
 export const BufferStatsSchema = z.object({
@@ -78,8 +89,13 @@ export const BufferStatsSchema = z.object({
   queued_prompts: z.number().int(),
   in_flight: z.number().int(),
   ready: z.number().int(),
+  /** Groups handed out on a lease and not yet acked. */
+  leased: z.number().int(),
   started: z.number().int(),
+  /** Groups taken, or leased and acked. */
   delivered: z.number().int(),
+  /** Leased groups that came back in line unacked (released, expired, or their subscription closed). */
+  returned: z.number().int(),
   /** Groups dropped by dynamic sampling (all rewards equal). */
   dropped: z.number().int(),
   /** Complete groups dropped as staler than max_staleness when they would have been handed out. */

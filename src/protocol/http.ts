@@ -252,12 +252,21 @@ export const WsClientMessageSchema = z.discriminatedUnion('type', [
       group: IdSchema.optional(),
       /** A rollout buffer (`/v1/buffers`): its complete groups are taken and sent as `buffer` messages as they finish. */
       buffer: IdSchema.optional(),
+      /**
+       * A buffer subscription's delivery: `auto` (default) — a group counts as delivered once the
+       * socket took its frame; `manual` — each group comes with a `lease_id` and stays leased
+       * until the client sends `{type:'ack', sub, leases}`, and goes back in line when the
+       * subscription ends unacked (at-least-once).
+       */
+      ack: z.enum(['auto', 'manual']).optional(),
       after: z.number().int().min(-1).optional(),
       /** The epoch `after` belongs to; from an older epoch, the new runtime is replayed from its start. */
       epoch: z.number().int().min(0).optional(),
     })
     .strict(),
   z.object({ type: z.literal('unsubscribe'), sub: z.string().min(1).max(100) }).strict(),
+  /** Acks groups of a manual-ack buffer subscription by their `lease_id`s. */
+  z.object({ type: z.literal('ack'), sub: z.string().min(1).max(100), leases: z.array(z.string().min(1).max(200)).min(1).max(1_000) }).strict(),
   z.object({ type: z.literal('ping'), nonce: z.union([z.string().max(200), z.number()]).optional() }).strict(),
 ]);
 /** A parsed client → server WebSocket message. */
@@ -273,8 +282,10 @@ export const WsServerMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('hello'), epoch: z.number().int(), seq: z.number().int(), heartbeat_ms: z.number().int() }),
   z.object({ type: z.literal('subscribed'), sub: z.string(), epoch: z.number().int(), rollout: z.string().nullable(), group: z.string().nullable(), after: z.number().int().nullable() }),
   z.object({ type: z.literal('unsubscribed'), sub: z.string() }),
+  /** The answer to an `ack`: the leases acked, and those the subscription did not hold (unknown, already acked). */
+  z.object({ type: z.literal('acked'), sub: z.string(), acked: z.array(z.string()), unknown: z.array(z.string()) }),
   z.object({ type: z.literal('event'), sub: z.string(), event: z.record(z.string(), z.unknown()) }),
-  /** A buffer subscription's item: `{type:'group', group}` as each group completes (it is taken), then `{type:'done', buffer}`. */
+  /** A buffer subscription's item: `{type:'group', group}` as each group completes (with `lease_id` under manual acks), then `{type:'done', buffer}`. */
   z.object({ type: z.literal('buffer'), sub: z.string(), item: z.record(z.string(), z.unknown()) }),
   z.object({ type: z.literal('gap'), sub: z.string(), from: z.number().int(), to: z.number().int(), reason: z.enum(['retention', 'slow-client']) }),
   z.object({ type: z.literal('heartbeat'), ts: z.number(), seq: z.number().int() }),

@@ -5,75 +5,15 @@ import type { WeightVersion } from '../llm/weight-versions.js';
 import { RolloutBufferOptionsSchema, type RolloutBufferOptions, type RolloutBufferOptionsInput } from '../protocol/buffer.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
-import { systemClock, type Clock, type TimerHandle } from './clock.js';
+import { systemClock, type Clock } from './clock.js';
+import { LeaseTable } from './buffer-leases.js';
 import { allRewardsEqual, groupStaleness, groupVersion, pickNext } from './buffer-policy.js';
+import type { BufferedGroup, BufferEvent, BufferLease, LeaseOutcome, RolloutBufferStats } from './buffer-types.js';
 import type { RolloutHandle, Runtime } from './runtime-api.js';
 import { validateSubmission, zodToValidation } from './submission.js';
 
-/** A completed group as the trainer takes it. */
-export interface BufferedGroup {
-  groupId: string;
-  instanceId: string | null;
-  /** The kept members' results, in trajectory-id order (`n` of them unless the group was stopped early or members were cancelled from outside). */
-  results: RolloutResult[];
-  rewards: (number | null)[];
-  /** The oldest weight version any kept token was sampled at (null: unknown). */
-  minWeightVersion: WeightVersion | null;
-  /** The largest `trajectory.staleness` of the kept members (null when none is known). */
-  staleness: number | null;
-  /** All n members were kept. */
-  complete: boolean;
-  /** The trainer stopped it early ({@link RolloutBuffer.stopGroup}). */
-  stopped: boolean;
-  /** Members cancelled (over-provisioned beyond the first n to finish, or stopped). */
-  cancelled: number;
-  /** Completion order within the buffer, from 1. */
-  seq: number;
-  /** How many times the group has been handed out, this time included: above 1 after a lease was released or expired. */
-  deliveries: number;
-}
+export type { BufferedGroup, BufferEvent, BufferLease, LeaseOutcome, RolloutBufferStats } from './buffer-types.js';
 
-/** A group handed out on a lease ({@link RolloutBuffer.lease}): held for the holder until acked. */
-export interface BufferLease {
-  /** Names this hand-out to {@link RolloutBuffer.ack} / {@link RolloutBuffer.release}; a redelivery gets a new one. */
-  leaseId: string;
-  group: BufferedGroup;
-}
-
-/** What {@link RolloutBuffer.ack} and {@link RolloutBuffer.release} did with each lease id. */
-export interface LeaseOutcome {
-  /** Lease ids acked (or released). */
-  done: string[];
-  /** Lease ids not held: unknown, already acked, or released (by the holder or by expiry) — the group may have gone to another holder. */
-  unknown: string[];
-}
-
-/** What listeners of {@link RolloutBuffer.onEvent} get, as groups complete or are dropped. */
-export type BufferEvent =
-  | { type: 'group.ready'; group: BufferedGroup }
-  | { type: 'group.dropped'; groupId: string; instanceId: string | null; reward: number | null; reason: 'equal-rewards' | 'stale' | 'empty' }
-  /** A leased group came back in line unacked: released by its holder, or its lease ran out. */
-  | { type: 'group.returned'; groupId: string; leaseId: string; reason: 'released' | 'expired' };
-
-/** The counters of a buffer (the `/v1` form is `BufferStatsSchema`). */
-export interface RolloutBufferStats {
-  queuedPrompts: number;
-  inFlight: number;
-  ready: number;
-  /** Groups handed out on a lease and not yet acked. */
-  leased: number;
-  started: number;
-  /** Groups taken, or leased and acked. */
-  delivered: number;
-  /** Leased groups that came back in line unacked (released or expired). */
-  returned: number;
-  dropped: number;
-  stale: number;
-  stopped: number;
-  cancelledMembers: number;
-  ended: boolean;
-  done: boolean;
-}
 
 interface Prompt {
   instance: Instance;
@@ -119,8 +59,8 @@ export class RolloutBuffer {
   private readonly queue: Prompt[] = [];
   private readonly running = new Map<string, RunningGroup>();
   private readonly ready: BufferedGroup[] = [];
-  /** Groups handed out on a lease, by lease id, with their expiry timer (null: held until acked or released). */
-  private readonly leases = new Map<string, { group: BufferedGroup; timer: TimerHandle | null }>();
+  /** Groups handed out on a lease, until acked, released or expired. */
+  private readonly leases: LeaseTable;
   private readonly waiters = new Set<() => void>();
   private readonly listeners = new Set<(e: BufferEvent) => void>();
   private ended = false;
@@ -129,6 +69,8 @@ export class RolloutBuffer {
   private stall: RolloutError | null = null;
   private seq = 0;
   private counts = { started: 0, delivered: 0, returned: 0, dropped: 0, stale: 0, stopped: 0, cancelledMembers: 0 };
+  private readonly trainerVersion: () => WeightVersion | null;
+  private readonly defaultSampling: unknown;
 
   /** Throws ValidationError naming the bad option. */
   constructor(
@@ -142,14 +84,8 @@ export class RolloutBuffer {
     this.id = opts.id ?? `buf-${randomUUID()}`;
     this.defaultSampling = opts.sampling ?? {};
     this.trainerVersion = opts.trainerVersion ?? (() => null);
-    this.clock = opts.clock ?? systemClock;
+    this.leases = new LeaseTable(opts.clock ?? systemClock, (leaseId) => this.giveBack(leaseId, 'expired'));
   }
-
-  private readonly clock: Clock;
-
-  private readonly trainerVersion: () => WeightVersion | null;
-
-  private readonly defaultSampling: unknown;
 
   /**
    * Queues prompts (each becomes one group) and starts groups up to B. Validates every instance
@@ -183,23 +119,13 @@ export class RolloutBuffer {
    * is running (a full queue, a closed runtime), and with CancelledError when `signal` aborts.
    */
   async next(signal?: AbortSignal): Promise<BufferedGroup | null> {
-    const g = await this.pop(signal);
-    if (g) {
-      this.counts.delivered++;
-      this.fill();
-    }
-    return g;
+    const [g] = await this.take(1, signal);
+    return g ?? null;
   }
 
   /** Up to `max` completed groups: waits for the first (see {@link next}), then takes what else is ready. */
-  async take(max: number, signal?: AbortSignal): Promise<BufferedGroup[]> {
-    const out: BufferedGroup[] = [];
-    for (let g = await this.pop(signal); g; g = out.length < max ? this.popReady() : null) {
-      out.push(g);
-      this.counts.delivered++;
-    }
-    this.fill();
-    return out;
+  take(max: number, signal?: AbortSignal): Promise<BufferedGroup[]> {
+    return this.handOut(max, signal, (g) => this.delivered(g, null));
   }
 
   /**
@@ -214,29 +140,19 @@ export class RolloutBuffer {
     if (leaseMs !== undefined && !(Number.isInteger(leaseMs) && leaseMs > 0)) {
       throw new ValidationError(`leaseMs must be a positive whole number of milliseconds, got ${leaseMs}`, [{ path: 'leaseMs', message: 'a positive integer (ms)' }]);
     }
-    const out: BufferLease[] = [];
-    for (let g = await this.pop(opts.signal); g; g = out.length < max ? this.popReady() : null) {
-      const leaseId = `lease-${randomUUID()}`;
-      const timer = leaseMs === undefined ? null : this.clock.setTimeout(() => this.giveBack(leaseId, 'expired'), leaseMs);
-      this.leases.set(leaseId, { group: g, timer });
-      out.push({ leaseId, group: g });
-    }
-    this.fill();
-    return out;
+    return this.handOut(max, opts.signal, (g) => ({ leaseId: this.leases.hold(g, leaseMs), group: g }));
   }
 
   /** Acks leases: their groups are delivered for good (counted in `delivered`) and their places in B go to the next prompts. */
   ack(leaseIds: readonly string[]): LeaseOutcome {
     const out: LeaseOutcome = { done: [], unknown: [] };
     for (const id of leaseIds) {
-      const l = this.leases.get(id);
-      if (!l) {
+      const group = this.leases.end(id);
+      if (!group) {
         out.unknown.push(id);
         continue;
       }
-      this.leases.delete(id);
-      if (l.timer !== null) this.clock.clearTimeout(l.timer);
-      this.counts.delivered++;
+      this.delivered(group, id);
       out.done.push(id);
     }
     if (out.done.length > 0) {
@@ -254,22 +170,30 @@ export class RolloutBuffer {
     return out;
   }
 
-  /** Lease ids held now (for a holder that goes away and must give its own back). */
-  get leaseIds(): string[] {
-    return [...this.leases.keys()];
+  /** Waits for a group (see {@link next}), then takes up to `max` of those ready, each through `each`; then fills B. */
+  private async handOut<T>(max: number, signal: AbortSignal | undefined, each: (g: BufferedGroup) => T): Promise<T[]> {
+    const out: T[] = [];
+    for (let g = await this.pop(signal); g; g = out.length < max ? this.popReady() : null) out.push(each(g));
+    this.fill();
+    return out;
+  }
+
+  /** Counts `group` as handed out for good (taken, or its lease acked) and answers it. */
+  private delivered(group: BufferedGroup, leaseId: string | null): BufferedGroup {
+    this.counts.delivered++;
+    this.emit({ type: 'group.delivered', group, leaseId });
+    return group;
   }
 
   /** A leased group back in line; false when `leaseId` is not held. */
   private giveBack(leaseId: string, reason: 'released' | 'expired'): boolean {
-    const l = this.leases.get(leaseId);
-    if (!l) return false;
-    this.leases.delete(leaseId);
-    if (l.timer !== null) this.clock.clearTimeout(l.timer);
+    const group = this.leases.end(leaseId);
+    if (!group) return false;
     if (this.closed) return true;
     this.counts.returned++;
     // A copy: the holder's object keeps the `deliveries` it was handed with.
-    this.ready.push({ ...l.group });
-    this.emit({ type: 'group.returned', groupId: l.group.groupId, leaseId, reason });
+    this.ready.push({ ...group });
+    this.emit({ type: 'group.returned', groupId: group.groupId, leaseId, reason });
     this.wake();
     return true;
   }
@@ -353,7 +277,6 @@ export class RolloutBuffer {
     if (this.closed) return;
     this.closed = true;
     this.queue.length = 0;
-    for (const l of this.leases.values()) if (l.timer !== null) this.clock.clearTimeout(l.timer);
     this.leases.clear();
     const groups = [...this.running.values()];
     for (const g of groups) g.settled = true;

@@ -1,8 +1,8 @@
 import { Counter } from 'prom-client';
-import { BufferAddRequestSchema, BufferCreateRequestSchema, BufferTakeRequestSchema, type BufferStats } from '../protocol/buffer.js';
+import { BufferAddRequestSchema, BufferCreateRequestSchema, BufferLeasesRequestSchema, BufferTakeRequestSchema, type BufferStats } from '../protocol/buffer.js';
 import { EmptyBodySchema } from '../protocol/http.js';
 import { CancelledError } from '../errors.js';
-import { RolloutBuffer, type BufferedGroup } from '../runtime/rollout-buffer.js';
+import { RolloutBuffer, type BufferedGroup, type BufferLease } from '../runtime/rollout-buffer.js';
 import { checkDataSource } from './data-source.js';
 import { HttpError, parseOr400 } from './http-error.js';
 import { confineInstancePaths, confineSamplingPaths } from './path-roots.js';
@@ -32,7 +32,7 @@ function metrics(service: ServiceContext): BufferMetrics {
   if (!m) {
     const registers = [service.metrics.registry];
     m = {
-      groups: new Counter({ name: 'rollout_buffer_groups_total', help: 'Rollout-buffer groups by event: delivered (taken by the trainer), dropped (dynamic sampling: every reward equal), stale (over max_staleness when handed out), stopped (early stop)', labelNames: ['event'], registers }),
+      groups: new Counter({ name: 'rollout_buffer_groups_total', help: 'Rollout-buffer groups by event: delivered (taken by the trainer, or its lease acked), returned (a lease released, expired or its subscription closed: handed out again), dropped (dynamic sampling: every reward equal), stale (over max_staleness when handed out), stopped (delivered after an early stop)', labelNames: ['event'], registers }),
       cancelled: new Counter({ name: 'rollout_buffer_cancelled_members_total', help: 'Group members cancelled by the buffer (over-provisioned beyond n, or their group stopped early)', registers }),
     };
     metricsOf.set(service, m);
@@ -77,8 +77,10 @@ export function bufferStatsBody(b: RolloutBuffer): BufferStats {
     queued_prompts: s.queuedPrompts,
     in_flight: s.inFlight,
     ready: s.ready,
+    leased: s.leased,
     started: s.started,
     delivered: s.delivered,
+    returned: s.returned,
     dropped: s.dropped,
     stale: s.stale,
     stopped: s.stopped,
@@ -89,11 +91,14 @@ export function bufferStatsBody(b: RolloutBuffer): BufferStats {
 }
 
 /**
- * A buffer's complete groups as they finish, each taken (as `take` would) and given as
- * `{type:'group', group}`, then `{type:'done', buffer}` once the buffer is done; for the
- * WebSocket's buffer subscriptions. Ends when `signal` aborts. Null when no such buffer.
+ * A buffer's complete groups as they finish, given as `{type:'group', group}` items, then
+ * `{type:'done', buffer}` once the buffer is done; for the WebSocket's buffer subscriptions.
+ * Each group is leased (its `leaseId` beside the item, without it in the body) and its id kept in
+ * `leases` until the holder {@link ackBufferLeases acks} it and deletes it there; whatever is
+ * still in `leases` when the iteration ends (the subscription closed, or `signal` aborted) is
+ * released — back in line for the next taker. Ends when `signal` aborts. Null when no such buffer.
  */
-export function bufferItems(service: ServiceContext, id: string, signal: AbortSignal): AsyncIterable<Record<string, unknown>> | null {
+export function bufferItems(service: ServiceContext, id: string, signal: AbortSignal, leases: Set<string>): AsyncIterable<{ item: Record<string, unknown>; leaseId: string | null }> | null {
   let b: RolloutBuffer;
   try {
     b = find(service, id);
@@ -102,15 +107,32 @@ export function bufferItems(service: ServiceContext, id: string, signal: AbortSi
   }
   return (async function* () {
     try {
-      for (let g = await b.next(signal); g; g = await b.next(signal)) {
-        metrics(service).groups.inc({ event: 'delivered' });
-        yield { type: 'group', group: groupBody(g) };
+      for (;;) {
+        if (signal.aborted) throw new CancelledError('the subscription ended');
+        const [l] = await b.lease(1, { signal });
+        if (!l) break;
+        leases.add(l.leaseId);
+        yield { item: { type: 'group', group: groupBody(l.group) }, leaseId: l.leaseId };
       }
-      yield { type: 'done', buffer: bufferStatsBody(b) };
+      yield { item: { type: 'done', buffer: bufferStatsBody(b) }, leaseId: null };
     } catch (e) {
-      if (!(e instanceof CancelledError)) yield { type: 'error', error: { code: (e as { code?: string }).code ?? 'INTERNAL', message: (e as Error).message } };
+      if (!(e instanceof CancelledError)) yield { item: { type: 'error', error: { code: (e as { code?: string }).code ?? 'INTERNAL', message: (e as Error).message } }, leaseId: null };
+    } finally {
+      if (leases.size > 0) b.release([...leases]);
+      leases.clear();
     }
   })();
+}
+
+/** Acks (or, `release`, gives back) leases of buffer `id` for a WebSocket subscription; null when no such buffer. */
+export function settleBufferLeases(service: ServiceContext, id: string, leaseIds: readonly string[], how: 'ack' | 'release'): { done: string[]; unknown: string[] } | null {
+  let b: RolloutBuffer;
+  try {
+    b = find(service, id);
+  } catch {
+    return null;
+  }
+  return how === 'ack' ? b.ack(leaseIds) : b.release(leaseIds);
 }
 
 /** A completed group in the wire's snake_case (results as `GET /v1/rollouts/:id` gives them). */
@@ -125,8 +147,14 @@ export function groupBody(g: BufferedGroup): Record<string, unknown> {
     complete: g.complete,
     stopped: g.stopped,
     cancelled: g.cancelled,
+    deliveries: g.deliveries,
     results: g.results,
   };
+}
+
+/** A leased group on the wire: the group with its `lease_id`. */
+function leasedBody(l: BufferLease): Record<string, unknown> {
+  return { lease_id: l.leaseId, ...groupBody(l.group) };
 }
 
 /** Checks a batch of prompts the way `/v1/batches` does (data source, path roots), naming `instances.<i>`. */
@@ -159,17 +187,15 @@ export function bufferRoutes(service: ServiceContext): Route[] {
     let cancelled = 0;
     b.onEvent((e) => {
       if (e.type === 'group.dropped') m.groups.inc({ event: e.reason === 'stale' ? 'stale' : 'dropped' });
+      else if (e.type === 'group.returned') m.groups.inc({ event: 'returned' });
+      else if (e.type === 'group.delivered') {
+        m.groups.inc({ event: 'delivered' });
+        if (e.group.stopped) m.groups.inc({ event: 'stopped' });
+      }
       const now = b.stats().cancelledMembers;
       if (now > cancelled) m.cancelled.inc(now - cancelled);
       cancelled = now;
     });
-  };
-  const took = (gs: BufferedGroup[]): void => {
-    const m = metrics(service);
-    for (const g of gs) {
-      m.groups.inc({ event: 'delivered' });
-      if (g.stopped) m.groups.inc({ event: 'stopped' });
-    }
   };
   return [
     {
@@ -217,15 +243,35 @@ export function bufferRoutes(service: ServiceContext): Route[] {
       handler: async (r) => {
         const body = parseOr400(BufferTakeRequestSchema, await r.body());
         const b = find(service, r.params.id!);
-        let groups: BufferedGroup[] = [];
+        const signal = body.wait_ms > 0 ? waitSignal(r, body.wait_ms) : AbortSignal.abort();
+        let groups: Record<string, unknown>[] = [];
         try {
-          groups = await b.take(body.max, body.wait_ms > 0 ? waitSignal(r, body.wait_ms) : AbortSignal.abort());
+          groups = body.lease_ms === undefined ? (await b.take(body.max, signal)).map(groupBody) : (await b.lease(body.max, { leaseMs: body.lease_ms, signal })).map(leasedBody);
         } catch (e) {
           // Nothing ready within wait_ms: an empty answer, not an error.
           if (!(e instanceof CancelledError)) throw e;
         }
-        took(groups);
-        return { status: 200, body: { groups: groups.map(groupBody), buffer: bufferStatsBody(b) } };
+        return { status: 200, body: { groups, buffer: bufferStatsBody(b) } };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/buffers/:id/ack',
+      handler: async (r) => {
+        const body = parseOr400(BufferLeasesRequestSchema, await r.body());
+        const b = find(service, r.params.id!);
+        const out = b.ack(body.leases);
+        return { status: 200, body: { acked: out.done, unknown: out.unknown, buffer: bufferStatsBody(b) } };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/buffers/:id/release',
+      handler: async (r) => {
+        const body = parseOr400(BufferLeasesRequestSchema, await r.body());
+        const b = find(service, r.params.id!);
+        const out = b.release(body.leases);
+        return { status: 200, body: { released: out.done, unknown: out.unknown, buffer: bufferStatsBody(b) } };
       },
     },
     {
@@ -241,7 +287,6 @@ export function bufferRoutes(service: ServiceContext): Route[] {
           for (;;) {
             const g = await b.next(gone.signal);
             if (!g) break;
-            took([g]);
             if (!r.res.write(`${JSON.stringify({ type: 'group', group: groupBody(g) })}\n`)) await new Promise((ok) => r.res.once('drain', ok));
           }
           r.res.end(`${JSON.stringify({ type: 'done', buffer: bufferStatsBody(b) })}\n`);

@@ -19,7 +19,7 @@ import {
   WsServerMessageSchema,
 } from '../protocol/http.js';
 import { RolloutResultSchema } from '../protocol/trajectory.js';
-import { BufferAddRequestSchema, BufferCreateRequestSchema, BufferStatsSchema, BufferTakeRequestSchema } from '../protocol/buffer.js';
+import { BufferAddRequestSchema, BufferCreateRequestSchema, BufferStatsSchema, BufferLeasesRequestSchema, BufferTakeRequestSchema } from '../protocol/buffer.js';
 import type { Route, Router } from './router.js';
 
 interface Op {
@@ -57,7 +57,9 @@ const OPS: Record<string, Op> = {
   'POST /v1/buffers': { summary: 'Async RL: a rollout buffer of GRPO groups (B in flight, over-provisioning, dynamic sampling) with its first prompts', request: BufferCreateRequestSchema, response: BufferStatsSchema, status: 201 },
   'GET /v1/buffers/:id': { summary: 'A rollout buffer\'s counters', response: BufferStatsSchema },
   'POST /v1/buffers/:id/instances': { summary: 'More prompts for a buffer (end: none follow)', request: BufferAddRequestSchema, response: BufferStatsSchema },
-  'POST /v1/buffers/:id/take': { summary: 'Up to max complete groups, waiting up to wait_ms for the first', request: BufferTakeRequestSchema },
+  'POST /v1/buffers/:id/take': { summary: 'Up to max complete groups, waiting up to wait_ms for the first; with lease_ms leased (each with a lease_id to ack; back in line when unacked within lease_ms)', request: BufferTakeRequestSchema },
+  'POST /v1/buffers/:id/ack': { summary: 'Ack leased groups (by lease_id): delivered for good; unknown lists leases no longer held', request: BufferLeasesRequestSchema },
+  'POST /v1/buffers/:id/release': { summary: 'Give leased groups back unacked: back in line, to be handed out again', request: BufferLeasesRequestSchema },
   'GET /v1/buffers/:id/stream': { summary: 'Complete groups as NDJSON lines as they finish; a last {type:"done"} line' },
   'POST /v1/buffers/:id/groups/:group/stop': { summary: 'Stop a running group early: its running members are cancelled, the group comes out with what finished' },
   'DELETE /v1/buffers/:id': { summary: 'Close a buffer: its running rollouts are cancelled and their sandboxes closed' },

@@ -7,7 +7,7 @@ import type { RolloutEvent } from '../protocol/events.js';
 import { isAuthorized, isHostAllowed, isOriginAllowed } from './auth.js';
 import { zodIssues } from './http-error.js';
 import type { ServiceContext } from './service-context.js';
-import { bufferItems } from './buffer-routes.js';
+import { bufferItems, settleBufferLeases } from './buffer-routes.js';
 
 /** The path of the event stream. */
 export const EVENTS_PATH = '/v1/events';
@@ -20,6 +20,8 @@ interface Subscription {
   /** Events dropped because the socket was over its soft limit, not yet reported. */
   gapFrom: number | null;
   gapTo: number;
+  /** A buffer subscription's buffer and the leases of its groups not yet acked (released when it ends). */
+  buffer?: { id: string; leases: Set<string> };
 }
 
 interface Connection {
@@ -200,6 +202,16 @@ export class WsEventHub {
     if (!r.success) return fail('invalid message', zodIssues(r.error));
     const msg = r.data;
     if (msg.type === 'ping') return send(conn.ws, { type: 'pong', nonce: msg.nonce ?? null });
+    if (msg.type === 'ack') {
+      const b = conn.subs.get(msg.sub)?.buffer;
+      if (!b) return fail(`no buffer subscription '${msg.sub}' on this connection`, [{ path: 'sub', message: 'not a buffer subscription of this connection' }]);
+      // A subscription acks its own leases only; the others' ids are unknown to it.
+      const mine = msg.leases.filter((l) => b.leases.has(l));
+      const r = settleBufferLeases(this.service, b.id, mine, 'ack') ?? { done: [], unknown: mine };
+      const acked = new Set(r.done);
+      for (const l of acked) b.leases.delete(l);
+      return send(conn.ws, { type: 'acked', sub: msg.sub, acked: r.done, unknown: msg.leases.filter((l) => !acked.has(l)) });
+    }
     if (msg.type === 'unsubscribe') {
       conn.subs.get(msg.sub)?.abort.abort();
       conn.subs.delete(msg.sub);
@@ -214,16 +226,20 @@ export class WsEventHub {
     // A cursor from an earlier runtime (before a /stop + /start) means nothing to this one: its
     // seqs start over, so replay what it retained from its start.
     const after = msg.after !== undefined && msg.epoch !== undefined && msg.epoch !== this.service.epoch ? 0 : msg.after;
+    if (msg.ack !== undefined && msg.buffer === undefined) {
+      conn.subs.delete(sub.id);
+      return fail('ack is for buffer subscriptions', [{ path: 'ack', message: 'only with buffer' }]);
+    }
     if (msg.buffer !== undefined) {
-      const items = bufferItems(this.service, msg.buffer, sub.abort.signal);
+      const leases = new Set<string>();
+      const items = bufferItems(this.service, msg.buffer, sub.abort.signal, leases);
       if (!items) {
         conn.subs.delete(sub.id);
         return fail(`no buffer ${msg.buffer}`, [{ path: 'buffer', message: 'unknown buffer' }]);
       }
+      sub.buffer = { id: msg.buffer, leases };
       send(conn.ws, { type: 'subscribed', sub: sub.id, epoch: this.service.epoch, rollout: null, group: null, after: null });
-      void (async () => {
-        for await (const item of items) if (conn.ws.readyState === WebSocket.OPEN) sendRaw(conn.ws, JSON.stringify({ type: 'buffer', sub: sub.id, item }));
-      })().catch(() => undefined);
+      void this.pumpBuffer(conn, sub, items, msg.ack === 'manual').catch(() => undefined);
       return;
     }
     send(conn.ws, { type: 'subscribed', sub: sub.id, epoch: this.service.epoch, rollout: msg.rollout ?? null, group: msg.group ?? null, after: after ?? null });
@@ -235,6 +251,31 @@ export class WsEventHub {
       signal: sub.abort.signal,
     });
     void this.pump(conn, sub, iter);
+  }
+
+  /**
+   * A buffer subscription's groups, each on a lease until it is safe to let go: with `manual`
+   * acks the group goes out with its `lease_id` and stays leased until the client acks it;
+   * otherwise the hub acks it itself once the socket has taken the frame, and gives it back when
+   * the write fails. Leases still held when the subscription ends (unsubscribe, socket closed)
+   * go back in line (bufferItems), so a group is never lost between the buffer and the client.
+   */
+  private async pumpBuffer(conn: Connection, sub: Subscription, items: AsyncIterable<{ item: Record<string, unknown>; leaseId: string | null }>, manual: boolean): Promise<void> {
+    const { id, leases } = sub.buffer!;
+    for await (const { item, leaseId } of items) {
+      if (sub.abort.signal.aborted || conn.ws.readyState !== WebSocket.OPEN) break;
+      if (leaseId === null || !manual) {
+        sendRaw(conn.ws, JSON.stringify({ type: 'buffer', sub: sub.id, item }), leaseId === null ? undefined : (err) => {
+          // A failed write means a dead socket: the subscription ends, its groups go back in line.
+          if (err) sub.abort.abort();
+          if (!leases.delete(leaseId)) return; // released meanwhile with the subscription
+          settleBufferLeases(this.service, id, [leaseId], err ? 'release' : 'ack');
+        });
+      } else {
+        const group = { lease_id: leaseId, ...(item.group as Record<string, unknown>) };
+        sendRaw(conn.ws, JSON.stringify({ type: 'buffer', sub: sub.id, item: { type: 'group', group } }));
+      }
+    }
   }
 
   private async pump(conn: Connection, sub: Subscription, iter: AsyncIterable<StreamItem>): Promise<void> {
@@ -325,8 +366,11 @@ const CORK_FLUSH_BYTES = 64 * 1024;
  * first and uncorked on the next tick, or as soon as 64 KiB are waiting. Measured
  * (bench/service.ts): one write per event per subscriber was the fan-out's bottleneck.
  */
-function sendRaw(ws: WebSocket, text: string): void {
-  if (ws.readyState !== WebSocket.OPEN) return;
+function sendRaw(ws: WebSocket, text: string, written?: (err?: Error) => void): void {
+  if (ws.readyState !== WebSocket.OPEN) {
+    written?.(new Error('the socket is not open'));
+    return;
+  }
   const socket = (ws as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
   if (socket) {
     let c = corked.get(socket);
@@ -345,7 +389,7 @@ function sendRaw(ws: WebSocket, text: string): void {
     }
     c.bytes += text.length;
   }
-  ws.send(text);
+  ws.send(text, written);
 }
 
 function refuse(socket: Duplex, status: number, text: string): void {

@@ -414,7 +414,3 @@ describe('bound on a rollout\'s oldest token (staleTokens)', () => {
     expect(() => asyncRig({ staleTokens: { maxAge: 1, action: 'drop' as never } })).toThrow(/staleTokens\.action/);
   });
 });
-
-describe('still open in #13', () => {
-  it.todo('a group taken by a WebSocket buffer subscription whose socket closes before the send is lost: at-least-once delivery needs take + ack (#13)');
-});

@@ -195,7 +195,7 @@ describe('rollout buffer: dynamic sampling (DAPO)', () => {
     const { rt, clock } = rig();
     const buf = rt.buffer({ groups: 1, n: 2, dynamicSampling: true });
     const events: string[] = [];
-    buf.onEvent((e) => events.push(`${e.type}:${e.type === 'group.ready' ? e.group.instanceId : e.type === 'group.dropped' ? e.instanceId : e.groupId}`));
+    buf.onEvent((e) => e.type === 'group.dropped' && events.push(`${e.type}:${e.instanceId}`));
     buf.add([prompt('same', { rewards: [1, 1], lat: [10, 10] }), prompt('mixed', { rewards: [0, 1], lat: [10, 10] })]);
     buf.end();
     expect(buf.stats().started).toBe(1);
@@ -300,7 +300,6 @@ describe('rollout buffer: leases (at-least-once delivery)', () => {
     const [la] = await buf.lease(4);
     expect(la!.group).toMatchObject({ instanceId: 'a', deliveries: 1 });
     expect(buf.stats()).toMatchObject({ ready: 0, leased: 1, delivered: 0, started: 1, done: false });
-    expect(buf.leaseIds).toEqual([la!.leaseId]);
     expect(buf.ack([la!.leaseId, 'lease-nope'])).toEqual({ done: [la!.leaseId], unknown: ['lease-nope'] });
     expect(buf.stats()).toMatchObject({ leased: 0, delivered: 1, started: 2 });
     expect(buf.ack([la!.leaseId])).toEqual({ done: [], unknown: [la!.leaseId] });
@@ -351,6 +350,24 @@ describe('rollout buffer: leases (at-least-once delivery)', () => {
     expect(returned).toEqual(['expired']);
     expect(buf.ack([l!.leaseId])).toEqual({ done: [], unknown: [l!.leaseId] });
     expect(buf.stats()).toMatchObject({ delivered: 1, returned: 1, leased: 0, done: true });
+  });
+
+  it('expires leases of different times each at its own time, and one acked in between never', async () => {
+    const { rt, clock } = rig();
+    const buf = rt.buffer({ groups: 3, n: 2 });
+    const returned: string[] = [];
+    buf.onEvent((e) => e.type === 'group.returned' && returned.push(e.leaseId));
+    buf.add([prompt('a', { lat: [10, 10] }), prompt('b', { lat: [20, 20] }), prompt('c', { lat: [30, 30] })]);
+    await clock.advance(500);
+    const [la] = await buf.lease(1, { leaseMs: 1_000 });
+    const [lb] = await buf.lease(1, { leaseMs: 300 });
+    const [lc] = await buf.lease(1, { leaseMs: 600 });
+    await clock.advance(300);
+    expect(returned).toEqual([lb!.leaseId]);
+    buf.ack([lc!.leaseId]);
+    await clock.advance(700);
+    expect(returned).toEqual([lb!.leaseId, la!.leaseId]);
+    expect(buf.stats()).toMatchObject({ leased: 0, ready: 2, returned: 2, delivered: 1 });
   });
 
   it('checks staleness again when a returned group is handed out anew', async () => {

@@ -57,6 +57,46 @@ async function del(url: string): Promise<{ status: number; body: any }> {
   return { status: res.status, body: await res.json() };
 }
 
+/** A WebSocket client on /v1/events: `next(pred)` resolves with the first message (seen or to come) that matches and was not returned before. */
+async function wsClient(url: string): Promise<{ ws: WebSocket; send(m: unknown): void; next(pred: (m: any) => boolean): Promise<any> }> {
+  const ws = new WebSocket(`${url.replace('http', 'ws')}/v1/events`);
+  const msgs: any[] = [];
+  const used = new Set<any>();
+  let wake: () => void = () => undefined;
+  ws.on('message', (d) => {
+    msgs.push(JSON.parse(d.toString()));
+    wake();
+  });
+  await new Promise((r, j) => ws.once('open', r).once('error', j));
+  return {
+    ws,
+    send: (m) => ws.send(JSON.stringify(m)),
+    async next(pred) {
+      for (let i = 0; i < 200; i++) {
+        const m = msgs.find((x) => !used.has(x) && pred(x));
+        if (m) {
+          used.add(m);
+          return m;
+        }
+        await new Promise<void>((r) => {
+          wake = r;
+          setTimeout(r, 100);
+        });
+      }
+      throw new Error(`no such message; got ${JSON.stringify(msgs).slice(0, 2000)}`);
+    },
+  };
+}
+
+/** Resolves once `cond` holds, checking every 20 ms (up to 10 s). */
+async function until(cond: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error('condition not met in 10 s');
+}
+
 describe('/v1/buffers', () => {
   it('takes complete groups as they finish, drops all-equal groups under dynamic sampling and counts them in /metrics', async () => {
     const url = await start();
@@ -121,6 +161,102 @@ describe('/v1/buffers', () => {
     await new Promise<void>((r) => ws.on('message', (d) => JSON.parse(d.toString()).type === 'error' && r()));
     expect(JSON.stringify(msgs.at(-1))).toMatch(/"path":"buffer"/);
     ws.close();
+  });
+
+  it('leases groups with lease_ms: held until acked, back in line when released or expired, redelivered with deliveries 2', async () => {
+    const url = await start();
+    const id = (await post(`${url}/v1/buffers`, { groups: 2, n: 2, instances: [prompt('a'), prompt('b')], end: true })).body.id as string;
+    const first = (await post(`${url}/v1/buffers/${id}/take`, { max: 2, wait_ms: 20_000, lease_ms: 60_000 })).body;
+    // The two complete in either order; wait for both.
+    const more = first.groups.length < 2 ? (await post(`${url}/v1/buffers/${id}/take`, { max: 1, wait_ms: 20_000, lease_ms: 60_000 })).body.groups : [];
+    const leased = [...first.groups, ...more];
+    expect(leased).toHaveLength(2);
+    for (const g of leased) expect(g).toMatchObject({ lease_id: expect.stringMatching(/^lease-/), deliveries: 1 });
+    const [ga, gb] = [leased.find((g) => g.instance_id === 'a'), leased.find((g) => g.instance_id === 'b')];
+    expect((await get(`${url}/v1/buffers/${id}`)).body).toMatchObject({ leased: 2, ready: 0, delivered: 0, done: false });
+    const acked = await post(`${url}/v1/buffers/${id}/ack`, { leases: [ga.lease_id, 'lease-nope'] });
+    expect(acked.status).toBe(200);
+    expect(acked.body).toMatchObject({ acked: [ga.lease_id], unknown: ['lease-nope'], buffer: { leased: 1, delivered: 1 } });
+    const released = await post(`${url}/v1/buffers/${id}/release`, { leases: [gb.lease_id] });
+    expect(released.body).toMatchObject({ released: [gb.lease_id], unknown: [], buffer: { leased: 0, ready: 1, returned: 1 } });
+    // b again, on a lease that runs out.
+    const again = (await post(`${url}/v1/buffers/${id}/take`, { lease_ms: 50 })).body.groups;
+    expect(again).toMatchObject([{ instance_id: 'b', deliveries: 2 }]);
+    expect(again[0].lease_id).not.toBe(gb.lease_id);
+    expect(again[0].results).toEqual(gb.results);
+    const third = (await post(`${url}/v1/buffers/${id}/take`, { wait_ms: 20_000 })).body.groups;
+    expect(third).toMatchObject([{ instance_id: 'b', deliveries: 3 }]);
+    expect((await post(`${url}/v1/buffers/${id}/ack`, { leases: [again[0].lease_id] })).body.unknown).toEqual([again[0].lease_id]);
+    expect((await get(`${url}/v1/buffers/${id}`)).body).toMatchObject({ leased: 0, delivered: 2, returned: 2, done: true });
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    expect(metrics).toMatch(/rollout_buffer_groups_total\{event="delivered"\} 2/);
+    expect(metrics).toMatch(/rollout_buffer_groups_total\{event="returned"\} 2/);
+  });
+
+  it('answers bad lease input with a 4xx naming the field', async () => {
+    const url = await start();
+    const id = (await post(`${url}/v1/buffers`, { groups: 1, n: 2 })).body.id as string;
+    const bad = async (path: string, body: unknown, field: RegExp) => {
+      const r = await post(`${url}/v1/buffers/${id}/${path}`, body);
+      expect(r.status).toBe(400);
+      expect(JSON.stringify(r.body.error.issues)).toMatch(field);
+    };
+    await bad('take', { lease_ms: 0 }, /"path":"lease_ms"/);
+    await bad('take', { lease_ms: 'soon' }, /"path":"lease_ms"/);
+    await bad('ack', { leases: [] }, /"path":"leases"/);
+    await bad('ack', { leases: 'lease-1' }, /"path":"leases"/);
+    await bad('release', {}, /"path":"leases"/);
+    await bad('release', { leases: [''] }, /"path":"leases\.0"/);
+    expect((await post(`${url}/v1/buffers/nope/ack`, { leases: ['x'] })).status).toBe(404);
+    await del(`${url}/v1/buffers/${id}`);
+  });
+
+  it('gives a manual-ack WebSocket subscription\'s unacked group back when its socket closes; the next subscriber gets it and acks it', async () => {
+    const url = await start();
+    const id = (await post(`${url}/v1/buffers`, { groups: 1, n: 2, instances: [prompt('a')], end: true })).body.id as string;
+    const one = await wsClient(url);
+    one.send({ type: 'subscribe', sub: 'b', buffer: id, ack: 'manual' });
+    const g1 = (await one.next((m) => m.type === 'buffer')).item.group;
+    expect(g1).toMatchObject({ instance_id: 'a', deliveries: 1, lease_id: expect.stringMatching(/^lease-/) });
+    expect((await get(`${url}/v1/buffers/${id}`)).body).toMatchObject({ leased: 1, delivered: 0 });
+    // Another connection cannot ack it: the lease is the subscription's.
+    const two = await wsClient(url);
+    two.send({ type: 'subscribe', sub: 'b', buffer: id, ack: 'manual' });
+    await two.next((m) => m.type === 'subscribed');
+    two.send({ type: 'ack', sub: 'b', leases: [g1.lease_id] });
+    expect(await two.next((m) => m.type === 'acked')).toMatchObject({ acked: [], unknown: [g1.lease_id] });
+    one.ws.close();
+    const g2 = (await two.next((m) => m.type === 'buffer')).item.group;
+    expect(g2).toMatchObject({ group_id: g1.group_id, deliveries: 2 });
+    expect(g2.results).toEqual(g1.results);
+    two.send({ type: 'ack', sub: 'b', leases: [g2.lease_id] });
+    expect(await two.next((m) => m.type === 'acked')).toMatchObject({ acked: [g2.lease_id], unknown: [] });
+    expect((await two.next((m) => m.type === 'buffer' && m.item.type === 'done')).item.buffer).toMatchObject({ delivered: 1, returned: 1, leased: 0, done: true });
+    two.send({ type: 'ack', sub: 'nope', leases: ['x'] });
+    expect(JSON.stringify(await two.next((m) => m.type === 'error'))).toMatch(/"path":"sub"/);
+    two.send({ type: 'subscribe', sub: 'e', ack: 'manual' });
+    expect(JSON.stringify(await two.next((m) => m.type === 'error' && JSON.stringify(m).includes('ack')))).toMatch(/"path":"ack"/);
+    two.ws.close();
+  });
+
+  it('gives a group back when the socket fails to take its frame (auto acks), instead of losing it', async () => {
+    const url = await start();
+    const id = (await post(`${url}/v1/buffers`, { groups: 1, n: 2, instances: [prompt('a')], end: true })).body.id as string;
+    await post(`${url}/v1/buffers/${id}/take`, { wait_ms: 20_000, lease_ms: 60_000 }).then((r) => post(`${url}/v1/buffers/${id}/release`, { leases: [r.body.groups[0].lease_id] }));
+    const c = await wsClient(url);
+    // The server's side of this socket fails every write of a group, as a connection dropped mid-send does.
+    const serverSide = [...(service as any).hub.conns][0].ws;
+    const send = serverSide.send.bind(serverSide);
+    serverSide.send = (text: string, cb?: (err?: Error) => void) => (text.startsWith('{"type":"buffer"') ? setImmediate(() => cb?.(new Error('EPIPE'))) : send(text, cb));
+    c.send({ type: 'subscribe', sub: 'b', buffer: id });
+    await c.next((m) => m.type === 'subscribed');
+    // The failed write ends the subscription: the group is back in line, taken by nobody.
+    await until(async () => (await get(`${url}/v1/buffers/${id}`)).body.returned === 2);
+    expect((await get(`${url}/v1/buffers/${id}`)).body).toMatchObject({ ready: 1, leased: 0, delivered: 0 });
+    c.ws.close();
+    const g = (await post(`${url}/v1/buffers/${id}/take`, { wait_ms: 20_000 })).body.groups;
+    expect(g).toMatchObject([{ instance_id: 'a', deliveries: 3 }]);
+    expect((await get(`${url}/v1/buffers/${id}`)).body).toMatchObject({ delivered: 1, done: true });
   });
 
   it('deletes a buffer: its running rollouts are cancelled and no sandbox is left', async () => {
