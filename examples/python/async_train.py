@@ -3,8 +3,10 @@
 
 The service keeps up to ``--groups`` groups in flight in a rollout buffer while the trainer
 works: each step takes ``--batch`` complete groups from ``/v1/buffers/:id/take`` (whichever
-finished first, or the oldest weight version first with ``--order oldest-version``), runs a fake
-optimizer step (a sleep of ``--train-ms``), and publishes the new weights with
+finished first, or the oldest weight version first with ``--order oldest-version``) on a lease,
+runs a fake optimizer step (a sleep of ``--train-ms``), acks the groups it trained on (a trainer
+that dies mid-step leaves them unacked: after ``--lease-ms`` they go back in line for the next
+one), and publishes the new weights with
 ``POST /v1/weights {version, trainer_version}`` -- rollouts already running switch to the new
 version at their next LLM call. Staleness of each group is the trainer's version when it is
 trained on minus the oldest weight version of its tokens.
@@ -48,6 +50,7 @@ def main(argv=None):
     p.add_argument("--dynamic-sampling", action="store_true")
     p.add_argument("--train-ms", type=int, default=200, help="the fake optimizer step's duration")
     p.add_argument("--max-staleness", type=int, default=None, help="fail when a trained group is staler than this")
+    p.add_argument("--lease-ms", type=int, default=600_000, help="how long a taken group waits for its ack before it is handed out again (0: take without a lease, at most once)")
     args = p.parse_args(argv)
 
     api = Api(args.url, args.token)
@@ -70,6 +73,7 @@ def main(argv=None):
     problems = []
     stalenesses = []
     trained = 0
+    acked = 0
     t0 = time.monotonic()
     wait_s = 0.0
     try:
@@ -77,7 +81,7 @@ def main(argv=None):
             batch = []
             w0 = time.monotonic()
             while len(batch) < args.batch:
-                got = buf.take(args.batch - len(batch), wait_ms=60_000)
+                got = buf.take(args.batch - len(batch), wait_ms=60_000, lease_ms=args.lease_ms or None)
                 if not got and buf.stats["done"]:
                     break
                 batch.extend(got)
@@ -96,6 +100,12 @@ def main(argv=None):
             rewards = [x for g in batch for x in g["rewards"] if x is not None]
             # The fake optimizer step; rollouts keep running on the old weights meanwhile.
             time.sleep(args.train_ms / 1000)
+            leases = [g["lease_id"] for g in batch if "lease_id" in g]
+            if leases:
+                res = buf.ack(leases)
+                acked += len(res["acked"])
+                if res["unknown"]:
+                    problems.append("step %d: %d leases ran out before the ack" % (step, len(res["unknown"])))
             version += 1
             status, body = api.call("POST", "/v1/weights", {"version": version, "trainer_version": version})
             if status != 200:
@@ -114,6 +124,9 @@ def main(argv=None):
     summary = {
         "steps": version,
         "groups_trained": trained,
+        "groups_acked": acked,
+        "delivered": final.get("delivered"),
+        "returned": final.get("returned"),
         "weight_version": version,
         "mean_staleness": (sum(stalenesses) / len(stalenesses)) if stalenesses else None,
         "max_staleness": max(stalenesses) if stalenesses else None,

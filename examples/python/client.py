@@ -79,8 +79,9 @@ class RolloutBuffer:
     """The rollout buffer of GRPO groups over ``/v1/buffers`` (see docs/async-rl.md).
 
     The service keeps up to ``groups`` groups in flight (running, or complete and not yet taken)
-    and hands out complete groups as they finish: ``take`` long-polls, ``stream`` yields each group
-    from the NDJSON stream. ``over_provision`` k starts n+k members and keeps the first n to
+    and hands out complete groups as they finish: ``take`` long-polls (``lease_ms`` for
+    at-least-once delivery, with ``ack`` / ``release``), ``stream`` yields each group from the
+    NDJSON stream (at most once). ``over_provision`` k starts n+k members and keeps the first n to
     finish; ``dynamic_sampling`` drops groups whose rewards are all equal and starts the next
     prompt in their place.
     """
@@ -111,11 +112,31 @@ class RolloutBuffer:
     def end(self):
         return self.add([], end=True)
 
-    def take(self, max_groups=1, wait_ms=0):
-        """Up to ``max_groups`` complete groups, waiting up to ``wait_ms`` for the first."""
-        body = self._ok(*self.api.call("POST", "/v1/buffers/%s/take" % self.id, {"max": max_groups, "wait_ms": wait_ms}))
+    def take(self, max_groups=1, wait_ms=0, lease_ms=None):
+        """Up to ``max_groups`` complete groups, waiting up to ``wait_ms`` for the first.
+
+        With ``lease_ms`` the groups are leased (at-least-once): each has a ``lease_id`` to pass
+        to ``ack`` once it is trained on; one not acked within ``lease_ms`` (the trainer died,
+        say) goes back in line and is handed out again, its ``deliveries`` one higher.
+        """
+        req = {"max": max_groups, "wait_ms": wait_ms}
+        if lease_ms is not None:
+            req["lease_ms"] = lease_ms
+        body = self._ok(*self.api.call("POST", "/v1/buffers/%s/take" % self.id, req))
         self.stats = body["buffer"]
         return body["groups"]
+
+    def ack(self, lease_ids):
+        """Acks leased groups: delivered for good. Answers {acked, unknown}; an unknown lease was no longer held (expired or released: its group may have gone to another taker)."""
+        body = self._ok(*self.api.call("POST", "/v1/buffers/%s/ack" % self.id, {"leases": list(lease_ids)}))
+        self.stats = body["buffer"]
+        return {"acked": body["acked"], "unknown": body["unknown"]}
+
+    def release(self, lease_ids):
+        """Gives leased groups back unacked: back in line, to be handed out again. Answers {released, unknown}."""
+        body = self._ok(*self.api.call("POST", "/v1/buffers/%s/release" % self.id, {"leases": list(lease_ids)}))
+        self.stats = body["buffer"]
+        return {"released": body["released"], "unknown": body["unknown"]}
 
     def stream(self):
         """Yields each complete group as the service writes it; returns at the buffer's end."""

@@ -64,6 +64,8 @@ describe('examples/python/async_train.py against rollout serve', { timeout: 180_
     expect(out.code, out.stderr).toBe(0);
     const summary = JSON.parse(out.stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
     expect(summary).toMatchObject({ steps: 3, groups_trained: 6, weight_version: 3, problems: [] });
+    // Taken on a lease and acked after each step: every trained group was delivered once, none came back.
+    expect(summary).toMatchObject({ groups_acked: 6, delivered: 6, returned: 0 });
     expect(summary.max_staleness as number).toBeGreaterThanOrEqual(0);
     expect(summary.max_staleness as number).toBeLessThanOrEqual(4);
     expect(out.stderr).toMatch(/^step 3: 2 groups/m);
@@ -73,6 +75,31 @@ describe('examples/python/async_train.py against rollout serve', { timeout: 180_
     // The loop deleted its buffer: nothing of it still runs.
     const live = (await (await fetch(`${url}/v1/rollouts?state=llmCalling`)).json()) as { rollouts: unknown[] };
     expect(live.rollouts).toHaveLength(0);
+  });
+
+  it('hands a group whose lease ran out unacked to the next take (the Python client\'s take / ack / release)', async () => {
+    const script = [
+      'import json, sys, time',
+      `sys.path.insert(0, ${JSON.stringify(join(repo, 'examples', 'python'))})`,
+      'from client import Api, RolloutBuffer',
+      'tasks = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]',
+      'buf = RolloutBuffer(Api(sys.argv[1]), groups=1, n=2, instances=tasks[:1], end=True)',
+      'first = buf.take(1, wait_ms=60_000, lease_ms=200)[0]',
+      'time.sleep(0.5)  # the trainer "dies": no ack',
+      'again = buf.take(1, wait_ms=60_000, lease_ms=60_000)[0]',
+      'late = buf.ack([first["lease_id"]])',
+      'back = buf.release([again["lease_id"]])',
+      'last = buf.take(1, wait_ms=60_000)[0]',
+      'print(json.dumps({"same": first["group_id"] == again["group_id"] == last["group_id"], "deliveries": [first["deliveries"], again["deliveries"], last["deliveries"]], "late": late, "back": back["released"] == [again["lease_id"]], "stats": buf.stats}))',
+      'buf.close()',
+    ].join('\n');
+    const out = await new Promise<{ code: number; stdout: string; stderr: string }>((res) => {
+      execFile(PYTHON, ['-c', script, url, join(dir, 'tasks.jsonl')], { timeout: 120_000 }, (err, stdout, stderr) => res({ code: err ? 1 : 0, stdout, stderr }));
+    });
+    expect(out.code, out.stderr).toBe(0);
+    const r = JSON.parse(out.stdout.trim()) as Record<string, unknown>;
+    expect(r).toMatchObject({ same: true, deliveries: [1, 2, 3], back: true, stats: { delivered: 1, returned: 2, leased: 0, done: true } });
+    expect((r.late as { unknown: string[] }).unknown).toHaveLength(1);
   });
 
   it('exits 2 with the server\'s message naming the field on a bad option', async () => {
