@@ -24,7 +24,7 @@ import readline from 'node:readline';
 import { spawn } from 'node:child_process';
 import * as pty from '@lydell/node-pty';
 import { createSandboxProvider } from '../src/sandbox/index.js';
-import { buildLaunch, detectDriver } from '../src/sandbox/drivers.js';
+import { buildLaunch, detectDriver, TRUSTED_PATH } from '../src/sandbox/drivers.js';
 import { writeSeccompFilter } from '../src/sandbox/seccomp.js';
 import { sandboxUidFor } from '../src/sandbox/sandbox-user.js';
 import { median, quantile, report, round } from './stats.js';
@@ -129,6 +129,7 @@ function bwrapArgv(command: string[], hardened = true): string[] {
     sandboxUid: hardened ? uid : null,
     seccompFile: hardened ? writeSeccompFilter(ctl) : null,
     resolvConf: null,
+    sandboxPath: TRUSTED_PATH,
     command,
   }).argv;
 }

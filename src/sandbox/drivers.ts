@@ -80,9 +80,22 @@ export interface LaunchPlan {
    * or already mounted into the control dir by a root host: llm-proxy-forwarder.ts).
    */
   llmSocket?: string | null | undefined;
+  /**
+   * The sandbox's own PATH (the image's Env, the task's env), applied only at the last step
+   * before its program: every host tool and every exec inside the root done with privileges or
+   * before the seccomp filter is found on the trusted {@link TRUSTED_PATH} the launch is spawned
+   * with, never on a PATH that may name a directory the policy writes (a venv in /workspace).
+   */
+  sandboxPath: string;
   /** The program to run inside (e.g. the shell). */
   command: string[];
 }
+
+/**
+ * The PATH every launch and REPL entry is spawned with (host-sandbox.ts): root-owned system
+ * directories only, on the host and inside a sandbox's root alike.
+ */
+export const TRUSTED_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** What the launch needs of an image sandbox's root (host-sandbox.ts fills it in after mounting). */
 export interface ImageRootPlan {
@@ -122,10 +135,12 @@ export interface Launch {
  * image root (writable flag set) it stays writable and its /root is the image's.
  * Arguments: root mount point, workdir, control dir, host home, state dir, rootfs or '',
  * /tmp size in bytes, seccomp filter path inside or '', the Python loader, writable root ('1'
- * or ''), the directory to start in, command...
+ * or ''), the directory to start in, the sandbox's PATH, command... Everything up to the command
+ * is found on the spawn's trusted PATH; the sandbox's own PATH is set for the command alone (by
+ * the loader, once the filter is in).
  */
 const UNSHARE_PRELUDE = `set -e
-R=$1; W=$2; C=$3; H=$4; S=$5; F=$6; T=$7; P=$8; X=$9; O=\${10}; D=\${11}; shift 11
+R=$1; W=$2; C=$3; H=$4; S=$5; F=$6; T=$7; P=$8; X=$9; O=\${10}; D=\${11}; Q=\${12}; shift 12
 if [ -n "$F" ]; then
   mount --rbind "$F" "$R"
 else
@@ -156,15 +171,16 @@ if [ -z "$F" ] && [ -d "$R$S" ]; then mount -t tmpfs tmpfs "$R$S"; fi
 if [ -n "$F" ] && [ -z "$O" ]; then mount -t tmpfs tmpfs "$R/root"; fi
 if [ -z "$O" ]; then mount -o remount,bind,ro "$R"; fi
 if [ -n "$P" ]; then
-  exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- python3 -c "$X" "$P" /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$D" "$@"
+  exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- python3 -c "$X" "$P" "$Q" /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$D" "$@"
 fi
-exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$D" "$@"`;
+exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- /bin/sh -c 'cd "$1" && PATH=$2 && shift 2 && exec "$@"' sh "$D" "$Q" "$@"`;
 
-/** Python: install the filter at argv[1], then exec argv[2:] (the unshare driver's loader). */
+/** Python: install the filter at argv[1], then exec argv[3:] on PATH argv[2] (the unshare driver's loader). */
 const SECCOMP_EXEC = `${PY_SECCOMP_LOADER}
 import os, sys
 _rollout_seccomp(sys.argv[1])
-os.execvp(sys.argv[2], sys.argv[2:])
+os.environ["PATH"] = sys.argv[2]
+os.execvp(sys.argv[3], sys.argv[3:])
 `;
 
 /**
@@ -264,6 +280,8 @@ export function buildLaunch(plan: LaunchPlan): Launch {
     ctlInside = '/run/rollout';
     driverArgs.push('--ro-bind', plan.ctlDir, ctlInside);
     if (plan.llmSocket) driverArgs.push('--bind', plan.llmSocket, `${ctlInside}/llm.sock`);
+    // bwrap finds the command on the sandbox's PATH, unprivileged and under the filter by then.
+    driverArgs.push('--setenv', 'PATH', plan.sandboxPath);
     driverArgs.push('--bind', plan.workdir, '/workspace', '--hostname', 'sandbox', ...(plan.imageRoot ? [] : ['--remount-ro', '/']), '--chdir', plan.imageRoot?.cwd ?? '/workspace', '--');
   } else if (plan.driver === 'unshare') {
     home = hostHome;
@@ -278,7 +296,7 @@ export function buildLaunch(plan: LaunchPlan): Launch {
       'unshare', '--user', ...map, '--pid', '--fork', '--kill-child', '--mount', '--ipc', '--uts', '--net', '--cgroup', '--',
       '/bin/sh', '-c', UNSHARE_PRELUDE, 'sh', img ? path.join(path.dirname(path.dirname(img.merged)), 'root') : path.join(path.dirname(plan.workdir), 'root'),
       plan.workdir, plan.ctlDir, hostHome, plan.stateDir, img?.merged ?? plan.rootfs ?? '',
-      String(plan.limits.tmpBytes), plan.seccompFile ? `${ctlInside}/${path.basename(plan.seccompFile)}` : '', SECCOMP_EXEC, img ? '1' : '', img?.cwd ?? '/workspace',
+      String(plan.limits.tmpBytes), plan.seccompFile ? `${ctlInside}/${path.basename(plan.seccompFile)}` : '', SECCOMP_EXEC, img ? '1' : '', img?.cwd ?? '/workspace', plan.sandboxPath,
     ];
     if (img) home = img.home;
     else if (plan.rootfs) home = '/root';
@@ -314,14 +332,18 @@ function isUnder(p: string, dir: string): boolean {
  *
  * How each driver is entered, and why:
  * - bwrap as root: bwrap nests the shell's user namespace (uid 1000 → the sandbox uid) inside
- *   the one owning the other namespaces, so host root enters those first, then the shell's user
- *   namespace last with `-S 1000 -G 1000` (`nsenter` found inside the sandbox's root). Its
- *   capabilities end at the exec of `command` (a non-root uid there); the bounding set stays
- *   full but unusable (no_new_privs, seccomp refuses new user namespaces).
+ *   the one owning the other namespaces; the host's own `nsenter` enters those first, then the
+ *   shell's user namespace last (its two passes), and becomes `-S 1000 -G 1000` there. Nothing
+ *   from the sandbox's root ever runs as host root: a binary the policy wrote (say into a venv on
+ *   the task's PATH) would otherwise run with every capability of the host. Its capabilities
+ *   end at the exec of `command` (a non-root uid there); the bounding set stays full but
+ *   unusable (no_new_privs, seccomp refuses new user namespaces).
  * - unshare: one user namespace owned by the sandbox uid, which therefore may enter it without
  *   privileges; `command` starts behind `setpriv`, which empties the bounding set first.
  * - bwrap not as root: one user namespace owned by our own uid, entered as is.
  * The time namespace is never entered: sandboxes share the host's, which no uid but root may join.
+ * Spawned with the {@link TRUSTED_PATH}: `command` (the REPL's python3) is found on it too, as it
+ * starts before its seccomp filter; the REPL driver takes the sandbox's PATH for its cells.
  * With the `none` driver there is nothing to enter and `command` runs as is under the limits.
  */
 export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupProcs' | 'memoryCgroupProcs' | 'sandboxUid' | 'imageRoot'>, targetPid: number, command: string[]): string[] {
@@ -336,7 +358,7 @@ export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupP
   else if (plan.driver === 'bwrap' && plan.sandboxUid !== null) {
     const uid = String(img ? img.uid : INSIDE_UID);
     const gid = String(img ? img.gid : INSIDE_UID);
-    enter = ['setpriv', '--no-new-privs', '--', 'nsenter', '-t', t, '-C', '-i', '-u', '-n', '-p', '-m', '-r', '-w', '--', 'nsenter', '--user=/proc/1/ns/user', '-S', uid, '-G', gid, '--', ...rootDrop];
+    enter = ['setpriv', '--no-new-privs', '--', 'nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '-r', '-w', '-S', uid, '-G', gid, '--', ...rootDrop];
   } else if (plan.driver === 'unshare') {
     const drop = plan.sandboxUid !== null ? dropTo(plan.sandboxUid, true) : [];
     enter = [...drop, 'nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '--preserve-credentials', '-r', '-w', '--', 'setpriv', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--'];

@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { SandboxError, TaskError } from '../errors.js';
 import type { SandboxCreate } from '../protocol/sandbox.js';
 import { PidsCgroup } from './cgroup.js';
-import { buildEnter, buildLaunch, type LaunchPlan } from './drivers.js';
+import { buildEnter, buildLaunch, TRUSTED_PATH, type LaunchPlan } from './drivers.js';
 import { Editor } from './editor.js';
 import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
 import { entrypointFailed, imageCwd, imageEnv, imageWorkdir, mountImageRoot, toWorkspaceAlias, type ImageMount } from './images/image-root.js';
@@ -27,7 +27,8 @@ export interface HostOwner {
   ownerStart: string | null;
 }
 
-const BASE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+/** The sandbox's PATH unless its image or task names another. */
+const BASE_PATH = TRUSTED_PATH;
 
 /**
  * One sandbox inside a sandbox host: its directory (workspace, control files, lease), its
@@ -161,9 +162,13 @@ export class HostSandbox {
       resolvConf: this.req.spec.network ? path.join(this.ctlDir, 'resolv.conf') : null,
       // Not root: bwrap binds the socket itself (as root the host mounted it into the control dir).
       llmSocket: this.req.spec.llmProxy && !this.proxyMounted ? this.req.spec.llmProxy.socketPath : null,
+      sandboxPath: this.sandboxEnv('').PATH ?? BASE_PATH,
       // The image's Entrypoint runs the shell as Docker runs a command (`docker run IMAGE bash`):
       // once per shell, so an entrypoint that prepares the environment and `exec "$@"` does so.
-      command: [...(this.req.image?.entrypoint ?? []), 'bash', '--noprofile', '--norc', '--noediting', '-i'],
+      // The shell by its absolute path, never looked up on the sandbox's PATH: a `bash` the
+      // policy planted in a directory on it (then `exit`, and the next shell is its) would answer
+      // the eval's commands, and the reward, as it liked.
+      command: [...(this.req.image?.entrypoint ?? []), '/bin/bash', '--noprofile', '--norc', '--noediting', '-i'],
     };
   }
 
@@ -180,7 +185,18 @@ export class HostSandbox {
     return this.req.driver === 'none' ? null : this.req.sandboxUid;
   }
 
+  /**
+   * The environment a launch or REPL entry is spawned with: the sandbox's, but with PATH the
+   * trusted one for every driver that contains (the sandbox's own PATH goes in the plan and is
+   * applied at the last step: drivers.ts, `LaunchPlan.sandboxPath`).
+   */
   private env(home: string): Record<string, string> {
+    const env = this.sandboxEnv(home);
+    return this.req.driver === 'none' ? env : { ...env, PATH: TRUSTED_PATH };
+  }
+
+  /** What the sandbox's own processes see (the image's Env, then the task's env, over ours). */
+  private sandboxEnv(home: string): Record<string, string> {
     return {
       PATH: BASE_PATH,
       HOME: home,
@@ -316,6 +332,7 @@ export class HostSandbox {
         inside ? '/run/rollout/repl.py' : path.join(this.ctlDir, 'repl.py'),
         inside ? WORKSPACE : this.workdir,
         inside && this.seccompFile ? `/run/rollout/${path.basename(this.seccompFile)}` : '',
+        plan.sandboxPath,
       ]);
       const home = buildLaunch(plan).home;
       this.repl = new PythonRepl({ argv, env: this.env(home), cwd: this.workdir, maxOutputChars: this.req.tools.maxOutputChars });

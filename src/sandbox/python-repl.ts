@@ -11,13 +11,16 @@ import { PY_SECCOMP_LOADER } from './seccomp.js';
  * goes to an unlinked temp file that is read back after each cell. A timeout is an ITIMER_REAL
  * alarm raising KeyboardInterrupt inside the cell, so the REPL and its state survive.
  * Arguments: the working directory, then the seccomp filter to install on itself first ('' for
- * none): the REPL is entered with nsenter, where no bwrap loads a filter for it.
+ * none): the REPL is entered with nsenter, where no bwrap loads a filter for it; then the
+ * sandbox's PATH for the cells ('' to keep the one it started with, which is the trusted one).
  */
 export const REPL_DRIVER = `${PY_SECCOMP_LOADER}${String.raw`
 import sys, os, json, ast, traceback, signal, tempfile
 # argv[2]: the sandbox's seccomp filter, installed before any cell can run (fails closed).
 if len(sys.argv) > 2 and sys.argv[2]:
     _rollout_seccomp(sys.argv[2])
+if len(sys.argv) > 3 and sys.argv[3]:
+    os.environ['PATH'] = sys.argv[3]
 if len(sys.argv) > 1:
     os.chdir(sys.argv[1])
 proto_in = os.fdopen(os.dup(0), 'rb')

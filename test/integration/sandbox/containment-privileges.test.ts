@@ -158,6 +158,46 @@ describe.runIf(process.arch === 'x64' && drivers.length > 0).each(drivers)('priv
   });
 });
 
+describe.runIf(drivers.length > 0).each(drivers)('a task PATH through directories the policy writes, with the %s driver', (driver) => {
+  // A venv in the workspace on the task's PATH is common. Had the launch or the REPL's entry
+  // looked a tool up on that PATH while privileged (as root: host root, every capability) or
+  // before the seccomp filter, what the policy wrote there would have run instead; had a new
+  // shell been looked up there, the policy's own `bash` would answer the eval.
+  const TOOLS = ['nsenter', 'setpriv', 'python3', 'chroot', 'prlimit', 'bwrap', 'unshare', 'env', 'sh', 'bash'];
+  const FAKE = '#!/bin/sh\necho "PLANTED $0 uid=$(id -u)" >&2\nexit 97\n';
+  let stateDir: string;
+  let provider: HostSandboxProvider;
+
+  beforeAll(() => {
+    stateDir = fs.mkdtempSync(path.join(os.tmpdir(), `sbx-path-${driver}-`));
+    provider = createSandboxProvider({ driver, hosts: 1, stateDir, timeouts: { bashMs: 15_000, noOutputMs: 15_000 } });
+  });
+  afterAll(async () => {
+    await provider?.close();
+    if (stateDir) fs.rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  it('never runs what the policy planted there: the REPL and a restarted shell start, and both see the task PATH', async () => {
+    // 'bin' (relative) as well: the host starts a shell with the workspace as its cwd.
+    const taskPath = '/workspace/bin:bin:/usr/local/bin:/usr/bin:/bin';
+    const sb = await provider.create({ env: { PATH: taskPath } }, { rolloutId: `path-${driver}` });
+    try {
+      for (const t of TOOLS) await sb.writeFile(`bin/${t}`, FAKE);
+      await sb.bash({ command: '/bin/chmod +x /workspace/bin/*' });
+      const py = await sb.python("import os\nprint(os.environ['PATH'])");
+      expect(py.error).toBeNull();
+      expect(py.output).toBe(`${taskPath}\n`);
+      // `exit` ends the shell; the next call starts a new one through the whole launch again.
+      await sb.bash({ command: 'exit 0' });
+      const r = await sb.bash({ command: 'echo "PATH=$PATH"; command -v nsenter' });
+      expect(r.output).not.toContain('PLANTED');
+      expect(r.output).toContain(`PATH=${taskPath}\n/workspace/bin/nsenter`);
+    } finally {
+      await sb.close();
+    }
+  });
+});
+
 describe.runIf(isRoot && drivers.length > 0)('a state dir the sandbox uid cannot reach', () => {
   it('refuses to create a sandbox with STATE_DIR_UNREACHABLE and leaves nothing behind', async () => {
     const outer = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-locked-'));

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { PtySession } from '../../../src/sandbox/pty-session.js';
-import { buildLaunch } from '../../../src/sandbox/drivers.js';
+import { buildLaunch, TRUSTED_PATH } from '../../../src/sandbox/drivers.js';
 import { isGone } from './helpers.js';
 
 let dir: string;
@@ -35,6 +35,7 @@ async function start(noOutputTimeoutMs: number, onExit?: () => void): Promise<Pt
     sandboxUid: null,
     seccompFile: null,
     resolvConf: null,
+    sandboxPath: TRUSTED_PATH,
     command: ['bash', '--noprofile', '--norc', '--noediting', '-i'],
   });
   session = await PtySession.start(

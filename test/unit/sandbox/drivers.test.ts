@@ -17,6 +17,7 @@ const plan: LaunchPlan = {
   sandboxUid: 2000000123,
   seccompFile: '/state/sandboxes/x/ctl/seccomp.bpf',
   resolvConf: null,
+  sandboxPath: '/workspace/.venv/bin:/usr/bin:/bin',
   command: ['bash', '-i'],
 };
 
@@ -82,10 +83,20 @@ describe('buildLaunch', () => {
     expect(argv).toContain('/run/rollout/seccomp.bpf');
   });
 
-  it('enters a bwrap sandbox as root: the other namespaces first, then the shell user namespace as uid 1000', () => {
-    const argv = buildEnter(plan, 1234, ['python3']).join(' ');
-    expect(argv).toContain('setpriv --no-new-privs -- nsenter -t 1234 -C -i -u -n -p -m -r -w -- nsenter --user=/proc/1/ns/user -S 1000 -G 1000 -- python3');
-    expect(buildEnter(plan, 1234, ['python3']).slice(3, 5)).toEqual([plan.cgroupProcs, plan.memoryCgroupProcs]);
+  it('enters a bwrap sandbox as root with the host\'s nsenter alone: every namespace, the shell\'s user namespace last, as uid 1000', () => {
+    const argv = buildEnter(plan, 1234, ['python3']);
+    expect(argv.join(' ')).toContain('setpriv --no-new-privs -- nsenter -t 1234 -U -C -i -u -n -p -m -r -w -S 1000 -G 1000 -- python3');
+    // Nothing is looked up inside the sandbox's root while privileged: one nsenter, one setpriv.
+    expect(argv.filter((a) => a === 'nsenter' || a === 'setpriv')).toEqual(['setpriv', 'nsenter']);
+    expect(argv.slice(3, 5)).toEqual([plan.cgroupProcs, plan.memoryCgroupProcs]);
+  });
+
+  it('gives the sandbox its own PATH only at its command: bwrap sets it for the shell, the unshare prelude takes it last', () => {
+    const b = buildLaunch(plan).argv;
+    const dash = b.lastIndexOf('--');
+    expect(b.slice(0, dash).join(' ')).toContain('--setenv PATH /workspace/.venv/bin:/usr/bin:/bin');
+    const u = buildLaunch({ ...plan, driver: 'unshare' }).argv;
+    expect(u[u.length - plan.command.length - 1]).toBe(plan.sandboxPath);
   });
 
   it('enters an unshare sandbox as the sandbox uid and empties the bounding set before the command', () => {

@@ -18,6 +18,7 @@ const plan: LaunchPlan = {
   sandboxUid: 2000000123,
   seccompFile: '/state/sandboxes/x/fs/ctl/seccomp.bpf',
   resolvConf: null,
+  sandboxPath: '/usr/bin:/bin',
   command: ['/entry.sh', 'bash', '-i'],
 };
 
@@ -58,7 +59,7 @@ describe('image sandbox launch', () => {
   });
 
   it("the REPL enters as the image's uid/gid; as the image's root it drops its namespace capabilities first", () => {
-    expect(buildEnter(plan, 99, ['python3']).join(' ')).toContain('nsenter --user=/proc/1/ns/user -S 1234 -G 2345 -- python3');
+    expect(buildEnter(plan, 99, ['python3']).join(' ')).toContain('nsenter -t 99 -U -C -i -u -n -p -m -r -w -S 1234 -G 2345 -- python3');
     const root = { ...plan, imageRoot: { ...plan.imageRoot!, uid: 0, gid: 0, home: '/root' } };
     expect(buildEnter(root, 99, ['python3']).join(' ')).toContain('-S 0 -G 0 -- setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- python3');
     expect(buildEnter({ ...root, sandboxUid: null }, 99, ['python3']).join(' ')).toContain('--preserve-credentials -r -w -- setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- python3');
