@@ -45,6 +45,8 @@ export class HostSandbox {
   private readonly editor: Editor;
   private closing = false;
   private shellPid: number | null = null;
+  /** The shell's start time (/proc stat), to know its pid still names it when the REPL enters. */
+  private shellStart: string | null = null;
   private net: UserNet | null = null;
   private forwarder: LlmProxyForwarder | null = null;
   /** True when the proxy socket was bind-mounted into the control dir by this (root) host. */
@@ -247,6 +249,7 @@ export class HostSandbox {
     this.lease.ptyStart = processStartTime(this.pty.pid);
     writeLease(this.lease);
     this.shellPid = this.findShell();
+    this.shellStart = processStartTime(this.shellPid ?? this.pty.pid);
     if (this.req.spec.network && this.req.driver !== 'none') {
       // A fresh namespace (first start, or after `exit`) needs its own user-mode network.
       this.net?.close();
@@ -321,12 +324,18 @@ export class HostSandbox {
   }
 
   /** Runs a Python cell, starting the REPL on first use. @throws SandboxError when the sandbox is gone. */
-  python(code: string, timeoutMs?: number): Promise<PythonResult> {
+  async python(code: string, timeoutMs?: number): Promise<PythonResult> {
+    // A shell that ended (`exit`) took its namespaces, and the REPL in them, along: a new shell
+    // first, as `bash` does. Its old pid may already be another process's (32,768 pids cycle
+    // fast), and entering that one's namespaces would run the REPL outside this sandbox.
+    if (this.selfExit !== null && !this.closing) await this.restartShell();
     this.alive();
     if (!this.repl) {
+      const target = this.shellPid ?? this.pty!.pid;
+      if (processStartTime(target) !== this.shellStart) throw new SandboxError(`sandbox ${this.id}: its shell is gone`, { code: 'SANDBOX_LOST' });
       const plan = this.plan();
       const inside = this.req.driver !== 'none';
-      const argv = buildEnter(plan, this.shellPid ?? this.pty!.pid, [
+      const argv = buildEnter(plan, target, [
         'python3',
         '-u',
         inside ? '/run/rollout/repl.py' : path.join(this.ctlDir, 'repl.py'),

@@ -20,6 +20,24 @@ afterAll(async () => {
 });
 
 describe('bash tool', () => {
+  it('starts a new shell for a Python cell when the shell ended between calls, and the REPL joins it', async () => {
+    const own = await provider.create({}, { rolloutId: 'bash-exit-python' });
+    try {
+      expect((await own.python('print(1)')).output).toBe('1\n');
+      // The call returns before its command ends the shell: no bash call sees the exit.
+      expect((await own.bash({ command: 'sleep 0.3; exit 3', timeoutMs: 100 })).timedOut).toBe(true);
+      await new Promise((r) => setTimeout(r, 1_000));
+      const r = await own.python("import os\nprint(os.getcwd(), sorted(os.listdir('/workspace')))");
+      expect(r.error).toBeNull();
+      expect(r.output).toBe('/workspace []\n');
+      // The REPL is in the new shell's sandbox: a file one writes, the other sees.
+      await own.bash({ command: 'echo from-shell > /tmp/shared.txt' });
+      expect((await own.python("print(open('/tmp/shared.txt').read().strip())")).output).toBe('from-shell\n');
+    } finally {
+      await own.close();
+    }
+  });
+
   it('returns output, exit code and cwd of a command', async () => {
     const r = await sb.bash({ command: 'cat hello.txt; cd /tmp; false' });
     expect(r).toEqual({ output: 'hi there\n', exitCode: 1, cwd: '/tmp', timedOut: false, truncated: false });
