@@ -168,6 +168,14 @@ export const SandboxWriteResultSchema = z.object({ type: z.literal('sandbox.writ
 export const SandboxInterruptSchema = z.object({ type: z.literal('sandbox.interrupt'), id: z.number().int(), sandboxId: z.string(), signal: z.enum(['SIGINT', 'SIGKILL']).optional() });
 export const SandboxInterruptResultSchema = z.object({ type: z.literal('sandbox.interrupt.result'), id: z.number().int(), killed: z.number().int() });
 
+/**
+ * Ends every process of the sandbox — its shell and Python REPL too — and starts a fresh shell:
+ * the root and the workspace stay as they are; shell state, /tmp and processes do not. Used
+ * before an eval, so nothing the policy left in its shell can answer for the eval.
+ */
+export const SandboxResetSchema = z.object({ type: z.literal('sandbox.reset'), id: z.number().int(), sandboxId: z.string() });
+export const SandboxResetResultSchema = z.object({ type: z.literal('sandbox.reset.result'), id: z.number().int() });
+
 export const SandboxCloseSchema = z.object({ type: z.literal('sandbox.close'), id: z.number().int(), sandboxId: z.string() });
 export const SandboxCloseResultSchema = z.object({ type: z.literal('sandbox.close.result'), id: z.number().int() });
 
@@ -181,6 +189,7 @@ export const HostRequestSchema = z.discriminatedUnion('type', [
   SandboxReadSchema,
   SandboxWriteSchema,
   SandboxInterruptSchema,
+  SandboxResetSchema,
   SandboxCloseSchema,
 ]);
 export type HostRequest = z.infer<typeof HostRequestSchema>;

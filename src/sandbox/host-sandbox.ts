@@ -323,6 +323,18 @@ export class HostSandbox {
     await this.startShell();
   }
 
+  /**
+   * A fresh shell: every process of the sandbox ends (the shell, the REPL, whatever they left
+   * running; with the shell's namespaces, its /tmp and /dev/shm go too) and a new shell starts
+   * on the same root and workspace. Nothing of the old shell's state — functions, aliases,
+   * traps, PROMPT_COMMAND, variables, keystrokes queued on its terminal — reaches the new one.
+   * @throws SandboxError when the sandbox is gone or the new shell does not start.
+   */
+  async resetShell(): Promise<void> {
+    if (this.selfExit === null) this.alive();
+    await this.restartShell();
+  }
+
   /** Runs a Python cell, starting the REPL on first use. @throws SandboxError when the sandbox is gone. */
   async python(code: string, timeoutMs?: number): Promise<PythonResult> {
     // A shell that ended (`exit`) took its namespaces, and the REPL in them, along: a new shell

@@ -130,6 +130,11 @@ export class SandboxClient implements Sandbox {
     return SandboxInterruptResultSchema.parse(await this.call({ type: 'sandbox.interrupt', signal }, GRACE_MS)).killed;
   }
 
+  async resetShell(): Promise<void> {
+    // A shell start (bounded by the host's start timeout) plus the channel's grace.
+    await this.call({ type: 'sandbox.reset' }, 4 * GRACE_MS);
+  }
+
   /** Kills every process of the sandbox, removes its workdir. Idempotent; never throws. */
   async close(): Promise<void> {
     this.settleIdle();

@@ -109,6 +109,9 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
         return {};
       case 'sandbox.interrupt':
         return { killed: await sb.interrupt(req.signal) };
+      case 'sandbox.reset':
+        await sb.resetShell();
+        return {};
     }
   };
 

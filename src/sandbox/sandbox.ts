@@ -101,6 +101,15 @@ export interface Sandbox {
    * @throws SandboxError when the sandbox is lost or closed.
    */
   signalProcesses?(signal: 'SIGINT' | 'SIGKILL'): Promise<number>;
+  /**
+   * Ends every process of the sandbox, its shell and REPL included, and starts a fresh shell on
+   * the same root and workspace (shell state, /tmp and processes are not carried over). The
+   * shell and harness families call it before their eval: in the policy's own shell a function,
+   * alias or PROMPT_COMMAND it defined would answer the eval's commands (reward hacking).
+   * Optional: a sandbox without a shell of its own (a test double) has nothing to reset.
+   * @throws SandboxError when the sandbox is lost or closed, or the new shell does not start.
+   */
+  resetShell?(): Promise<void>;
   /** Kills every process of the sandbox and removes its workdir. Idempotent; never throws. */
   close(): Promise<void>;
 }

@@ -174,6 +174,15 @@ export class MemorySandbox implements Sandbox {
     this.files.set(norm(path), content);
   }
 
+  /** No shell here: a reset only counts (`resets`). */
+  async resetShell(): Promise<void> {
+    this.check();
+    this.resets++;
+  }
+
+  /** Fresh shells asked for ({@link resetShell}). */
+  resets = 0;
+
   /** No processes here: nothing to signal. */
   async signalProcesses(): Promise<number> {
     this.check();

@@ -8,7 +8,7 @@ import { LlmProxy } from '../../proxy/llm-proxy.js';
 import { SandboxHarness } from '../../proxy/sandbox-harness.js';
 import type { SandboxSpec } from '../../sandbox/sandbox.js';
 import type { AgentHandler } from '../agent-handler.js';
-import { clip, parseInstance, runToEnd, settleShell } from './task-kit.js';
+import { clip, freshShellForEval, parseInstance, runToEnd } from './task-kit.js';
 
 /**
  * The `harness` task: `{data_source: "harness", instance_id, command, files?, setup?,
@@ -38,8 +38,8 @@ interface HarnessState {
  * in a private temp dir, starts a sandbox that reaches it (`OPENAI_BASE_URL` / `OPENAI_API_KEY`,
  * no other network), seeds it, and runs `command` there; the runtime's loop then answers the
  * command's chat requests (docs/proxy.md). Once the loop ends (the command exited, or a limit)
- * the eval runs `eval_command` in the same sandbox: exit 0 → resolved, reward 1, else 0 — as
- * the `shell` family. The proxy closes and its socket dir is removed when the attempt ends, on
+ * the eval runs `eval_command` in the same sandbox, in a fresh shell: exit 0 → resolved,
+ * reward 1, else 0 — as the `shell` family. The proxy closes and its socket dir is removed when the attempt ends, on
  * every path. `act` is never called.
  */
 export const harnessHandler: AgentHandler = {
@@ -77,7 +77,7 @@ export const harnessHandler: AgentHandler = {
     const st = ctx.state as HarnessState;
     if (!ctx.sandbox) throw new SandboxError('harness eval: the run left no sandbox', { stage: 'eval' });
     await st.agent.stop('evaluating');
-    await settleShell(ctx.sandbox, ctx.signal);
+    await freshShellForEval(ctx.sandbox, ctx.signal);
     const r = await runToEnd(ctx.sandbox, st.evalCommand, st.evalTimeoutMs, ctx.signal, ctx.clock);
     const resolved = r.exitCode === 0;
     return {

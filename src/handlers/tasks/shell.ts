@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { SandboxError } from '../../errors.js';
 import type { AgentHandler } from '../agent-handler.js';
-import { clip, parseInstance, runToEnd, settleShell } from './task-kit.js';
+import { clip, freshShellForEval, parseInstance, runToEnd } from './task-kit.js';
 import { defineToolAgent } from '../tool-agent.js';
 import { toolSchemas } from '../tools.js';
 
@@ -26,7 +26,8 @@ const SYSTEM =
 
 /**
  * `shell`: bash, editor and finish in a sandbox seeded from the instance; the eval runs
- * `eval_command` in the run's sandbox after the agent stops. Exit status 0 → resolved, reward 1;
+ * `eval_command` in the run's sandbox after the agent stops, in a fresh shell (nothing the agent
+ * defined in its own shell or left running answers for it). Exit status 0 → resolved, reward 1;
  * anything else (or no exit before `eval_timeout_s`) → reward 0. Throws SandboxError when the
  * run left no sandbox to evaluate in.
  */
@@ -48,7 +49,7 @@ export const shellHandler: AgentHandler = defineToolAgent({
   async eval(ctx) {
     const st = ctx.state as { evalCommand: string; evalTimeoutMs: number };
     if (!ctx.sandbox) throw new SandboxError('shell eval: the run left no sandbox', { stage: 'eval' });
-    await settleShell(ctx.sandbox, ctx.signal);
+    await freshShellForEval(ctx.sandbox, ctx.signal);
     const r = await runToEnd(ctx.sandbox, st.evalCommand, st.evalTimeoutMs, ctx.signal, ctx.clock);
     const resolved = r.exitCode === 0;
     return { reward: resolved ? 1 : 0, resolved, details: { exit_code: r.exitCode, timed_out: r.timedOut, output: clip(r.output) } };

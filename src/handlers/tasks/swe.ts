@@ -6,7 +6,7 @@ import { gradeTests, parseTestLog, type TestStatusMap } from './swe-log-parsers.
 import { derivedImageName, patchFiles, R2eRowSchema, rowKind, runnerOf, SweBenchRowSchema, sweTestCommand, type R2eRow, type SweBenchRow } from './swe-rows.js';
 import type { AgentHandler } from '../agent-handler.js';
 import type { Sandbox, SandboxSpec } from '../../sandbox/sandbox.js';
-import { clip, parseInstance, runToEnd, settleShell, shellQuote } from './task-kit.js';
+import { clip, freshShellForEval, parseInstance, runToEnd, shellQuote } from './task-kit.js';
 import { defineToolAgent } from '../tool-agent.js';
 import { toolSchemas } from '../tools.js';
 import type { Clock } from '../../runtime/clock.js';
@@ -167,7 +167,7 @@ export const sweHandler: AgentHandler = defineToolAgent({
   async eval(ctx) {
     const state = ctx.state as SweState;
     if (!ctx.sandbox) throw new SandboxError('swe eval: the run left no sandbox', { stage: 'eval' });
-    await settleShell(ctx.sandbox, ctx.signal);
+    await freshShellForEval(ctx.sandbox, ctx.signal);
     // An agent that deleted .git (or the base tag) broke its own workspace: a trainable failure,
     // scored 0, not an infrastructure fault to retry.
     const base = await runToEnd(ctx.sandbox, `git rev-parse -q --verify ${BASE_TAG}^{commit}`, 60_000, ctx.signal, ctx.clock);

@@ -93,6 +93,17 @@ export async function settleShell(sandbox: Sandbox, signal: AbortSignal): Promis
 }
 
 /**
+ * Gets the sandbox ready for an eval in its own workspace: a fresh shell (`Sandbox.resetShell`),
+ * so nothing the policy defined in its shell (a `grep` function, an alias, an edited
+ * PROMPT_COMMAND that reports every exit as 0) or left running answers for the eval; a sandbox
+ * without one has its running command interrupted ({@link settleShell}).
+ */
+export async function freshShellForEval(sandbox: Sandbox, signal: AbortSignal): Promise<void> {
+  if (sandbox.resetShell) await sandbox.resetShell();
+  else await settleShell(sandbox, signal);
+}
+
+/**
  * Runs an eval command to its end or `timeoutMs`, whichever comes first. The bash tool returns
  * after its no-new-output timeout (30 s by default) with the command still running — right for a
  * model, wrong for a silent test suite — so this keeps waiting (empty commands) until the command
