@@ -13,6 +13,23 @@ beforeEach(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'img-store-'));
   store = new ImageStore(path.join(dir, 'store'));
 });
+/**
+ * Unmounts `dir`, waiting out EBUSY for a bounded time: node-tar's write stream that hit ENOSPC
+ * closes its fd a moment after the unpack has already failed (and its files are gone), and under
+ * a loaded run that moment can outlast the test's own cleanup.
+ */
+async function umountWhenFree(dir: string): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      execFileSync('umount', [dir], { stdio: 'pipe' });
+      return;
+    } catch (err) {
+      if (i >= 100 || !/busy/.test(String((err as { stderr?: Buffer }).stderr ?? err))) throw err;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+}
+
 afterEach(() => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
@@ -208,7 +225,7 @@ describe('ImageStore', () => {
       expect(fs.readdirSync(path.join(s.dir, 'tmp'))).toEqual([]);
       expect(s.has('big')).toBe(false);
     } finally {
-      execFileSync('umount', [small]);
+      await umountWhenFree(small);
     }
   });
 
