@@ -256,7 +256,7 @@ export class HostSandbox {
       this.net = null;
       this.net = await UserNet.attach(this.shellPid ?? this.pty.pid);
     }
-    if (this.req.spec.llmProxy && this.req.driver !== 'none') {
+    if (this.req.spec.llmProxy && this.req.driver !== 'none' && !this.llmProxyDone) {
       // Each network namespace (a restarted shell has a fresh one) gets its own listener.
       this.forwarder?.close();
       this.forwarder = null;
@@ -327,13 +327,22 @@ export class HostSandbox {
    * A fresh shell: every process of the sandbox ends (the shell, the REPL, whatever they left
    * running; with the shell's namespaces, its /tmp and /dev/shm go too) and a new shell starts
    * on the same root and workspace. Nothing of the old shell's state — functions, aliases,
-   * traps, PROMPT_COMMAND, variables, keystrokes queued on its terminal — reaches the new one.
+   * traps, PROMPT_COMMAND, variables, keystrokes queued on its terminal — reaches the new one,
+   * and it has no LLM proxy listener (a reset is for an eval, after the agent's loop).
    * @throws SandboxError when the sandbox is gone or the new shell does not start.
    */
   async resetShell(): Promise<void> {
     if (this.selfExit === null) this.alive();
+    // A reset is for an eval, after the agent's loop: the new shell gets no LLM proxy listener
+    // (its helper process is most of a reset's cost; the proxy has ended by then anyway).
+    this.llmProxyDone = true;
+    this.forwarder?.close();
+    this.forwarder = null;
     await this.restartShell();
   }
+
+  /** Set by {@link resetShell}: shells from then on get no LLM proxy listener. */
+  private llmProxyDone = false;
 
   /** Runs a Python cell, starting the REPL on first use. @throws SandboxError when the sandbox is gone. */
   async python(code: string, timeoutMs?: number): Promise<PythonResult> {

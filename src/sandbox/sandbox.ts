@@ -103,7 +103,8 @@ export interface Sandbox {
   signalProcesses?(signal: 'SIGINT' | 'SIGKILL'): Promise<number>;
   /**
    * Ends every process of the sandbox, its shell and REPL included, and starts a fresh shell on
-   * the same root and workspace (shell state, /tmp and processes are not carried over). The
+   * the same root and workspace (shell state, /tmp and processes are not carried over, nor the
+   * LLM proxy's listener of a `llmProxy` sandbox: a reset is for an eval, after the loop). The
    * shell and harness families call it before their eval: in the policy's own shell a function,
    * alias or PROMPT_COMMAND it defined would answer the eval's commands (reward hacking).
    * Optional: a sandbox without a shell of its own (a test double) has nothing to reset.
