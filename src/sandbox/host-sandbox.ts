@@ -164,7 +164,7 @@ export class HostSandbox {
       resolvConf: this.req.spec.network ? path.join(this.ctlDir, 'resolv.conf') : null,
       // Not root: bwrap binds the socket itself (as root the host mounted it into the control dir).
       llmSocket: this.req.spec.llmProxy && !this.proxyMounted ? this.req.spec.llmProxy.socketPath : null,
-      sandboxPath: this.sandboxEnv('').PATH ?? BASE_PATH,
+      sandboxPath: this.sandboxPath(),
       // The image's Entrypoint runs the shell as Docker runs a command (`docker run IMAGE bash`):
       // once per shell, so an entrypoint that prepares the environment and `exec "$@"` does so.
       // The shell by its absolute path, never looked up on the sandbox's PATH: a `bash` the
@@ -197,6 +197,11 @@ export class HostSandbox {
     return this.req.driver === 'none' ? env : { ...env, PATH: TRUSTED_PATH };
   }
 
+  /** The PATH the sandbox's own processes see: the task's, else the image's, else ours. */
+  private sandboxPath(): string {
+    return this.req.spec.env?.PATH ?? imageEnv(this.req.image).PATH ?? BASE_PATH;
+  }
+
   /** What the sandbox's own processes see (the image's Env, then the task's env, over ours). */
   private sandboxEnv(home: string): Record<string, string> {
     return {
@@ -219,7 +224,7 @@ export class HostSandbox {
   private async startShell(): Promise<void> {
     // The `none` driver's shell shares the host's network: one listener on a host port, made
     // before the shell so its environment can name the port.
-    if (this.req.spec.llmProxy && this.req.driver === 'none' && !this.forwarder) this.forwarder = await LlmProxyForwarder.openOnHost(this.req.spec.llmProxy.socketPath);
+    if (this.req.spec.llmProxy && this.req.driver === 'none' && !this.forwarder && !this.llmProxyDone) this.forwarder = await LlmProxyForwarder.openOnHost(this.req.spec.llmProxy.socketPath);
     const launch = buildLaunch(this.plan());
     // An overlay in a namespace of its own is reached through /proc/<pid>/root, which realpath would drop.
     const hostWorkdir = this.imageMount?.via ? this.workdir : fs.realpathSync(this.workdir);

@@ -94,7 +94,7 @@ export function bufferStatsBody(b: RolloutBuffer): BufferStats {
  * A buffer's complete groups as they finish, given as `{type:'group', group}` items, then
  * `{type:'done', buffer}` once the buffer is done; for the WebSocket's buffer subscriptions.
  * Each group is leased (its `leaseId` beside the item, without it in the body) and its id kept in
- * `leases` until the holder {@link ackBufferLeases acks} it and deletes it there; whatever is
+ * `leases` until the holder acks it ({@link settleBufferLeases}) and deletes it there; whatever is
  * still in `leases` when the iteration ends (the subscription closed, or `signal` aborted) is
  * released — back in line for the next taker. Ends when `signal` aborts. Null when no such buffer.
  */
