@@ -17,6 +17,9 @@ import path from 'node:path';
  *   - each denied nr → EPERM; clone3 and io_uring → ENOSYS, so libcs and libuv fall back;
  *   - clone with any CLONE_NEW* flag → EPERM; personality other than the values glibc,
  *     `setarch -R`-free tools and Python use → EPERM;
+ *   - ioctl TIOCSTI and TIOCLINUX (their low 32 bits: the kernel's `cmd` is an unsigned int) →
+ *     EPERM: TIOCSTI types into the terminal, and a sandbox's terminal is the runtime's shell —
+ *     a harness's child could otherwise queue commands for the shell the runtime talks to;
  *   - otherwise ALLOW.
  */
 
@@ -41,7 +44,7 @@ export const DENIED_SYSCALLS = [
 /** Syscalls refused with ENOSYS ("not implemented"), so callers fall back to older ones. */
 export const ENOSYS_SYSCALLS = ['clone3', 'io_uring_setup', 'io_uring_enter', 'io_uring_register'] as const;
 
-type Name = (typeof DENIED_SYSCALLS)[number] | (typeof ENOSYS_SYSCALLS)[number] | 'clone' | 'personality';
+type Name = (typeof DENIED_SYSCALLS)[number] | (typeof ENOSYS_SYSCALLS)[number] | 'clone' | 'personality' | 'ioctl';
 
 /** Syscall numbers per architecture; a name missing on an arch does not exist there. */
 const NUMBERS: Record<SeccompArch, Partial<Record<Name, number>>> = {
@@ -55,7 +58,7 @@ const NUMBERS: Record<SeccompArch, Partial<Record<Name, number>>> = {
     reboot: 169, kexec_load: 246, kexec_file_load: 320, init_module: 175, finit_module: 313, delete_module: 176, create_module: 174, query_module: 178, get_kernel_syms: 177,
     syslog: 103, settimeofday: 164, clock_settime: 227, clock_adjtime: 305, adjtimex: 159, iopl: 172, ioperm: 173, uselib: 134, _sysctl: 156, vhangup: 153, sethostname: 170, setdomainname: 171,
     clone3: 435, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427,
-    clone: 56, personality: 135,
+    clone: 56, personality: 135, ioctl: 16,
   },
   // asm-generic numbers (aarch64 has no legacy calls such as iopl or create_module).
   arm64: {
@@ -68,7 +71,7 @@ const NUMBERS: Record<SeccompArch, Partial<Record<Name, number>>> = {
     reboot: 142, kexec_load: 104, kexec_file_load: 294, init_module: 105, finit_module: 273, delete_module: 106,
     syslog: 116, settimeofday: 170, clock_settime: 112, clock_adjtime: 266, adjtimex: 171, vhangup: 58, sethostname: 161, setdomainname: 162,
     clone3: 435, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427,
-    clone: 220, personality: 92,
+    clone: 220, personality: 92, ioctl: 29,
   },
 };
 
@@ -82,6 +85,8 @@ const X32_SYSCALL_BIT = 0x40000000;
 export const CLONE_NAMESPACE_FLAGS = 0x7e020000;
 /** personality() values allowed: query (0xffffffff), PER_LINUX, PER_LINUX32, UNAME26 variants. */
 export const ALLOWED_PERSONALITIES = [0x0, 0x8, 0x20000, 0x20008, 0xffffffff] as const;
+/** ioctl requests refused: TIOCSTI (push a byte into the terminal's input) and TIOCLINUX. */
+export const DENIED_IOCTLS = [0x5412, 0x541c] as const;
 
 // seccomp return values and errno numbers (generic Linux).
 export const SECCOMP_RET_KILL_PROCESS = 0x80000000;
@@ -102,6 +107,7 @@ const RET_K = 0x06; // BPF_RET | BPF_K
 const OFF_NR = 0;
 const OFF_ARCH = 4;
 const OFF_ARG0_LO = 16;
+const OFF_ARG1_LO = 24;
 
 /** One classic-BPF instruction (struct sock_filter). */
 export interface BpfInsn {
@@ -111,7 +117,7 @@ export interface BpfInsn {
   k: number;
 }
 
-type Target = 'allow' | 'deny' | 'enosys' | 'kill' | 'clone' | 'personality';
+type Target = 'allow' | 'deny' | 'enosys' | 'kill' | 'clone' | 'personality' | 'ioctl';
 interface Pending {
   code: number;
   k: number;
@@ -145,6 +151,7 @@ export function buildSeccompProgram(arch: SeccompArch = process.arch as SeccompA
   for (const name of ENOSYS_SYSCALLS) main.push({ code: JEQ_K, k: nr[name]!, jt: 'enosys' });
   main.push({ code: JEQ_K, k: nr.clone!, jt: 'clone' });
   main.push({ code: JEQ_K, k: nr.personality!, jt: 'personality' });
+  main.push({ code: JEQ_K, k: nr.ioctl!, jt: 'ioctl' });
   main.push({ code: RET_K, k: SECCOMP_RET_ALLOW });
 
   const blocks: Record<Exclude<Target, 'allow'>, Pending[]> & { allow: Pending[] } = {
@@ -157,12 +164,17 @@ export function buildSeccompProgram(arch: SeccompArch = process.arch as SeccompA
       ...ALLOWED_PERSONALITIES.map((p): Pending => ({ code: JEQ_K, k: p, jt: 'allow' })),
       { code: RET_K, k: SECCOMP_RET_ERRNO | EPERM },
     ],
+    ioctl: [
+      { code: LD_W_ABS, k: OFF_ARG1_LO },
+      ...DENIED_IOCTLS.map((c): Pending => ({ code: JEQ_K, k: c, jt: 'deny' })),
+      { code: RET_K, k: SECCOMP_RET_ALLOW },
+    ],
     deny: [{ code: RET_K, k: SECCOMP_RET_ERRNO | EPERM }],
     enosys: [{ code: RET_K, k: SECCOMP_RET_ERRNO | ENOSYS }],
     kill: [{ code: RET_K, k: SECCOMP_RET_KILL_PROCESS }],
     allow: [{ code: RET_K, k: SECCOMP_RET_ALLOW }],
   };
-  const order: Target[] = ['clone', 'personality', 'deny', 'enosys', 'kill', 'allow'];
+  const order: Target[] = ['clone', 'personality', 'ioctl', 'deny', 'enosys', 'kill', 'allow'];
   const all: Pending[] = [...main];
   const at = {} as Record<Target, number>;
   for (const t of order) {

@@ -29,6 +29,7 @@ t('unshare', 272, 0x10000000)
 t('bpf', 321, 0, 0, 0)
 t('userfaultfd', 323, 0)
 t('personality', 135, 0x0040000)
+t('tiocsti', 16, 0, 0x5412, b' ')
 t('getpid', 39)
 `;
 
@@ -96,11 +97,11 @@ describe.runIf(process.arch === 'x64' && drivers.length > 0).each(drivers)('priv
     expect(fs.existsSync(`/var/tmp/${name}`)).toBe(false);
   });
 
-  it('is refused mount, ptrace, the keyring, new namespaces, bpf, userfaultfd and personality flags (EPERM)', async () => {
+  it('is refused mount, ptrace, the keyring, new namespaces, bpf, userfaultfd, personality flags and typing into its terminal (EPERM)', async () => {
     fs.mkdirSync(stateDir, { recursive: true });
     await sb.writeFile('syscalls.py', SYSCALLS);
     const r = parseSyscalls((await sb.bash({ command: 'python3 syscalls.py' })).output);
-    for (const name of ['mount', 'ptrace', 'keyctl', 'add_key', 'unshare', 'bpf', 'userfaultfd', 'personality']) {
+    for (const name of ['mount', 'ptrace', 'keyctl', 'add_key', 'unshare', 'bpf', 'userfaultfd', 'personality', 'tiocsti']) {
       expect(r[name], name).toEqual({ rc: -1, errno: 1 });
     }
     expect(r.getpid!.rc).toBeGreaterThan(0); // the probe itself works
@@ -119,7 +120,7 @@ describe.runIf(process.arch === 'x64' && drivers.length > 0).each(drivers)('priv
     expect(r.output.trim()).toBe('0000000000000000 0000000000000000 0000000000000000 0000000000000000 2 1');
     const s = await sb.python(`exec(open('/workspace/syscalls.py').read())`);
     const calls = parseSyscalls(s.output);
-    for (const name of ['mount', 'ptrace', 'keyctl', 'unshare']) expect(calls[name], name).toEqual({ rc: -1, errno: 1 });
+    for (const name of ['mount', 'ptrace', 'keyctl', 'unshare', 'tiocsti']) expect(calls[name], name).toEqual({ rc: -1, errno: 1 });
     const shadow = await sb.python("try:\n    open('/etc/shadow').read()\n    print('read')\nexcept PermissionError:\n    print('denied')");
     expect(shadow.output.trim()).toBe('denied');
   });

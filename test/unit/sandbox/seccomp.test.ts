@@ -90,6 +90,11 @@ describe('the seccomp filter (x86_64)', () => {
     expect(run(prog, { nr: 135, arch: X64, args: [0x0400000] /* READ_IMPLIES_EXEC */ })).toBe(deny);
   });
 
+  it('refuses the ioctls that type into a terminal (TIOCSTI, TIOCLINUX) by their low 32 bits, and allows the others', () => {
+    for (const cmd of [0x5412, 0x541c]) expect(run(prog, { nr: 16, arch: X64, args: [0, cmd] })).toBe(deny);
+    for (const cmd of [0x5401 /* TCGETS */, 0x5413 /* TIOCGWINSZ */, 0x541b /* FIONREAD */]) expect(run(prog, { nr: 16, arch: X64, args: [0, cmd] })).toBe(SECCOMP_RET_ALLOW);
+  });
+
   it('uses the numbers of the kernel headers', () => {
     const header = '/usr/include/x86_64-linux-gnu/asm/unistd_64.h';
     if (!fs.existsSync(header)) return; // needs linux-libc-dev
@@ -116,5 +121,6 @@ describe('the seccomp filter (aarch64)', () => {
     expect(run(arm, { nr: 219, arch: ARM64 })).toBe(deny);
     expect(run(arm, { nr: 63, arch: ARM64 })).toBe(SECCOMP_RET_ALLOW);
     expect(run(arm, { nr: 63, arch: X64 })).toBe(SECCOMP_RET_KILL_PROCESS);
+    expect(run(arm, { nr: 29, arch: ARM64, args: [0, 0x5412] })).toBe(deny);
   });
 });
