@@ -207,6 +207,9 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
     const num = (v: unknown, d: number): number => (typeof v === 'number' && Number.isFinite(v) ? v : d);
     const seedRaw = p === 'sglang' ? sp.sampling_seed : sp.seed;
     let out: EngineResult;
+    // The version these tokens are sampled at: a trainer's update may land while an aborted
+    // generation is still answering, and its partial tokens are the old version's.
+    const version = state.weightVersion;
     const engineAbort = new AbortController();
     aborts.add(engineAbort);
     try {
@@ -232,7 +235,7 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
     }
     if (ac.signal.aborted) return;
     const text = p === 'prorl' ? '' : (opts.engine.decode?.(out.outputIds) ?? '');
-    if (p === 'prorl') return json(res, 200, { response_ids: out.outputIds, logprobs: out.logprobs, finish_reason: out.finishReason, weight_version: state.weightVersion });
+    if (p === 'prorl') return json(res, 200, { response_ids: out.outputIds, logprobs: out.logprobs, finish_reason: out.finishReason, weight_version: version });
     if (p === 'vllm') {
       return json(res, 200, {
         id: `cmpl-${requests}`,
@@ -250,7 +253,7 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
         prompt_tokens: (promptIds as number[]).length,
         completion_tokens: out.outputIds.length,
         output_token_logprobs: out.outputIds.map((id, i) => [out.logprobs[i], id, null]),
-        weight_version: state.weightVersion,
+        weight_version: version,
       },
     });
   }

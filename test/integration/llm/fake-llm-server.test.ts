@@ -148,6 +148,15 @@ describe('startFakeLlmServer', () => {
     await fetch(`${s.url}/update_weight_version`, { method: 'POST', body: JSON.stringify({ weight_version: 'v2' }) });
     expect((await backend(s.url, 'prorl').generate(request(), 5_000)).weightVersion).toBe('v2');
   });
+
+  it.each(['prorl', 'sglang'] as const)('%s: answers a generation with the version it was sampled at, not one set while it ran', async (protocol) => {
+    const s = await serve({ weightVersion: 'v1', latencyMs: 300 });
+    const pending = backend(s.url, protocol).generate(request(), 5_000);
+    await new Promise((r) => setTimeout(r, 100));
+    await fetch(`${s.url}/update_weight_version`, { method: 'POST', body: JSON.stringify({ weight_version: 'v2' }) });
+    expect((await pending).weightVersion).toBe('v1');
+    expect((await backend(s.url, protocol).generate(request(), 5_000)).weightVersion).toBe('v2');
+  });
 });
 
 describe('rollout fake-llm', () => {
