@@ -191,6 +191,64 @@ os.execvp(sys.argv[3], sys.argv[3:])
  */
 const LAUNCH_PRELUDE = 'echo $$ > "$0" && echo $$ > "$1" && exec 9<"$2" && shift 2 && exec "$@"';
 
+/**
+ * Host root's way into a bwrap sandbox for the REPL, in the host's Python (`-I -S`: no site, no
+ * PYTHON* variables; everything it uses is imported before it enters): join the target's
+ * cgroup, ipc, uts, net, pid and mount namespaces, then its user namespace last; take its root
+ * and cwd; empty the bounding set — possible only here, with the capabilities a user namespace
+ * grants on entry (setns resets the set to full) and before the uid change ends them; become
+ * uid/gid argv[2]/argv[3] with no groups and no_new_privs; fork (a pid namespace holds for
+ * children) and exec argv[4:], forwarding SIGINT/SIGTERM and exiting with the child's status
+ * (the child dies with it). nsenter leaves the bounding set full; this is what bwrap's
+ * `--cap-drop ALL` gives the shell.
+ */
+const PY_ENTER = String.raw`
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def ok(r, what):
+    if r != 0:
+        raise SystemExit('rollout enter: %s: %s' % (what, os.strerror(ctypes.get_errno())))
+pid, uid, gid, cmd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+fds = {n: os.open('/proc/%s/ns/%s' % (pid, n), os.O_RDONLY) for n in ('cgroup', 'ipc', 'uts', 'net', 'pid', 'mnt', 'user')}
+root = os.open('/proc/%s/root' % pid, os.O_RDONLY)
+cwd = os.open('/proc/%s/cwd' % pid, os.O_RDONLY)
+os.setgroups([])
+for n in ('cgroup', 'ipc', 'uts', 'net', 'pid', 'mnt', 'user'):
+    ok(libc.setns(fds[n], 0), 'setns ' + n)
+    os.close(fds[n])
+os.fchdir(root)
+os.chroot('.')
+os.fchdir(cwd)
+os.close(root)
+os.close(cwd)
+for cap in range(64):
+    if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+        raise SystemExit('rollout enter: PR_CAPBSET_DROP %d: %s' % (cap, os.strerror(ctypes.get_errno())))
+os.setresgid(gid, gid, gid)
+os.setresuid(uid, uid, uid)
+ok(libc.prctl(38, 1, 0, 0, 0), 'no_new_privs')
+child = os.fork()
+if child == 0:
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)
+    os.execvp(cmd[0], cmd)
+for s in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(s, lambda n, f: os.kill(child, n))
+while True:
+    try:
+        _, status = os.waitpid(child, 0)
+        break
+    except InterruptedError:
+        pass
+sys.exit(os.waitstatus_to_exitcode(status))
+`;
+
+/** The host's python3 on the trusted PATH, or null (then the REPL is entered with nsenter). */
+let hostPython: string | null | undefined;
+function trustedHostPython(): string | null {
+  if (hostPython === undefined) hostPython = TRUSTED_PATH.split(':').map((d) => path.join(d, 'python3')).find((p) => fs.existsSync(p)) ?? null;
+  return hostPython;
+}
+
 /** setpriv argv that turns host root into the sandbox's uid with no capabilities left. */
 function dropTo(uid: number, keepBounding = false): string[] {
   return [
@@ -332,12 +390,14 @@ function isUnder(p: string, dir: string): boolean {
  *
  * How each driver is entered, and why:
  * - bwrap as root: bwrap nests the shell's user namespace (uid 1000 → the sandbox uid) inside
- *   the one owning the other namespaces; the host's own `nsenter` enters those first, then the
- *   shell's user namespace last (its two passes), and becomes `-S 1000 -G 1000` there. Nothing
- *   from the sandbox's root ever runs as host root: a binary the policy wrote (say into a venv on
- *   the task's PATH) would otherwise run with every capability of the host. Its capabilities
- *   end at the exec of `command` (a non-root uid there); the bounding set stays full but
- *   unusable (no_new_privs, seccomp refuses new user namespaces).
+ *   the one owning the other namespaces; the host's Python ({@link PY_ENTER}) enters those
+ *   first, then the shell's user namespace last, empties the bounding set there and becomes uid
+ *   1000 (or the image's User). Nothing from the sandbox's root ever runs as host root: a binary
+ *   the policy wrote (say into a venv on the task's PATH) would otherwise run with every
+ *   capability of the host. Without a host python3 the host's `nsenter` does the same entry
+ *   (its two passes) but leaves the bounding set full — unusable still (no_new_privs, seccomp
+ *   refuses new user namespaces), and the uid-0 image case then drops it with the image's
+ *   setpriv.
  * - unshare: one user namespace owned by the sandbox uid, which therefore may enter it without
  *   privileges; `command` starts behind `setpriv`, which empties the bounding set first.
  * - bwrap not as root: one user namespace owned by our own uid, entered as is.
@@ -346,7 +406,7 @@ function isUnder(p: string, dir: string): boolean {
  * starts before its seccomp filter; the REPL driver takes the sandbox's PATH for its cells.
  * With the `none` driver there is nothing to enter and `command` runs as is under the limits.
  */
-export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupProcs' | 'memoryCgroupProcs' | 'sandboxUid' | 'imageRoot'>, targetPid: number, command: string[]): string[] {
+export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupProcs' | 'memoryCgroupProcs' | 'sandboxUid' | 'imageRoot'>, targetPid: number, command: string[], hostPython: string | null = trustedHostPython()): string[] {
   const t = String(targetPid);
   let enter: string[];
   // An image whose User is root: uid 0 in the sandbox's user namespace would keep that
@@ -358,7 +418,9 @@ export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupP
   else if (plan.driver === 'bwrap' && plan.sandboxUid !== null) {
     const uid = String(img ? img.uid : INSIDE_UID);
     const gid = String(img ? img.gid : INSIDE_UID);
-    enter = ['setpriv', '--no-new-privs', '--', 'nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '-r', '-w', '-S', uid, '-G', gid, '--', ...rootDrop];
+    enter = hostPython
+      ? [hostPython, '-I', '-S', '-c', PY_ENTER, t, uid, gid]
+      : ['setpriv', '--no-new-privs', '--', 'nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '-r', '-w', '-S', uid, '-G', gid, '--', ...rootDrop];
   } else if (plan.driver === 'unshare') {
     const drop = plan.sandboxUid !== null ? dropTo(plan.sandboxUid, true) : [];
     enter = [...drop, 'nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '--preserve-credentials', '-r', '-w', '--', 'setpriv', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--'];

@@ -83,12 +83,24 @@ describe('buildLaunch', () => {
     expect(argv).toContain('/run/rollout/seccomp.bpf');
   });
 
-  it('enters a bwrap sandbox as root with the host\'s nsenter alone: every namespace, the shell\'s user namespace last, as uid 1000', () => {
-    const argv = buildEnter(plan, 1234, ['python3']);
-    expect(argv.join(' ')).toContain('setpriv --no-new-privs -- nsenter -t 1234 -U -C -i -u -n -p -m -r -w -S 1000 -G 1000 -- python3');
-    // Nothing is looked up inside the sandbox's root while privileged: one nsenter, one setpriv.
-    expect(argv.filter((a) => a === 'nsenter' || a === 'setpriv')).toEqual(['setpriv', 'nsenter']);
+  it('enters a bwrap sandbox as root with the host\'s Python: every namespace, the shell\'s user namespace last, an empty bounding set, uid 1000', () => {
+    const argv = buildEnter(plan, 1234, ['python3'], '/usr/bin/python3');
+    const py = argv.indexOf('/usr/bin/python3');
+    expect(argv.slice(py, py + 4)).toEqual(['/usr/bin/python3', '-I', '-S', '-c']);
+    expect(argv.slice(py + 5)).toEqual(['1234', '1000', '1000', 'python3']);
+    // The entry program: the user namespace joined last, then the bounding set dropped, then the uid.
+    const prog = argv[py + 4]!;
+    expect(prog.indexOf("'mnt', 'user')")).toBeGreaterThan(0);
+    expect(prog.indexOf('prctl(24')).toBeLessThan(prog.indexOf('os.setresuid'));
+    // Nothing is looked up inside the sandbox's root while privileged: no nsenter, no setpriv.
+    expect(argv.filter((a) => a === 'nsenter' || a === 'setpriv')).toEqual([]);
     expect(argv.slice(3, 5)).toEqual([plan.cgroupProcs, plan.memoryCgroupProcs]);
+  });
+
+  it('without a host python3, enters a bwrap sandbox with the host\'s nsenter alone (the bounding set then stays full)', () => {
+    const argv = buildEnter(plan, 1234, ['python3'], null);
+    expect(argv.join(' ')).toContain('setpriv --no-new-privs -- nsenter -t 1234 -U -C -i -u -n -p -m -r -w -S 1000 -G 1000 -- python3');
+    expect(argv.filter((a) => a === 'nsenter' || a === 'setpriv')).toEqual(['setpriv', 'nsenter']);
   });
 
   it('gives the sandbox its own PATH only at its command: bwrap sets it for the shell, the unshare prelude takes it last', () => {

@@ -59,9 +59,12 @@ describe('image sandbox launch', () => {
   });
 
   it("the REPL enters as the image's uid/gid; as the image's root it drops its namespace capabilities first", () => {
-    expect(buildEnter(plan, 99, ['python3']).join(' ')).toContain('nsenter -t 99 -U -C -i -u -n -p -m -r -w -S 1234 -G 2345 -- python3');
+    expect(buildEnter(plan, 99, ['python3'], '/usr/bin/python3').slice(-4)).toEqual(['99', '1234', '2345', 'python3']);
+    expect(buildEnter(plan, 99, ['python3'], null).join(' ')).toContain('nsenter -t 99 -U -C -i -u -n -p -m -r -w -S 1234 -G 2345 -- python3');
     const root = { ...plan, imageRoot: { ...plan.imageRoot!, uid: 0, gid: 0, home: '/root' } };
-    expect(buildEnter(root, 99, ['python3']).join(' ')).toContain('-S 0 -G 0 -- setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- python3');
+    // The host's Python empties the bounding set itself; nsenter needs the image's setpriv for it.
+    expect(buildEnter(root, 99, ['python3'], '/usr/bin/python3').slice(-4)).toEqual(['99', '0', '0', 'python3']);
+    expect(buildEnter(root, 99, ['python3'], null).join(' ')).toContain('-S 0 -G 0 -- setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- python3');
     expect(buildEnter({ ...root, sandboxUid: null }, 99, ['python3']).join(' ')).toContain('--preserve-credentials -r -w -- setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- python3');
   });
 });
