@@ -135,12 +135,14 @@ export interface Launch {
  * image root (writable flag set) it stays writable and its /root is the image's.
  * Arguments: root mount point, workdir, control dir, host home, state dir, rootfs or '',
  * /tmp size in bytes, seccomp filter path inside or '', the Python loader, writable root ('1'
- * or ''), the directory to start in, the sandbox's PATH, command... Everything up to the command
- * is found on the spawn's trusted PATH; the sandbox's own PATH is set for the command alone (by
- * the loader, once the filter is in).
+ * or ''), the directory to start in, the sandbox's PATH, the host's python3 or '', command...
+ * Everything up to the command is found on the spawn's trusted PATH; the sandbox's own PATH is
+ * set for the command alone, once the filter is in. With a host python3 that Python does the
+ * last steps ({@link PY_UNSHARE_FINISH}), so the sandbox's root needs neither python3 nor
+ * setpriv; without one they are the root's setpriv and python3 ({@link SECCOMP_EXEC}).
  */
 const UNSHARE_PRELUDE = `set -e
-R=$1; W=$2; C=$3; H=$4; S=$5; F=$6; T=$7; P=$8; X=$9; O=\${10}; D=\${11}; Q=\${12}; shift 12
+R=$1; W=$2; C=$3; H=$4; S=$5; F=$6; T=$7; P=$8; X=$9; O=\${10}; D=\${11}; Q=\${12}; Y=\${13}; shift 13
 if [ -n "$F" ]; then
   mount --rbind "$F" "$R"
 else
@@ -170,10 +172,60 @@ if [ -z "$F" ] && [ -d "$R$H" ]; then mount -t tmpfs tmpfs "$R$H"; fi
 if [ -z "$F" ] && [ -d "$R$S" ]; then mount -t tmpfs tmpfs "$R$S"; fi
 if [ -n "$F" ] && [ -z "$O" ]; then mount -t tmpfs tmpfs "$R/root"; fi
 if [ -z "$O" ]; then mount -o remount,bind,ro "$R"; fi
+if [ -n "$Y" ]; then
+  exec "$Y" -I -S -c "$X" "$R" "$D" "$P" "$Q" "$@"
+fi
 if [ -n "$P" ]; then
   exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- python3 -c "$X" "$P" "$Q" /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$D" "$@"
 fi
 exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- /bin/sh -c 'cd "$1" && PATH=$2 && shift 2 && exec "$@"' sh "$D" "$Q" "$@"`;
+
+/**
+ * The unshare driver's last steps in the host's Python (`-I -S`, everything imported before the
+ * chroot; no library is looked up after it): chroot to argv[1] and enter argv[2]; empty the
+ * bounding, ambient and inheritable sets, as setpriv would; no_new_privs; install the filter at
+ * argv[3] (if any); then exec argv[5:] on PATH argv[4]. A sandbox root without python3 (a
+ * distroless or busybox image) gets its filter all the same.
+ */
+const PY_UNSHARE_FINISH = String.raw`
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def fail(what):
+    raise SystemExit('rollout unshare: %s: %s' % (what, os.strerror(ctypes.get_errno())))
+libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+root, cwd, bpf, path, cmd = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+os.chroot(root)
+os.chdir(cwd)
+for cap in range(64):
+    if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+        fail('PR_CAPBSET_DROP %d' % cap)
+if libc.prctl(47, 4, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+    fail('PR_CAP_AMBIENT_CLEAR_ALL')
+class Header(ctypes.Structure):
+    _fields_ = [('version', ctypes.c_uint32), ('pid', ctypes.c_int)]
+class Data(ctypes.Structure):
+    _fields_ = [('effective', ctypes.c_uint32), ('permitted', ctypes.c_uint32), ('inheritable', ctypes.c_uint32)]
+hdr, data = Header(0x20080522, 0), (Data * 2)()
+if libc.capget(ctypes.byref(hdr), data) != 0:
+    fail('capget')
+data[0].inheritable = data[1].inheritable = 0
+if libc.capset(ctypes.byref(hdr), data) != 0:
+    fail('capset')
+if libc.prctl(38, 1, 0, 0, 0) != 0:
+    fail('PR_SET_NO_NEW_PRIVS')
+if bpf:
+    prog = open(bpf, 'rb').read()
+    if not prog or len(prog) % 8:
+        raise SystemExit('rollout unshare: bad seccomp filter ' + bpf)
+    class Fprog(ctypes.Structure):
+        _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_char_p)]
+    buf = ctypes.create_string_buffer(prog, len(prog))
+    fprog = Fprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_char_p))
+    if libc.prctl(22, 2, ctypes.addressof(fprog), 0, 0) != 0:
+        fail('PR_SET_SECCOMP')
+os.environ['PATH'] = path
+os.execvp(cmd[0], cmd)
+`;
 
 /** Python: install the filter at argv[1], then exec argv[3:] on PATH argv[2] (the unshare driver's loader). */
 const SECCOMP_EXEC = `${PY_SECCOMP_LOADER}
@@ -205,6 +257,7 @@ const LAUNCH_PRELUDE = 'echo $$ > "$0" && echo $$ > "$1" && exec 9<"$2" && shift
 const PY_ENTER = String.raw`
 import ctypes, os, signal, sys
 libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 def ok(r, what):
     if r != 0:
         raise SystemExit('rollout enter: %s: %s' % (what, os.strerror(ctypes.get_errno())))
@@ -300,7 +353,7 @@ function hostRootArgs(hideHome: string): string[] {
  * unprivileged: its user namespace maps uid/gid 1000 inside to the sandbox's host uid and
  * nothing else, so host root's files are "nobody"'s inside and out of reach.
  */
-export function buildLaunch(plan: LaunchPlan): Launch {
+export function buildLaunch(plan: LaunchPlan, hostPython: string | null = trustedHostPython()): Launch {
   const hostHome = os.homedir();
   const prlimit = prlimitArgs(plan);
   let driverArgs: string[];
@@ -354,7 +407,7 @@ export function buildLaunch(plan: LaunchPlan): Launch {
       'unshare', '--user', ...map, '--pid', '--fork', '--kill-child', '--mount', '--ipc', '--uts', '--net', '--cgroup', '--',
       '/bin/sh', '-c', UNSHARE_PRELUDE, 'sh', img ? path.join(path.dirname(path.dirname(img.merged)), 'root') : path.join(path.dirname(plan.workdir), 'root'),
       plan.workdir, plan.ctlDir, hostHome, plan.stateDir, img?.merged ?? plan.rootfs ?? '',
-      String(plan.limits.tmpBytes), plan.seccompFile ? `${ctlInside}/${path.basename(plan.seccompFile)}` : '', SECCOMP_EXEC, img ? '1' : '', img?.cwd ?? '/workspace', plan.sandboxPath,
+      String(plan.limits.tmpBytes), plan.seccompFile ? `${ctlInside}/${path.basename(plan.seccompFile)}` : '', hostPython ? PY_UNSHARE_FINISH : SECCOMP_EXEC, img ? '1' : '', img?.cwd ?? '/workspace', plan.sandboxPath, hostPython ?? '',
     ];
     if (img) home = img.home;
     else if (plan.rootfs) home = '/root';

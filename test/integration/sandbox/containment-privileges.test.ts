@@ -215,6 +215,3 @@ describe.runIf(isRoot && drivers.length > 0)('a state dir the sandbox uid cannot
   });
 });
 
-describe('known gaps of the privilege drop', () => {
-  it.todo('loads the seccomp filter in the unshare driver without python3 in the sandbox root (#9)');
-});

@@ -103,12 +103,30 @@ describe('buildLaunch', () => {
     expect(argv.filter((a) => a === 'nsenter' || a === 'setpriv')).toEqual(['setpriv', 'nsenter']);
   });
 
-  it('gives the sandbox its own PATH only at its command: bwrap sets it for the shell, the unshare prelude takes it last', () => {
+  it('gives the sandbox its own PATH only at its command: bwrap sets it for the shell, the unshare prelude takes it with the host python3', () => {
     const b = buildLaunch(plan).argv;
     const dash = b.lastIndexOf('--');
     expect(b.slice(0, dash).join(' ')).toContain('--setenv PATH /workspace/.venv/bin:/usr/bin:/bin');
-    const u = buildLaunch({ ...plan, driver: 'unshare' }).argv;
-    expect(u[u.length - plan.command.length - 1]).toBe(plan.sandboxPath);
+    const u = buildLaunch({ ...plan, driver: 'unshare' }, '/usr/bin/python3').argv;
+    expect(u.slice(-plan.command.length - 2, -plan.command.length)).toEqual([plan.sandboxPath, '/usr/bin/python3']);
+  });
+
+  it('finishes an unshare launch in the host\'s Python when there is one (no python3 or setpriv needed in the root), else in the root\'s', () => {
+    const withPy = buildLaunch({ ...plan, driver: 'unshare' }, '/usr/bin/python3').argv;
+    const prelude = withPy[withPy.indexOf('-c', withPy.indexOf('unshare')) + 1]!;
+    expect(prelude).toContain('exec "$Y" -I -S -c "$X" "$R" "$D" "$P" "$Q" "$@"');
+    const finish = withPy[withPy.indexOf(prelude) + 10]!;
+    // chroot first, then the capability sets, then no_new_privs and the filter, then the exec.
+    const at = (needle: string): number => finish.indexOf(needle);
+    expect(at('os.chroot(root)')).toBeLessThan(at('prctl(24'));
+    expect(at('prctl(24')).toBeLessThan(at('capset'));
+    expect(at('capset')).toBeLessThan(at('prctl(38'));
+    expect(at('prctl(38')).toBeLessThan(at('prctl(22'));
+    expect(at('prctl(22')).toBeLessThan(at('os.execvp'));
+    // Without one: the root's own setpriv and python3 loader ($X, ten arguments after the prelude).
+    const without = buildLaunch({ ...plan, driver: 'unshare' }, null).argv;
+    expect(without.at(-plan.command.length - 1)).toBe('');
+    expect(without[without.indexOf(prelude) + 10]).toContain('_rollout_seccomp');
   });
 
   it('enters an unshare sandbox as the sandbox uid and empties the bounding set before the command', () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { bwrapWorks } from '../../../../src/sandbox/drivers.js';
+import { bwrapWorks, unshareWorks } from '../../../../src/sandbox/drivers.js';
 import { createSandboxProvider, type HostSandboxProvider } from '../../../../src/sandbox/index.js';
 import { ImageStore } from '../../../../src/sandbox/images/image-store.js';
 import { isMountPoint, mountOverlay, overlayDirs } from '../../../../src/sandbox/images/overlay-mount.js';
@@ -129,6 +129,22 @@ describe.skipIf(why !== null)(`image sandboxes${why ? ` (skipped: ${why})` : ''}
     expect(fs.existsSync(sdir)).toBe(false);
     // The lower layers were not walked by the removal.
     expect(fs.readFileSync(path.join(store.resolve('fixture').lowerDirs[0]!, 'etc', 'image-release'), 'utf8')).toBe('fixture 1\n');
+  });
+
+  it.runIf(unshareWorks())('the unshare driver filters and drops an image without python3 (busybox and bash only) as any other', async () => {
+    const unshared = createSandboxProvider({ driver: 'unshare', hosts: 1, stateDir: path.join(dir, 'state-unshare'), imageStore: store.dir, timeouts: { bashMs: 10_000, noOutputMs: 10_000 } });
+    try {
+      const sb = await unshared.create({ image: 'fixture' }, { rolloutId: 'r-img-unshare' });
+      const r = await sb.bash({ command: "command -v python3 || echo no-python; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status; echo \"$PATH\"" });
+      expect(r.output).toMatch(/^no-python\n/);
+      const f = Object.fromEntries(r.output.trim().split('\n').slice(1, -1).map((l) => l.split(/:\s+/) as [string, string]));
+      for (const c of ['CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb']) expect(f[c], c).toBe('0000000000000000');
+      expect([f.NoNewPrivs, f.Seccomp]).toEqual(['1', '2']);
+      expect(r.output.trim().split('\n').at(-1)).toBe('/bin');
+      await sb.close();
+    } finally {
+      await unshared.close();
+    }
   });
 
   it('a missing image is a TaskError IMAGE_NOT_FOUND naming it, and starts nothing', async () => {
