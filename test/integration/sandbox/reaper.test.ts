@@ -7,6 +7,12 @@ import { reapStale } from '../../../src/sandbox/lease.js';
 import { mountsUnder, removeTree } from '../../../src/sandbox/remove-tree.js';
 import { createSandboxProvider } from '../../../src/sandbox/index.js';
 import { PYTHON, testDriver } from './helpers.js';
+import readline from 'node:readline';
+import { UdsChannel } from '../../../src/ipc/uds-channel.js';
+import { parseSandboxOptions } from '../../../src/sandbox/sandbox-options.js';
+import { sandboxUidFor } from '../../../src/sandbox/sandbox-user.js';
+
+const BIN = path.resolve(import.meta.dirname, '../../../bin/rollout.js');
 
 /**
  * The reaper against what a hostile policy can leave in a sandbox directory (#9 item 2): trees
@@ -127,6 +133,49 @@ describe('reapStale against hostile trees', () => {
       expect(fs.readFileSync(path.join(hostDir, 'sub', 'nested'), 'utf8')).toBe('keep me too');
     } finally {
       fs.rmSync(hostDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a sandbox host started by hand', () => {
+  // The provider starts its hosts in a private mount namespace, so their workdir tmpfs mounts die
+  // with them; a host started by hand (`rollout sandbox-host`, as root) mounts in the host's own
+  // namespace, and SIGKILL leaves the tmpfs there for the next reap.
+  it.runIf(isRoot)('leaves its workdir tmpfs mounted in the host namespace when killed, and the next reap unmounts and removes it', async () => {
+    const sock = path.join(stateDir, 'h.sock');
+    const host = spawn(process.execPath, [BIN, 'sandbox-host', '--socket', sock, '--state-dir', stateDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise((r) => host.once('exit', r));
+    let channel: UdsChannel | null = null;
+    try {
+      await new Promise<void>((resolve) => readline.createInterface({ input: host.stdout! }).on('line', (l) => l.startsWith('ready ') && resolve()));
+      channel = await UdsChannel.connect(sock);
+      // Its runtime is gone by the time of the reap: a process that has exited.
+      const dead = spawn('true');
+      await new Promise((r) => dead.once('exit', r));
+      await channel.request({ type: 'host.hello', runtimeId: 'by-hand', ownerPid: dead.pid, ownerStart: null });
+      const o = parseSandboxOptions({ driver: testDriver() });
+      const sandboxId = 'sb-by-hand';
+      await channel.request(
+        {
+          type: 'sandbox.create', sandboxId, rolloutId: 'r', spec: { files: { 'a.txt': 'x' } }, driver: testDriver(), rootfs: null, image: null, limits: o.limits,
+          sandboxUid: sandboxUidFor(sandboxId, o.sandboxUids),
+          tools: { bashTimeoutMs: o.timeouts.bashMs, noOutputTimeoutMs: o.timeouts.noOutputMs, pythonTimeoutMs: o.timeouts.pythonMs, maxOutputChars: o.maxOutputChars, startTimeoutMs: o.timeouts.startMs },
+        },
+        { timeoutMs: 30_000 },
+      );
+      const dir = path.join(stateDir, 'sandboxes', sandboxId);
+      expect(mountsUnder(dir).length).toBeGreaterThan(0);
+      host.kill('SIGKILL');
+      await exited;
+      expect(mountsUnder(dir).length).toBeGreaterThan(0);
+      const report = await reapStale(stateDir);
+      expect(report).toMatchObject({ sandboxes: [sandboxId], quarantined: [] });
+      expect(mountsUnder(stateDir)).toEqual([]);
+      expect(fs.existsSync(dir)).toBe(false);
+    } finally {
+      await channel?.close().catch(() => undefined);
+      if (host.exitCode === null && host.signalCode === null) host.kill('SIGKILL');
+      await exited;
     }
   });
 });
