@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { SandboxError } from '../errors.js';
+import { SandboxError, ValidationError } from '../errors.js';
 import { isRoot } from './sandbox-user.js';
 
 /**
@@ -88,6 +88,31 @@ export function isMountPoint(p: string): boolean {
  */
 export function privateMountsPrefix(): string[] {
   return isRoot() ? ['unshare', '--mount', '--propagation', 'private'] : [];
+}
+
+/**
+ * Checks that `rootfs` can be the root of a sandbox: a directory that, as root, the sandboxes'
+ * unprivileged uid can reach (every directory from / down to it searchable by others; bwrap
+ * binds it as that uid).
+ * @throws ValidationError naming `rootfs` otherwise (e.g. a rootfs under /root, mode 0700).
+ */
+export function checkRootfs(rootfs: string): void {
+  const bad = (message: string): ValidationError => new ValidationError(`rootfs ${rootfs}: ${message}`, [{ path: 'rootfs', message }]);
+  let real: string;
+  try {
+    real = fs.realpathSync(rootfs);
+    if (!fs.statSync(real).isDirectory()) throw bad('not a directory');
+  } catch (err) {
+    if (err instanceof ValidationError) throw err;
+    throw bad('no such directory');
+  }
+  if (!isRoot()) return;
+  for (let p = real; ; p = path.dirname(p)) {
+    if (!(fs.statSync(p).mode & 0o001)) {
+      throw bad(`sandboxed processes run as an unprivileged uid and cannot pass ${p} (chmod o+x ${p}, or keep the rootfs under a searchable path: scripts/make-rootfs.sh puts it in /var/cache/rollout-runtime/rootfs as root)`);
+    }
+    if (p === '/' || p === path.dirname(p)) break;
+  }
 }
 
 /**

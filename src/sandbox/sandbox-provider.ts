@@ -14,7 +14,7 @@ import { reapDeadHostSandboxes } from './images/orphan-reap.js';
 import { hostsDir, reapSandbox, reapStale, sandboxesDir, type ReapReport } from './lease.js';
 import { processStartTime } from './proc.js';
 import { asSandboxFault, SandboxClient } from './sandbox-client.js';
-import { privateMountsPrefix } from './sandbox-fs.js';
+import { checkRootfs, privateMountsPrefix } from './sandbox-fs.js';
 import { sandboxUidFor } from './sandbox-user.js';
 import { parseSandboxOptions, type SandboxOptions, type SandboxOptionsInput } from './sandbox-options.js';
 import type { Sandbox, SandboxProvider, SandboxSpec } from './sandbox.js';
@@ -63,6 +63,7 @@ export interface HostSandboxProvider extends SandboxProvider {
  */
 export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSandboxProvider {
   const options = parseSandboxOptions(input);
+  if (options.rootfs !== null) checkRootfs(options.rootfs);
   const driver = detectDriver(options.driver);
   if (driver.unsafe) process.emitWarning(`sandbox driver 'none': ${driver.reason}; commands run UNCONFINED on this machine (development only)`, { code: 'ROLLOUT_UNSAFE_SANDBOX' });
   fs.mkdirSync(hostsDir(options.stateDir), { recursive: true, mode: 0o700 });

@@ -199,6 +199,25 @@ describe.runIf(drivers.length > 0).each(drivers)('a task PATH through directorie
   });
 });
 
+describe('a rootfs the sandbox cannot use', () => {
+  it('is refused when the provider is made, naming rootfs: missing, not a directory, or (as root) behind a directory the sandbox uid cannot pass', () => {
+    const outer = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-rootfs-'));
+    try {
+      const opts = (rootfs: string) => ({ driver: drivers[0] ?? 'none', hosts: 1, stateDir: path.join(outer, 'state'), rootfs }) as const;
+      expect(() => createSandboxProvider(opts(path.join(outer, 'missing')))).toThrow(/rootfs .*missing: no such directory/);
+      fs.writeFileSync(path.join(outer, 'file'), '');
+      expect(() => createSandboxProvider(opts(path.join(outer, 'file')))).toThrow(expect.objectContaining({ name: 'ValidationError', details: expect.objectContaining({ issues: [expect.objectContaining({ path: 'rootfs' })] }) }));
+      if (isRoot) {
+        fs.mkdirSync(path.join(outer, 'locked', 'root'), { recursive: true });
+        fs.chmodSync(path.join(outer, 'locked'), 0o700);
+        expect(() => createSandboxProvider(opts(path.join(outer, 'locked', 'root')))).toThrow(/cannot pass .*locked \(chmod o\+x/);
+      }
+    } finally {
+      fs.rmSync(outer, { recursive: true, force: true });
+    }
+  });
+});
+
 describe.runIf(isRoot && drivers.length > 0)('a state dir the sandbox uid cannot reach', () => {
   it('refuses to create a sandbox with STATE_DIR_UNREACHABLE and leaves nothing behind', async () => {
     const outer = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-locked-'));
