@@ -4,6 +4,8 @@ import { ValidationError } from '../errors.js';
 import { buildCodec, checkChatTemplate, loadTokenizer, type HfChatCodec, type TextTokenizer } from './hf-codec.js';
 import { ggufPreFor, type GgufVocabSource } from './gguf-writer.js';
 import { parseBackendAddress } from './backend-address.js';
+import type { ChatCodec } from './chat-codec.js';
+import { isOracleAddress } from './oracle-backend.js';
 import { readModelDir, type ModelDirFiles } from './model-dir.js';
 import { createQwen3Codec } from './qwen3-codec.js';
 import { TOOL_PARSER_NAMES } from './tool-parsers/index.js';
@@ -103,7 +105,7 @@ export const VOCAB_PROBE = "The quick brown fox (v1.2.3) can't jump 12345 times;
  * Checks that `codec` tokenizes as an engine does, by encoding {@link VOCAB_PROBE} with both.
  * @throws ValidationError (field `tokenizer`) naming `where` and the first differing position.
  */
-export function verifyVocab(codec: HfChatCodec, engineIds: readonly number[], where: string): void {
+export function verifyVocab(codec: Pick<ChatCodec, 'name' | 'encode'>, engineIds: readonly number[], where: string): void {
   const ours = codec.encode(VOCAB_PROBE);
   let i = 0;
   while (i < ours.length && i < engineIds.length && ours[i] === engineIds[i]) i++;
@@ -118,7 +120,7 @@ export function verifyVocab(codec: HfChatCodec, engineIds: readonly number[], wh
  * backend cannot tokenize (no such route), `true` when it agrees.
  * @throws ValidationError when the backend tokenizes differently.
  */
-export async function verifyBackendVocab(url: string, codec: HfChatCodec, opts: { model?: string | undefined; timeoutMs?: number } = {}): Promise<boolean> {
+export async function verifyBackendVocab(url: string, codec: Pick<ChatCodec, 'name' | 'encode'>, opts: { model?: string | undefined; timeoutMs?: number } = {}): Promise<boolean> {
   let res: Response;
   try {
     res = await fetch(new URL('/tokenize', url), {
@@ -166,27 +168,37 @@ export function checkEngineTokenizer(spec: CodecSpec, tokenize: (text: string) =
 }
 
 /**
- * What a backend registration (`/add_llm_server`, `/v1/backends`) with a `tokenizer` needs: the
+ * What a backend registration (`/add_llm_server`, `/v1/backends`) needs: with a `tokenizer`, the
  * codec key that routes only that model's rollouts to it, after checking the tokenizer against
- * the backend's own (`POST /tokenize`) where the backend can tokenize. Undefined without a
- * tokenizer (the backend serves any rollout, as before) or for the `scripted` address.
+ * the backend's own (`POST /tokenize`) where the backend can tokenize. Without one the backend
+ * serves any rollout, tokenized with `serviceCodec` (the runtime's): that codec is checked the
+ * same way, so a backend of another model registered without its tokenizer is refused instead
+ * of sampling from ids of the wrong vocabulary. Undefined key without a tokenizer; nothing is
+ * checked for the `scripted` and `oracle` addresses, or a backend that cannot tokenize.
  * @throws ValidationError naming the file and problem for an unusable directory or tool parser,
  * or naming the backend when its vocabulary differs.
  */
-export async function backendCodecKey(address: string, spec: CodecSpec & { model?: string | undefined }): Promise<string | undefined> {
-  if (spec.tokenizer === undefined) {
-    if (spec.toolParser !== undefined) codecFor({ toolParser: spec.toolParser });
-    return undefined;
+export async function backendCodecKey(address: string, spec: CodecSpec & { model?: string | undefined }, serviceCodec?: Pick<ChatCodec, 'name' | 'encode'>): Promise<string | undefined> {
+  const codec = spec.tokenizer === undefined ? undefined : codecFor({ tokenizer: spec.tokenizer, toolParser: spec.toolParser });
+  if (codec === undefined && spec.toolParser !== undefined) codecFor({ toolParser: spec.toolParser });
+  const checked = codec ?? serviceCodec;
+  const bare = address.trim();
+  if (checked && bare !== 'scripted' && !isOracleAddress(bare)) {
+    let url: string | null = null;
+    try {
+      url = parseBackendAddress(address).url;
+    } catch {
+      // The address is the registration's own error to report, with its own field.
+    }
+    if (url !== null) {
+      try {
+        await verifyBackendVocab(url, checked, { model: spec.model, timeoutMs: codec ? 10_000 : 3_000 });
+      } catch (err) {
+        if (codec || !(err instanceof ValidationError)) throw err;
+        const msg = `the backend at ${url} does not tokenize as this service's tokenizer (${checked.name}): register it with its model's tokenizer directory (tokenizer)`;
+        throw new ValidationError(`tokenizer: ${msg}`, [{ path: 'tokenizer', message: msg }]);
+      }
+    }
   }
-  const codec = codecFor({ tokenizer: spec.tokenizer, toolParser: spec.toolParser });
-  if (address.trim() === 'scripted') return codec.name;
-  let url: string;
-  try {
-    url = parseBackendAddress(address).url;
-  } catch {
-    // The address is the registration's own error to report, with its own field.
-    return codec.name;
-  }
-  await verifyBackendVocab(url, codec, { model: spec.model });
-  return codec.name;
+  return codec?.name;
 }

@@ -180,7 +180,7 @@ export function nativeRoutes(service: ServiceContext): Route[] {
         backends(service);
         // A model directory named by an API client must lie inside the configured path roots (#9.12).
         const tokenizer = body.tokenizer === undefined ? undefined : confine(body.tokenizer, service.options.pathRoots, 'tokenizer');
-        const codecKey = await backendCodecKey(body.address, { tokenizer, toolParser: body.tool_parser, model: body.model });
+        const codecKey = await backendCodecKey(body.address, { tokenizer, toolParser: body.tool_parser, model: body.model }, service.runtime?.codec);
         const info = service.addBackend({ address: body.address, id: body.id, model: body.model, weightVersion: body.weight_version, codecKey });
         return { status: 201, body: info };
       },

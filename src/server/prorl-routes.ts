@@ -135,7 +135,7 @@ export function prorlRoutes(service: ServiceContext): Route[] {
       const body = parse(AddLlmServerRequestSchema, await r.body(), ['address', 'tokenizer', 'tool_parser']);
       // A model directory named by an API client must lie inside the configured path roots (#9.12).
       const tokenizer = body.tokenizer === undefined ? undefined : confine(body.tokenizer, service.options.pathRoots, 'tokenizer');
-      const codecKey = await backendCodecKey(body.address, { tokenizer, toolParser: body.tool_parser });
+      const codecKey = await backendCodecKey(body.address, { tokenizer, toolParser: body.tool_parser }, service.runtime?.codec);
       const info = service.addBackend({ address: body.address, codecKey });
       return { status: 200, body: info ? { status: 'added', id: info.id } : { status: 'buffered' } };
     }),

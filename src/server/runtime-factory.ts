@@ -70,6 +70,7 @@ export function serviceRuntimeFactory(parts: ServiceRuntimeParts): RuntimeFactor
     }
     const close = rt.close.bind(rt);
     const service: ServiceRuntime = Object.assign(rt, {
+      codec: parts.codec,
       close: async (opts?: { drain?: boolean }) => {
         try {
           await close(opts);

@@ -1,3 +1,4 @@
+import type { ChatCodec } from '../llm/chat-codec.js';
 import type { RolloutSummary, Runtime } from '../runtime/runtime-api.js';
 import type { BackendInfo, BackendSpec } from '../llm/llm-client.js';
 
@@ -37,6 +38,12 @@ export type ServiceRuntime = Runtime &
     readonly options?: { readonly maxQueued: number };
     /** A rollout `get` does not know locally, looked up where the runtime keeps it (the Redis cluster). */
     lookup?(id: string): Promise<RolloutSummary | undefined>;
+    /**
+     * The codec rollouts are tokenized with on a backend registered without a `tokenizer`:
+     * such a registration is checked against it (`backendCodecKey`). Absent where the runtime
+     * tokenizes nothing itself (a cluster gateway).
+     */
+    readonly codec?: Pick<ChatCodec, 'name' | 'encode'>;
   };
 
 /** A handle whose submission is durable only once `accepted` resolves (the Redis cluster); answer 202 after it. */

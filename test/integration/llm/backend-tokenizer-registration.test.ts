@@ -4,6 +4,9 @@ import { startLlmHttpServer, type LlmHttpServer } from '../../../src/llm/llm-htt
 import { FAMILIES } from '../../fixtures/model-families.js';
 import { post, startHarness, type Harness } from '../../unit/server/harness.js';
 import { fileURLToPath } from 'node:url';
+import { createService, type RolloutService } from '../../../src/server/service.js';
+import { serviceRuntimeFactory } from '../../../src/server/runtime-factory.js';
+import { MemorySandboxProvider } from '../../../src/testing/index.js';
 
 // The repository (its test fixtures and the tokenizer packages in node_modules) is the one path root.
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -59,5 +62,51 @@ describe('registering a backend with its tokenizer', () => {
     const b = await post(`${h.url}/add_llm_server`, { address: qwenEngine.url, tool_parser: 'pythonic' });
     expect(b.status).toBe(422);
     expect(JSON.stringify(b.body)).toContain('unknown \\"pythonic\\"');
+  });
+});
+
+/**
+ * Registration without a `tokenizer`: the backend will serve any rollout, tokenized with the
+ * service's own codec, so that codec is what is checked against the backend's `/tokenize`.
+ */
+describe('registering a backend without a tokenizer', () => {
+  let service: RolloutService;
+  let url: string;
+  let qwenEngine: LlmHttpServer;
+  let llamaEngine: LlmHttpServer;
+  let silentEngine: LlmHttpServer;
+
+  beforeAll(async () => {
+    const qwen3 = codecFor({ tokenizer: FAMILIES.qwen3.dir });
+    const llama = codecFor({ tokenizer: FAMILIES.llama3_1.dir });
+    const generate = async () => ({ outputIds: [], logprobs: [], finishReason: 'stop' as const });
+    qwenEngine = await startLlmHttpServer({ engine: { generate, tokenize: (t) => qwen3.encode(t) } });
+    llamaEngine = await startLlmHttpServer({ engine: { generate, tokenize: (t) => llama.encode(t) } });
+    silentEngine = await startLlmHttpServer({ engine: { generate } });
+    // The service tokenizes with Qwen3 (the default of `rollout serve`).
+    service = createService({ createRuntime: serviceRuntimeFactory({ codec: qwen3, sandboxes: () => new MemorySandboxProvider(), runtime: { sandboxDriver: 'none' } }), backends: [] }, { port: 0, backendsIntervalMs: 0 });
+    url = await service.listen();
+  }, 120_000);
+
+  afterAll(async () => {
+    await service?.close();
+    await Promise.all([qwenEngine?.close(), llamaEngine?.close(), silentEngine?.close()]);
+  });
+
+  it('accepts a backend that tokenizes as the service does, and one that cannot tokenize (unchecked)', async () => {
+    expect((await post(`${url}/v1/backends`, { address: qwenEngine.url, id: 'q' })).status).toBe(201);
+    expect((await post(`${url}/v1/backends`, { address: silentEngine.url, id: 's' })).status).toBe(201);
+  });
+
+  it('refuses a backend of another vocabulary, telling to register it with its tokenizer (400 at /v1, 422 at the ProRL route)', async () => {
+    const v1 = await post(`${url}/v1/backends`, { address: llamaEngine.url, id: 'l' });
+    expect(v1.status).toBe(400);
+    expect(v1.body.error.issues[0]).toMatchObject({ path: 'tokenizer' });
+    expect(JSON.stringify(v1.body)).toMatch(/the backend at http:\/\/127\.0\.0\.1:\d+ does not tokenize as this service's tokenizer \(hf:.*qwen3.*register it with its model's tokenizer directory/);
+    const prorl = await post(`${url}/add_llm_server`, { address: llamaEngine.url });
+    expect(prorl.status).toBe(422);
+    // Nothing was registered: the pool still has the two good backends only.
+    const list = await (await fetch(`${url}/v1/backends`)).json() as { backends: { id: string }[] };
+    expect(list.backends.map((b) => b.id).sort()).toEqual(['q', 's']);
   });
 });
