@@ -337,7 +337,7 @@ export class HostSandbox {
    * @throws SandboxError when the sandbox is gone or the new shell does not start.
    */
   async resetShell(): Promise<void> {
-    if (this.selfExit === null) this.alive();
+    this.alive();
     // A reset is for an eval, after the agent's loop: the new shell gets no LLM proxy listener
     // (its helper process is most of a reset's cost; the proxy has ended by then anyway).
     this.llmProxyDone = true;
