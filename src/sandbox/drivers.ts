@@ -189,6 +189,7 @@ exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- /
  */
 const PY_UNSHARE_FINISH = String.raw`
 import ctypes, os, sys
+import warnings  # os.execvp imports it on use: loaded now, never from the sandbox's root
 libc = ctypes.CDLL(None, use_errno=True)
 def fail(what):
     raise SystemExit('rollout unshare: %s: %s' % (what, os.strerror(ctypes.get_errno())))
@@ -256,6 +257,7 @@ const LAUNCH_PRELUDE = 'echo $$ > "$0" && echo $$ > "$1" && exec 9<"$2" && shift
  */
 const PY_ENTER = String.raw`
 import ctypes, os, signal, sys
+import warnings  # os.execvp imports it on use: loaded now, never from the sandbox's root
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 def ok(r, what):
