@@ -122,7 +122,7 @@ describe('buildLaunch', () => {
     expect(at('prctl(24')).toBeLessThan(at('capset'));
     expect(at('capset')).toBeLessThan(at('prctl(38'));
     expect(at('prctl(38')).toBeLessThan(at('prctl(22'));
-    expect(at('prctl(22')).toBeLessThan(at('os.execvp'));
+    expect(at('prctl(22')).toBeLessThan(at('os.execvp('));
     // Without one: the root's own setpriv and python3 loader ($X, ten arguments after the prelude).
     const without = buildLaunch({ ...plan, driver: 'unshare' }, null).argv;
     expect(without.at(-plan.command.length - 1)).toBe('');
