@@ -81,7 +81,13 @@ export function hostHarnessHandler(): AgentHandler {
       const child = spawn('python3', [AGENT, String(ctx.instance.mode)], { cwd: dir, detached: true, env: { ...process.env, PROXY_SOCK: proxy.socketPath, OPENAI_API_KEY: token }, stdio: ['ignore', 'pipe', 'pipe'] });
       const inst = ctx.instance as { max_llm_calls?: number; max_tokens_total?: number };
       const agent = new HostHarness(child, proxy, { ...(inst.max_llm_calls ? { maxLlmCalls: inst.max_llm_calls } : {}), ...(inst.max_tokens_total ? { maxTokensTotal: inst.max_tokens_total } : {}) });
-      ctx.signal.addEventListener('abort', () => void agent.stop('ended').then(() => proxy.close()).then(() => rm(dir, { recursive: true, force: true })), { once: true });
+      // Each step whatever the one before did: a stop that throws must not leave the temp dir behind.
+      const cleanup = async (): Promise<void> => {
+        await agent.stop('ended').catch(() => undefined);
+        await proxy.close().catch(() => undefined);
+        await rm(dir, { recursive: true, force: true });
+      };
+      ctx.signal.addEventListener('abort', () => void cleanup(), { once: true });
       return { messages: [], tools: [], external: agent, state: { agent, proxy } };
     },
     act: () => Promise.reject(new Error('not called')),
