@@ -6,7 +6,7 @@ import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
 import { startLlmServeProcess, stopServerProcesses } from '../../helpers/server-process.js';
 import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
 import { MemorySandboxProvider } from '../../../src/testing/memory-sandbox.js';
-import { hostHarnessHandler, liveChildren } from './host-harness.js';
+import { hostHarnessHandler, hostHarnessesCleaned, liveChildren } from './host-harness.js';
 
 /**
  * A weight update in `abort` mode while a harness's call is at the engine, against the real tiny
@@ -26,6 +26,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await rt?.close();
   await pool?.close();
+  await hostHarnessesCleaned();
   await stopServerProcesses();
 });
 

@@ -4,7 +4,7 @@ import type { RolloutResult } from '../../../src/protocol/trajectory.js';
 import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
 import { MemorySandboxProvider } from '../../../src/testing/memory-sandbox.js';
 import { TestCodec } from '../../../src/testing/test-codec.js';
-import { hostHarnessHandler, liveChildren } from './host-harness.js';
+import { hostHarnessHandler, hostHarnessesCleaned, liveChildren } from './host-harness.js';
 
 /**
  * The runtime's harness loop end to end with a real proxy on a real Unix socket, a real agent
@@ -19,6 +19,7 @@ beforeAll(() => {
 });
 afterAll(async () => {
   await runtime.close();
+  await hostHarnessesCleaned();
 });
 afterEach(() => {
   expect(liveChildren.size).toBe(0);

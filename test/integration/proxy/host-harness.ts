@@ -67,6 +67,14 @@ class HostHarness implements ExternalAgent {
   }
 }
 
+/** Cleanups of ended attempts still running (their agent's stop, the proxy, the temp dir). */
+const cleanups = new Set<Promise<void>>();
+
+/** Resolves once every ended attempt's cleanup has finished: await it after closing the runtime, so no temp dir outlives the test file. */
+export async function hostHarnessesCleaned(): Promise<void> {
+  while (cleanups.size > 0) await Promise.allSettled([...cleanups]);
+}
+
 /**
  * A handler of family `host-harness` running `host-agent.py <instance.mode>` on the host; the
  * eval reads `harness_exit_code` into the details and rewards an exit 0.
@@ -87,7 +95,10 @@ export function hostHarnessHandler(): AgentHandler {
         await proxy.close().catch(() => undefined);
         await rm(dir, { recursive: true, force: true });
       };
-      ctx.signal.addEventListener('abort', () => void cleanup(), { once: true });
+      ctx.signal.addEventListener('abort', () => {
+        const p = cleanup().finally(() => cleanups.delete(p));
+        cleanups.add(p);
+      }, { once: true });
       return { messages: [], tools: [], external: agent, state: { agent, proxy } };
     },
     act: () => Promise.reject(new Error('not called')),
