@@ -75,8 +75,11 @@ export const BufferTakeRequestSchema = z
   })
   .strict();
 
-/** `POST /v1/buffers/:id/ack` and `/release`: lease ids of groups taken with `lease_ms` (or by a manual-ack WebSocket subscription). */
-export const BufferLeasesRequestSchema = z.object({ leases: z.array(z.string().min(1).max(200)).min(1).max(1_000) }).strict();
+/** Lease ids of groups taken with `lease_ms` (or by a manual-ack WebSocket subscription), 1 to 1,000 of them. */
+export const LeaseIdsSchema = z.array(z.string().min(1).max(200)).min(1).max(1_000);
+
+/** `POST /v1/buffers/:id/ack` and `/release`. */
+export const BufferLeasesRequestSchema = z.object({ leases: LeaseIdsSchema }).strict();
 
 /** The buffer's counters as `/v1` answers them. */
 export const BufferStatsSchema = z.object({

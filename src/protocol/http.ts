@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { LeaseIdsSchema } from './buffer.js';
 import { InstanceSchema, SamplingParamsSchema } from './instance.js';
 import { MessageSchema, ToolSchemaSchema } from './messages.js';
 import { RolloutStateSchema } from './events.js';
@@ -266,7 +267,7 @@ export const WsClientMessageSchema = z.discriminatedUnion('type', [
     .strict(),
   z.object({ type: z.literal('unsubscribe'), sub: z.string().min(1).max(100) }).strict(),
   /** Acks groups of a manual-ack buffer subscription by their `lease_id`s. */
-  z.object({ type: z.literal('ack'), sub: z.string().min(1).max(100), leases: z.array(z.string().min(1).max(200)).min(1).max(1_000) }).strict(),
+  z.object({ type: z.literal('ack'), sub: z.string().min(1).max(100), leases: LeaseIdsSchema }).strict(),
   z.object({ type: z.literal('ping'), nonce: z.union([z.string().max(200), z.number()]).optional() }).strict(),
 ]);
 /** A parsed client → server WebSocket message. */

@@ -181,25 +181,36 @@ fi
 exec chroot "$R" setpriv --inh-caps=-all --bounding-set=-all --no-new-privs -- /bin/sh -c 'cd "$1" && PATH=$2 && shift 2 && exec "$@"' sh "$D" "$Q" "$@"`;
 
 /**
+ * What both host-Python programs below start with ({@link PY_UNSHARE_FINISH}, {@link PY_ENTER}):
+ * every module they use imported at once — `os.execvp` imports `warnings` on first use, which
+ * after their chroot would load it from the sandbox's root — the C library, `fail`, and the
+ * bounding set's drop (all 64 bits; EINVAL past the kernel's last capability).
+ */
+const PY_HOST_PRELUDE = String.raw`
+import ctypes, os, signal, sys
+import warnings
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+def fail(what):
+    raise SystemExit('rollout sandbox: %s: %s' % (what, os.strerror(ctypes.get_errno())))
+def drop_bounding_set():
+    for cap in range(64):
+        if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+            fail('PR_CAPBSET_DROP %d' % cap)
+`;
+
+/**
  * The unshare driver's last steps in the host's Python (`-I -S`, everything imported before the
  * chroot; no library is looked up after it): chroot to argv[1] and enter argv[2]; empty the
  * bounding, ambient and inheritable sets, as setpriv would; no_new_privs; install the filter at
  * argv[3] (if any); then exec argv[5:] on PATH argv[4]. A sandbox root without python3 (a
  * distroless or busybox image) gets its filter all the same.
  */
-const PY_UNSHARE_FINISH = String.raw`
-import ctypes, os, sys
-import warnings  # os.execvp imports it on use: loaded now, never from the sandbox's root
-libc = ctypes.CDLL(None, use_errno=True)
-def fail(what):
-    raise SystemExit('rollout unshare: %s: %s' % (what, os.strerror(ctypes.get_errno())))
-libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+const PY_UNSHARE_FINISH = String.raw`${PY_HOST_PRELUDE}
 root, cwd, bpf, path, cmd = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 os.chroot(root)
 os.chdir(cwd)
-for cap in range(64):
-    if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
-        fail('PR_CAPBSET_DROP %d' % cap)
+drop_bounding_set()
 if libc.prctl(47, 4, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
     fail('PR_CAP_AMBIENT_CLEAR_ALL')
 class Header(ctypes.Structure):
@@ -217,7 +228,7 @@ if libc.prctl(38, 1, 0, 0, 0) != 0:
 if bpf:
     prog = open(bpf, 'rb').read()
     if not prog or len(prog) % 8:
-        raise SystemExit('rollout unshare: bad seccomp filter ' + bpf)
+        raise SystemExit('rollout sandbox: bad seccomp filter ' + bpf)
     class Fprog(ctypes.Structure):
         _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_char_p)]
     buf = ctypes.create_string_buffer(prog, len(prog))
@@ -255,14 +266,10 @@ const LAUNCH_PRELUDE = 'echo $$ > "$0" && echo $$ > "$1" && exec 9<"$2" && shift
  * (the child dies with it). nsenter leaves the bounding set full; this is what bwrap's
  * `--cap-drop ALL` gives the shell.
  */
-const PY_ENTER = String.raw`
-import ctypes, os, signal, sys
-import warnings  # os.execvp imports it on use: loaded now, never from the sandbox's root
-libc = ctypes.CDLL(None, use_errno=True)
-libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+const PY_ENTER = String.raw`${PY_HOST_PRELUDE}
 def ok(r, what):
     if r != 0:
-        raise SystemExit('rollout enter: %s: %s' % (what, os.strerror(ctypes.get_errno())))
+        fail(what)
 pid, uid, gid, cmd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 fds = {n: os.open('/proc/%s/ns/%s' % (pid, n), os.O_RDONLY) for n in ('cgroup', 'ipc', 'uts', 'net', 'pid', 'mnt', 'user')}
 root = os.open('/proc/%s/root' % pid, os.O_RDONLY)
@@ -276,9 +283,7 @@ os.chroot('.')
 os.fchdir(cwd)
 os.close(root)
 os.close(cwd)
-for cap in range(64):
-    if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
-        raise SystemExit('rollout enter: PR_CAPBSET_DROP %d: %s' % (cap, os.strerror(ctypes.get_errno())))
+drop_bounding_set()
 os.setresgid(gid, gid, gid)
 os.setresuid(uid, uid, uid)
 ok(libc.prctl(38, 1, 0, 0, 0), 'no_new_privs')

@@ -205,7 +205,6 @@ export class HostSandbox {
   /** What the sandbox's own processes see (the image's Env, then the task's env, over ours). */
   private sandboxEnv(home: string): Record<string, string> {
     return {
-      PATH: BASE_PATH,
       HOME: home,
       TERM: 'dumb',
       LANG: 'C.UTF-8',
@@ -216,6 +215,7 @@ export class HostSandbox {
       PYTHONDONTWRITEBYTECODE: '1',
       ...imageEnv(this.req.image),
       ...(this.req.spec.env ?? {}),
+      PATH: this.sandboxPath(),
       // Last: the task's env cannot point the harness elsewhere.
       ...(this.req.spec.llmProxy ? { OPENAI_BASE_URL: this.llmProxyUrl!, OPENAI_API_KEY: this.req.spec.llmProxy.token } : {}),
     };

@@ -93,12 +93,13 @@ export function bufferStatsBody(b: RolloutBuffer): BufferStats {
 /**
  * A buffer's complete groups as they finish, given as `{type:'group', group}` items, then
  * `{type:'done', buffer}` once the buffer is done; for the WebSocket's buffer subscriptions.
- * Each group is leased (its `leaseId` beside the item, without it in the body) and its id kept in
- * `leases` until the holder acks it ({@link settleBufferLeases}) and deletes it there; whatever is
- * still in `leases` when the iteration ends (the subscription closed, or `signal` aborted) is
- * released — back in line for the next taker. Ends when `signal` aborts. Null when no such buffer.
+ * Each group is leased (its `leaseId` beside the item; in the body too with `showLeaseIds`) and
+ * its id kept in `leases` until the holder acks it ({@link settleBufferLeases}) and deletes it
+ * there; whatever is still in `leases` when the iteration ends (the subscription closed, or
+ * `signal` aborted) is released — back in line for the next taker. Ends when `signal` aborts.
+ * Null when no such buffer.
  */
-export function bufferItems(service: ServiceContext, id: string, signal: AbortSignal, leases: Set<string>): AsyncIterable<{ item: Record<string, unknown>; leaseId: string | null }> | null {
+export function bufferItems(service: ServiceContext, id: string, signal: AbortSignal, leases: Set<string>, showLeaseIds: boolean): AsyncIterable<{ item: Record<string, unknown>; leaseId: string | null }> | null {
   let b: RolloutBuffer;
   try {
     b = find(service, id);
@@ -112,7 +113,7 @@ export function bufferItems(service: ServiceContext, id: string, signal: AbortSi
         const [l] = await b.lease(1, { signal });
         if (!l) break;
         leases.add(l.leaseId);
-        yield { item: { type: 'group', group: groupBody(l.group) }, leaseId: l.leaseId };
+        yield { item: { type: 'group', group: showLeaseIds ? leasedBody(l) : groupBody(l.group) }, leaseId: l.leaseId };
       }
       yield { item: { type: 'done', buffer: bufferStatsBody(b) }, leaseId: null };
     } catch (e) {

@@ -232,14 +232,15 @@ export class WsEventHub {
     }
     if (msg.buffer !== undefined) {
       const leases = new Set<string>();
-      const items = bufferItems(this.service, msg.buffer, sub.abort.signal, leases);
+      const manual = msg.ack === 'manual';
+      const items = bufferItems(this.service, msg.buffer, sub.abort.signal, leases, manual);
       if (!items) {
         conn.subs.delete(sub.id);
         return fail(`no buffer ${msg.buffer}`, [{ path: 'buffer', message: 'unknown buffer' }]);
       }
       sub.buffer = { id: msg.buffer, leases };
       send(conn.ws, { type: 'subscribed', sub: sub.id, epoch: this.service.epoch, rollout: null, group: null, after: null });
-      void this.pumpBuffer(conn, sub, items, msg.ack === 'manual').catch(() => undefined);
+      void this.pumpBuffer(conn, sub, items, manual).catch(() => undefined);
       return;
     }
     send(conn.ws, { type: 'subscribed', sub: sub.id, epoch: this.service.epoch, rollout: msg.rollout ?? null, group: msg.group ?? null, after: after ?? null });
@@ -255,7 +256,8 @@ export class WsEventHub {
 
   /**
    * A buffer subscription's groups, each on a lease until it is safe to let go: with `manual`
-   * acks the group goes out with its `lease_id` and stays leased until the client acks it;
+   * acks the group goes out with its `lease_id` (bufferItems puts it in) and stays leased until
+   * the client acks it;
    * otherwise the hub acks it itself once the socket has taken the frame, and gives it back when
    * the write fails. Leases still held when the subscription ends (unsubscribe, socket closed)
    * go back in line (bufferItems), so a group is never lost between the buffer and the client.
@@ -264,17 +266,17 @@ export class WsEventHub {
     const { id, leases } = sub.buffer!;
     for await (const { item, leaseId } of items) {
       if (sub.abort.signal.aborted || conn.ws.readyState !== WebSocket.OPEN) break;
-      if (leaseId === null || !manual) {
-        sendRaw(conn.ws, JSON.stringify({ type: 'buffer', sub: sub.id, item }), leaseId === null ? undefined : (err) => {
-          // A failed write means a dead socket: the subscription ends, its groups go back in line.
-          if (err) sub.abort.abort();
-          if (!leases.delete(leaseId)) return; // released meanwhile with the subscription
-          settleBufferLeases(this.service, id, [leaseId], err ? 'release' : 'ack');
-        });
-      } else {
-        const group = { lease_id: leaseId, ...(item.group as Record<string, unknown>) };
-        sendRaw(conn.ws, JSON.stringify({ type: 'buffer', sub: sub.id, item: { type: 'group', group } }));
+      const text = JSON.stringify({ type: 'buffer', sub: sub.id, item });
+      if (leaseId === null || manual) {
+        sendRaw(conn.ws, text);
+        continue;
       }
+      sendRaw(conn.ws, text, (err) => {
+        // A failed write means a dead socket: the subscription ends, its groups go back in line.
+        if (err) sub.abort.abort();
+        if (!leases.delete(leaseId)) return; // released meanwhile with the subscription
+        settleBufferLeases(this.service, id, [leaseId], err ? 'release' : 'ack');
+      });
     }
   }
 

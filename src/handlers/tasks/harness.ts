@@ -39,8 +39,8 @@ interface HarnessState {
  * no other network), seeds it, and runs `command` there; the runtime's loop then answers the
  * command's chat requests (docs/proxy.md). Once the loop ends (the command exited, or a limit)
  * the eval runs `eval_command` in the same sandbox, in a fresh shell: exit 0 → resolved,
- * reward 1, else 0 — as the `shell` family. The proxy closes and its socket dir is removed when the attempt ends, on
- * every path. `act` is never called.
+ * reward 1, else 0 — as the `shell` family. The proxy closes and its socket dir is removed when
+ * the attempt ends, on every path. `act` is never called.
  */
 export const harnessHandler: AgentHandler = {
   name: 'harness',

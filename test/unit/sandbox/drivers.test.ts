@@ -91,7 +91,8 @@ describe('buildLaunch', () => {
     // The entry program: the user namespace joined last, then the bounding set dropped, then the uid.
     const prog = argv[py + 4]!;
     expect(prog.indexOf("'mnt', 'user')")).toBeGreaterThan(0);
-    expect(prog.indexOf('prctl(24')).toBeLessThan(prog.indexOf('os.setresuid'));
+    expect(prog.indexOf("'mnt', 'user')")).toBeLessThan(prog.indexOf('\ndrop_bounding_set()'));
+    expect(prog.indexOf('\ndrop_bounding_set()')).toBeLessThan(prog.indexOf('os.setresuid'));
     // Nothing is looked up inside the sandbox's root while privileged: no nsenter, no setpriv.
     expect(argv.filter((a) => a === 'nsenter' || a === 'setpriv')).toEqual([]);
     expect(argv.slice(3, 5)).toEqual([plan.cgroupProcs, plan.memoryCgroupProcs]);
@@ -118,8 +119,8 @@ describe('buildLaunch', () => {
     const finish = withPy[withPy.indexOf(prelude) + 10]!;
     // chroot first, then the capability sets, then no_new_privs and the filter, then the exec.
     const at = (needle: string): number => finish.indexOf(needle);
-    expect(at('os.chroot(root)')).toBeLessThan(at('prctl(24'));
-    expect(at('prctl(24')).toBeLessThan(at('capset'));
+    expect(at('os.chroot(root)')).toBeLessThan(at('\ndrop_bounding_set()'));
+    expect(at('\ndrop_bounding_set()')).toBeLessThan(at('capset'));
     expect(at('capset')).toBeLessThan(at('prctl(38'));
     expect(at('prctl(38')).toBeLessThan(at('prctl(22'));
     expect(at('prctl(22')).toBeLessThan(at('os.execvp('));
