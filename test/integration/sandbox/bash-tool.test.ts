@@ -115,10 +115,18 @@ describe('bash tool', () => {
   });
 
   it('suspends the running command with C-z and ends the wait', async () => {
-    await sb.bash({ command: 'sleep 30', timeoutMs: 100 });
-    const r = await sb.bash({ command: 'C-z', isInput: true, timeoutMs: 3000 });
-    expect(r.exitCode).toBe(148);
-    await sb.bash({ command: 'kill -9 %1; wait' });
+    // A sandbox of its own: a stopped job left in the shared shell would make a later `exit`
+    // refuse ("There are stopped jobs", exit 1), and `kill -9 %1; wait` does not wait for a
+    // stopped job's death to be seen.
+    const own = await provider.create({}, { rolloutId: 'bash-suspend' });
+    try {
+      await own.bash({ command: 'sleep 30', timeoutMs: 100 });
+      const r = await own.bash({ command: 'C-z', isInput: true, timeoutMs: 3000 });
+      expect(r.exitCode).toBe(148);
+      expect((await own.bash({ command: 'jobs -s' })).output).toMatch(/Stopped\s+sleep 30/);
+    } finally {
+      await own.close();
+    }
   });
 
   it('starts a fresh shell when a command exits the shell, and reports its exit code', async () => {
