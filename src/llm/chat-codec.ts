@@ -31,8 +31,12 @@ export interface ChatCodec {
   encodeContinuation(newMessages: Message[], lastOutputIds: number[], opts?: { enableThinking?: boolean }): number[];
   /** Decodes sampled ids into text and tool calls. */
   parseAssistant(outputIds: number[]): ParsedAssistant;
-  /** Renders an assistant turn as the model would emit it, ending with its end-of-turn token (scripted policies). */
-  encodeAssistant(turn: { content?: string | undefined; tool_calls?: { name: string; arguments: Record<string, unknown> }[] | undefined }): number[];
+  /**
+   * Renders an assistant turn as the model would emit it, ending with its end-of-turn token
+   * (scripted policies). `reasoning` is for formats that keep it apart from the content
+   * (harmony's analysis channel); codecs whose reasoning is a block in the content ignore it.
+   */
+  encodeAssistant(turn: { content?: string | undefined; reasoning?: string | undefined; tool_calls?: { name: string; arguments: Record<string, unknown> }[] | undefined }): number[];
   /** Plain text → ids, no template. */
   encode(text: string): number[];
   decode(ids: number[]): string;

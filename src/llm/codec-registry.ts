@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { ValidationError } from '../errors.js';
 import { buildCodec, checkChatTemplate, loadTokenizer, type HfChatCodec, type TextTokenizer } from './hf-codec.js';
 import { ggufPreFor, type GgufVocabSource } from './gguf-writer.js';
+import { createHarmonyCodec, isHarmonyVocab } from './harmony-codec.js';
 import { parseBackendAddress } from './backend-address.js';
 import type { ChatCodec } from './chat-codec.js';
 import { isOracleAddress } from './oracle-backend.js';
@@ -46,15 +47,20 @@ export function codecFor(spec: CodecSpec = {}, opts: { onWarning?: (message: str
   const hit = codecs.get(key);
   if (hit) return hit;
   let codec: HfChatCodec;
-  if (spec.tokenizer === undefined) codec = createQwen3Codec(spec.toolParser === undefined ? {} : { toolParser: spec.toolParser, onWarning: opts.onWarning });
-  else {
+  if (spec.tokenizer === undefined) {
+    try {
+      codec = createQwen3Codec(spec.toolParser === undefined ? {} : { toolParser: spec.toolParser, onWarning: opts.onWarning });
+    } catch (e) {
+      throw new ValidationError(`tool parser: ${(e as Error).message}`, [{ path: 'toolParser', message: (e as Error).message }]);
+    }
+  } else {
     const dirKey = realDir(spec.tokenizer);
     let t = tokenizers.get(dirKey);
     if (!t) {
       const files = readModelDir(spec.tokenizer);
       // A template our Jinja cannot parse fails here, before the (seconds-long) tokenizer load.
       try {
-        checkChatTemplate(files.chatTemplate, files.templateSource);
+        if (files.chatTemplate !== undefined) checkChatTemplate(files.chatTemplate, files.templateSource);
       } catch (e) {
         throw new ValidationError(`tokenizer: ${(e as Error).message}`, [{ path: 'tokenizer', message: (e as Error).message }]);
       }
@@ -69,10 +75,11 @@ export function codecFor(spec: CodecSpec = {}, opts: { onWarning?: (message: str
     }
     const f = t.files;
     try {
-      codec = buildCodec(t.tok, {
+      if (isHarmonyVocab(f.tokenizerJson)) codec = harmonyCodec(t.tok, f, spec, dirKey);
+      else codec = buildCodec(t.tok, {
         tokenizerJson: f.tokenizerJson,
         tokenizerConfig: f.tokenizerConfig,
-        chatTemplate: f.chatTemplate,
+        chatTemplate: f.chatTemplate!,
         templateSource: f.templateSource,
         extraStopIds: f.eosIds,
         toolParser: spec.toolParser,
@@ -85,6 +92,16 @@ export function codecFor(spec: CodecSpec = {}, opts: { onWarning?: (message: str
   }
   codecs.set(key, codec);
   return codec;
+}
+
+/**
+ * gpt-oss: harmony rendered natively whatever the directory's template says (vLLM renders
+ * gpt-oss chats with the harmony library, not the template), its tool calls read by `openai`.
+ * @throws Error when another tool parser is named: harmony's calls are in no other format.
+ */
+function harmonyCodec(tok: TextTokenizer, f: ModelDirFiles, spec: CodecSpec, dirKey: string): HfChatCodec {
+  if (spec.toolParser !== undefined && spec.toolParser !== 'openai') throw new Error(`${join(f.dir, 'tokenizer.json')} is a harmony (gpt-oss) vocabulary: its tool calls are read by the openai tool parser, not ${spec.toolParser}`);
+  return createHarmonyCodec(tok, { extraStopIds: f.eosIds, name: `hf:${dirKey}` });
 }
 
 function realDir(dir: string): string {

@@ -50,7 +50,7 @@ type TokenizerJson = { model: { type?: string; byte_fallback?: boolean; vocab: R
 function vocabKvs(src: GgufVocabSource | undefined): { name: string; kvs: Kv[]; nVocab: number } {
   let tj: TokenizerJson;
   let cfg: Record<string, unknown>;
-  let template: string;
+  let template: string | undefined;
   let pre: string;
   let name: string;
   if (src === undefined) {
@@ -98,7 +98,8 @@ function vocabKvs(src: GgufVocabSource | undefined): { name: string; kvs: Kv[]; 
   const bos = idOf(tokenText(cfg.bos_token)) ?? pad;
   if (bos !== undefined) kvs.push(['tokenizer.ggml.bos_token_id', T_U32, bos]);
   // The codec renders the template's own bos token; the engine is given ids, never text.
-  kvs.push(['tokenizer.ggml.add_bos_token', T_BOOL, false], ['tokenizer.chat_template', T_STRING, template]);
+  kvs.push(['tokenizer.ggml.add_bos_token', T_BOOL, false]);
+  if (template !== undefined) kvs.push(['tokenizer.chat_template', T_STRING, template]);
   return { name, kvs, nVocab: tokens.length };
 }
 

@@ -22,7 +22,7 @@ export interface HfCodecOptions {
   extraStopIds?: readonly number[] | undefined;
   /**
    * Tool-call format by name (`hermes`, `qwen3_coder`, `llama3_json`, `mistral`,
-   * `deepseek_v3`); by default the one the template writes, else `hermes` with a warning.
+   * `deepseek_v3`; `openai` is harmony's, for which see harmony-codec.ts); by default the one the template writes, else `hermes` with a warning.
    */
   toolParser?: string | undefined;
   /** Where the template came from, for error messages (`/models/x/tokenizer_config.json`). */
@@ -172,6 +172,7 @@ export function buildCodec(tok: TextTokenizer, opts: HfCodecOptions): HfChatCode
       warn(`warning: the chat template (${where}) ${rendersTools ? 'writes tool calls in no known format' : 'renders no tools'}; reading tool calls as hermes (<tool_call>{json}</tool_call>); name the format with --tool-parser`);
     }
   }
+  if (toolParser === 'openai') throw new Error('the openai tool parser reads harmony, which only a harmony (gpt-oss) vocabulary has; this tokenizer has none of its special tokens');
   const format: AssistantFormat = Object.freeze({ toolParser, reasoning: detectReasoning(source) });
   const vocabSize = tok.vocabSize;
 

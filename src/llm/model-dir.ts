@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ValidationError } from '../errors.js';
+import { isHarmonyVocab } from './harmony-codec.js';
 
 /** The files of a Hugging Face model directory that a codec needs, parsed. */
 export interface ModelDirFiles {
@@ -8,8 +9,12 @@ export interface ModelDirFiles {
   dir: string;
   tokenizerJson: object;
   tokenizerConfig: Record<string, unknown>;
-  /** `chat_template.jinja` when present (it wins, as in transformers), else the config's `chat_template`. */
-  chatTemplate: string;
+  /**
+   * `chat_template.jinja` when present (it wins, as in transformers), else the config's
+   * `chat_template`; undefined only for a harmony (gpt-oss) vocabulary, which is rendered
+   * natively (harmony-codec.ts) and needs none.
+   */
+  chatTemplate: string | undefined;
   /** The file the template came from, for error messages. */
   templateSource: string;
   /** `generation_config.json`'s `eos_token_id`s, when that file is present. */
@@ -22,7 +27,8 @@ const MAX_CONFIG_BYTES = 16 << 20;
 
 /**
  * Reads a model directory: `tokenizer.json`, `tokenizer_config.json` (special tokens and
- * `chat_template`, or a `chat_template.jinja` file beside it) and, when present,
+ * `chat_template`, or a `chat_template.jinja` file beside it; a harmony vocabulary needs
+ * neither) and, when present,
  * `generation_config.json` (the EOS ids; without it the EOS token comes from the config).
  *
  * @throws ValidationError (field `tokenizer`) naming the file and what is wrong with it: a
@@ -65,7 +71,7 @@ export function readModelDir(dir: string): ModelDirFiles {
   if (!model || typeof model !== 'object' || typeof model.vocab !== 'object') throw bad(join(dir, 'tokenizer.json'), 'has no "model" with a "vocab"');
   const tokenizerConfig = json('tokenizer_config.json', read('tokenizer_config.json', MAX_CONFIG_BYTES, false)!);
   const jinja = read('chat_template.jinja', MAX_CONFIG_BYTES, true);
-  let chatTemplate: string;
+  let chatTemplate: string | undefined;
   let templateSource: string;
   if (jinja !== undefined) {
     chatTemplate = jinja;
@@ -80,6 +86,9 @@ export function readModelDir(dir: string): ModelDirFiles {
     if (typeof pick?.template !== 'string') throw bad(join(dir, 'tokenizer_config.json'), 'chat_template list has no "default" or "tool_use" template');
     chatTemplate = pick.template;
     templateSource = `${join(dir, 'tokenizer_config.json')} chat_template[${String(pick.name)}]`;
+  } else if (isHarmonyVocab(tokenizerJson)) {
+    chatTemplate = undefined;
+    templateSource = `${join(dir, 'tokenizer.json')} (harmony, rendered natively)`;
   } else throw bad(join(dir, 'tokenizer_config.json'), 'has no chat_template and there is no chat_template.jinja beside it');
   const gen = read('generation_config.json', MAX_CONFIG_BYTES, true);
   const eosIds: number[] = [];

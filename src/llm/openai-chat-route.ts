@@ -100,6 +100,8 @@ export function chatCompletion(
   // Malformed blocks stay in the text, as a server's tool parser leaves what it cannot read.
   const content = parsed.malformed.length > 0 ? [parsed.content, ...parsed.malformed.map((m) => m.raw)].filter((x) => x).join('\n') : parsed.content;
   const message: Record<string, unknown> = { role: 'assistant', content: content === '' && parsed.toolCalls.length > 0 ? null : content };
+  // Harmony (gpt-oss) reasoning is a channel of its own, not in the content: vLLM's field for it.
+  if (parsed.reasoning !== undefined && (codec as { format?: { toolParser?: string } }).format?.toolParser === 'openai') message.reasoning_content = parsed.reasoning;
   if (parsed.toolCalls.length > 0) {
     message.tool_calls = toOpenAiToolCalls(parsed.toolCalls, (i) => `chatcmpl-tool-${ctx.n}-${i}`);
   }

@@ -173,7 +173,9 @@ type ReplyMessage = z.infer<typeof OpenAiChatResponseSchema>['choices'][number][
  */
 export function retokenize(codec: ChatCodec, msg: ReplyMessage, cutByLength: boolean): number[] {
   let content = msg.content ?? '';
-  if (msg.reasoning_content) content = `<think>\n${msg.reasoning_content}\n</think>\n\n${content}`;
+  // Harmony (gpt-oss) keeps reasoning in its own channel; the other families in a <think> block.
+  const apart = (codec as { format?: { toolParser?: string } }).format?.toolParser === 'openai';
+  if (msg.reasoning_content && !apart) content = `<think>\n${msg.reasoning_content}\n</think>\n\n${content}`;
   const calls: { name: string; arguments: Record<string, unknown> }[] = [];
   for (const tc of msg.tool_calls ?? []) {
     const raw = tc.function.arguments ?? '{}';
@@ -181,7 +183,7 @@ export function retokenize(codec: ChatCodec, msg: ReplyMessage, cutByLength: boo
     if (args) calls.push({ name: tc.function.name, arguments: args });
     else content += `${content ? '\n' : ''}<tool_call>\n{"name": ${JSON.stringify(tc.function.name)}, "arguments": ${typeof raw === 'string' ? raw : JSON.stringify(raw)}}\n</tool_call>`;
   }
-  const ids = codec.encodeAssistant({ content, ...(calls.length > 0 ? { tool_calls: calls } : {}) });
+  const ids = codec.encodeAssistant({ content, ...(apart && msg.reasoning_content ? { reasoning: msg.reasoning_content } : {}), ...(calls.length > 0 ? { tool_calls: calls } : {}) });
   // A turn cut by max_tokens never sampled its end-of-turn token; the continuation closes it.
   const eot = (codec as { endOfTurnId?: number }).endOfTurnId;
   // (A copy: a codec may hand out a cached array.)

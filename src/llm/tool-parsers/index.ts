@@ -1,5 +1,6 @@
 import type { ToolSchema } from '../../protocol/messages.js';
 import { deepseekV3Parser } from './deepseek-v3.js';
+import { harmonyParser, parseHarmony } from './harmony.js';
 import { hermesParser } from './hermes.js';
 import { llama3JsonParser } from './llama3-json.js';
 import { mistralParser } from './mistral.js';
@@ -9,7 +10,8 @@ import type { ParsedText, ToolParser } from './tool-parser.js';
 
 export type { MalformedToolCall, ParsedText, ToolParser } from './tool-parser.js';
 export { splitThink, REASONING_FORMATS, type ReasoningFormat, type ReasoningSplit } from './reasoning.js';
-export { hermesParser, qwen3CoderParser, llama3JsonParser, mistralParser, deepseekV3Parser };
+export { hermesParser, qwen3CoderParser, llama3JsonParser, mistralParser, deepseekV3Parser, harmonyParser };
+export { parseHarmony, splitHarmony, HARMONY, type HarmonyMessage, type HarmonyParse } from './harmony.js';
 
 /** Tool-call formats by name (the names vLLM and SGLang use for `--tool-call-parser`). */
 export const TOOL_PARSERS: Readonly<Record<string, ToolParser>> = Object.freeze({
@@ -18,6 +20,7 @@ export const TOOL_PARSERS: Readonly<Record<string, ToolParser>> = Object.freeze(
   llama3_json: llama3JsonParser,
   mistral: mistralParser,
   deepseek_v3: deepseekV3Parser,
+  openai: harmonyParser,
 });
 
 /** Names accepted by `--tool-parser`. */
@@ -39,6 +42,7 @@ export function getToolParser(name: string): ToolParser {
  * also has `<tool_call>`, so its `<function=` is looked for first.
  */
 export function detectToolParser(template: string): string | null {
+  if (template.includes('<|channel|>') && template.includes('<|call|>')) return 'openai';
   if (template.includes('<function=') && template.includes('<parameter=')) return 'qwen3_coder';
   if (template.includes('<tool_call>')) return 'hermes';
   if (template.includes('[TOOL_CALLS]')) return 'mistral';
@@ -71,6 +75,13 @@ export function createTextParser(toolParser: string, reasoning: ReasoningFormat 
     toolParser,
     reasoning,
     parse(text, tools) {
+      if (toolParser === 'openai') {
+        // Harmony carries its reasoning in the analysis channel, not in a <think> block.
+        const h = parseHarmony(text);
+        const out: ParsedText = { content: h.content, toolCalls: h.toolCalls, reasoning: h.reasoning, malformed: h.malformed };
+        if (h.malformed.length > 0) out.error = h.malformed.map((m) => m.error).join('; ');
+        return out;
+      }
       const split = reasoning === 'think' ? splitThink(text) : { reasoning: null, raw: '', rest: text };
       const r = tp.parse(split.rest, tools);
       const out: ParsedText = { content: r.content, toolCalls: r.toolCalls, reasoning: split.reasoning, malformed: r.malformed };

@@ -9,11 +9,12 @@ import type { Message, ToolSchema } from '../../../src/protocol/messages.js';
 import type { RolloutResult } from '../../../src/protocol/trajectory.js';
 import { createRuntime } from '../../../src/runtime/runtime.js';
 import { startLlmServeProcess, stopServerProcesses, type ServerProcess, type ServerExitError } from '../../helpers/server-process.js';
-import { FAMILIES, type Family } from '../../fixtures/model-families.js';
+import { FAMILIES, GPT_OSS, type Family } from '../../fixtures/model-families.js';
 
 const ROLLOUTS = 3;
 const TURNS = 4;
-const RUN: Family[] = [FAMILIES.qwen3, FAMILIES.llama3_1, FAMILIES.deepseek_v3];
+// gpt-oss: harmony rendered natively, its generations ended by <|call|> / <|return|>.
+const RUN: Family[] = [FAMILIES.qwen3, FAMILIES.llama3_1, FAMILIES.deepseek_v3, GPT_OSS];
 
 /** Starts `rollout llm-serve`; resolves its URL, or rejects with its stderr when it exits. */
 function startServer(args: string[]): Promise<ServerProcess> {

@@ -72,7 +72,7 @@ describe('the patched Jinja interpreter', () => {
 
   for (const fam of Object.values(FAMILIES)) {
     it(`renders ${fam.name}'s chat template exactly as the original library does, errors included`, () => {
-      const source = readModelDir(fam.dir).chatTemplate;
+      const source = readModelDir(fam.dir).chatTemplate!;
       let rendered = 0;
       for (const [name, ctx] of Object.entries(CASES)) {
         const ours = outcome(Jinja.Template, source, ctx);

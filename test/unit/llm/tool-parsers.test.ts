@@ -106,8 +106,8 @@ describe('splitThink', () => {
 });
 
 describe('the registry', () => {
-  it('names hermes, qwen3_coder, llama3_json, mistral and deepseek_v3', () => {
-    expect(TOOL_PARSER_NAMES).toEqual(['hermes', 'qwen3_coder', 'llama3_json', 'mistral', 'deepseek_v3']);
+  it('names hermes, qwen3_coder, llama3_json, mistral, deepseek_v3 and openai (harmony)', () => {
+    expect(TOOL_PARSER_NAMES).toEqual(['hermes', 'qwen3_coder', 'llama3_json', 'mistral', 'deepseek_v3', 'openai']);
   });
 
   it('refuses an unknown name, listing the known ones', () => {
@@ -120,6 +120,8 @@ describe('the registry', () => {
     expect(detectToolParser(deepseekTemplate)).toBe('deepseek_v3');
     expect(detectToolParser('{{ "<tool_call>\\n<function=" + name + ">\\n<parameter=" }}')).toBe('qwen3_coder');
     expect(detectToolParser('{{ "[TOOL_CALLS]" + calls }}')).toBe('mistral');
+    // gpt-oss's template (harmony): the channel and call tokens.
+    expect(detectToolParser('{{- "<|start|>assistant to=functions." + name + "<|channel|>commentary json<|message|>" + args + "<|call|>" }}')).toBe('openai');
     expect(detectToolParser('{% for m in messages %}{{ m.content }}{% endfor %}')).toBeNull();
   });
 
