@@ -1,5 +1,6 @@
-import { realpathSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync, realpathSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
 import { ValidationError } from '../errors.js';
 import { buildCodec, checkChatTemplate, loadTokenizer, type HfChatCodec, type TextTokenizer } from './hf-codec.js';
 import { ggufPreFor, type GgufVocabSource } from './gguf-writer.js';
@@ -104,6 +105,43 @@ function harmonyCodec(tok: TextTokenizer, f: ModelDirFiles, spec: CodecSpec, dir
   return createHarmonyCodec(tok, { extraStopIds: f.eosIds, name: `hf:${dirKey}` });
 }
 
+/** A Hugging Face hub name (`org/name`), not a path. */
+const HUB_NAME = /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/;
+
+/**
+ * The model directory a job's `custom_tokenizer` names (the reference's per-job field): a path
+ * (absolute, or relative to the working directory), or a hub name (`Qwen/Qwen3-8B`) found in the
+ * local Hugging Face cache the way transformers finds it offline
+ * (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`;
+ * `models--ORG--NAME/snapshots/<refs/main>`). Nothing is downloaded.
+ * @throws ValidationError (field `field`) when a hub name is not in the cache.
+ */
+export function resolveTokenizerRef(ref: string, field = 'custom_tokenizer', env: NodeJS.ProcessEnv = process.env): string {
+  if (isAbsolute(ref) || !HUB_NAME.test(ref)) return ref;
+  // A relative directory that exists wins over the hub, as in transformers.
+  if (isDir(ref)) return ref;
+  const cache = env.HF_HUB_CACHE ?? (env.HF_HOME ? join(env.HF_HOME, 'hub') : join(homedir(), '.cache', 'huggingface', 'hub'));
+  const repo = join(cache, `models--${ref.replace('/', '--')}`);
+  let rev: string | undefined;
+  try {
+    rev = readFileSync(join(repo, 'refs', 'main'), 'utf8').trim();
+  } catch {
+    rev = undefined;
+  }
+  const snap = rev ? join(repo, 'snapshots', rev) : undefined;
+  if (snap && isDir(snap)) return snap;
+  const msg = `${ref}: not a directory, and not in the Hugging Face cache (${repo}); nothing is downloaded: give a model directory, or fetch the model into the cache first`;
+  throw new ValidationError(`${field}: ${msg}`, [{ path: field, message: msg }]);
+}
+
+function isDir(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 function realDir(dir: string): string {
   try {
     return realpathSync(dir);
@@ -188,10 +226,11 @@ export function checkEngineTokenizer(spec: CodecSpec, tokenize: (text: string) =
  * What a backend registration (`/add_llm_server`, `/v1/backends`) needs: with a `tokenizer`, the
  * codec key that routes only that model's rollouts to it, after checking the tokenizer against
  * the backend's own (`POST /tokenize`) where the backend can tokenize. Without one the backend
- * serves any rollout, tokenized with `serviceCodec` (the runtime's): that codec is checked the
- * same way, so a backend of another model registered without its tokenizer is refused instead
- * of sampling from ids of the wrong vocabulary. Undefined key without a tokenizer; nothing is
- * checked for the `scripted` and `oracle` addresses, or a backend that cannot tokenize.
+ * serves the service's own model (the service keys it so when it applies it), tokenized with
+ * `serviceCodec` (the runtime's): that codec is checked the same way, so a backend of another
+ * model registered without its tokenizer is refused instead of sampling from ids of the wrong
+ * vocabulary. Undefined key without a tokenizer; nothing is checked for the `scripted` and
+ * `oracle` addresses, or a backend that cannot tokenize.
  * @throws ValidationError naming the file and problem for an unusable directory or tool parser,
  * or naming the backend when its vocabulary differs.
  */

@@ -24,7 +24,7 @@ export function oracleSpec(over: Partial<Omit<BackendSpec, 'url'>> = {}): Backen
 
 /** Options of {@link OracleBackend}. */
 export interface OracleBackendOptions {
-  /** Encodes each oracle turn as the model would have emitted it. */
+  /** Encodes each oracle turn as the model would have emitted it, for calls that carry no codec of their own (`GenerateRequest.chat.codec`). */
   codec: ChatCodec;
   /** Reported as the backend id. Default `oracle`. */
   backendId?: string | undefined;
@@ -64,7 +64,8 @@ export class OracleBackend implements LlmClient {
   /** The answer to `req`, synchronously. */
   protected replay(req: GenerateRequest): GenerateResult {
     const turn = req.instance.oracle?.[req.turn] ?? this.opts.fallback ?? { content: 'Done.' };
-    let outputIds = this.opts.codec.encodeAssistant(turn);
+    // The rollout's own codec (a job may name its model's tokenizer), else the one given here.
+    let outputIds = (req.chat?.codec ?? this.opts.codec).encodeAssistant(turn);
     let finishReason: GenerateResult['finishReason'] = 'stop';
     if (outputIds.length > req.maxTokens) {
       outputIds = outputIds.slice(0, Math.max(0, req.maxTokens));

@@ -3,7 +3,6 @@ import type { ActOutput, CallLlmOutput, InitOutput, Stage, StageInput, StepComma
 import { BackendError, CancelledError, TaskError } from '../errors.js';
 import type { ActContext, EvalContext, Observation } from '../handlers/agent-handler.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
-import type { ChatCodec } from '../llm/chat-codec.js';
 import type { GenerateRequest, GenerateResult, LlmClient } from '../llm/llm-client.js';
 import { joinPartial, segmented, type SegmentedResult } from '../llm/partial-generation.js';
 import type { RolloutEventInput } from '../protocol/events.js';
@@ -21,7 +20,6 @@ import { checkTokenAge, observeTurn } from './token-age.js';
 export interface StepsContext {
   readonly opts: RuntimeOptions;
   readonly llm: LlmClient;
-  readonly codec: ChatCodec;
   readonly registry: HandlerRegistry;
   readonly clock: Clock;
   readonly hub: EventHub;
@@ -67,7 +65,7 @@ export class AttemptSteps {
       this.harness.start(s, att, r.external);
       return { runSlot: this.ctx.pools.run.tryTake(id) };
     }
-    const ids = this.ctx.codec.encodePrompt(r.messages, r.tools, thinking(s));
+    const ids = s.codec.encodePrompt(r.messages, r.tools, thinking(s));
     att.builder.start(r.messages, r.tools, ids);
     return { runSlot: this.ctx.pools.run.tryTake(id) };
   }
@@ -108,8 +106,8 @@ export class AttemptSteps {
       preferredBackendId: att.lastBackendId,
       signal: att.signal,
       chat: b.chat,
-      // Routes the call only to backends serving this runtime's tokenizer (#17).
-      model: ctx.codec.name,
+      // Routes the call only to backends serving this rollout's tokenizer (#17).
+      model: s.codec.name,
     };
     try {
       res = await ctx.llm.generate(req);
@@ -130,7 +128,7 @@ export class AttemptSteps {
     if (res.logprobs.length !== res.outputIds.length) {
       throw new BackendError(`backend ${res.backendId} returned ${res.logprobs.length} logprobs for ${res.outputIds.length} ids`, { code: 'BAD_RESPONSE' });
     }
-    const parsed = ctx.codec.parseAssistant(res.outputIds);
+    const parsed = s.codec.parseAssistant(res.outputIds);
     const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls };
     b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds, weightVersions: (res as Partial<SegmentedResult>).weightVersions }, assistant);
     if (ctx.opts.staleTokens) observeTurn(att, res.weightVersion, (res as Partial<SegmentedResult>).weightVersions, res.outputIds.length);
@@ -189,7 +187,7 @@ export class AttemptSteps {
       b.addUntokenizedMessages(res.messages);
       return { stop: true, evalSlot: ctx.pools.eval.tryTake(id) };
     }
-    const ids = ctx.codec.encodeContinuation(res.messages, b.lastOutputIds, thinking(s));
+    const ids = s.codec.encodeContinuation(res.messages, b.lastOutputIds, thinking(s));
     if (b.length + ids.length >= att.maxModelLen) {
       att.finish = 'context_full';
       b.addUntokenizedMessages(res.messages);

@@ -52,7 +52,8 @@ export const defaults = {
     });
     // The pool's probe timers and latency figures run on the runtime's clock.
     const pool = new BackendPool({}, { timers: clock, now: () => clock.now() });
-    for (const s of specs) pool.addBackend(s);
+    // They serve the runtime's own model: a job naming another (custom_tokenizer) is not sent to them.
+    for (const s of specs) pool.addBackend({ ...s, codecKey: s.codecKey ?? codec.name });
     return pool;
   },
   sandboxes(driver: 'auto' | 'bwrap' | 'unshare' | 'none'): SandboxProvider {

@@ -1,7 +1,6 @@
 import type { ActOutput, CallLlmOutput, Stage } from '../../machines/rollout.machine.js';
 import { BackendError, CancelledError, TaskError } from '../errors.js';
 import type { ExternalAgent } from '../handlers/agent-handler.js';
-import type { ChatCodec } from '../llm/chat-codec.js';
 import type { GenerateRequest, GenerateResult, LlmClient } from '../llm/llm-client.js';
 import type { SegmentedResult } from '../llm/partial-generation.js';
 import { chatCompletion } from '../llm/openai-chat-route.js';
@@ -22,7 +21,6 @@ import type { StagePool } from './stage-pool.js';
 export interface HarnessStepsContext {
   readonly opts: Pick<RuntimeOptions, 'llmTimeoutMs' | 'actionTimeoutMs' | 'detectDrift'>;
   readonly llm: LlmClient;
-  readonly codec: ChatCodec;
   readonly clock: Clock;
   readonly hub: Pick<EventHub, 'active'>;
   readonly pools: Record<Stage, Pick<StagePool, 'tryTake'>>;
@@ -60,7 +58,7 @@ export class HarnessSteps {
   /** Makes the attempt's run (at init). */
   start(s: RolloutSession, att: Attempt, agent: ExternalAgent): void {
     const enableThinking = s.sampling.enable_thinking;
-    att.harness = new HarnessRun(agent, new SegmentedTrajectory({ codec: this.ctx.codec, detectDrift: this.ctx.opts.detectDrift, enableThinking }), att.maxIterations);
+    att.harness = new HarnessRun(agent, new SegmentedTrajectory({ codec: s.codec, detectDrift: this.ctx.opts.detectDrift, enableThinking }), att.maxIterations);
   }
 
   async llm(s: RolloutSession, att: Attempt, turn: number): Promise<CallLlmOutput> {
@@ -105,8 +103,8 @@ export class HarnessSteps {
       sampling: s.sampling,
       preferredBackendId: att.lastBackendId,
       signal: att.signal,
-      chat: { messages: run.traj.messages, tools: call.tools, codec: ctx.codec },
-      model: ctx.codec.name,
+      chat: { messages: run.traj.messages, tools: call.tools, codec: s.codec },
+      model: s.codec.name,
     };
     try {
       res = await ctx.llm.generate(req);
@@ -136,9 +134,9 @@ export class HarnessSteps {
     // Made before addTurn: the live prompt view is still the prompt alone here. An answer still
     // cut by an abort (a chat backend, which cannot continue a partial reply, or the resumes used
     // up) goes out as `length` — a reply cut short, in OpenAI's vocabulary; the record keeps `abort`.
-    const parsed = ctx.codec.parseAssistant(res.outputIds);
+    const parsed = s.codec.parseAssistant(res.outputIds);
     const sent = { promptIds: promptIds as number[], outputIds: res.outputIds, logprobs: res.logprobs, finishReason: finishReason === 'abort' ? ('length' as const) : finishReason };
-    const completion = chatCompletion(ctx.codec, call.body, sent, { model: ctx.codec.name, n: turn, returnTokenIds: false, parsed });
+    const completion = chatCompletion(s.codec, call.body, sent, { model: s.codec.name, n: turn, returnTokenIds: false, parsed });
     const reply = (completion.choices as { message: { content: string | null; tool_calls?: { id: string }[] } }[])[0]!.message;
     // The message as the agent received it: the echo the next request is expected to carry.
     const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: reply.content ?? '', tool_calls: parsed.toolCalls.map((c, i) => ({ ...c, id: reply.tool_calls![i]!.id })) };

@@ -1,6 +1,7 @@
 import type { Actor } from 'xstate';
 import type { RolloutMachine, Stage } from '../../machines/rollout.machine.js';
 import type { AgentHandler, EvalResult, HandlerContext } from '../handlers/agent-handler.js';
+import type { ChatCodec } from '../llm/chat-codec.js';
 import type { TrajectoryBuilder } from '../llm/trajectory-builder.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { Message, ToolCall } from '../protocol/messages.js';
@@ -91,6 +92,8 @@ export class RolloutSession {
     readonly groupId: string | null,
     readonly submittedAt: number,
     wallClockMs: number,
+    /** The rollout's tokenizer and chat template: the runtime's, or its job's `custom_tokenizer`. */
+    readonly codec: ChatCodec,
   ) {
     this.wallAt = submittedAt + wallClockMs;
     this.promise = new Promise<RolloutResult>((r) => (this.resolve = r));

@@ -16,6 +16,7 @@ import { validateSubmission } from './submission.js';
 import { newestVersion, WeightControl } from './weight-control.js';
 import { isWeightVersion } from '../llm/weight-versions.js';
 import { RolloutBuffer } from './rollout-buffer.js';
+import { jobCodecResolver } from './job-codec.js';
 import { abortEngines, type EngineAbortReport } from '../llm/engine-abort.js';
 import type { RolloutBufferOptionsInput } from '../protocol/buffer.js';
 
@@ -100,6 +101,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
   // The staleness gate reads the backends' versions live: an update lets waiting calls go at once.
   const weights = new WeightControl(options.maxStaleness ?? null, () => (isManaged(llm) ? newestVersion(llm.listBackends()) : null));
   const sup = new Supervisor(options, { llm, sandboxes, codec, registry, clock, weights });
+  const jobCodec = jobCodecResolver(codec, (spec) => defaults.codec(spec));
   let closing: Promise<void> | null = null;
 
   const handle = (s: RolloutSession): RolloutHandle => ({
@@ -120,19 +122,21 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     options,
     submit(instance: unknown, sampling?: unknown, opts: SubmitOptions = {}): RolloutHandle {
       const v = validateSubmission(instance, sampling);
+      const c = jobCodec(v.sampling);
       sup.checkAdmission(1);
-      return handle(sup.admit(v.instance, v.sampling, opts.id, opts.groupId ?? null));
+      return handle(sup.admit(v.instance, v.sampling, opts.id, opts.groupId ?? null, c));
     },
     submitGroup(instance: unknown, sampling: unknown, n: number, opts: { groupId?: string } = {}): GroupHandle {
       if (!Number.isInteger(n) || n < 1) throw new ValidationError('group size n must be a positive integer', [{ path: 'n', message: 'must be a positive integer' }]);
       const v = validateSubmission(instance, sampling);
+      const c = jobCodec(v.sampling);
       // All or nothing: a group is only useful whole.
       sup.checkAdmission(n);
       const groupId = opts.groupId ?? randomUUID();
       const rollouts: RolloutHandle[] = [];
       for (let i = 0; i < n; i++) {
         // One group seed, n distinct member seeds (identical members would have zero advantage).
-        rollouts.push(handle(sup.admit({ ...v.instance, trajectory_id: String(i) }, v.sampling.seed === undefined ? v.sampling : { ...v.sampling, seed: memberSeed(v.sampling.seed, i) }, undefined, groupId)));
+        rollouts.push(handle(sup.admit({ ...v.instance, trajectory_id: String(i) }, v.sampling.seed === undefined ? v.sampling : { ...v.sampling, seed: memberSeed(v.sampling.seed, i) }, undefined, groupId, c)));
       }
       return {
         groupId,

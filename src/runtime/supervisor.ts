@@ -88,7 +88,6 @@ export class Supervisor {
     const steps = new AttemptSteps({
       opts,
       llm: parts.llm, weights: parts.weights,
-      codec: parts.codec,
       registry: parts.registry,
       clock,
       hub: this.hub,
@@ -135,11 +134,11 @@ export class Supervisor {
   }
 
   /** Admits one validated rollout and starts its first attempt. Throws ValidationError on a duplicate live id. */
-  admit(instance: Instance, sampling: SamplingParams, id: string | undefined, groupId: string | null): RolloutSession {
+  admit(instance: Instance, sampling: SamplingParams, id: string | undefined, groupId: string | null, codec: ChatCodec = this.parts.codec): RolloutSession {
     const rid = id ?? randomUUID();
     if (this.sessions.has(rid)) throw new ValidationError(`a live rollout already has id '${rid}'`, [{ path: 'id', message: 'duplicate live id' }]);
     this.finished.delete(rid);
-    const s = new RolloutSession(rid, instance, sampling, groupId, this.clock.now(), this.opts.wallClockMs);
+    const s = new RolloutSession(rid, instance, sampling, groupId, this.clock.now(), this.opts.wallClockMs, codec);
     this.sessions.set(rid, s);
     this.sweeper.track(s);
     this.startAttempt(s);
@@ -151,7 +150,7 @@ export class Supervisor {
   private startAttempt(s: RolloutSession): void {
     const n = ++s.attempts;
     const att = new Attempt(
-      new TrajectoryBuilder({ codec: this.parts.codec, detectDrift: this.opts.detectDrift, enableThinking: s.sampling.enable_thinking }),
+      new TrajectoryBuilder({ codec: s.codec, detectDrift: this.opts.detectDrift, enableThinking: s.sampling.enable_thinking }),
       s.sampling.max_iterations ?? this.opts.maxIterations,
       s.sampling.max_output_tokens ?? this.opts.maxOutputTokens,
       s.sampling.max_model_len ?? this.opts.maxModelLen,

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { BackendInfo } from '../llm/llm-client.js';
 import { ValidationError } from '../errors.js';
 import { parseAddress } from './service-address.js';
+import { ORACLE_URL } from '../llm/oracle-backend.js';
 import { createRequestListener, type VisualizerHook } from './http-server.js';
 import { ServiceMetrics } from './metrics.js';
 import { nativeRoutes } from './native-routes.js';
@@ -221,7 +222,12 @@ export class RolloutService implements ServiceContext {
 
   private apply(rt: ServiceRuntime, reg: BackendRegistration): BackendInfo | null {
     if (!rt.addBackend) return null;
-    return rt.addBackend(parseAddress(reg.address, reg));
+    const spec = parseAddress(reg.address, reg);
+    // A backend registered without its tokenizer (and every --backend) serves the service's own
+    // model: keyed so, jobs naming another model (custom_tokenizer) never land on it. The oracle
+    // encodes with each job's codec and serves any.
+    if (spec.codecKey === undefined && spec.url !== ORACLE_URL && rt.codec) spec.codecKey = rt.codec.name;
+    return rt.addBackend(spec);
   }
 
   private async followEvents(rt: ServiceRuntime, signal: AbortSignal): Promise<void> {

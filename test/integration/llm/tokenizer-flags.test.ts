@@ -48,6 +48,5 @@ describe('--tokenizer and --tool-parser refuse bad input at start-up, naming the
 });
 
 describe('model families: known gaps', () => {
-  it.todo('one runtime (one service) serving rollouts of several models, each picking its codec per job (#17)');
   it.todo('tiny GGUF for SentencePiece-style vocabularies (Gemma 3, Mistral) and a Gemma 3 real-engine run (#17)');
 });

@@ -7,7 +7,7 @@ const limits = { wallClockMs: 10_000, budgetMs: 5_000, llmTimeoutMs: 1_000, acti
 
 /** A session submitted at 0 with a live attempt in RUN: budget at 5000, call at 1000, progress at 0. */
 function live(over: Partial<Attempt> = {}): RolloutSession {
-  const s = new RolloutSession('r', { data_source: 'x' } as never, {} as never, null, 0, limits.wallClockMs);
+  const s = new RolloutSession('r', { data_source: 'x' } as never, {} as never, null, 0, limits.wallClockMs, {} as never);
   const att = new Attempt({} as never, 10, 10, 10, { provider: {} as never, rolloutId: 'r', clock: new ManualClock(0) });
   att.actor = {} as never;
   att.activeStage = 'run';

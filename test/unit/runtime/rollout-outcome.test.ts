@@ -85,7 +85,7 @@ describe('resultFinish', () => {
 
 describe('buildResult', () => {
   const session = () => {
-    const s = new RolloutSession('r1', { data_source: 'scripted', instance_id: 'i1' } as never, {} as never, 'g1', 1_000, 60_000);
+    const s = new RolloutSession('r1', { data_source: 'scripted', instance_id: 'i1' } as never, {} as never, 'g1', 1_000, 60_000, {} as never);
     s.attempts = 2;
     s.timing.initMs = 10;
     s.timing.runMs = 100;
