@@ -204,8 +204,10 @@ export async function verifyBackendVocab(url: string, codec: Pick<ChatCodec, 'na
  */
 export function tinyVocabFor(dir: string): GgufVocabSource {
   const files = readModelDir(dir);
-  const pre = ggufPreFor(files.tokenizerJson);
-  if (!pre) throw new ValidationError(`tokenizer: ${join(dir, 'tokenizer.json')}: its pre-tokenizer is not one the tiny GGUF writer knows (qwen2, llama-bpe, deepseek-v3, gpt-4o)`, [{ path: 'tokenizer', message: 'unknown pre-tokenizer' }]);
+  // SentencePiece-style (byte fallback, no split regex): llama.cpp's SPM tokenizer, pre `default`.
+  const spm = (files.tokenizerJson as { model?: { byte_fallback?: unknown } }).model?.byte_fallback === true;
+  const pre = spm ? 'default' : ggufPreFor(files.tokenizerJson);
+  if (!pre) throw new ValidationError(`tokenizer: ${join(dir, 'tokenizer.json')}: its pre-tokenizer is not one the tiny GGUF writer knows (qwen2, llama-bpe, deepseek-v3, gpt-4o, or SentencePiece-style with byte fallback)`, [{ path: 'tokenizer', message: 'unknown pre-tokenizer' }]);
   return { dir, pre };
 }
 

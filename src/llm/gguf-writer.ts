@@ -67,8 +67,9 @@ function vocabKvs(src: GgufVocabSource | undefined): { name: string; kvs: Kv[]; 
     pre = src.pre;
     name = pre;
   }
-  // SentencePiece-style BPE (byte_fallback: Gemma, Llama 2, Mistral) is GGUF's `llama` model with scores, not written here.
-  if ((tj.model.type !== undefined && tj.model.type !== 'BPE') || tj.model.byte_fallback === true) throw new Error(`tokenizer model ${tj.model.type ?? '?'}${tj.model.byte_fallback ? ' with byte_fallback' : ''} is not byte-level BPE; the tiny GGUF writer writes byte-level BPE (gpt2) vocabularies only`);
+  if (tj.model.type !== undefined && tj.model.type !== 'BPE') throw new Error(`tokenizer model ${tj.model.type} is not BPE; the tiny GGUF writer writes BPE vocabularies only (byte-level, or SentencePiece-style with byte fallback)`);
+  // SentencePiece-style BPE (byte_fallback: Gemma, Llama 2, Mistral) is GGUF's `llama` model.
+  if (tj.model.byte_fallback === true) return { name, kvs: [...spmKvs(tj), ...specialKvs(tj, cfg, src?.eosToken, template)], nVocab: Object.keys(tj.model.vocab).length };
   const tokens: string[] = [];
   for (const [t, id] of Object.entries(tj.model.vocab)) tokens[id] = t;
   const types: number[] = [];
@@ -81,18 +82,24 @@ function vocabKvs(src: GgufVocabSource | undefined): { name: string; kvs: Kv[]; 
   }
   for (let i = 0; i < tokens.length; i++) if (tokens[i] === undefined) throw new Error(`vocabulary has a hole at id ${i}`);
   const merges = tj.model.merges.map((m) => (Array.isArray(m) ? `${m[0]} ${m[1]}` : m));
-  const tokenText = (t: unknown): string | undefined => (typeof t === 'string' ? t : t && typeof t === 'object' && 'content' in t ? String((t as { content: unknown }).content) : undefined);
-  const idOf = (t: string | undefined): number | undefined => (t === undefined ? undefined : (tj.added_tokens.find((a) => a.content === t)?.id ?? tj.model.vocab[t]));
-  const eos = idOf(src?.eosToken ?? tokenText(cfg.eos_token));
-  if (eos === undefined) throw new Error('the vocabulary has no eos token');
   const kvs: Kv[] = [
     ['tokenizer.ggml.model', T_STRING, 'gpt2'],
     ['tokenizer.ggml.pre', T_STRING, pre],
     ['tokenizer.ggml.tokens', T_ARRAY, tokens, T_STRING],
     ['tokenizer.ggml.token_type', T_ARRAY, types, T_I32],
     ['tokenizer.ggml.merges', T_ARRAY, merges, T_STRING],
-    ['tokenizer.ggml.eos_token_id', T_U32, eos],
+    ...specialKvs(tj, cfg, src?.eosToken, template),
   ];
+  return { name, kvs, nVocab: tokens.length };
+}
+
+/** EOS, pad, BOS (not added: the codec renders the template's own), and the chat template. */
+function specialKvs(tj: TokenizerJson, cfg: Record<string, unknown>, eosToken: string | undefined, template: string | undefined): Kv[] {
+  const tokenText = (t: unknown): string | undefined => (typeof t === 'string' ? t : t && typeof t === 'object' && 'content' in t ? String((t as { content: unknown }).content) : undefined);
+  const idOf = (t: string | undefined): number | undefined => (t === undefined ? undefined : (tj.added_tokens.find((a) => a.content === t)?.id ?? tj.model.vocab[t]));
+  const eos = idOf(eosToken ?? tokenText(cfg.eos_token));
+  if (eos === undefined) throw new Error('the vocabulary has no eos token');
+  const kvs: Kv[] = [['tokenizer.ggml.eos_token_id', T_U32, eos]];
   const pad = idOf(tokenText(cfg.pad_token));
   if (pad !== undefined) kvs.push(['tokenizer.ggml.padding_token_id', T_U32, pad]);
   const bos = idOf(tokenText(cfg.bos_token)) ?? pad;
@@ -100,7 +107,50 @@ function vocabKvs(src: GgufVocabSource | undefined): { name: string; kvs: Kv[]; 
   // The codec renders the template's own bos token; the engine is given ids, never text.
   kvs.push(['tokenizer.ggml.add_bos_token', T_BOOL, false]);
   if (template !== undefined) kvs.push(['tokenizer.chat_template', T_STRING, template]);
-  return { name, kvs, nVocab: tokens.length };
+  return kvs;
+}
+
+// llama.cpp's token types (llama-vocab.h).
+const TYPE = { normal: 1, unknown: 2, control: 3, userDefined: 4, byte: 6 } as const;
+
+/**
+ * A SentencePiece-style BPE vocabulary (`byte_fallback`, `▁` for spaces: Gemma, Llama 2,
+ * Mistral) as llama.cpp's SPM tokenizer reads it: tokens with scores and types. llama.cpp merges
+ * the adjacent pair whose joined piece scores highest, the Hugging Face BPE the pair of lowest
+ * merge rank; a piece scored minus the rank of the first merge that makes it gives the same
+ * order (the merges of a converted SentencePiece model are sorted by their piece's score).
+ * `<0xXX>` pieces are byte tokens (the fallback), `<unk>` the unknown token; whether a `▁` is
+ * put before the text (`add_space_prefix`) follows the normalizer's `Prepend`.
+ */
+function spmKvs(tj: TokenizerJson & { normalizer?: unknown }): Kv[] {
+  const n = Object.keys(tj.model.vocab).length;
+  const tokens: string[] = new Array<string>(n);
+  for (const [t, id] of Object.entries(tj.model.vocab)) tokens[id] = t;
+  for (let i = 0; i < n; i++) if (tokens[i] === undefined) throw new Error(`vocabulary has a hole at id ${i}`);
+  const scores = new Array<number>(n);
+  // Pieces no merge makes (single characters, bytes, specials) rank below every merged one.
+  for (let i = 0; i < n; i++) scores[i] = -(tj.model.merges.length + i);
+  tj.model.merges.forEach((m, rank) => {
+    const [a, b] = Array.isArray(m) ? m : (m.split(' ') as [string, string]);
+    const id = tj.model.vocab[a + b];
+    if (id !== undefined && scores[id]! < -rank) scores[id] = -rank;
+  });
+  const types = new Array<number>(n).fill(TYPE.normal);
+  for (let i = 0; i < n; i++) if (/^<0x[0-9A-F]{2}>$/.test(tokens[i]!)) types[i] = TYPE.byte;
+  const unk = (tj.model as { unk_token?: string }).unk_token;
+  const unkId = unk === undefined ? undefined : tj.model.vocab[unk];
+  if (unkId !== undefined) types[unkId] = TYPE.unknown;
+  for (const a of tj.added_tokens) if (a.id !== unkId) types[a.id] = a.special ? TYPE.control : TYPE.userDefined;
+  const prepends = JSON.stringify(tj.normalizer ?? null).includes('"Prepend"');
+  return [
+    ['tokenizer.ggml.model', T_STRING, 'llama'],
+    ['tokenizer.ggml.pre', T_STRING, 'default'],
+    ['tokenizer.ggml.tokens', T_ARRAY, tokens, T_STRING],
+    ['tokenizer.ggml.scores', T_ARRAY, scores, T_F32],
+    ['tokenizer.ggml.token_type', T_ARRAY, types, T_I32],
+    ['tokenizer.ggml.add_space_prefix', T_BOOL, prepends],
+    ...(unkId !== undefined ? ([['tokenizer.ggml.unknown_token_id', T_U32, unkId]] as Kv[]) : []),
+  ];
 }
 
 /**

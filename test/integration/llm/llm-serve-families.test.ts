@@ -14,7 +14,8 @@ import { FAMILIES, GPT_OSS, type Family } from '../../fixtures/model-families.js
 const ROLLOUTS = 3;
 const TURNS = 4;
 // gpt-oss: harmony rendered natively, its generations ended by <|call|> / <|return|>.
-const RUN: Family[] = [FAMILIES.qwen3, FAMILIES.llama3_1, FAMILIES.deepseek_v3, GPT_OSS];
+// Gemma 3: SentencePiece-style, llama.cpp's SPM tokenizer.
+const RUN: Family[] = [FAMILIES.qwen3, FAMILIES.llama3_1, FAMILIES.deepseek_v3, GPT_OSS, FAMILIES.gemma3];
 
 /** Starts `rollout llm-serve`; resolves its URL, or rejects with its stderr when it exits. */
 function startServer(args: string[]): Promise<ServerProcess> {
@@ -47,7 +48,20 @@ const toolTalker: AgentHandler = {
   },
 };
 
-describe('multi-turn tool-calling rollouts per model family against llm-serve engines of that vocabulary, one shared pool', () => {
+/**
+ * Gemma 3's template knows no tools and no tool role (roles must alternate user / model): its
+ * conversation goes on with user turns only.
+ */
+const userTalker: AgentHandler = {
+  ...toolTalker,
+  name: 'user-talk',
+  async act(ctx) {
+    return { messages: [{ role: 'user', content: `Turn ${ctx.turn + 1}: go on.` }], observations: [], stop: null };
+  },
+};
+const talkerOf = (f: Family): AgentHandler => (f.name === 'gemma3' ? userTalker : toolTalker);
+
+describe('multi-turn rollouts per model family (tool-calling where the template has tools) against llm-serve engines of that vocabulary, one shared pool', () => {
   const servers = new Map<string, ServerProcess>();
   const codecs = new Map<string, HfChatCodec>();
   const results = new Map<string, RolloutResult[]>();
@@ -64,12 +78,12 @@ describe('multi-turn tool-calling rollouts per model family against llm-serve en
     RUN.forEach((f, i) => servers.set(f.name, started[i]!));
     const pool = new BackendPool({ probeIntervalMs: 0 });
     for (const f of RUN) pool.addBackend({ id: f.name, url: servers.get(f.name)!.url, protocol: 'prorl', weightVersion: 'w0', codecKey: codecs.get(f.name)!.name });
-    const runtimes = RUN.map((f) => createRuntime({ llm: pool, codec: codecs.get(f.name)!, handlers: [toolTalker], detectDrift: true, retries: { max: 0, backoffMs: 0, backoffMaxMs: 0 } }));
+    const runtimes = RUN.map((f) => createRuntime({ llm: pool, codec: codecs.get(f.name)!, handlers: [talkerOf(f)], detectDrift: true, retries: { max: 0, backoffMs: 0, backoffMaxMs: 0 } }));
     try {
       await Promise.all(
         RUN.map(async (f, k) => {
           const handles = Array.from({ length: ROLLOUTS }, (_, i) =>
-            runtimes[k]!.submit({ data_source: 'tool-talk', instance_id: `${f.name}-${i}` }, { max_iterations: TURNS, max_output_tokens: 8, temperature: 1, seed: i }),
+            runtimes[k]!.submit({ data_source: talkerOf(f).name, instance_id: `${f.name}-${i}` }, { max_iterations: TURNS, max_output_tokens: 8, temperature: 1, seed: i }),
           );
           results.set(f.name, await Promise.all(handles.map((h) => h.result)));
         }),

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildTinyGguf, ensureTinyGguf, ggufPreFor } from '../../../src/llm/gguf-writer.js';
 import { FAMILIES } from '../../fixtures/model-families.js';
+import { tinyTokenizerJson } from '../../fixtures/tiny-tokenizer.js';
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const dir = mkdtempSync(join(tmpdir(), 'gguf-'));
@@ -67,7 +68,23 @@ describe('a tiny GGUF with another family vocabulary', () => {
     expect(pre(FAMILIES.gemma3.dir)).toBeNull();
   });
 
-  it('refuses a vocabulary that is not byte-level BPE', () => {
-    expect(() => buildTinyGguf({ vocab: { dir: FAMILIES.gemma3.dir, pre: 'gemma' } })).toThrow(/BPE with byte_fallback is not byte-level BPE/);
+  it('writes a SentencePiece-style vocabulary (Gemma 3) as llama.cpp\'s SPM model: scores, byte tokens, no space prefix', () => {
+    const b = buildTinyGguf({ seed: 1, layers: 1, vocab: { dir: FAMILIES.gemma3.dir, pre: 'default' } });
+    const text = b.subarray(0, 40_000_000).toString('latin1');
+    for (const key of ['tokenizer.ggml.scores', 'tokenizer.ggml.add_space_prefix', 'tokenizer.ggml.unknown_token_id', '<0x0A>', '<start_of_turn>']) expect(text).toContain(key);
+    expect(text).not.toContain('tokenizer.ggml.merges');
+    // The model name and pre come right after `tokenizer.ggml.model` / `.pre`: "llama" and "default".
+    expect(text).toMatch(/tokenizer\.ggml\.model[\s\S]{12}llama/);
+    expect(text).toMatch(/tokenizer\.ggml\.pre[\s\S]{12}default/);
+  });
+
+  it('refuses a vocabulary that is not BPE (WordPiece)', () => {
+    const wp = join(dir, 'wordpiece');
+    mkdirSync(wp, { recursive: true });
+    const tj = tinyTokenizerJson(['<eos>']) as { model: Record<string, unknown> };
+    tj.model.type = 'WordPiece';
+    writeFileSync(join(wp, 'tokenizer.json'), JSON.stringify(tj));
+    writeFileSync(join(wp, 'tokenizer_config.json'), JSON.stringify({ eos_token: '<eos>', chat_template: '{{ messages[0].content }}' }));
+    expect(() => buildTinyGguf({ vocab: { dir: wp, pre: 'default' } })).toThrow(/tokenizer model WordPiece is not BPE/);
   });
 });
