@@ -108,18 +108,23 @@ function harmonyCodec(tok: TextTokenizer, f: ModelDirFiles, spec: CodecSpec, dir
 /** A Hugging Face hub name (`org/name`), not a path. */
 const HUB_NAME = /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/;
 
+/** True when a tokenizer reference is a hub name (`Qwen/Qwen3-8B`); anything else is a path. */
+export function isHubName(ref: string): boolean {
+  return HUB_NAME.test(ref);
+}
+
 /**
  * The model directory a job's `custom_tokenizer` names (the reference's per-job field): a path
- * (absolute, or relative to the working directory), or a hub name (`Qwen/Qwen3-8B`) found in the
+ * (absolute, or relative starting `./`), or a hub name (`Qwen/Qwen3-8B`) found in the
  * local Hugging Face cache the way transformers finds it offline
  * (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`;
  * `models--ORG--NAME/snapshots/<refs/main>`). Nothing is downloaded.
  * @throws ValidationError (field `field`) when a hub name is not in the cache.
  */
 export function resolveTokenizerRef(ref: string, field = 'custom_tokenizer', env: NodeJS.ProcessEnv = process.env): string {
-  if (isAbsolute(ref) || !HUB_NAME.test(ref)) return ref;
-  // A relative directory that exists wins over the hub, as in transformers.
-  if (isDir(ref)) return ref;
+  // `org/name` is always a hub name, never a directory under the working directory (transformers
+  // would try one first): over the API only paths confined to the path roots may name a directory.
+  if (isAbsolute(ref) || !isHubName(ref)) return ref;
   const cache = env.HF_HUB_CACHE ?? (env.HF_HOME ? join(env.HF_HOME, 'hub') : join(homedir(), '.cache', 'huggingface', 'hub'));
   const repo = join(cache, `models--${ref.replace('/', '--')}`);
   let rev: string | undefined;

@@ -1,6 +1,7 @@
 import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { HttpError } from './http-error.js';
+import { isHubName } from '../llm/codec-registry.js';
 
 /**
  * API clients may not name arbitrary host paths (issue #9.12). A path-like field of an instance
@@ -16,8 +17,6 @@ const PATH_KEYS = new Set(['repo_dir']);
 const PATH_SUFFIX = /(?:_dir|_path)$/;
 /** An `image` that names a local layout (skopeo transports with a path) rather than a registry reference. */
 const IMAGE_PATH = /^(?:oci|dir|oci-archive|docker-archive):|^[./~]/;
-/** A tokenizer given as a path rather than a hub name (`Qwen/Qwen3-8B` is a name). */
-const TOKENIZER_PATH = /^[./~]/;
 
 /**
  * Confines the path-like fields of one instance to `roots`, in place. Throws a 400
@@ -39,10 +38,13 @@ export function confineInstancePaths(instance: Record<string, unknown>, roots: r
   }
 }
 
-/** Confines a path-like `custom_tokenizer` (a directory) to `roots`, in place. Hub names pass. */
+/**
+ * Confines `custom_tokenizer` (a directory) to `roots`, in place, unless it is a hub name
+ * (`org/name`, looked up in the local Hugging Face cache only): `models` or `a/b/c` are paths.
+ */
 export function confineSamplingPaths(sampling: Record<string, unknown> | undefined, roots: readonly string[], prefix: string): void {
   const t = sampling?.['custom_tokenizer'];
-  if (sampling && typeof t === 'string' && (TOKENIZER_PATH.test(t) || isAbsolute(t))) {
+  if (sampling && typeof t === 'string' && t !== '' && !isHubName(t)) {
     sampling['custom_tokenizer'] = confine(t, roots, `${prefix}.custom_tokenizer`);
   }
 }

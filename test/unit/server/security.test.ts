@@ -256,6 +256,9 @@ describe('host paths named by API clients (#9.12)', () => {
     expect(sp['custom_tokenizer']).toBe('Qwen/Qwen3-8B');
     expect(() => confineSamplingPaths({ custom_tokenizer: '/etc/secret-tokenizer' }, [], 'sampling_params')).toThrow(/sampling_params\.custom_tokenizer/);
     expect(() => confineSamplingPaths({ custom_tokenizer: '../tok' }, [], 'sampling_params')).toThrow(/no host paths/);
+    // Only `org/name` is a hub name: a bare or deeper relative name is a path under the working directory.
+    expect(() => confineSamplingPaths({ custom_tokenizer: 'models' }, [], 'sampling_params')).toThrow(/no host paths/);
+    expect(() => confineSamplingPaths({ custom_tokenizer: 'etc/ssl/private' }, [], 'sampling_params')).toThrow(/no host paths/);
   });
 });
 
