@@ -83,12 +83,13 @@ describe('bash tool', () => {
   });
 
   it('returns the output so far with a hint on timeout, then more output on an empty command', async () => {
-    const r1 = await sb.bash({ command: 'echo start; sleep 0.6; echo end', timeoutMs: 200 });
+    // Margins for a loaded machine: `start` must be out well before the timeout, `end` well after.
+    const r1 = await sb.bash({ command: 'echo start; sleep 2; echo end', timeoutMs: 1000 });
     expect(r1.timedOut).toBe(true);
     expect(r1.exitCode).toBeNull();
     expect(r1.output).toMatch(/^start\n/);
     expect(r1.output).toMatch(/empty command to wait/);
-    const r2 = await sb.bash({ command: '', timeoutMs: 3000 });
+    const r2 = await sb.bash({ command: '', timeoutMs: 5000 });
     expect(r2).toMatchObject({ output: 'end\n', exitCode: 0, timedOut: false });
   });
 
