@@ -202,7 +202,7 @@ describe('sandbox lifecycle', () => {
       const err = await sb.python('def f():\n    raise ValueError("boom")\nf()');
       expect(err.error).toMatch(/ValueError: boom/);
       expect(err.error).toMatch(/File "<cell>"/);
-      const slow = await sb.python('import time\nprint("before", flush=True)\ntime.sleep(30)', { timeoutMs: 300 });
+      const slow = await sb.python('import time\nprint("before", flush=True)\ntime.sleep(30)', { timeoutMs: 1500 });
       expect(slow).toMatchObject({ output: 'before\n', timedOut: true });
       expect((await sb.python('x')).output).toBe('20\n');
       // the REPL shares the sandbox's filesystem with the shell
