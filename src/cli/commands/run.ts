@@ -259,10 +259,14 @@ export async function runTasks(
     return { ...summary, interrupted };
   } finally {
     progress?.stop();
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
     await new Promise<void>((res) => (stream ? stream.end(res) : res()));
     await env.close();
+    // Once interrupted the process is on its way out: a second Ctrl-C during the cleanup above or
+    // after it still exits at once (130, with its line), instead of the signal's default death.
+    if (!interrupted) {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
   }
 }
 
