@@ -24,7 +24,7 @@ protocols and OpenAI chat completions. Prints "listening on http://host:port" on
   --weight-version V    reported weight version
   --max-model-len N     refuse (400) prompts + max_tokens beyond N
   --tokenizer DIR       Hugging Face model directory whose tokenizer and template it uses (default Qwen3)
-  --tool-parser NAME    hermes | qwen3_coder | llama3_json | mistral | deepseek_v3 (default: the template's)
+  --tool-parser NAME    hermes | qwen3_coder | llama3_json | mistral | deepseek_v3 | openai (default: the template's)
 `;
 
 /** `rollout fake-llm`: runs until SIGINT/SIGTERM or `--exit-after`. */

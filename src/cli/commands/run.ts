@@ -36,7 +36,7 @@ options:
   --timeout SECONDS     time budget per rollout, counted inside the stages (default 300)
   --tokenizer DIR       Hugging Face model directory (tokenizer.json, tokenizer_config.json) whose
                         tokenizer and chat template rollouts use (default: Qwen3)
-  --tool-parser NAME    tool-call format: hermes | qwen3_coder | llama3_json | mistral | deepseek_v3
+  --tool-parser NAME    tool-call format: hermes | qwen3_coder | llama3_json | mistral | deepseek_v3 | openai
                         (default: the one the chat template writes)
   --image-store DIR     the image store instances' \`image\` is found in (default: $ROLLOUT_IMAGE_STORE,
                         else ~/.cache/rollout-runtime/images; see docs/images.md)

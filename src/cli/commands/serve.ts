@@ -49,7 +49,7 @@ const USAGE = `usage: rollout serve [options]
   --reward-server-ip IP      accepted; no effect (rewards are computed by the task handlers in-process)
   --tokenizer DIR      Hugging Face model directory whose tokenizer and chat template rollouts use
                        (also "tokenizer" in --config; default: Qwen3)
-  --tool-parser NAME   hermes | qwen3_coder | llama3_json | mistral | deepseek_v3 (also "toolParser"
+  --tool-parser NAME   hermes | qwen3_coder | llama3_json | mistral | deepseek_v3 | openai (also "toolParser"
                        in --config; default: the format the chat template writes)
   --redis URL          be a cluster gateway: rollouts run on \`rollout worker --redis URL\` nodes
   --redis-prefix NAME  the cluster's key prefix (default rollout)
