@@ -213,7 +213,10 @@ export class BackendPool implements ManagedLlmClient {
         this.release(slot);
       }
     }
-    throw new BackendError(attempts.length === 0 ? 'no LLM backend is available' : `no LLM backend could serve the call after ${attempts.length} attempt(s): ${attempts.at(-1)!.error}`, {
+    // Backends there are, but none of this rollout's model: say so, and how to add one.
+    const otherModels = attempts.length === 0 && req.model !== undefined && [...this.slots.values()].some((s) => s.state !== 'removed' && s.spec.codecKey !== undefined && s.spec.codecKey !== req.model);
+    const none = otherModels ? `no LLM backend serves this rollout's model (${req.model}): register one with that tokenizer` : 'no LLM backend is available';
+    throw new BackendError(attempts.length === 0 ? none : `no LLM backend could serve the call after ${attempts.length} attempt(s): ${attempts.at(-1)!.error}`, {
       code: attempts.length === 0 ? 'NO_BACKEND' : 'BACKEND',
       stage: 'run',
       details: { attempts },

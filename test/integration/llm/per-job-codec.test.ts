@@ -129,6 +129,25 @@ describe('the embedded runtime: custom_tokenizer per job', () => {
   });
 });
 
+describe('a job of a model no backend serves', () => {
+  it('fails as an infrastructure error saying no backend serves its model, and how to add one', async () => {
+    const prompts: number[][] = [];
+    const engine = await engineOf(codecFor(), prompts);
+    const rt = createRuntime({ sandboxes: new MemorySandboxProvider(), backends: [engine.url], retries: { max: 0, backoffMs: 0, backoffMaxMs: 0 } });
+    try {
+      const r = await rt.submit(TASKS[0], { custom_tokenizer: FAMILIES.llama3_1.dir }).result;
+      expect(r.outcome).toBe('infra-error');
+      expect(r.error?.message).toMatch(/no LLM backend serves this rollout's model \(hf:.*llama3_1\): register one with that tokenizer/);
+      expect(prompts).toEqual([]);
+      // The runtime's own model still goes to it.
+      expect((await rt.submit(TASKS[0]).result).resolved).toBe(true);
+    } finally {
+      await rt.close();
+      await engine.close();
+    }
+  });
+});
+
 describe('resolveTokenizerRef', () => {
   let cache: string;
   beforeAll(() => {
