@@ -45,4 +45,9 @@ export interface ChatCodec {
    * generation prompt. The runtime compares them with the incremental ids.
    */
   renderFull?(messages: Message[], tools: ToolSchema[], opts?: { enableThinking?: boolean }): number[];
+  /**
+   * The same model's codec with another reasoning effort in its prompts (harmony's
+   * `Reasoning: low|medium|high`), same name; absent where the format has no such setting.
+   */
+  withReasoningEffort?(effort: 'low' | 'medium' | 'high'): ChatCodec;
 }

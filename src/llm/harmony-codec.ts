@@ -43,6 +43,20 @@ export function isHarmonyVocab(tokenizerJson: object): boolean {
  * @throws Error when the tokenizer lacks one of harmony's special tokens.
  */
 export function createHarmonyCodec(tok: TextTokenizer, opts: HarmonyCodecOptions = {}): HfChatCodec {
+  // One codec per effort, made when first asked for, each answering for all of them.
+  const variants = new Map<HarmonySystem['reasoningEffort'], HfChatCodec>();
+  const withEffort = (effort: HarmonySystem['reasoningEffort']): HfChatCodec => {
+    let v = variants.get(effort);
+    if (!v) {
+      v = buildHarmonyCodec(tok, { ...opts, reasoningEffort: effort }, withEffort);
+      variants.set(effort, v);
+    }
+    return v;
+  };
+  return withEffort(opts.reasoningEffort ?? 'medium');
+}
+
+function buildHarmonyCodec(tok: TextTokenizer, opts: HarmonyCodecOptions, withEffort: (effort: HarmonySystem['reasoningEffort']) => HfChatCodec): HfChatCodec {
   const idOf = (t: string): number => {
     const id = tok.tokenToId(t);
     if (id === undefined) throw new Error(`the tokenizer has no ${t} token: not a harmony (gpt-oss) vocabulary`);
@@ -161,6 +175,7 @@ export function createHarmonyCodec(tok: TextTokenizer, opts: HarmonyCodecOptions
       }
       return encode(parts.join(genPrompt));
     },
+    withReasoningEffort: withEffort,
     renderFull(messages, tools) {
       const sampled = (m: Message): number[] | undefined => m.token_ids ?? sampledByMessage.get(keyOf(m.content, m.tool_calls ?? []));
       return pieces(messages, tools, true, sampled).flatMap((p) => (typeof p === 'string' ? encode(p) : p));

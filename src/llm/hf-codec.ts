@@ -49,6 +49,7 @@ export interface HfChatCodec extends ChatCodec {
    * @throws Error when the template throws (e.g. a role it does not know).
    */
   renderText(messages: Message[], tools: ToolSchema[], opts: { addGenerationPrompt: boolean; enableThinking?: boolean | undefined }): string;
+  withReasoningEffort?(effort: 'low' | 'medium' | 'high'): HfChatCodec;
 }
 
 /** What a codec needs of a tokenizer: text ↔ ids without a template, and the vocabulary. */

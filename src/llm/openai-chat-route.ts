@@ -48,6 +48,8 @@ export const OpenAiChatRequestSchema = z.object({
   logprobs: z.boolean().optional(),
   return_token_ids: z.boolean().optional(),
   chat_template_kwargs: z.object({ enable_thinking: z.boolean().optional() }).passthrough().optional(),
+  /** gpt-oss (harmony): `Reasoning:` in the system message, as vLLM reads it; other models ignore it. */
+  reasoning_effort: z.enum(['low', 'medium', 'high']).optional(),
 });
 export type OpenAiChatRequest = z.infer<typeof OpenAiChatRequestSchema>;
 
@@ -85,7 +87,8 @@ export function chatMessagesOf(body: OpenAiChatRequest, indexBase = 0): { messag
 export function renderChatPrompt(codec: ChatCodec, body: OpenAiChatRequest): number[] {
   const { messages, tools } = chatMessagesOf(body);
   const thinking = body.chat_template_kwargs?.enable_thinking;
-  return codec.encodePrompt(messages, tools, thinking === undefined ? undefined : { enableThinking: thinking });
+  const c = body.reasoning_effort && codec.withReasoningEffort ? codec.withReasoningEffort(body.reasoning_effort) : codec;
+  return c.encodePrompt(messages, tools, thinking === undefined ? undefined : { enableThinking: thinking });
 }
 
 /** The answer to a chat request: content and tool calls parsed from the sampled ids (or `ctx.parsed`, their parse). */

@@ -64,6 +64,8 @@ export const SamplingParamsSchema = z
     token_level_generation: z.boolean().optional(),
     custom_tokenizer: z.string().optional(),
     enable_thinking: z.boolean().optional(),
+    /** gpt-oss (harmony): `Reasoning:` in the system message, as vLLM's request field; other models ignore it. */
+    reasoning_effort: z.enum(['low', 'medium', 'high']).optional(),
   })
   .passthrough()
   .transform((v) => (v.max_output_tokens === undefined && v.max_tokens !== undefined ? { ...v, max_output_tokens: v.max_tokens } : v));

@@ -15,6 +15,15 @@ const FIELD = 'sampling.custom_tokenizer';
  * Its calls then go only to backends of that model (`GenerateRequest.model` = the codec's name).
  */
 export function jobCodecResolver(runtimeCodec: ChatCodec, make: (spec: CodecSpec) => ChatCodec, warn: (message: string) => void = (m) => void process.stderr.write(`warning: ${m}\n`)): (sampling: SamplingParams) => ChatCodec {
+  const model = modelCodec(runtimeCodec, make, warn);
+  // `reasoning_effort` (gpt-oss): the same model's codec with that effort; other formats have none.
+  return (sampling) => {
+    const c = model(sampling);
+    return sampling.reasoning_effort && c.withReasoningEffort ? c.withReasoningEffort(sampling.reasoning_effort) : c;
+  };
+}
+
+function modelCodec(runtimeCodec: ChatCodec, make: (spec: CodecSpec) => ChatCodec, warn: (message: string) => void): (sampling: SamplingParams) => ChatCodec {
   const warned = new Set<string>();
   return (sampling) => {
     const ref = sampling.custom_tokenizer;

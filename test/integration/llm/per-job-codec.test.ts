@@ -115,6 +115,12 @@ describe('the embedded runtime: custom_tokenizer per job', () => {
       const oss = codecFor({ tokenizer: GPT_OSS.dir });
       expect(oss.decode(a.trajectory.turns[0]!.outputIds)).toMatch(/^<\|channel\|>commentary<\|message\|>Pairs of 101\.<\|end\|><\|start\|>assistant<\|channel\|>commentary to=functions\.finish /);
       expect(codecFor().decode(b.trajectory.turns[0]!.outputIds)).toMatch(/<tool_call>/);
+      // reasoning_effort (vLLM's field) sets harmony's `Reasoning:`; other models ignore it.
+      const [hi, q] = await Promise.all([rt.submit(TASKS[1], { custom_tokenizer: GPT_OSS.dir, reasoning_effort: 'high' }).result, rt.submit(TASKS[1], { reasoning_effort: 'high' }).result]);
+      expect(oss.decode(hi.trajectory.turns[0]!.promptIds)).toContain('\n\nReasoning: high\n\n');
+      expect(oss.decode(a.trajectory.turns[0]!.promptIds)).toContain('\n\nReasoning: medium\n\n');
+      expect(q.resolved).toBe(true);
+      expect(() => rt.submit(TASKS[1], { reasoning_effort: 'max' })).toThrow(/sampling\.reasoning_effort/);
       let err: unknown;
       try {
         rt.submit(TASKS[0], { custom_tokenizer: join(REPO_ROOT, 'test/fixtures') });

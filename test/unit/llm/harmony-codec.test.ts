@@ -5,7 +5,7 @@ import { ValidationError } from '../../../src/errors.js';
 import { codecFor } from '../../../src/llm/codec-registry.js';
 import { createHarmonyCodec, isHarmonyVocab } from '../../../src/llm/harmony-codec.js';
 import { loadTokenizer } from '../../../src/llm/hf-codec.js';
-import { chatCompletion } from '../../../src/llm/openai-chat-route.js';
+import { chatCompletion, renderChatPrompt } from '../../../src/llm/openai-chat-route.js';
 import { retokenize } from '../../../src/llm/protocols/openai.js';
 import { createTextParser } from '../../../src/llm/tool-parsers/index.js';
 import type { Message, ToolSchema } from '../../../src/protocol/messages.js';
@@ -194,6 +194,18 @@ describe('harmony codec (gpt-oss)', () => {
   it('re-tokenizes an OpenAI server’s reply (text, reasoning_content, tool_calls) into harmony channels, not a <think> block', () => {
     const ids = retokenize(codec, { role: 'assistant', content: null, reasoning_content: 'Use bash.', tool_calls: [{ id: 'x', type: 'function', function: { name: 'bash', arguments: '{"cmd":"ls"}' } }] } as never, false);
     expect(codec.decode(ids)).toBe('<|channel|>analysis<|message|>Use bash.<|end|><|start|>assistant<|channel|>commentary to=functions.bash <|constrain|>json<|message|>{"cmd":"ls"}<|call|>');
+  });
+
+  it('makes the same model’s codec at another reasoning effort, one per effort, under the same name', () => {
+    const high = codec.withReasoningEffort!('high');
+    const low = codec.withReasoningEffort!('low');
+    expect(high).toBe(codec);
+    expect(low.name).toBe(codec.name);
+    expect(low.withReasoningEffort!('low')).toBe(low);
+    expect(low.withReasoningEffort!('high')).toBe(codec);
+    expect(low.renderText(GUIDE_CHAT, WEATHER_TOOLS, { addGenerationPrompt: true })).toBe(GUIDE_PROMPT.replace('Reasoning: high', 'Reasoning: low'));
+    // An OpenAI chat request's reasoning_effort, as vLLM reads it.
+    expect(codec.decode(renderChatPrompt(codec, { messages: [{ role: 'user', content: 'hi' }], reasoning_effort: 'low' } as never))).toContain('Reasoning: low');
   });
 
   it('gives OpenAI servers the reasoning apart (--tool-parser openai)', () => {
