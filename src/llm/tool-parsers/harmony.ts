@@ -60,7 +60,7 @@ export function splitHarmony(text: string): HarmonyMessage[] {
         // Stray text between messages: keep it as a message of its own.
         const next = text.indexOf(HARMONY.start, pos);
         const stop = next < 0 ? text.length : next;
-        out.push({ channel: null, recipient: null, contentType: null, content: text.slice(pos, stop), terminator: null });
+        stray(out, text.slice(pos, stop));
         pos = stop;
         continue;
       }
@@ -74,7 +74,7 @@ export function splitHarmony(text: string): HarmonyMessage[] {
     const nextStart = text.indexOf(HARMONY.start, pos);
     if (msgAt < 0 || (nextStart >= 0 && nextStart < msgAt)) {
       const stop = nextStart < 0 ? text.length : nextStart;
-      out.push({ channel: null, recipient: null, contentType: null, content: text.slice(pos, stop), terminator: null });
+      stray(out, text.slice(pos, stop));
       pos = stop;
       continue;
     }
@@ -93,6 +93,11 @@ export function splitHarmony(text: string): HarmonyMessage[] {
     pos = terminator === null ? text.length : endAt + terminator.length;
   }
   return out;
+}
+
+/** Text outside the format, kept as a message of no channel (nothing, when empty). */
+function stray(out: HarmonyMessage[], content: string): void {
+  if (content !== '') out.push({ channel: null, recipient: null, contentType: null, content, terminator: null });
 }
 
 /** Reads `[ to=R]<|channel|>C[ to=R][ <|constrain|>json| json]` (either order, as the model writes it). */

@@ -88,6 +88,8 @@ describe('harmony codec (gpt-oss)', () => {
     expect(codec.parseAssistant(codec.encode('<|channel|>commentary to=functions.bash<|message|>[1, 2]<|call|>')).malformed[0]!.error).toBe('"arguments" is not a JSON object');
     expect(codec.parseAssistant(codec.encode('<|channel|>analysis to=python<|message|>print(1)<|call|>')).malformed[0]!.error).toMatch(/tool call to "python": only the functions namespace/);
     expect(codec.parseAssistant(codec.encode('just some words')).content).toBe('just some words');
+    // A completion that opens with its own <|start|>assistant reads as if it had not.
+    expect(codec.parseAssistant(codec.encode('<|start|>assistant<|channel|>final<|message|>Hi.<|return|>'))).toEqual({ content: 'Hi.', toolCalls: [], malformed: [] });
   });
 
   it('appends a tool result and the next generation prompt exactly as the guide renders the whole conversation', () => {
