@@ -36,7 +36,7 @@ afterAll(() => {
 });
 
 /** `rollout run` on a pty; `interrupt(output)` decides when to send SIGINT (and how many). */
-function runOnPty(out: string, onData: (all: string, term: pty.IPty) => void): Promise<{ code: number; output: string }> {
+function runOnPty(out: string, onData: (all: string, term: pty.IPty) => void): Promise<{ code: number; signal: number | undefined; output: string }> {
   const term = pty.spawn(process.execPath, [bin, 'run', stem, '--n', '4', '--backend', url, '--sandbox', 'none', '--out', join(dir, out)], {
     cols: 200,
     rows: 40,
@@ -48,7 +48,7 @@ function runOnPty(out: string, onData: (all: string, term: pty.IPty) => void): P
     output += d;
     onData(output, term);
   });
-  return new Promise((res) => term.onExit(({ exitCode }) => res({ code: exitCode, output })));
+  return new Promise((res) => term.onExit(({ exitCode, signal }) => res({ code: exitCode, signal, output })));
 }
 
 describe('rollout run on a terminal', { timeout: 180_000 }, () => {
@@ -80,18 +80,35 @@ describe('rollout run on a terminal', { timeout: 180_000 }, () => {
   });
 
   it('exits at once on a second Ctrl-C', async () => {
-    let sent = 0;
-    const r = await runOnPty('twice', (all, term) => {
-      if (sent === 0 && /rollouts\/s/.test(all)) {
-        sent = 1;
-        term.kill('SIGINT');
-      } else if (sent === 1 && all.includes('interrupted; cancelling')) {
-        sent = 2;
-        term.kill('SIGINT');
+    // Cancelling can finish the run before the second signal reaches it (tens of ms here). Then
+    // the run has exited 130 on its own, or the late signal ended it as it exited: both are
+    // right, but do not show the second Ctrl-C. So up to three tries, one of which must.
+    let exercised = false;
+    for (let i = 0; i < 3 && !exercised; i++) {
+      if (i > 0) {
+        await fake?.stop();
+        fake = await startFakeLlmProcess(['--tasks', stem, '--latency-ms', '1500', '--max-concurrent', '2']);
+        url = fake.url;
       }
-    });
-    expect(sent, r.output.slice(-2000)).toBe(2);
-    expect(r.code).toBe(130);
-    expect(r.output).toContain('interrupted twice; exiting without waiting');
+      let sent = 0;
+      const r = await runOnPty(`twice-${i}`, (all, term) => {
+        if (sent === 0 && /rollouts\/s/.test(all)) {
+          sent = 1;
+          term.kill('SIGINT');
+        } else if (sent === 1 && all.includes('interrupted; cancelling')) {
+          sent = 2;
+          term.kill('SIGINT');
+        }
+      });
+      expect(sent, r.output.slice(-2000)).toBe(2);
+      if (r.output.includes('interrupted twice; exiting without waiting')) {
+        expect(r.code).toBe(130);
+        exercised = true;
+      } else {
+        expect(r.output, r.output.slice(-2000)).toMatch(/\(interrupted: \d+ live rollouts were cancelled/);
+        expect(r.code === 130 || r.signal === 2, JSON.stringify([r.code, r.signal])).toBe(true);
+      }
+    }
+    expect(exercised).toBe(true);
   });
 });
