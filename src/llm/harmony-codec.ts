@@ -2,6 +2,7 @@ import type { Message, ToolSchema } from '../protocol/messages.js';
 import type { ParsedAssistant } from './chat-codec.js';
 import type { HfChatCodec, TextTokenizer } from './hf-codec.js';
 import { DEFAULT_IDENTITY, renderDeveloper, renderSampledAsHistory, renderSystem, renderTurn, type HarmonySystem } from './harmony-render.js';
+import { SampledTurns } from './sampled-turns.js';
 import { HARMONY, parseHarmony } from './tool-parsers/harmony.js';
 
 /** What {@link createHarmonyCodec} takes besides the tokenizer. */
@@ -125,10 +126,8 @@ function buildHarmonyCodec(tok: TextTokenizer, opts: HarmonyCodecOptions, withEf
       .map((p) => (typeof p === 'string' ? p : decode(p)))
       .join('');
 
-  // The sampled ids behind recently parsed turns, for a drift check over messages without `token_ids`.
-  const sampledByMessage = new Map<string, number[]>();
-  const SAMPLED_CAP = 8192;
-  const keyOf = (content: string, calls: readonly { name: string; arguments: Record<string, unknown> }[]): string => `${content}\u0000${JSON.stringify(calls.map((c) => [c.name, c.arguments]))}`;
+  // For the drift check over messages without `token_ids`.
+  const sampledTurns = new SampledTurns();
 
   return {
     name: opts.name ?? 'harmony',
@@ -146,8 +145,9 @@ function buildHarmonyCodec(tok: TextTokenizer, opts: HarmonyCodecOptions, withEf
     encodeContinuation(newMessages, lastOutputIds) {
       const last = lastOutputIds.at(-1);
       const closed = last === undefined || closers.has(last);
-      const sampledCalls = parseHarmony(decode(lastOutputIds)).toolCalls;
-      const nameOf = namer([], () => sampledCalls.at(-1)?.name ?? '');
+      // Parsed only for a tool message that names no call, and then once.
+      let lastCall: string | undefined;
+      const nameOf = namer([], () => (lastCall ??= parseHarmony(decode(lastOutputIds)).toolCalls.at(-1)?.name ?? ''));
       const text = newMessages.map((m) => renderTurn(m, nameOf)).join('');
       return encode((closed ? '' : HARMONY.end) + text + genPrompt);
     },
@@ -155,10 +155,7 @@ function buildHarmonyCodec(tok: TextTokenizer, opts: HarmonyCodecOptions, withEf
       const p = parseHarmony(decode(outputIds));
       const out: ParsedAssistant = { content: p.content, toolCalls: p.toolCalls, malformed: p.malformed };
       if (p.reasoning !== null) out.reasoning = p.reasoning;
-      const key = keyOf(out.content, out.toolCalls);
-      sampledByMessage.delete(key);
-      sampledByMessage.set(key, outputIds);
-      if (sampledByMessage.size > SAMPLED_CAP) sampledByMessage.delete(sampledByMessage.keys().next().value!);
+      sampledTurns.remember(out.content, out.toolCalls, outputIds);
       return out;
     },
     encodeAssistant(turn) {
@@ -177,8 +174,7 @@ function buildHarmonyCodec(tok: TextTokenizer, opts: HarmonyCodecOptions, withEf
     },
     withReasoningEffort: withEffort,
     renderFull(messages, tools) {
-      const sampled = (m: Message): number[] | undefined => m.token_ids ?? sampledByMessage.get(keyOf(m.content, m.tool_calls ?? []));
-      return pieces(messages, tools, true, sampled).flatMap((p) => (typeof p === 'string' ? encode(p) : p));
+      return pieces(messages, tools, true, (m) => sampledTurns.idsOf(m)).flatMap((p) => (typeof p === 'string' ? encode(p) : p));
     },
   };
 }

@@ -2,6 +2,7 @@ import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import type { ChatCodec, ParsedAssistant } from './chat-codec.js';
+import { SampledTurns } from './sampled-turns.js';
 import { parseToolCalls, type AssistantFormat } from './tool-call-parser.js';
 import { detectReasoning, detectToolParser, getToolParser } from './tool-parsers/index.js';
 
@@ -203,11 +204,8 @@ export function buildCodec(tok: TextTokenizer, opts: HfCodecOptions): HfChatCode
     return g;
   };
 
-  // The sampled ids behind recently parsed assistant turns, keyed by the parsed message, so a
-  // drift check over messages that do not carry `token_ids` still splices the exact sampled ids
-  // (see renderFullSpliced). Bounded; the oldest entries go first.
-  const sampledByMessage = new Map<string, number[]>();
-  const SAMPLED_CAP = 8192;
+  // For the drift check over messages without `token_ids` (see renderFullSpliced).
+  const sampledTurns = new SampledTurns();
 
   const codec: HfChatCodec = {
     name: opts.name ?? 'hf',
@@ -238,10 +236,7 @@ export function buildCodec(tok: TextTokenizer, opts: HfCodecOptions): HfChatCode
       let end = outputIds.length;
       while (end > 0 && stopIds.has(outputIds[end - 1]!)) end--;
       const parsed = parseToolCalls(decode(end === outputIds.length ? outputIds : outputIds.slice(0, end)), format);
-      const key = messageKey(parsed.content, parsed.toolCalls);
-      sampledByMessage.delete(key);
-      sampledByMessage.set(key, outputIds);
-      if (sampledByMessage.size > SAMPLED_CAP) sampledByMessage.delete(sampledByMessage.keys().next().value!);
+      sampledTurns.remember(parsed.content, parsed.toolCalls, outputIds);
       return parsed;
     },
     encodeAssistant(turn) {
@@ -275,7 +270,7 @@ export function buildCodec(tok: TextTokenizer, opts: HfCodecOptions): HfChatCode
     let cursor = 0;
     for (const m of messages) {
       if (m.role !== 'assistant') continue;
-      const ids = m.token_ids ?? sampledByMessage.get(messageKey(m.content, m.tool_calls ?? []));
+      const ids = sampledTurns.idsOf(m);
       if (!ids || ids.length === 0) continue;
       const sampled = decode(ids);
       const at = text.indexOf(gp + sampled, cursor);
@@ -290,10 +285,6 @@ export function buildCodec(tok: TextTokenizer, opts: HfCodecOptions): HfChatCode
   }
 
   return codec;
-}
-
-function messageKey(content: string, toolCalls: readonly { name: string; arguments: Record<string, unknown> }[]): string {
-  return toolCalls.length === 0 ? content : `${content}\u0000${JSON.stringify(toolCalls.map((c) => [c.name, c.arguments]))}`;
 }
 
 function singleId(tok: TextTokenizer, t: string): number | undefined {
