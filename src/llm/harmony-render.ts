@@ -172,13 +172,20 @@ export function renderTurn(m: Message, toolName: (m: Message) => string): string
       return msg('system', m.content);
     case 'tool':
       return msg(`functions.${toolName(m)} to=assistant${HARMONY.channel}commentary`, m.content);
-    case 'assistant': {
-      const calls = m.tool_calls ?? [];
-      if (calls.length === 0) return msg(`assistant${HARMONY.channel}final`, m.content);
-      const pre = m.content ? msg(`assistant${HARMONY.channel}commentary`, m.content) : '';
-      return pre + calls.map((c) => historyCall(c.name, JSON.stringify(c.arguments))).join('');
-    }
+    case 'assistant':
+      return assistantHistory(m.content, null, (m.tool_calls ?? []).map((c) => ({ name: c.name, args: JSON.stringify(c.arguments) })));
   }
+}
+
+/**
+ * An assistant turn as vLLM renders it from chat history: without calls, the reasoning then the
+ * final answer; with calls, the content as a commentary preamble, the reasoning, then each call.
+ */
+function assistantHistory(content: string, reasoning: string | null, calls: readonly { name: string; args: string }[]): string {
+  const thought = reasoning !== null ? msg(`assistant${HARMONY.channel}analysis`, reasoning) : '';
+  if (calls.length === 0) return thought + msg(`assistant${HARMONY.channel}final`, content);
+  const pre = content ? msg(`assistant${HARMONY.channel}commentary`, content) : '';
+  return pre + thought + calls.map((c) => historyCall(c.name, c.args)).join('');
 }
 
 /**
@@ -190,9 +197,6 @@ export function renderTurn(m: Message, toolName: (m: Message) => string): string
  */
 export function renderSampledAsHistory(sampledText: string, dropReasoning: boolean): string {
   const p = parseHarmony(sampledText);
-  const reasoning = !dropReasoning && p.reasoning !== null ? msg(`assistant${HARMONY.channel}analysis`, p.reasoning) : '';
-  const calls = p.messages.filter((x) => x.recipient !== null && x.recipient.startsWith('functions.'));
-  if (calls.length === 0) return reasoning + msg(`assistant${HARMONY.channel}final`, p.content);
-  const pre = p.content ? msg(`assistant${HARMONY.channel}commentary`, p.content) : '';
-  return pre + reasoning + calls.map((c) => historyCall(c.recipient!.slice('functions.'.length), c.content)).join('');
+  const calls = p.messages.filter((x) => x.recipient !== null && x.recipient.startsWith('functions.')).map((c) => ({ name: c.recipient!.slice('functions.'.length), args: c.content }));
+  return assistantHistory(p.content, dropReasoning ? null : p.reasoning, calls);
 }
