@@ -159,6 +159,6 @@ export const harmonyParser: ToolParser = {
   name: 'openai',
   parse(text) {
     const p = parseHarmony(text);
-    return { content: p.content, toolCalls: p.toolCalls, malformed: p.malformed };
+    return { content: p.content, toolCalls: p.toolCalls, malformed: p.malformed, reasoning: p.reasoning };
   },
 };

@@ -1,6 +1,6 @@
 import type { ToolSchema } from '../../protocol/messages.js';
 import { deepseekV3Parser } from './deepseek-v3.js';
-import { harmonyParser, parseHarmony } from './harmony.js';
+import { harmonyParser } from './harmony.js';
 import { hermesParser } from './hermes.js';
 import { llama3JsonParser } from './llama3-json.js';
 import { mistralParser } from './mistral.js';
@@ -75,16 +75,10 @@ export function createTextParser(toolParser: string, reasoning: ReasoningFormat 
     toolParser,
     reasoning,
     parse(text, tools) {
-      if (toolParser === 'openai') {
-        // Harmony carries its reasoning in the analysis channel, not in a <think> block.
-        const h = parseHarmony(text);
-        const out: ParsedText = { content: h.content, toolCalls: h.toolCalls, reasoning: h.reasoning, malformed: h.malformed };
-        if (h.malformed.length > 0) out.error = h.malformed.map((m) => m.error).join('; ');
-        return out;
-      }
       const split = reasoning === 'think' ? splitThink(text) : { reasoning: null, raw: '', rest: text };
       const r = tp.parse(split.rest, tools);
-      const out: ParsedText = { content: r.content, toolCalls: r.toolCalls, reasoning: split.reasoning, malformed: r.malformed };
+      // A format with reasoning of its own (harmony's analysis channel) gives it with the calls.
+      const out: ParsedText = { content: r.content, toolCalls: r.toolCalls, reasoning: r.reasoning !== undefined ? r.reasoning : split.reasoning, malformed: r.malformed };
       if (r.malformed.length > 0) out.error = r.malformed.map((m) => m.error).join('; ');
       return out;
     },

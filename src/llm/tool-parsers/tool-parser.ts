@@ -25,14 +25,15 @@ export interface ParsedText {
 
 /** A tool-call format: how one model family writes tool calls in its sampled text. */
 export interface ToolParser {
-  /** Registry name (`hermes`, `qwen3_coder`, `llama3_json`, `mistral`, `deepseek_v3`). */
+  /** Registry name (`hermes`, `qwen3_coder`, `llama3_json`, `mistral`, `deepseek_v3`, `openai`). */
   readonly name: string;
   /**
    * Splits text that has no reasoning block left in it. `tools` (optional) lets formats whose
-   * arguments are untyped text (`qwen3_coder`) convert them by the tool's JSON schema.
-   * Never throws.
+   * arguments are untyped text (`qwen3_coder`) convert them by the tool's JSON schema. A format
+   * whose reasoning is part of its own structure (harmony's analysis channel) returns it as
+   * `reasoning`; the others leave it out. Never throws.
    */
-  parse(text: string, tools?: readonly ToolSchema[]): Omit<ParsedText, 'reasoning' | 'error'>;
+  parse(text: string, tools?: readonly ToolSchema[]): Omit<ParsedText, 'reasoning' | 'error'> & { reasoning?: string | null };
 }
 
 /** Checks a parsed `{name, arguments|parameters}` object; the message is the model's error text. */
