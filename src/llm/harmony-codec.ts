@@ -1,5 +1,5 @@
 import type { Message, ToolSchema } from '../protocol/messages.js';
-import type { ParsedAssistant } from './chat-codec.js';
+import type { ChatCodec, ParsedAssistant } from './chat-codec.js';
 import type { HfChatCodec, TextTokenizer } from './hf-codec.js';
 import { DEFAULT_IDENTITY, renderDeveloper, renderSampledAsHistory, renderSystem, renderTurn, type HarmonySystem } from './harmony-render.js';
 import { SampledTurns } from './sampled-turns.js';
@@ -18,6 +18,14 @@ export interface HarmonyCodecOptions {
 }
 
 const REQUIRED = [HARMONY.start, HARMONY.end, HARMONY.message, HARMONY.channel, HARMONY.constrain, HARMONY.call, HARMONY.return];
+
+/**
+ * True for a codec whose turns keep reasoning in a channel of their own (harmony's analysis),
+ * not as a `<think>` block in the content: OpenAI answers give it as `reasoning_content`.
+ */
+export function reasoningApart(codec: ChatCodec): boolean {
+  return (codec as { format?: { toolParser?: string } }).format?.toolParser === 'openai';
+}
 
 /** True when a tokenizer.json has harmony's special tokens (gpt-oss's o200k_harmony vocabulary). */
 export function isHarmonyVocab(tokenizerJson: object): boolean {

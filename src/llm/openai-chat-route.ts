@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import type { ChatCodec, ParsedAssistant } from './chat-codec.js';
+import { reasoningApart } from './harmony-codec.js';
 import { toOpenAiToolCalls, toolArgumentsOf } from './protocols/openai.js';
 
 /** Options of the server side of OpenAI chat completions (see `startLlmHttpServer`). */
@@ -104,7 +105,7 @@ export function chatCompletion(
   const content = parsed.malformed.length > 0 ? [parsed.content, ...parsed.malformed.map((m) => m.raw)].filter((x) => x).join('\n') : parsed.content;
   const message: Record<string, unknown> = { role: 'assistant', content: content === '' && parsed.toolCalls.length > 0 ? null : content };
   // Harmony (gpt-oss) reasoning is a channel of its own, not in the content: vLLM's field for it.
-  if (parsed.reasoning !== undefined && (codec as { format?: { toolParser?: string } }).format?.toolParser === 'openai') message.reasoning_content = parsed.reasoning;
+  if (parsed.reasoning !== undefined && reasoningApart(codec)) message.reasoning_content = parsed.reasoning;
   if (parsed.toolCalls.length > 0) {
     message.tool_calls = toOpenAiToolCalls(parsed.toolCalls, (i) => `chatcmpl-tool-${ctx.n}-${i}`);
   }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Message, ToolCall } from '../../protocol/messages.js';
 import type { ChatCodec } from '../chat-codec.js';
+import { reasoningApart } from '../harmony-codec.js';
 import type { ChatContext, LogprobSemantics } from '../llm-client.js';
 import { checkAligned, finiteLogprob, stopOf, type ParsedGeneration, type ProtocolAdapter } from './protocol.js';
 
@@ -174,7 +175,7 @@ type ReplyMessage = z.infer<typeof OpenAiChatResponseSchema>['choices'][number][
 export function retokenize(codec: ChatCodec, msg: ReplyMessage, cutByLength: boolean): number[] {
   let content = msg.content ?? '';
   // Harmony (gpt-oss) keeps reasoning in its own channel; the other families in a <think> block.
-  const apart = (codec as { format?: { toolParser?: string } }).format?.toolParser === 'openai';
+  const apart = reasoningApart(codec);
   if (msg.reasoning_content && !apart) content = `<think>\n${msg.reasoning_content}\n</think>\n\n${content}`;
   const calls: { name: string; arguments: Record<string, unknown> }[] = [];
   for (const tc of msg.tool_calls ?? []) {
