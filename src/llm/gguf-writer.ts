@@ -46,6 +46,22 @@ type Kv = [key: string, type: number, value: unknown, elemType?: number];
 
 type TokenizerJson = { model: { type?: string; byte_fallback?: boolean; vocab: Record<string, number>; merges: (string | [string, string])[] }; added_tokens: { id: number; content: string; special: boolean }[] };
 
+// llama.cpp's token types (llama-vocab.h).
+const TYPE = { normal: 1, unknown: 2, control: 3, userDefined: 4, byte: 6 } as const;
+
+/**
+ * Every token by id: the model's vocabulary, then the added tokens (which may lie past it, as
+ * Gemma 3's `<image_soft_token>` does).
+ * @throws Error when an id has no token.
+ */
+function tokensOf(tj: TokenizerJson): string[] {
+  const tokens: string[] = [];
+  for (const [t, id] of Object.entries(tj.model.vocab)) tokens[id] = t;
+  for (const a of tj.added_tokens) tokens[a.id] = a.content;
+  for (let i = 0; i < tokens.length; i++) if (tokens[i] === undefined) throw new Error(`vocabulary has a hole at id ${i}`);
+  return tokens;
+}
+
 /** The GGUF tokenizer keys for a vocabulary: what llama.cpp needs to tokenize as the HF tokenizer does. */
 function vocabKvs(src: GgufVocabSource | undefined): { name: string; kvs: Kv[]; nVocab: number } {
   let tj: TokenizerJson;
@@ -69,18 +85,12 @@ function vocabKvs(src: GgufVocabSource | undefined): { name: string; kvs: Kv[]; 
   }
   if (tj.model.type !== undefined && tj.model.type !== 'BPE') throw new Error(`tokenizer model ${tj.model.type} is not BPE; the tiny GGUF writer writes BPE vocabularies only (byte-level, or SentencePiece-style with byte fallback)`);
   // SentencePiece-style BPE (byte_fallback: Gemma, Llama 2, Mistral) is GGUF's `llama` model.
-  if (tj.model.byte_fallback === true) return { name, kvs: [...spmKvs(tj), ...specialKvs(tj, cfg, src?.eosToken, template)], nVocab: Object.keys(tj.model.vocab).length };
-  const tokens: string[] = [];
-  for (const [t, id] of Object.entries(tj.model.vocab)) tokens[id] = t;
-  const types: number[] = [];
-  for (let i = 0; i < tokens.length; i++) types[i] = 1;
+  const tokens = tokensOf(tj);
+  if (tj.model.byte_fallback === true) return { name, kvs: [...spmKvs(tj, tokens), ...specialKvs(tj, cfg, src?.eosToken, template)], nVocab: tokens.length };
+  const types = new Array<number>(tokens.length).fill(TYPE.normal);
   // Added tokens: special ones are control tokens (llama.cpp splits them out of text before BPE
   // only when asked to parse specials), the others user-defined (always split out, as HF does).
-  for (const a of tj.added_tokens) {
-    tokens[a.id] = a.content;
-    types[a.id] = a.special ? 3 : 4;
-  }
-  for (let i = 0; i < tokens.length; i++) if (tokens[i] === undefined) throw new Error(`vocabulary has a hole at id ${i}`);
+  for (const a of tj.added_tokens) types[a.id] = a.special ? TYPE.control : TYPE.userDefined;
   const merges = tj.model.merges.map((m) => (Array.isArray(m) ? `${m[0]} ${m[1]}` : m));
   const kvs: Kv[] = [
     ['tokenizer.ggml.model', T_STRING, 'gpt2'],
@@ -110,9 +120,6 @@ function specialKvs(tj: TokenizerJson, cfg: Record<string, unknown>, eosToken: s
   return kvs;
 }
 
-// llama.cpp's token types (llama-vocab.h).
-const TYPE = { normal: 1, unknown: 2, control: 3, userDefined: 4, byte: 6 } as const;
-
 /**
  * A SentencePiece-style BPE vocabulary (`byte_fallback`, `▁` for spaces: Gemma, Llama 2,
  * Mistral) as llama.cpp's SPM tokenizer reads it: tokens with scores and types. llama.cpp merges
@@ -122,11 +129,8 @@ const TYPE = { normal: 1, unknown: 2, control: 3, userDefined: 4, byte: 6 } as c
  * `<0xXX>` pieces are byte tokens (the fallback), `<unk>` the unknown token; whether a `▁` is
  * put before the text (`add_space_prefix`) follows the normalizer's `Prepend`.
  */
-function spmKvs(tj: TokenizerJson & { normalizer?: unknown }): Kv[] {
-  const n = Object.keys(tj.model.vocab).length;
-  const tokens: string[] = new Array<string>(n);
-  for (const [t, id] of Object.entries(tj.model.vocab)) tokens[id] = t;
-  for (let i = 0; i < n; i++) if (tokens[i] === undefined) throw new Error(`vocabulary has a hole at id ${i}`);
+function spmKvs(tj: TokenizerJson & { normalizer?: unknown }, tokens: readonly string[]): Kv[] {
+  const n = tokens.length;
   const scores = new Array<number>(n);
   // Pieces no merge makes (single characters, bytes, specials) rank below every merged one.
   for (let i = 0; i < n; i++) scores[i] = -(tj.model.merges.length + i);

@@ -71,7 +71,8 @@ describe('a tiny GGUF with another family vocabulary', () => {
   it('writes a SentencePiece-style vocabulary (Gemma 3) as llama.cpp\'s SPM model: scores, byte tokens, no space prefix', () => {
     const b = buildTinyGguf({ seed: 1, layers: 1, vocab: { dir: FAMILIES.gemma3.dir, pre: 'default' } });
     const text = b.subarray(0, 40_000_000).toString('latin1');
-    for (const key of ['tokenizer.ggml.scores', 'tokenizer.ggml.add_space_prefix', 'tokenizer.ggml.unknown_token_id', '<0x0A>', '<start_of_turn>']) expect(text).toContain(key);
+    // `<image_soft_token>` is an added token past the model's vocabulary (id 262144): it is written too.
+    for (const key of ['tokenizer.ggml.scores', 'tokenizer.ggml.add_space_prefix', 'tokenizer.ggml.unknown_token_id', '<0x0A>', '<start_of_turn>', '<image_soft_token>']) expect(text).toContain(key);
     expect(text).not.toContain('tokenizer.ggml.merges');
     // The model name and pre come right after `tokenizer.ggml.model` / `.pre`: "llama" and "default".
     expect(text).toMatch(/tokenizer\.ggml\.model[\s\S]{12}llama/);
