@@ -260,7 +260,8 @@ export function ensureTinyGguf(opts: TinyGgufOptions = {}, cacheDir = join(proce
       return '-';
     }
   });
-  const key = createHash('sha256').update(JSON.stringify({ v: 1, ...resolve(opts), ...(v ? { vocab: { ...v, stamp } } : {}) })).digest('hex').slice(0, 12);
+  // `v`: the writer's output format; bumped when what it writes changes, so no stale model is reused.
+  const key = createHash('sha256').update(JSON.stringify({ v: 2, ...resolve(opts), ...(v ? { vocab: { ...v, stamp } } : {}) })).digest('hex').slice(0, 12);
   const path = join(cacheDir, `tiny-${v?.pre ?? 'qwen3'}-${key}.gguf`);
   if (existsSync(path)) return path;
   mkdirSync(dirname(path), { recursive: true });
