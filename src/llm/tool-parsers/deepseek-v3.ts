@@ -25,6 +25,12 @@ export const deepseekV3Parser: ToolParser = {
     const toolCalls: ToolCall[] = inner.toolCalls;
     return { content: (text.slice(0, at) + after).trim(), toolCalls, malformed: inner.malformed };
   },
+  write(content, calls) {
+    if (calls.length === 0) return content;
+    // As DeepSeek-V3 samples (and its template writes a calls-only turn): the text, then the calls block.
+    const each = calls.map((c) => `${CALL_BEGIN}function${SEP}${c.name}\n\`\`\`json\n${JSON.stringify(c.arguments)}\n\`\`\`${CALL_END}`);
+    return `${content}${CALLS_BEGIN}${each.join('\n')}${CALLS_END}`;
+  },
 };
 
 function parseCall(inner: string): { call: ToolCall } | { error: string } {

@@ -1,5 +1,5 @@
 import type { ToolCall } from '../../protocol/messages.js';
-import { parseJson, toToolCall, type MalformedToolCall, type ToolParser } from './tool-parser.js';
+import { parseJson, spacedJson, toToolCall, type MalformedToolCall, type ToolParser } from './tool-parser.js';
 
 const TAG = '[TOOL_CALLS]';
 const ARGS = '[ARGS]';
@@ -43,5 +43,9 @@ export const mistralParser: ToolParser = {
       }
     }
     return { content, toolCalls, malformed };
+  },
+  write(content, calls) {
+    // The JSON-array form (tokenizer v3), which both generations of the parser read.
+    return calls.length === 0 ? content : `${content}${TAG}${spacedJson(calls.map((c) => ({ name: c.name, arguments: c.arguments })))}`;
   },
 };
