@@ -1,4 +1,4 @@
-import { joinTurn, parseJson, spacedJson, splitBlocks, toToolCall, type ToolParser } from './tool-parser.js';
+import { argumentsText, joinTurn, parseJson, splitBlocks, toToolCall, type ToolParser } from './tool-parser.js';
 
 /**
  * Hermes / Qwen2.5 / Qwen3: `<tool_call>{"name": .., "arguments": {..}}</tool_call>`, several
@@ -15,6 +15,6 @@ export const hermesParser: ToolParser = {
   },
   write(content, calls) {
     // As Qwen3's template renders a turn: the text, then one block per call on its own lines.
-    return joinTurn(content, '\n', calls.map((c) => `<tool_call>\n${spacedJson({ name: c.name, arguments: c.arguments })}\n</tool_call>`).join('\n'));
+    return joinTurn(content, '\n', calls.map((c) => `<tool_call>\n{"name": ${JSON.stringify(c.name)}, "arguments": ${argumentsText(c)}}\n</tool_call>`).join('\n'));
   },
 };

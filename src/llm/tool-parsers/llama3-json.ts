@@ -1,5 +1,5 @@
 import type { ToolCall } from '../../protocol/messages.js';
-import { parseJson, spacedJson, toToolCall, type MalformedToolCall, type ToolParser } from './tool-parser.js';
+import { argumentsText, parseJson, toToolCall, type MalformedToolCall, type ToolParser } from './tool-parser.js';
 
 const PYTHON_TAG = '<|python_tag|>';
 
@@ -37,7 +37,7 @@ export const llama3JsonParser: ToolParser = {
   write(content, calls) {
     if (calls.length === 0) return content;
     // A calls-only turn as the template writes it (bare JSON); after text, behind <|python_tag|>.
-    const json = calls.map((c) => spacedJson({ name: c.name, parameters: c.arguments })).join('; ');
+    const json = calls.map((c) => `{"name": ${JSON.stringify(c.name)}, "parameters": ${argumentsText(c)}}`).join('; ');
     return content.trim().length === 0 ? json : `${content}${PYTHON_TAG}${json}`;
   },
 };

@@ -1,5 +1,5 @@
 import type { ToolCall } from '../../protocol/messages.js';
-import { parseJson, spacedJson, toToolCall, type MalformedToolCall, type ToolParser } from './tool-parser.js';
+import { argumentsText, parseJson, toToolCall, type MalformedToolCall, type ToolParser } from './tool-parser.js';
 
 const TAG = '[TOOL_CALLS]';
 const ARGS = '[ARGS]';
@@ -45,7 +45,10 @@ export const mistralParser: ToolParser = {
     return { content, toolCalls, malformed };
   },
   write(content, calls) {
-    // The JSON-array form (tokenizer v3), which both generations of the parser read.
-    return calls.length === 0 ? content : `${content}${TAG}${spacedJson(calls.map((c) => ({ name: c.name, arguments: c.arguments })))}`;
+    if (calls.length === 0) return content;
+    // The JSON-array form (tokenizer v3: Mistral 7B v0.3, Nemo); with a call whose arguments are
+    // not an object, the per-call form (v11), so that call alone reads as malformed.
+    if (calls.every((c) => typeof c.arguments !== 'string')) return `${content}${TAG}[${calls.map((c) => `{"name": ${JSON.stringify(c.name)}, "arguments": ${argumentsText(c)}}`).join(', ')}]`;
+    return content + calls.map((c) => `${TAG}${c.name}${ARGS}${argumentsText(c)}`).join('');
   },
 };

@@ -42,7 +42,22 @@ export interface ToolParser {
    * turn with calls, a template without tools both). Absent for harmony, whose codec writes whole
    * messages itself.
    */
-  write?(content: string, calls: readonly ToolCall[]): string;
+  write?(content: string, calls: readonly WrittenCall[]): string;
+}
+
+/**
+ * A call to write: `arguments` an object, or a string written verbatim where the JSON would go
+ * (a call a server returned with arguments that are not a JSON object: written as sent, the
+ * parser reads it back as the policy's malformed call).
+ */
+export interface WrittenCall {
+  name: string;
+  arguments: Record<string, unknown> | string;
+}
+
+/** The call's arguments as JSON text: a raw string as it is, an object by `json`. */
+export function argumentsText(c: WrittenCall, json: (v: unknown) => string = spacedJson): string {
+  return typeof c.arguments === 'string' ? c.arguments : json(c.arguments);
 }
 
 /**

@@ -74,6 +74,18 @@ describe('re-tokenized reply with every tool parser (Qwen3 vocabulary, the parse
   }
 });
 
+describe('re-tokenized reply with a call whose arguments are not a JSON object', () => {
+  const bad = (args: string, i: number) => ({ id: `call_${i}`, type: 'function', function: { name: 'execute_bash', arguments: args } });
+  const cases = [...FAMS.filter((f) => f !== GPT_OSS).map((f) => [f.name, () => codecOf(f)] as const), ...TOOL_PARSER_NAMES.filter((n) => n !== 'openai').map((n) => [`qwen3 vocabulary, ${n}`, () => codecFor({ toolParser: n }, quiet)] as const)];
+  it.each(cases)('%s: keeps the text and the good call, and the policy is told the other was malformed', (_name, make) => {
+    const codec = make();
+    const p = roundTrip(codec, { content: 'Trying two.', tool_calls: [wire('read', { path: 'a.txt' }, 0), bad('{cmd: ls}', 1), bad('[1, 2]', 2)] });
+    expect(p.content.trim()).toBe('Trying two.');
+    expect(p.toolCalls).toEqual([{ name: 'read', arguments: { path: 'a.txt' } }]);
+    expect(p.malformed).toHaveLength(2);
+  });
+});
+
 describe('re-tokenized reply with reasoning (reasoning_content)', () => {
   it('keeps the reasoning, the text and the call (Qwen3, whose template drops the think block of a historical turn)', () => {
     const codec = codecOf(FAMILIES.qwen3);
