@@ -180,6 +180,10 @@ export class BackendPool implements ManagedLlmClient {
       if (!slot) break;
       tried.add(slot);
       this.acquire(slot);
+      // The version in force when the call is sent is the one that samples it: an update that
+      // lands while the answer is on its way (a long turn, an abort answered after the new
+      // version was set) must not re-stamp tokens the old weights produced (#28).
+      const sentVersion = slot.weightVersion;
       const t0 = this.now();
       try {
         const r = await slot.http.generate(req, this.timeouts, slot.eviction.signal);
@@ -196,7 +200,7 @@ export class BackendPool implements ManagedLlmClient {
           logprobs: r.logprobs,
           finishReason: r.finishReason,
           backendId: slot.id,
-          weightVersion: r.weightVersion ?? slot.weightVersion,
+          weightVersion: r.weightVersion ?? sentVersion,
           tokenSource: r.tokenSource ?? 'engine',
           logprobSemantics: semantics,
         };

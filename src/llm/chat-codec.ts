@@ -37,6 +37,12 @@ export interface ChatCodec {
    * (harmony's analysis channel); codecs whose reasoning is a block in the content ignore it.
    */
   encodeAssistant(turn: { content?: string | undefined; reasoning?: string | undefined; tool_calls?: { name: string; arguments: Record<string, unknown> }[] | undefined }): number[];
+  /**
+   * Ids that end a generation (the end-of-turn token, the config's EOS ids), when the codec knows
+   * them: a token protocol whose answer carries no finish reason (ProRL's `/generate`) decides
+   * `stop` vs `length` by whether the last sampled id is one of them.
+   */
+  readonly stopIds?: ReadonlySet<number> | undefined;
   /** Plain text → ids, no template. */
   encode(text: string): number[];
   decode(ids: number[]): string;

@@ -1,6 +1,6 @@
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
-import type { Message, ToolSchema } from '../protocol/messages.js';
+import type { Message, ToolCall, ToolSchema } from '../protocol/messages.js';
 import type { ChatCodec, ParsedAssistant } from './chat-codec.js';
 import { SampledTurns } from './sampled-turns.js';
 import { parseToolCalls, type AssistantFormat } from './tool-call-parser.js';
@@ -244,10 +244,27 @@ export function buildCodec(tok: TextTokenizer, opts: HfCodecOptions): HfChatCode
       // last turn specially (Qwen3's <think> block) do not add to it.
       const msg: Message = { role: 'assistant', content: turn.content ?? '' };
       if (turn.tool_calls && turn.tool_calls.length > 0) msg.tool_calls = turn.tool_calls.map((c) => ({ name: c.name, arguments: c.arguments }));
+      // A template may drop part of a historical turn: DeepSeek-V3's the calls of a turn with
+      // text, Llama 3.1's the text of a turn with calls (and it refuses two calls), one without
+      // tools every call, Qwen3's the reasoning of a turn before the last user message. The model
+      // sampled all of it, so such a turn is written as the model writes it: its text verbatim,
+      // then the calls in the parser's format (#28). Only turns with calls or a think block can
+      // lose anything.
+      const calls = msg.tool_calls ?? [];
+      const content = msg.content;
+      const write = calls.length > 0 || content.includes('</think>') ? getToolParser(format.toolParser).write : undefined;
       const before = renderText(head, [], { addGenerationPrompt: true });
-      const text = renderText([...head, msg, { role: 'user', content: U2 }], [], { addGenerationPrompt: false });
+      let text: string;
+      try {
+        text = renderText([...head, msg, { role: 'user', content: U2 }], [], { addGenerationPrompt: false });
+      } catch (e) {
+        if (write) return [...encode(write(content, calls)), eotId];
+        throw e;
+      }
       const cut = text.indexOf(eot, before.length);
-      return [...encode(text.slice(before.length, cut)), eotId];
+      const body = text.slice(before.length, cut);
+      if (write && !keepsTurn(parseToolCalls(body, format), content, calls)) return [...encode(write(content, calls)), eotId];
+      return [...encode(body), eotId];
     },
     renderFull(messages, tools, o) {
       return renderFullSpliced(messages, tools, o?.enableThinking);
@@ -285,6 +302,28 @@ export function buildCodec(tok: TextTokenizer, opts: HfCodecOptions): HfChatCode
   }
 
   return codec;
+}
+
+/**
+ * Whether a rendered turn, parsed back, still has the turn's text (whitespace aside: templates
+ * trim) and exactly its calls.
+ */
+function keepsTurn(parsed: ParsedAssistant, content: string, calls: readonly ToolCall[]): boolean {
+  const norm = (x: string): string => x.replace(/\s+/g, ' ').trim();
+  if (norm(parsed.content) !== norm(content) || parsed.toolCalls.length !== calls.length) return false;
+  return calls.every((c, i) => parsed.toolCalls[i]!.name === c.name && sortedJson(parsed.toolCalls[i]!.arguments) === sortedJson(c.arguments));
+}
+
+/** JSON with object keys sorted, to compare arguments whatever order a template wrote them in. */
+function sortedJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(sortedJson).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${sortedJson((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
 }
 
 function singleId(tok: TextTokenizer, t: string): number | undefined {

@@ -114,6 +114,6 @@ export interface ManagedLlmClient extends LlmClient {
   /** Removes it now; its in-flight calls are retried elsewhere. */
   removeBackend(id: string): boolean;
   listBackends(): BackendInfo[];
-  /** Sets the weight version recorded on turns sampled from then on (all backends, or one). */
+  /** Sets the weight version stamped on calls sent from then on (all backends, or one); a call in flight keeps the version it was sent at. */
   setWeightVersion(version: string | number, backendId?: string): void;
 }

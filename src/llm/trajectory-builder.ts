@@ -2,6 +2,7 @@ import type { ChatCodec } from './chat-codec.js';
 import type { ChatContext, LogprobSemantics } from './llm-client.js';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import type { AssistantTurn, Trajectory } from '../protocol/trajectory.js';
+import { findDrift } from './drift-detector.js';
 import { firstRegression, versionRange, versionRuns, type VersionRun } from './weight-versions.js';
 
 /** One sampled turn, as the LLM client returned it plus its measured latency. */
@@ -74,6 +75,12 @@ export class TrajectoryBuilder {
   private lastOutput: number[] = [];
   private finished = false;
   private retokenized = false;
+  /**
+   * The last turn was re-tokenized from a chat server that reports no prompt ids: the server
+   * renders the next prompt from the messages itself, and nothing else would tell whether that
+   * render extends what the trajectory holds.
+   */
+  private unseenServerPrompt = false;
   private chatView: ChatContext | undefined;
 
   constructor(private readonly opts: TrajectoryBuilderOptions = {}) {}
@@ -153,6 +160,7 @@ export class TrajectoryBuilder {
     const tokenSource = turn.tokenSource ?? 'engine';
     if (tokenSource === 'retokenized') this.retokenized = true;
     if (turn.enginePromptIds) this.checkEnginePrompt(turn.enginePromptIds);
+    this.unseenServerPrompt = tokenSource === 'retokenized' && turn.enginePromptIds === undefined;
     // Built field by field: a rest/spread copy per turn was measurable garbage on the benchmark.
     this.turns.push({
       tokenSource,
@@ -180,7 +188,8 @@ export class TrajectoryBuilder {
     this.messages.push(...messages);
     this.append(ids);
     if (messages.length) this.contIds.push(this.messages.length - 1, start, this.tokens.length);
-    this.checkDrift();
+    if (this.unseenServerPrompt) this.checkServerRender();
+    else this.checkDrift();
   }
 
   /** Appends messages that were not templated (e.g. an observation that no longer fit the context). */
@@ -319,6 +328,28 @@ export class TrajectoryBuilder {
         return;
       }
     }
+  }
+
+  /**
+   * After a re-tokenized turn from a server that reports no prompt ids (a stock OpenAI endpoint),
+   * the server's next prompt is its template's render of the messages, which the trajectory's
+   * prompt need not extend (a template that trims text, drops a think block or re-serialises
+   * calls): compare with that render — the plain render, no sampled ids spliced in, since the
+   * server has none — and record the first differing position (expected = the server's). Always
+   * on in this mode, `detectDrift` or not: it is the only sign of the difference (#28). A
+   * template that refuses the conversation is not drift (the server's call would fail instead).
+   */
+  private checkServerRender(): void {
+    const codec = this.opts.codec;
+    if (!codec) return;
+    let expected: number[];
+    try {
+      expected = codec.encodePrompt(this.messages, this.tools, this.opts.enableThinking === undefined ? undefined : { enableThinking: this.opts.enableThinking });
+    } catch {
+      return;
+    }
+    const f = findDrift(this.turns.length, expected, this.tokens);
+    if (f) this.drift.push(f);
   }
 
   /** Compares the incremental ids with a full re-render; records the first differing position. */

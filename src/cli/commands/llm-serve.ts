@@ -1,6 +1,7 @@
 import { choiceFlag, numberFlag, parseFlags, UsageError } from '../args.js';
 import { ensureTinyGguf } from '../../llm/gguf-writer.js';
-import { checkEngineTokenizer, tinyVocabFor } from '../../llm/codec-registry.js';
+import type { ChatCodec } from '../../llm/chat-codec.js';
+import { checkEngineTokenizer, codecFor, tinyVocabFor } from '../../llm/codec-registry.js';
 import { createLlamaEngine } from '../../llm/llama-engine.js';
 import { startLlmHttpServer } from '../../llm/llm-http-server.js';
 import { createQwen3Codec } from '../../llm/qwen3-codec.js';
@@ -11,8 +12,9 @@ const DEFAULT_CONTEXT = 4096;
 const HELP = `usage: rollout llm-serve (--model PATH | --tiny) [options]
 
 Serves a GGUF model with node-llama-cpp (CPU, prebuilt binary) over the ProRL, vLLM and SGLang
-token protocols and OpenAI chat completions (messages rendered with the Qwen3 chat template, as
-the tiny model carries the Qwen3 vocabulary), recording what it sampled (GET /debug/samples).
+token protocols and OpenAI chat completions (messages rendered with the chat template of
+--tokenizer's model directory, else Qwen3's, as the default tiny model carries the Qwen3
+vocabulary), recording what it sampled (GET /debug/samples).
 
   --model PATH          GGUF file to serve
   --tiny                serve the tiny random-weight Qwen3-vocabulary model (written to .cache/models)
@@ -25,7 +27,8 @@ the tiny model carries the Qwen3 vocabulary), recording what it sampled (GET /de
   --threads N           CPU threads (default 1)
   --weight-version V    reported weight version
   --tokenizer DIR       Hugging Face model directory: with --tiny, the tiny model carries its
-                        vocabulary and template; with --model, checked against the model's at start
+                        vocabulary and template; with --model, checked against the model's at start.
+                        Chat completions render and parse with its tokenizer and template
   --tool-parser NAME    tool-call format of the model (checked; default: the template's)
 `;
 
@@ -86,6 +89,17 @@ export async function run(argv: string[]): Promise<number> {
     await engine.close();
     return 2;
   }
+  // The chat route renders prompts and parses replies in the served model's vocabulary and
+  // template: Qwen3's ids sent to another family's engine were refused (HTTP 500) or sampled
+  // from the wrong vocabulary (#28). The codec was loaded (and cached) by the check above.
+  let chatCodec: ChatCodec;
+  try {
+    chatCodec = v.tokenizer || v['tool-parser'] ? codecFor({ tokenizer: v.tokenizer, toolParser: v['tool-parser'] }) : createQwen3Codec();
+  } catch (e) {
+    process.stderr.write(`rollout llm-serve: ${(e as Error).message}\n`);
+    await engine.close();
+    return 2;
+  }
   const server = await startLlmHttpServer({
     engine,
     host: v.host,
@@ -93,7 +107,7 @@ export async function run(argv: string[]): Promise<number> {
     protocol,
     weightVersion: v['weight-version'] ?? null,
     modelName: modelPath,
-    openai: { codec: createQwen3Codec() },
+    openai: { codec: chatCodec },
     getRoutes: {
       '/debug/samples': () => ({ samples: engine.samples() }),
       // llama.cpp's server reports its parallel slots here; `rollout run` sizes its concurrency by it.
@@ -106,10 +120,10 @@ export async function run(argv: string[]): Promise<number> {
   const served = protocol === 'all' ? Object.keys(addresses) : [protocol];
   process.stdout.write(
     formatBanner([
-      ['model', `${modelPath}${v.tiny ? ' (tiny random weights, Qwen3 vocabulary)' : ''}`],
+      ['model', `${modelPath}${v.tiny ? ` (tiny random weights, ${v.tokenizer ? 'the vocabulary of --tokenizer' : 'Qwen3 vocabulary'})` : ''}`],
       ['backends', served.map((p) => addresses[p]).join(', ')],
       ['slots', `${slots} requests at once (--parallel), context ${n.contextSize ?? DEFAULT_CONTEXT} tokens`],
-      ['tokenizer', v.tokenizer ?? 'the model\'s own (Qwen3 template for chat)'],
+      ['tokenizer', v.tokenizer ? `${v.tokenizer} (its template for chat)` : 'the model\'s own (Qwen3 template for chat)'],
       ['use it', `rollout run TASKS.jsonl --backend ${addresses[served[0]!]}`],
     ]),
   );

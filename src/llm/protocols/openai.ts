@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Message, ToolCall } from '../../protocol/messages.js';
 import type { ChatCodec } from '../chat-codec.js';
 import { reasoningApart } from '../harmony-codec.js';
+import { TOOL_PARSERS, type WrittenCall } from '../tool-parsers/index.js';
 import type { ChatContext, LogprobSemantics } from '../llm-client.js';
 import { checkAligned, finiteLogprob, stopOf, type ParsedGeneration, type ProtocolAdapter } from './protocol.js';
 
@@ -169,8 +170,9 @@ type ReplyMessage = z.infer<typeof OpenAiChatResponseSchema>['choices'][number][
 
 /**
  * The ids the model would have sampled for this reply, rendered with the rollout's codec. A tool
- * call whose `arguments` is not a JSON object is written back as a raw `<tool_call>` block, so
- * the codec's parser reports it as the policy's malformed call instead of it vanishing.
+ * call whose `arguments` is not a JSON object is written back in the codec's tool-call format
+ * with its arguments as sent (a raw `<tool_call>` block where the codec has no writer), so the
+ * codec's parser reports it as the policy's malformed call instead of it vanishing.
  */
 export function retokenize(codec: ChatCodec, msg: ReplyMessage, cutByLength: boolean): number[] {
   let content = msg.content ?? '';
@@ -178,15 +180,27 @@ export function retokenize(codec: ChatCodec, msg: ReplyMessage, cutByLength: boo
   const apart = reasoningApart(codec);
   if (msg.reasoning_content && !apart) content = `<think>\n${msg.reasoning_content}\n</think>\n\n${content}`;
   const calls: { name: string; arguments: Record<string, unknown> }[] = [];
+  const written: WrittenCall[] = [];
+  let rawBlocks = '';
   for (const tc of msg.tool_calls ?? []) {
     const raw = tc.function.arguments ?? '{}';
     const args = toolArgumentsOf(raw);
+    const text = typeof raw === 'string' ? raw : JSON.stringify(raw);
     if (args) calls.push({ name: tc.function.name, arguments: args });
-    else content += `${content ? '\n' : ''}<tool_call>\n{"name": ${JSON.stringify(tc.function.name)}, "arguments": ${typeof raw === 'string' ? raw : JSON.stringify(raw)}}\n</tool_call>`;
+    else rawBlocks += `${content || rawBlocks ? '\n' : ''}<tool_call>\n{"name": ${JSON.stringify(tc.function.name)}, "arguments": ${text}}\n</tool_call>`;
+    written.push({ name: tc.function.name, arguments: args ?? text });
   }
-  const ids = codec.encodeAssistant({ content, ...(apart && msg.reasoning_content ? { reasoning: msg.reasoning_content } : {}), ...(calls.length > 0 ? { tool_calls: calls } : {}) });
-  // A turn cut by max_tokens never sampled its end-of-turn token; the continuation closes it.
+  // The end-of-turn token of the codec (HfChatCodec and harmony's carry it).
   const eot = (codec as { endOfTurnId?: number }).endOfTurnId;
+  const write = TOOL_PARSERS[(codec as { format?: { toolParser?: string } }).format?.toolParser ?? '']?.write;
+  let ids: number[];
+  if (written.length > calls.length && write && eot !== undefined) {
+    // A malformed call has no object to render through the template: the whole turn in the format the parser reads.
+    ids = [...codec.encode(write(content, written)), eot];
+  } else {
+    ids = codec.encodeAssistant({ content: content + rawBlocks, ...(apart && msg.reasoning_content ? { reasoning: msg.reasoning_content } : {}), ...(calls.length > 0 ? { tool_calls: calls } : {}) });
+  }
+  // A turn cut by max_tokens never sampled its end-of-turn token; the continuation closes it.
   // (A copy: a codec may hand out a cached array.)
   if (cutByLength && eot !== undefined && ids.at(-1) === eot) return ids.slice(0, -1);
   return ids;

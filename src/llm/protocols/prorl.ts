@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { checkAligned, finiteLogprob, type ProtocolAdapter } from './protocol.js';
+import { checkAligned, finiteLogprob, inferFinishReason, type ProtocolAdapter } from './protocol.js';
 
 /** ProRL's `/generate` answer. `logprobs` is optional in the reference; we require it (RL needs it). */
 export const ProrlResponseSchema = z.object({
@@ -37,8 +37,8 @@ export const prorlProtocol: ProtocolAdapter = {
     return {
       outputIds: r.response_ids,
       logprobs,
-      // The reference answer has no finish reason: a turn that used its whole budget was cut.
-      finishReason: r.finish_reason ?? (r.response_ids.length >= req.maxTokens ? 'length' : 'stop'),
+      // The reference answer has no finish reason: the last sampled id decides (#28).
+      finishReason: r.finish_reason ?? inferFinishReason(r.response_ids, req),
       weightVersion: r.weight_version,
     };
   },

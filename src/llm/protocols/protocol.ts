@@ -37,6 +37,21 @@ export interface ProtocolAdapter {
   parse(json: unknown, req: GenerateRequest): ParsedGeneration;
 }
 
+/**
+ * The finish reason of an answer that states none (the reference's ProRL `/generate` format, a
+ * vLLM answer with `finish_reason: null`): the stop token decides. A turn whose last sampled id
+ * ends a generation (the rollout codec's end-of-turn / EOS ids) stopped, even when it also used
+ * its last allowed token; otherwise a turn that used the whole budget was cut (`length`), and a
+ * shorter one stopped (a stop string, which the engine does not keep). Without the codec's stop
+ * ids only the budget can tell.
+ */
+export function inferFinishReason(outputIds: readonly number[], req: GenerateRequest): 'stop' | 'length' {
+  const stops = req.chat?.codec.stopIds;
+  const last = outputIds[outputIds.length - 1];
+  if (stops !== undefined && last !== undefined && stops.has(last)) return 'stop';
+  return outputIds.length >= req.maxTokens ? 'length' : 'stop';
+}
+
 /** Checks that ids and logprobs line up; the trajectory needs one logprob per sampled id. */
 export function checkAligned(outputIds: number[], logprobs: number[]): void {
   if (outputIds.length !== logprobs.length) throw new Error(`${outputIds.length} output ids but ${logprobs.length} logprobs`);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { checkAligned, finiteLogprob, stopOf, type ProtocolAdapter } from './protocol.js';
+import { checkAligned, finiteLogprob, inferFinishReason, stopOf, type ProtocolAdapter } from './protocol.js';
 
 const TokenIdString = /^token_id:(-?\d+)$/;
 
@@ -55,7 +55,7 @@ export const vllmProtocol: ProtocolAdapter = {
       include_stop_str_in_output: true,
     };
   },
-  parse(json) {
+  parse(json, req) {
     const c = VllmResponseSchema.parse(json).choices[0]!;
     let ids = c.token_ids ?? null;
     if (!ids) {
@@ -67,6 +67,7 @@ export const vllmProtocol: ProtocolAdapter = {
     }
     const logprobs = c.logprobs.token_logprobs.map(finiteLogprob);
     checkAligned(ids, logprobs);
-    return { outputIds: ids, logprobs, finishReason: c.finish_reason === 'length' ? 'length' : c.finish_reason === 'abort' ? 'abort' : 'stop' };
+    const f = c.finish_reason;
+    return { outputIds: ids, logprobs, finishReason: f === 'length' ? 'length' : f === 'abort' ? 'abort' : f === null || f === undefined ? inferFinishReason(ids, req) : 'stop' };
   },
 };

@@ -1,5 +1,5 @@
 import type { ToolCall } from '../../protocol/messages.js';
-import { parseJson, splitBlocks, toToolCall, type ToolParser } from './tool-parser.js';
+import { argumentsText, parseJson, splitBlocks, toToolCall, type ToolParser } from './tool-parser.js';
 
 const CALLS_BEGIN = '<｜tool▁calls▁begin｜>';
 const CALLS_END = '<｜tool▁calls▁end｜>';
@@ -24,6 +24,12 @@ export const deepseekV3Parser: ToolParser = {
     const after = endAt < 0 ? '' : text.slice(endAt + CALLS_END.length);
     const toolCalls: ToolCall[] = inner.toolCalls;
     return { content: (text.slice(0, at) + after).trim(), toolCalls, malformed: inner.malformed };
+  },
+  write(content, calls) {
+    if (calls.length === 0) return content;
+    // As DeepSeek-V3 samples (and its template writes a calls-only turn): the text, then the calls block.
+    const each = calls.map((c) => `${CALL_BEGIN}function${SEP}${c.name}\n\`\`\`json\n${argumentsText(c, JSON.stringify)}\n\`\`\`${CALL_END}`);
+    return `${content}${CALLS_BEGIN}${each.join('\n')}${CALLS_END}`;
   },
 };
 

@@ -1,4 +1,4 @@
-import { parseJson, splitBlocks, toToolCall, type ToolParser } from './tool-parser.js';
+import { argumentsText, joinTurn, parseJson, splitBlocks, toToolCall, type ToolParser } from './tool-parser.js';
 
 /**
  * Hermes / Qwen2.5 / Qwen3: `<tool_call>{"name": .., "arguments": {..}}</tool_call>`, several
@@ -12,5 +12,9 @@ export const hermesParser: ToolParser = {
       const j = parseJson(inner.trim());
       return 'error' in j ? j : toToolCall(j.value);
     });
+  },
+  write(content, calls) {
+    // As Qwen3's template renders a turn: the text, then one block per call on its own lines.
+    return joinTurn(content, '\n', calls.map((c) => `<tool_call>\n{"name": ${JSON.stringify(c.name)}, "arguments": ${argumentsText(c)}}\n</tool_call>`).join('\n'));
   },
 };

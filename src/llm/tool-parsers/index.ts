@@ -8,7 +8,7 @@ import { qwen3CoderParser } from './qwen3-coder.js';
 import { splitThink, type ReasoningFormat } from './reasoning.js';
 import type { ParsedText, ToolParser } from './tool-parser.js';
 
-export type { MalformedToolCall, ParsedText, ToolParser } from './tool-parser.js';
+export type { MalformedToolCall, ParsedText, ToolParser, WrittenCall } from './tool-parser.js';
 export { splitThink, REASONING_FORMATS, type ReasoningFormat, type ReasoningSplit } from './reasoning.js';
 export { hermesParser, qwen3CoderParser, llama3JsonParser, mistralParser, deepseekV3Parser, harmonyParser };
 export { parseHarmony, splitHarmony, HARMONY, type HarmonyMessage, type HarmonyParse } from './harmony.js';

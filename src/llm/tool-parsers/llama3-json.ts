@@ -1,17 +1,24 @@
 import type { ToolCall } from '../../protocol/messages.js';
-import { parseJson, toToolCall, type MalformedToolCall, type ToolParser } from './tool-parser.js';
+import { argumentsText, parseJson, toToolCall, type MalformedToolCall, type ToolParser } from './tool-parser.js';
 
 const PYTHON_TAG = '<|python_tag|>';
 
 /**
  * Llama 3.1 / 3.2 JSON tool calls: the whole turn is `{"name": .., "parameters": {..}}` (or
- * `arguments`), optionally after `<|python_tag|>`, several separated by `;`. A turn that starts
- * with `<|python_tag|>` or `{` and does not parse as such calls is malformed; any other text is
- * content, kept verbatim.
+ * `arguments`), optionally after `<|python_tag|>`, several separated by `;`. Text before a
+ * `<|python_tag|>` is the turn's content (a model that says something, then calls). A turn whose
+ * calls part (after the tag, or the whole turn when it starts with `{`) does not parse as such
+ * calls is malformed; any other text is content, kept verbatim.
  */
 export const llama3JsonParser: ToolParser = {
   name: 'llama3_json',
   parse(text) {
+    const at = text.indexOf(PYTHON_TAG);
+    if (at >= 0 && text.slice(0, at).trim().length > 0) {
+      // Content, then the calls after the tag.
+      const calls = llama3JsonParser.parse(text.slice(at));
+      return { ...calls, content: text.slice(0, at).trim() };
+    }
     const trimmed = text.trim();
     const tagged = trimmed.startsWith(PYTHON_TAG);
     const body = tagged ? trimmed.slice(PYTHON_TAG.length).trim() : trimmed;
@@ -26,6 +33,12 @@ export const llama3JsonParser: ToolParser = {
     }
     if (toolCalls.length === 0 && malformed.length === 0) malformed.push({ raw: body, error: 'empty tool call' });
     return { content: '', toolCalls, malformed };
+  },
+  write(content, calls) {
+    if (calls.length === 0) return content;
+    // A calls-only turn as the template writes it (bare JSON); after text, behind <|python_tag|>.
+    const json = calls.map((c) => `{"name": ${JSON.stringify(c.name)}, "parameters": ${argumentsText(c)}}`).join('; ');
+    return content.trim().length === 0 ? json : `${content}${PYTHON_TAG}${json}`;
   },
 };
 

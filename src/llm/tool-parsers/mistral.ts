@@ -1,5 +1,5 @@
 import type { ToolCall } from '../../protocol/messages.js';
-import { parseJson, toToolCall, type MalformedToolCall, type ToolParser } from './tool-parser.js';
+import { argumentsText, parseJson, toToolCall, type MalformedToolCall, type ToolParser } from './tool-parser.js';
 
 const TAG = '[TOOL_CALLS]';
 const ARGS = '[ARGS]';
@@ -43,5 +43,12 @@ export const mistralParser: ToolParser = {
       }
     }
     return { content, toolCalls, malformed };
+  },
+  write(content, calls) {
+    if (calls.length === 0) return content;
+    // The JSON-array form (tokenizer v3: Mistral 7B v0.3, Nemo); with a call whose arguments are
+    // not an object, the per-call form (v11), so that call alone reads as malformed.
+    if (calls.every((c) => typeof c.arguments !== 'string')) return `${content}${TAG}[${calls.map((c) => `{"name": ${JSON.stringify(c.name)}, "arguments": ${argumentsText(c)}}`).join(', ')}]`;
+    return content + calls.map((c) => `${TAG}${c.name}${ARGS}${argumentsText(c)}`).join('');
   },
 };

@@ -1,5 +1,5 @@
 import type { ToolCall, ToolSchema } from '../../protocol/messages.js';
-import { splitBlocks, type ToolParser } from './tool-parser.js';
+import { joinTurn, splitBlocks, type ToolParser, type WrittenCall } from './tool-parser.js';
 
 /**
  * Qwen3-Coder: XML parameters inside `<tool_call>`:
@@ -11,6 +11,16 @@ export const qwen3CoderParser: ToolParser = {
   name: 'qwen3_coder',
   parse(text, tools) {
     return splitBlocks(text, '<tool_call>', '</tool_call>', (inner) => parseFunction(inner, tools));
+  },
+  write(content, calls) {
+    // As Qwen3-Coder's template renders a call: strings as they are, other values as JSON.
+    const block = (c: WrittenCall): string => {
+      // Arguments that are not an object have no parameters to write: as sent, malformed on reading.
+      if (typeof c.arguments === 'string') return `<tool_call>\n<function=${c.name}>\n${c.arguments}\n</function>\n</tool_call>`;
+      const params = Object.entries(c.arguments).map(([k, v]) => `<parameter=${k}>\n${typeof v === 'string' ? v : JSON.stringify(v)}\n</parameter>\n`);
+      return `<tool_call>\n<function=${c.name}>\n${params.join('')}</function>\n</tool_call>`;
+    };
+    return joinTurn(content, '\n', calls.map(block).join('\n'));
   },
 };
 

@@ -34,6 +34,49 @@ export interface ToolParser {
    * `reasoning`; the others leave it out. Never throws.
    */
   parse(text: string, tools?: readonly ToolSchema[]): Omit<ParsedText, 'reasoning' | 'error'> & { reasoning?: string | null };
+  /**
+   * The text a model of this family samples for a turn of `content` followed by `calls` (no
+   * end-of-turn token), such that {@link parse} gives back that content (up to surrounding
+   * whitespace) and those calls. A codec writes a turn this way where its chat template would
+   * lose part of it (DeepSeek-V3's drops the calls of a turn with text, Llama 3.1's the text of a
+   * turn with calls, a template without tools both). Absent for harmony, whose codec writes whole
+   * messages itself.
+   */
+  write?(content: string, calls: readonly WrittenCall[]): string;
+}
+
+/**
+ * A call to write: `arguments` an object, or a string written verbatim where the JSON would go
+ * (a call a server returned with arguments that are not a JSON object: written as sent, the
+ * parser reads it back as the policy's malformed call).
+ */
+export interface WrittenCall {
+  name: string;
+  arguments: Record<string, unknown> | string;
+}
+
+/** The call's arguments as JSON text: a raw string as it is, an object by `json`. */
+export function argumentsText(c: WrittenCall, json: (v: unknown) => string = spacedJson): string {
+  return typeof c.arguments === 'string' ? c.arguments : json(c.arguments);
+}
+
+/**
+ * JSON as Python's `json.dumps` writes it by default (`", "` and `": "` separators), which is
+ * how chat templates' `tojson` shows tool calls to a model, so written calls look like rendered ones.
+ */
+export function spacedJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map((x) => spacedJson(x === undefined ? null : x)).join(', ')}]`;
+  if (v !== null && typeof v === 'object') {
+    const parts: string[] = [];
+    for (const [k, x] of Object.entries(v as Record<string, unknown>)) if (x !== undefined) parts.push(`${JSON.stringify(k)}: ${spacedJson(x)}`);
+    return `{${parts.join(', ')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
+
+/** `content`, then `sep`, then `calls`: the separator only where both sides have text. */
+export function joinTurn(content: string, sep: string, calls: string): string {
+  return content.length === 0 ? calls : calls.length === 0 ? content : content + sep + calls;
 }
 
 /** Checks a parsed `{name, arguments|parameters}` object; the message is the model's error text. */

@@ -26,6 +26,33 @@ describe('prorl protocol', () => {
   it('refuses an answer whose logprobs do not line up with the ids', () => {
     expect(() => prorlProtocol.parse({ response_ids: [7, 8], logprobs: [-1] }, req)).toThrow(/2 output ids but 1 logprobs/);
   });
+
+  describe('without a finish reason (the reference format), the stop token decides', () => {
+    const qwen = createQwen3Codec();
+    const withCodec: GenerateRequest = { ...req, chat: { messages: [], tools: [], codec: qwen } };
+    const eot = qwen.endOfTurnId;
+    const eos = [...qwen.stopIds].find((id) => id !== eot)!;
+    it.each([
+      ['stops on its last allowed token: the end-of-turn id', [7, 8, 9, eot], 'stop'],
+      ['stops on its last allowed token: another stop id', [7, 8, 9, eos], 'stop'],
+      ['uses the whole budget on ordinary tokens', [7, 8, 9, 10], 'length'],
+      ['ends early on the end-of-turn id', [7, eot], 'stop'],
+      ['ends early without a stop id (a stop string)', [7, 8], 'stop'],
+      ['samples nothing', [], 'stop'],
+    ] as const)('%s → %s', (_name, ids, finish) => {
+      expect(prorlProtocol.parse({ response_ids: ids, logprobs: ids.map(() => -1) }, withCodec).finishReason).toBe(finish);
+    });
+
+    it('keeps a finish reason the server did send', () => {
+      expect(prorlProtocol.parse({ response_ids: [7, 8, 9, eot], logprobs: [-1, -1, -1, -1], finish_reason: 'length' }, withCodec).finishReason).toBe('length');
+    });
+
+    it('reads a vLLM answer with finish_reason null the same way', () => {
+      const ans = (ids: number[]) => ({ choices: [{ token_ids: ids, logprobs: { tokens: ids.map((i) => `token_id:${i}`), token_logprobs: ids.map(() => -1) }, finish_reason: null }] });
+      expect(vllmProtocol.parse(ans([7, 8, 9, eot]), withCodec).finishReason).toBe('stop');
+      expect(vllmProtocol.parse(ans([7, 8, 9, 10]), withCodec).finishReason).toBe('length');
+    });
+  });
 });
 
 describe('vllm protocol', () => {

@@ -52,6 +52,15 @@ describe('llama3_json', () => {
     expect(p.toolCalls).toEqual([{ name: 'a', arguments: { s: 'x;y' } }, { name: 'b', arguments: {} }]);
   });
 
+  it('reads text before <|python_tag|> as the content of a turn that then calls', () => {
+    expect(llama3JsonParser.parse('Let me look.<|python_tag|>{"name": "bash", "parameters": {"cmd": "ls"}}; {"name": "b", "parameters": {}}')).toEqual({
+      content: 'Let me look.',
+      toolCalls: [{ name: 'bash', arguments: { cmd: 'ls' } }, { name: 'b', arguments: {} }],
+      malformed: [],
+    });
+    expect(llama3JsonParser.parse('Let me look.<|python_tag|>{"name": ').malformed[0]!.error).toMatch(/invalid JSON/);
+  });
+
   it('keeps plain text as content verbatim and reports broken JSON as malformed', () => {
     expect(llama3JsonParser.parse(' Sure, here it is.\n')).toEqual({ content: ' Sure, here it is.\n', toolCalls: [], malformed: [] });
     expect(llama3JsonParser.parse('{"name": "bash", "parameters": {"cmd": ').malformed[0]!.error).toMatch(/invalid JSON/);
@@ -135,5 +144,29 @@ describe('the registry', () => {
     expect(p.content).toBe('Hi');
     expect(p.reasoning).toBe('x');
     expect(p.error).toMatch(/invalid JSON/);
+  });
+});
+
+describe('write: the text a model of the family samples for content + calls, which parse reads back', () => {
+  const calls = [
+    { name: 'execute_bash', arguments: { command: 'echo "a;b" > x.txt\ncat x.txt' } },
+    { name: 'edit', arguments: { path: '/tmp/ü.py', line: 3, opts: { dry: true, tags: ['a', null] } } },
+  ];
+  const writers = TOOL_PARSER_NAMES.filter((n) => getToolParser(n).write !== undefined);
+
+  it('every parser but harmony (whose codec writes whole messages) has a writer', () => {
+    expect(writers.sort()).toEqual(TOOL_PARSER_NAMES.filter((n) => n !== 'openai').sort());
+  });
+
+  it.each(writers)('%s: text and two calls round-trip', (name) => {
+    const p = getToolParser(name);
+    const tools = [{ type: 'function' as const, function: { name: 'edit', description: '', parameters: { type: 'object', properties: { path: { type: 'string' }, line: { type: 'integer' }, opts: { type: 'object' } } } } }];
+    expect(p.parse(p.write!('Let me look first.', calls), tools)).toEqual({ content: 'Let me look first.', toolCalls: calls, malformed: [] });
+  });
+
+  it.each(writers)('%s: calls alone, and text alone, round-trip', (name) => {
+    const p = getToolParser(name);
+    expect(p.parse(p.write!('', calls.slice(0, 1)))).toMatchObject({ content: '', toolCalls: calls.slice(0, 1), malformed: [] });
+    expect(p.parse(p.write!('Just text.', []))).toEqual({ content: 'Just text.', toolCalls: [], malformed: [] });
   });
 });
