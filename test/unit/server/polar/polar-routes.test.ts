@@ -26,7 +26,7 @@ let warnings: string[];
 /** Timers of 5 s armed through the service's clock: the callback's spacing sleeps. */
 let armed5s: number;
 
-async function start(opts: { token?: string; maxQueued?: number; stages?: { init: number; run: number } } = {}): Promise<void> {
+async function start(opts: { token?: string; maxQueued?: number; stages?: { init: number; run: number }; createMs?: number } = {}): Promise<void> {
   clock = new ManualClock();
   armed5s = 0;
   const m = clock;
@@ -47,7 +47,7 @@ async function start(opts: { token?: string; maxQueued?: number; stages?: { init
         codec: new TestCodec(),
         clock,
         sandboxes: () => {
-          const p = new MemorySandboxProvider({ clock });
+          const p = new MemorySandboxProvider({ clock, latencyMs: (op) => (op === 'create' ? (opts.createMs ?? 0) : 0) });
           providers.push(p);
           return p;
         },
@@ -149,6 +149,27 @@ describe('Polar tasks on the runtime', () => {
     expect((await api('GET', '/rollout/task/big')).status).toBe(404);
     expect((await api('POST', '/rollout/task/submit', task('fits', { num_samples: 4 }))).status).toBe(200);
     await poll('fits');
+  });
+
+  it('admits waiting sessions by dispatch_priority, higher first, never preempting one started', async () => {
+    // The one INIT slot is held 10 s on the clock by each session's sandbox start.
+    await start({ stages: { init: 1, run: 8 }, createMs: 10_000 });
+    const held = (id: string, priority: number) => task(id, { dispatch_priority: priority });
+    const sub = async (id: string, p: number) => expect((await api('POST', '/rollout/task/submit', held(id, p))).status).toBe(200);
+    await sub('first', 0);
+    await sub('low', 10);
+    await sub('high', 90);
+    await sub('mid', 50);
+    const order = async (): Promise<string[]> => {
+      const started: string[] = [];
+      for (const id of ['first', 'low', 'high', 'mid']) if ((await api('GET', `/tasks/${id}/sessions`)).body.sessions[0].status !== 'REGISTERED') started.push(id);
+      return started;
+    };
+    await expect.poll(order, { timeout: 5_000, interval: 5 }).toEqual(['first']);
+    for (const next of [['first', 'high'], ['first', 'high', 'mid'], ['first', 'low', 'high', 'mid']]) {
+      await clock.advance(10_000);
+      await expect.poll(order, { timeout: 5_000, interval: 5 }).toEqual(next);
+    }
   });
 
   it('stops the stragglers once early_stop_min_usable_sessions sessions completed usable', async () => {
