@@ -21,6 +21,9 @@ export interface StoredTask {
 export class TaskStore {
   private readonly dir: string | null;
   private ready: Promise<void> | null = null;
+  /** The last write of each task: its writes happen in order, so an older record never lands last. */
+  private readonly writes = new Map<string, Promise<void>>();
+  private seq = 0;
 
   constructor(stateDir: string | undefined) {
     this.dir = stateDir ? join(stateDir, 'polar', 'tasks') : null;
@@ -30,14 +33,28 @@ export class TaskStore {
     return this.dir !== null;
   }
 
-  /** Writes the record; resolves once it is on disk. Rejects on an I/O error (the caller logs it). */
-  async save(rec: StoredTask): Promise<void> {
-    if (!this.dir) return;
-    this.ready ??= mkdir(this.dir, { recursive: true, mode: 0o700 }).then(() => undefined);
+  /**
+   * Writes the record after any earlier write of the same task; resolves once it is on disk.
+   * Rejects on an I/O error (the caller logs it).
+   */
+  save(rec: StoredTask): Promise<void> {
+    if (!this.dir) return Promise.resolve();
+    const id = rec.status.task_id;
+    const text = JSON.stringify(rec);
+    const next = (this.writes.get(id) ?? Promise.resolve()).catch(() => undefined).then(() => this.write(id, text));
+    this.writes.set(id, next);
+    void next.finally(() => {
+      if (this.writes.get(id) === next) this.writes.delete(id);
+    }).catch(() => undefined);
+    return next;
+  }
+
+  private async write(id: string, text: string): Promise<void> {
+    this.ready ??= mkdir(this.dir!, { recursive: true, mode: 0o700 }).then(() => undefined);
     await this.ready;
-    const file = this.file(rec.status.task_id);
-    const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
-    await writeFile(tmp, JSON.stringify(rec), { mode: 0o600 });
+    const file = this.file(id);
+    const tmp = `${file}.${process.pid}.${++this.seq}.tmp`;
+    await writeFile(tmp, text, { mode: 0o600 });
     await rename(tmp, file);
   }
 
