@@ -75,10 +75,10 @@ export function buildTraces(calls: readonly LlmCall[], builder: BuilderName, opt
 
 function singleTrace(c: LlmCall, tools: Record<string, unknown>[] | null): UnrewardedTrace {
   return {
-    prompt_ids: [...c.promptIds],
-    response_ids: [...c.responseIds],
+    prompt_ids: c.promptIds.slice(),
+    response_ids: c.responseIds.slice(),
     loss_mask: c.responseIds.map(() => 1 as const),
-    response_logprobs: c.logprobs.length === c.responseIds.length ? [...c.logprobs] : null,
+    response_logprobs: c.logprobs.length === c.responseIds.length ? c.logprobs.slice() : null,
     prompt_messages: c.promptMessages.map((m) => ({ ...m })),
     response_messages: c.responseMessages.map((m) => ({ ...m })),
     tools,
@@ -93,9 +93,9 @@ function mergeChain(chain: readonly LlmCall[], eot: number | undefined, tools: R
   let i = 0;
   while (i < chain.length) {
     const first = chain[i]!;
-    const response: number[] = [...first.responseIds];
+    const response: number[] = first.responseIds.slice();
     const mask: (0 | 1)[] = first.responseIds.map(() => 1 as const);
-    const logprobs: number[] = [...first.logprobs];
+    const logprobs: number[] = first.logprobs.slice();
     let logprobsOk = first.logprobs.length === first.responseIds.length;
     const responseMessages = first.responseMessages.map((m) => ({ ...m }));
     let msgAcc = first.promptMessages.length + first.responseMessages.length;
@@ -134,7 +134,7 @@ function mergeChain(chain: readonly LlmCall[], eot: number | undefined, tools: R
       last = c;
     }
     traces.push({
-      prompt_ids: [...first.promptIds],
+      prompt_ids: first.promptIds.slice(),
       response_ids: response,
       loss_mask: mask,
       response_logprobs: logprobsOk ? logprobs : null,
