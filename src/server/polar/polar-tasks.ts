@@ -37,6 +37,7 @@ interface SessionRec {
   handle: RolloutHandle | null;
   state: SessionStatus;
   endedBy: EndedBy;
+  initAt: number | null;
   initEndAt: number | null;
   runAt: number | null;
   timers: TimerHandle[];
@@ -69,7 +70,7 @@ export interface PolarTasksDeps {
 /**
  * Polar tasks over the one runtime: a task's `num_samples` sessions are rollouts submitted with
  * the task's `dispatch_priority` (ids `sk-polar-<uuid>`, group `polar:<task_id>`); this class
- * keeps the task records, the per-session deadlines (`timeout_seconds` from submit,
+ * keeps the task records, the per-session deadlines (`timeout_seconds` from the session's INIT,
  * `metadata.agent_timeout` from the session's first RUN state), early stop, the 300 s cancel
  * tombstones, the callbacks, and the records' persistence. Nothing beneath it knows Polar.
  */
@@ -112,7 +113,7 @@ export class PolarTasks {
     // Subscribed before the first submit, so no session's first state is missed.
     const events = rt.events({ groupId, signal: rec.stop.signal, bufferSize: 10_000 });
     for (let i = 0; i < req.num_samples; i++) {
-      const s: SessionRec = { id: `sk-polar-${randomUUID()}`, handle: null, state: 'REGISTERED', endedBy: null, initEndAt: null, runAt: null, timers: [], result: null };
+      const s: SessionRec = { id: `sk-polar-${randomUUID()}`, handle: null, state: 'REGISTERED', endedBy: null, initAt: null, initEndAt: null, runAt: null, timers: [], result: null };
       try {
         s.handle = rt.submit(mapped.instance, mapped.sampling, { id: s.id, groupId, priority: req.dispatch_priority });
       } catch (err) {
@@ -127,9 +128,6 @@ export class PolarTasks {
     this.evict();
     const byId = new Map(rec.sessions.map((s) => [s.id, s]));
     void this.follow(rec, events, byId);
-    for (const s of rec.sessions) {
-      s.timers.push(this.clock.setTimeout(() => this.endSession(rec, s, 'task_timeout'), req.timeout_seconds * 1000));
-    }
     rec.settled = Promise.all(rec.sessions.map((s) => s.handle!.result.then((r) => this.onResult(rec, s, r)))).then(() => this.finish(rec));
     rec.settled.catch((err: unknown) => this.deps.service.warn(`polar task ${req.task_id.slice(0, 100)}: ${(err as Error).message}`));
     this.bus.publish('task.created', { task_id: req.task_id, status: 'running', harness: req.agent.harness, model: req.agent.model_name, num_samples: req.num_samples });
@@ -242,7 +240,7 @@ export class PolarTasks {
     }
   }
 
-  /** Follows the task's rollout states: live session statuses, the ready-queue time, the agent deadline. */
+  /** Follows the task's rollout states: live session statuses, the ready-queue time, the session and agent deadlines. */
   private async follow(rec: TaskRec, events: AsyncIterable<unknown>, byId: Map<string, SessionRec>): Promise<void> {
     const agentTimeout = rec.req.metadata['agent_timeout'];
     try {
@@ -257,6 +255,11 @@ export class PolarTasks {
           this.bus.publish('session.state_changed', { task_id: rec.req.task_id, session_id: s.id, status: st });
         }
         const now = this.clock.now();
+        // Polar's budget starts when the session enters INIT (a queued session is not timed).
+        if (st && st !== 'REGISTERED' && s.initAt === null) {
+          s.initAt = now;
+          s.timers.push(this.clock.setTimeout(() => this.endSession(rec, s, 'task_timeout'), rec.req.timeout_seconds * 1000));
+        }
         if (ev.prev === 'initializing' && s.initEndAt === null) s.initEndAt = now;
         if (st === 'RUNNING' && s.runAt === null) {
           s.runAt = now;

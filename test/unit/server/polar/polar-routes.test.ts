@@ -197,6 +197,18 @@ describe('Polar tasks on the runtime', () => {
     expect(st.results[0].trajectory.traces[0].loss_mask).toContain(1);
   });
 
+  it('counts timeout_seconds from the session\'s INIT, not from its wait in the queue', async () => {
+    // One INIT slot, 10 s per sandbox start: the second session waits 10 s, then needs 10 more.
+    await start({ stages: { init: 1, run: 8 }, createMs: 10_000 });
+    expect((await api('POST', '/rollout/task/submit', task('queued', { num_samples: 2, timeout_seconds: 15 }))).status).toBe(200);
+    await expect.poll(() => rt().status().stages.init.active, { timeout: 5_000, interval: 5 }).toBe(1);
+    await clock.advance(10_000);
+    await expect.poll(async () => (await api('GET', '/rollout/task/queued')).body.completed_sessions, { timeout: 5_000, interval: 5 }).toBe(1);
+    await clock.advance(10_000);
+    const st = await poll('queued');
+    expect(st.results.map((r: any) => r.status)).toEqual(['COMPLETED', 'COMPLETED']);
+  });
+
   it('lets a cancelled id be submitted again only after the 300 s tombstone', async () => {
     await start();
     expect((await api('POST', '/rollout/task/submit', task('c', {}, [bash('sleep 3600'), finish]))).status).toBe(200);
