@@ -51,7 +51,6 @@ interface TaskRec {
   results: SessionResult[];
   createdAt: number;
   updatedAt: number;
-  stop: AbortController;
   /** Resolves when every session has its result. */
   settled: Promise<void>;
 }
@@ -83,6 +82,9 @@ export class PolarTasks {
   private closed = false;
   /** Callbacks in flight: close() aborts them. */
   private readonly callbacks = new AbortController();
+  /** Live sessions by rollout id, for the one event follower. */
+  private readonly live = new Map<string, { rec: TaskRec; s: SessionRec }>();
+  private follower: { rt: ServiceRuntime; stop: AbortController } | null = null;
 
   constructor(private readonly deps: PolarTasksDeps) {
     this.store = new TaskStore(deps.stateDir);
@@ -108,26 +110,26 @@ export class PolarTasks {
     checkCapacity(rt, req.num_samples);
 
     const now = this.clock.now();
-    const rec: TaskRec = { req, status: 'running', sessions: [], results: [], createdAt: now, updatedAt: now, stop: new AbortController(), settled: Promise.resolve() };
+    const rec: TaskRec = { req, status: 'running', sessions: [], results: [], createdAt: now, updatedAt: now, settled: Promise.resolve() };
     const groupId = `polar:${req.task_id}`;
     // Subscribed before the first submit, so no session's first state is missed.
-    const events = rt.events({ groupId, signal: rec.stop.signal, bufferSize: 10_000 });
+    this.follow(rt);
     for (let i = 0; i < req.num_samples; i++) {
       const s: SessionRec = { id: `sk-polar-${randomUUID()}`, handle: null, state: 'REGISTERED', endedBy: null, initAt: null, initEndAt: null, runAt: null, timers: [], result: null };
       try {
         s.handle = rt.submit(mapped.instance, mapped.sampling, { id: s.id, groupId, priority: req.dispatch_priority });
       } catch (err) {
         // All or nothing: the sessions already admitted are withdrawn.
-        rec.stop.abort();
+        for (const x of rec.sessions) this.live.delete(x.id);
+        this.unfollowIfIdle();
         await Promise.all(rec.sessions.map((x) => x.handle?.cancel('task refused').catch(() => undefined)));
         throw err;
       }
       rec.sessions.push(s);
+      this.live.set(s.id, { rec, s });
     }
     this.tasks.set(req.task_id, rec);
     this.evict();
-    const byId = new Map(rec.sessions.map((s) => [s.id, s]));
-    void this.follow(rec, events, byId);
     rec.settled = Promise.all(rec.sessions.map((s) => s.handle!.result.then((r) => this.onResult(rec, s, r)))).then(() => this.finish(rec));
     rec.settled.catch((err: unknown) => this.deps.service.warn(`polar task ${req.task_id.slice(0, 100)}: ${(err as Error).message}`));
     this.bus.publish('task.created', { task_id: req.task_id, status: 'running', harness: req.agent.harness, model: req.agent.model_name, num_samples: req.num_samples });
@@ -208,7 +210,8 @@ export class PolarTasks {
     this.closed = true;
     this.callbacks.abort();
     await Promise.all([...this.tasks.values()].filter((r) => r.status === 'running').map((r) => this.cancel(r.req.task_id, false)));
-    for (const rec of this.tasks.values()) rec.stop.abort();
+    this.live.clear();
+    this.unfollowIfIdle();
     this.bus.close();
   }
 
@@ -240,34 +243,55 @@ export class PolarTasks {
     }
   }
 
-  /** Follows the task's rollout states: live session statuses, the ready-queue time, the session and agent deadlines. */
-  private async follow(rec: TaskRec, events: AsyncIterable<unknown>, byId: Map<string, SessionRec>): Promise<void> {
-    const agentTimeout = rec.req.metadata['agent_timeout'];
-    try {
-      for await (const raw of events) {
-        const ev = raw as { type: string; rolloutId?: string; state?: RolloutState; prev?: RolloutState | null };
-        if (ev.type !== 'rollout.state' || !ev.rolloutId || !ev.state) continue;
-        const s = byId.get(ev.rolloutId);
-        if (!s || s.result) continue;
-        const st = LIVE_STATUS[ev.state];
-        if (st && st !== s.state) {
-          s.state = st;
-          this.bus.publish('session.state_changed', { task_id: rec.req.task_id, session_id: s.id, status: st });
+  /**
+   * One subscription to the runtime's events while any Polar session is live (none otherwise, so
+   * Polar costs the runtime nothing when unused); each `rollout.state` is routed to its session
+   * by id in O(1): live session statuses, the ready-queue time, the session and agent deadlines.
+   */
+  private follow(rt: ServiceRuntime): void {
+    if (this.follower?.rt === rt) return;
+    this.follower?.stop.abort();
+    const stop = new AbortController();
+    this.follower = { rt, stop };
+    const events = rt.events({ signal: stop.signal, bufferSize: 100_000 });
+    void (async () => {
+      try {
+        for await (const raw of events) {
+          const ev = raw as { type: string; rolloutId?: string; state?: RolloutState; prev?: RolloutState | null };
+          if (ev.type === 'rollout.state' && ev.rolloutId) this.onState(ev.rolloutId, ev.state!, ev.prev ?? null);
         }
-        const now = this.clock.now();
-        // Polar's budget starts when the session enters INIT (a queued session is not timed).
-        if (st && st !== 'REGISTERED' && s.initAt === null) {
-          s.initAt = now;
-          s.timers.push(this.clock.setTimeout(() => this.endSession(rec, s, 'task_timeout'), rec.req.timeout_seconds * 1000));
-        }
-        if (ev.prev === 'initializing' && s.initEndAt === null) s.initEndAt = now;
-        if (st === 'RUNNING' && s.runAt === null) {
-          s.runAt = now;
-          if (typeof agentTimeout === 'number') s.timers.push(this.clock.setTimeout(() => this.endSession(rec, s, 'agent_timeout'), agentTimeout * 1000));
-        }
+      } catch {
+        // The runtime closed: its sessions' results end them.
       }
-    } catch {
-      // The runtime closed, or the task ended: nothing more to follow.
+    })();
+  }
+
+  private unfollowIfIdle(): void {
+    if (this.live.size > 0 || !this.follower) return;
+    this.follower.stop.abort();
+    this.follower = null;
+  }
+
+  private onState(rolloutId: string, state: RolloutState, prev: RolloutState | null): void {
+    const hit = this.live.get(rolloutId);
+    if (!hit) return;
+    const { rec, s } = hit;
+    const st = LIVE_STATUS[state];
+    if (st && st !== s.state) {
+      s.state = st;
+      this.bus.publish('session.state_changed', { task_id: rec.req.task_id, session_id: s.id, status: st });
+    }
+    const now = this.clock.now();
+    // Polar's budget starts when the session enters INIT (a queued session is not timed).
+    if (st && st !== 'REGISTERED' && s.initAt === null) {
+      s.initAt = now;
+      s.timers.push(this.clock.setTimeout(() => this.endSession(rec, s, 'task_timeout'), rec.req.timeout_seconds * 1000));
+    }
+    if (prev === 'initializing' && s.initEndAt === null) s.initEndAt = now;
+    const agentTimeout = rec.req.metadata['agent_timeout'];
+    if (st === 'RUNNING' && s.runAt === null) {
+      s.runAt = now;
+      if (typeof agentTimeout === 'number') s.timers.push(this.clock.setTimeout(() => this.endSession(rec, s, 'agent_timeout'), agentTimeout * 1000));
     }
   }
 
@@ -281,6 +305,8 @@ export class PolarTasks {
   private onResult(rec: TaskRec, s: SessionRec, r: import('../../protocol/trajectory.js').RolloutResult): void {
     for (const t of s.timers) this.clock.clearTimeout(t);
     s.timers = [];
+    this.live.delete(s.id);
+    this.unfollowIfIdle();
     const readyQueueMs = s.initEndAt !== null && s.runAt !== null ? Math.max(0, s.runAt - s.initEndAt) : 0;
     const result = toSessionResult(r, {
       sessionId: s.id,
@@ -308,7 +334,6 @@ export class PolarTasks {
   }
 
   private async finish(rec: TaskRec): Promise<void> {
-    rec.stop.abort();
     // Polar's `TaskResult.results` are in session order.
     rec.results = rec.sessions.map((s) => s.result!);
     rec.status = rec.status === 'running' ? 'completed' : 'cancelled';
