@@ -94,11 +94,16 @@ export class PolarTasks {
 
   /**
    * Admits a task whole or not at all. Throws HttpError 409 (running, or cancelled within 300 s),
-   * 429 (the queue cannot take `num_samples` more: nothing started), 503 (stopped), and
+   * 413 (`num_samples` above the service's `maxBatchRollouts`), 429 (the queue cannot take
+   * `num_samples` more: nothing started), 503 (stopped), and
    * ValidationError / 400s naming the field for what cannot run here.
    */
   async submit(req: TaskRequest): Promise<void> {
     this.refuseDuplicate(req.task_id);
+    const max = this.deps.service.options.maxBatchRollouts;
+    if (req.num_samples > max) {
+      throw new HttpError(413, 'BATCH_TOO_LARGE', `the task asks for ${req.num_samples} sessions; one request may ask for ${max} at most`, [{ path: 'num_samples', message: `must be at most ${max}` }]);
+    }
     const rt = this.runtime();
     checkDataSource(rt, 'harness', 'agent.harness');
     checkCapacity(rt, req.num_samples);

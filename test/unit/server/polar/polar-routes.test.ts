@@ -149,6 +149,10 @@ describe('Polar tasks on the runtime', () => {
     expect((await api('GET', '/rollout/task/big')).status).toBe(404);
     expect((await api('POST', '/rollout/task/submit', task('fits', { num_samples: 4 }))).status).toBe(200);
     await poll('fits');
+    // Past what one request may ask for at all: 413, before the queue is looked at.
+    const huge = await api('POST', '/rollout/task/submit', task('huge', { num_samples: 1_000_000 }));
+    expect(huge.status).toBe(413);
+    expect(huge.body.error.issues[0].path).toBe('num_samples');
   });
 
   it('admits waiting sessions by dispatch_priority, higher first, never preempting one started', async () => {
