@@ -122,7 +122,8 @@ export class PolarTasks {
     for (let i = 0; i < req.num_samples; i++) {
       const s: SessionRec = { id: `sk-polar-${randomUUID()}`, handle: null, state: 'REGISTERED', endedBy: null, initAt: null, initEndAt: null, runAt: null, timers: [], result: null };
       try {
-        s.handle = rt.submit(mapped.instance, mapped.sampling, { id: s.id, groupId, priority: req.dispatch_priority });
+        // The session id is also its proxy's API key, as in Polar (the agent sees it as *_API_KEY).
+        s.handle = rt.submit({ ...mapped.instance, api_key: s.id }, mapped.sampling, { id: s.id, groupId, priority: req.dispatch_priority });
       } catch (err) {
         // All or nothing: the sessions already admitted are withdrawn.
         for (const x of rec.sessions) this.live.delete(x.id);

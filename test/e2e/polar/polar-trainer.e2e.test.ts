@@ -113,7 +113,9 @@ describe.skipIf(!BWRAP)('Polar trainer API on rollout serve (bwrap; install bubb
       metadata: { group_id: 7, policy_version: 1, rollout_step: 3 },
     }));
     expect(merged).toEqual({ status: 200, body: { task_id: 't-merge', status: 'running' } });
-    const perReq = await api('POST', '/rollout/task/submit', task('t-per', { evaluator: { strategy: 'session_completed' } }));
+    // This one's agent also shows its API key: the session id is the proxy's key.
+    const keyOracle = [{ tool_calls: [{ name: 'bash', arguments: { command: "echo 'hello world' > hello.txt && echo key=$OPENAI_API_KEY" } }] }, { content: 'done' }];
+    const perReq = await api('POST', '/rollout/task/submit', task('t-per', { evaluator: { strategy: 'session_completed' }, agent: { harness: 'shell', custom_shell: { command: shellCommand }, settings: { oracle: keyOracle } } }));
     expect(perReq.status).toBe(200);
     // Submitting a running id again is refused.
     expect((await api('POST', '/rollout/task/submit', task('t-merge'))).status).toBe(409);
@@ -149,6 +151,8 @@ describe.skipIf(!BWRAP)('Polar trainer API on rollout serve (bwrap; install bubb
         expect(t.loss_mask.every((m: number) => m === 1)).toBe(true);
         expect(t.reward).toBe(1);
       }
+      const tool = s.trajectory.traces[1].prompt_messages.find((m: any) => m.role === 'tool');
+      expect(tool.content).toContain(`key=${s.session_id}`);
       // The second call's prompt extends the first call's prompt and answer.
       const [t0, t1] = s.trajectory.traces;
       expect(t1.prompt_ids.slice(0, t0.prompt_ids.length + t0.response_ids.length)).toEqual([...t0.prompt_ids, ...t0.response_ids]);
