@@ -74,8 +74,7 @@ export function polarRoutes(service: ServiceContext, opts: PolarRouteOptions): P
     }
     return { status: 200, body: generation(rt) };
   };
-  const resume: RouteHandler = (r) => {
-    void r;
+  const resume: RouteHandler = () => {
     const rt = weights(service);
     rt.resumeGeneration();
     return { status: 200, body: generation(rt) };
