@@ -94,6 +94,8 @@ export class RolloutSession {
     wallClockMs: number,
     /** The rollout's tokenizer and chat template: the runtime's, or its job's `custom_tokenizer`. */
     readonly codec: ChatCodec,
+    /** Orders the wait for an INIT slot: higher first, FIFO within one (SubmitOptions.priority). */
+    readonly priority = 0,
   ) {
     this.wallAt = submittedAt + wallClockMs;
     this.promise = new Promise<RolloutResult>((r) => (this.resolve = r));

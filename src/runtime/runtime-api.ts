@@ -15,6 +15,11 @@ export interface SubmitOptions {
   id?: string | undefined;
   /** A GRPO group the rollout belongs to. */
   groupId?: string | undefined;
+  /**
+   * Orders the wait for an INIT slot: higher first, FIFO within one priority, default 0. A
+   * rollout already started is never preempted. (The embedded runtime; a cluster ignores it.)
+   */
+  priority?: number | undefined;
 }
 
 /** A GRPO group: n rollouts of one instance, with trajectory ids `0..n-1`. */

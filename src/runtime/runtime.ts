@@ -124,7 +124,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
       const v = validateSubmission(instance, sampling);
       const c = jobCodec(v.sampling);
       sup.checkAdmission(1);
-      return handle(sup.admit(v.instance, v.sampling, opts.id, opts.groupId ?? null, c));
+      return handle(sup.admit(v.instance, v.sampling, opts.id, opts.groupId ?? null, c, opts.priority ?? 0));
     },
     submitGroup(instance: unknown, sampling: unknown, n: number, opts: { groupId?: string } = {}): GroupHandle {
       if (!Number.isInteger(n) || n < 1) throw new ValidationError('group size n must be a positive integer', [{ path: 'n', message: 'must be a positive integer' }]);

@@ -1,6 +1,9 @@
 /**
- * A concurrency limit with a FIFO wait queue: at most `limit` holders at a time. Waiters are
- * kept in an insertion-ordered Map, so both "grant the oldest" and "withdraw one" are O(1).
+ * A concurrency limit with a priority wait queue: at most `limit` holders at a time. Waiters
+ * are granted highest priority first, FIFO within a priority (Polar's `dispatch_priority`); a
+ * holder is never preempted. Each priority's waiters are an insertion-ordered Map, so "withdraw
+ * one" is O(1) and "grant the next" is O(distinct priorities waiting) — one, unless a client
+ * asks for priorities (Polar allows 0..100).
  * The pool never calls back into a rollout itself; `onGrant` does (the supervisor sends `SLOT`).
  *
  * A released slot passes to the next waiter one microtask later, not inside `release`: a
@@ -10,7 +13,10 @@
  */
 export class StagePool {
   private readonly holders = new Set<string>();
-  private readonly waiters = new Map<string, true>();
+  /** Waiting ids → their priority. */
+  private readonly waiters = new Map<string, number>();
+  /** priority → its waiters in arrival order; a priority leaves the map when its queue empties. */
+  private readonly queues = new Map<number, Map<string, true>>();
   /** The most holders seen at once (tests assert it never exceeds the limit). */
   highWater = 0;
   private pumpScheduled = false;
@@ -29,11 +35,17 @@ export class StagePool {
     return this.waiters.size;
   }
 
-  /** Asks for a slot: granted now (onGrant called synchronously) or queued. Idempotent. */
-  request(id: string): void {
+  /**
+   * Asks for a slot: granted now (onGrant called synchronously) or queued behind every waiter of
+   * a higher or equal `priority` (default 0). Idempotent: a waiter asking again keeps its place.
+   */
+  request(id: string, priority = 0): void {
     if (this.holders.has(id) || this.waiters.has(id)) return;
-    if (this.holders.size < this.limit && this.waiters.size === 0) this.grant(id);
-    else this.waiters.set(id, true);
+    if (this.holders.size < this.limit && this.waiters.size === 0) return this.grant(id);
+    this.waiters.set(id, priority);
+    let q = this.queues.get(priority);
+    if (!q) this.queues.set(priority, (q = new Map()));
+    q.set(id, true);
   }
 
   /**
@@ -50,7 +62,12 @@ export class StagePool {
 
   /** Leaves the wait queue; no-op when not waiting. */
   withdraw(id: string): void {
+    const p = this.waiters.get(id);
+    if (p === undefined) return;
     this.waiters.delete(id);
+    const q = this.queues.get(p)!;
+    q.delete(id);
+    if (q.size === 0) this.queues.delete(p);
   }
 
   /** Gives a held slot back; the oldest waiter gets it on the next microtask. No-op when not held. */
@@ -66,14 +83,16 @@ export class StagePool {
 
   /** Withdraws and releases: the safety net when a rollout ends. */
   forget(id: string): void {
-    this.waiters.delete(id);
+    this.withdraw(id);
     this.release(id);
   }
 
   private pump(): void {
     while (this.holders.size < this.limit && this.waiters.size > 0) {
-      const next = this.waiters.keys().next().value as string;
-      this.waiters.delete(next);
+      let top = -Infinity;
+      for (const p of this.queues.keys()) if (p > top) top = p;
+      const next = this.queues.get(top)!.keys().next().value as string;
+      this.withdraw(next);
       this.grant(next);
     }
   }

@@ -103,7 +103,9 @@ export class Supervisor {
         evaluate: fromPromise<void, StageInput>(({ input }) => steps.eval(input.rolloutId)),
       },
       actions: {
-        requestSlot: ({ context }, p) => pools[p.stage].request(context.rolloutId),
+        // Priority orders the INIT queue only (Polar's dispatch_priority: who starts first); work
+        // already started is never overtaken in a later stage.
+        requestSlot: ({ context }, p) => pools[p.stage].request(context.rolloutId, p.stage === 'init' ? (this.sessions.get(context.rolloutId)?.priority ?? 0) : 0),
         withdrawSlot: ({ context }, p) => pools[p.stage].withdraw(context.rolloutId),
         releaseSlot: ({ context }, p) => pools[p.stage].release(context.rolloutId),
         stageEntered: ({ context }, p) => this.onStageEntered(context.rolloutId, p.stage),
@@ -133,12 +135,15 @@ export class Supervisor {
     }
   }
 
-  /** Admits one validated rollout and starts its first attempt. Throws ValidationError on a duplicate live id. */
-  admit(instance: Instance, sampling: SamplingParams, id: string | undefined, groupId: string | null, codec: ChatCodec = this.parts.codec): RolloutSession {
+  /**
+   * Admits one validated rollout and starts its first attempt; `priority` orders its wait for an
+   * INIT slot (higher first, FIFO within one). Throws ValidationError on a duplicate live id.
+   */
+  admit(instance: Instance, sampling: SamplingParams, id: string | undefined, groupId: string | null, codec: ChatCodec = this.parts.codec, priority = 0): RolloutSession {
     const rid = id ?? randomUUID();
     if (this.sessions.has(rid)) throw new ValidationError(`a live rollout already has id '${rid}'`, [{ path: 'id', message: 'duplicate live id' }]);
     this.finished.delete(rid);
-    const s = new RolloutSession(rid, instance, sampling, groupId, this.clock.now(), this.opts.wallClockMs, codec);
+    const s = new RolloutSession(rid, instance, sampling, groupId, this.clock.now(), this.opts.wallClockMs, codec, priority);
     this.sessions.set(rid, s);
     this.sweeper.track(s);
     this.startAttempt(s);

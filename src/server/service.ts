@@ -11,6 +11,7 @@ import { openapiRoute } from './openapi.js';
 import { prorlRoutes } from './prorl-routes.js';
 import { weightRoutes } from './weight-routes.js';
 import { bufferRoutes } from './buffer-routes.js';
+import { polarRoutes, type PolarApi } from './polar/index.js';
 import { Router } from './router.js';
 import type { BackendRegistration, ServiceContext } from './service-context.js';
 import { parseServiceOptions, type ServiceOptions, type ServiceOptionsInput } from './service-options.js';
@@ -32,6 +33,10 @@ export interface ServiceDeps {
   clock?: Clock | undefined;
   /** Where operator-facing warnings go (one line each). Default: stderr. */
   warn?: ((message: string) => void) | undefined;
+  /** The state dir (`--state-dir`): Polar task records persist under it. None: kept in memory only. */
+  stateDir?: string | undefined;
+  /** The HTTP client of Polar callbacks (tests). Default global fetch. */
+  fetch?: typeof fetch | undefined;
 }
 
 /**
@@ -52,6 +57,7 @@ export class RolloutService implements ServiceContext {
   private lock: Promise<unknown> = Promise.resolve();
   private readonly server: Server;
   private readonly hub: WsEventHub;
+  private readonly polar: PolarApi;
   private closed = false;
 
   constructor(
@@ -67,6 +73,8 @@ export class RolloutService implements ServiceContext {
     for (const r of nativeRoutes(this)) this.router.add(r);
     for (const r of weightRoutes(this)) this.router.add(r);
     for (const r of bufferRoutes(this)) this.router.add(r);
+    this.polar = polarRoutes(this, { clock: deps.clock ?? systemClock, stateDir: deps.stateDir, fetch: deps.fetch });
+    for (const r of this.polar.routes) this.router.add(r);
     this.router.add(openapiRoute(this.router));
     this.hub = new WsEventHub(this, deps.clock ?? systemClock);
     this.server = createServer(createRequestListener(this, this.router, deps.visualizer, deps.clock ?? systemClock));
@@ -210,6 +218,7 @@ export class RolloutService implements ServiceContext {
   /** Stops the runtime (cancelling live rollouts), closes WebSockets and the listener. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
+    await this.polar.close();
     await this.stop();
     this.closed = true;
     this.hub.close();

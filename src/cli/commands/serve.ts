@@ -31,7 +31,7 @@ const USAGE = `usage: rollout serve [options]
   --inspect-rollouts IDS   inspect only these rollouts (comma-separated ids; with the two below: any match)
   --inspect-groups IDS     inspect only these GRPO groups (comma-separated group ids)
   --inspect-sample RATE    inspect a stable share of rollouts (0..1; whole groups are kept together)
-  --state-dir DIR      sandbox leases (default: the OS temp dir)
+  --state-dir DIR      sandbox leases and Polar task records (default: the OS temp dir; records then in memory only)
   --image-store DIR    task images (default: $ROLLOUT_IMAGE_STORE, else ~/.cache/rollout-runtime/images)
   --retain N           events kept for WebSocket resume (default 50000)
   --body-limit BYTES   request body limit (default 10485760)
@@ -163,7 +163,7 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
         });
     const backends = [...(config.backends ?? []), ...(values.backend ?? [])].map((address) => ({ address }));
     const service = createService(
-      { createRuntime: factory, backends, startStopped: values.stopped ?? false, visualizer: serveVisualizer },
+      { createRuntime: factory, backends, startStopped: values.stopped ?? false, visualizer: serveVisualizer, stateDir },
       serviceOptions,
     );
     // The signal handlers go in before the service listens: a SIGTERM that comes while the

@@ -25,6 +25,8 @@ export const HarnessInstanceSchema = z.object({
   max_llm_calls: z.number().int().positive().max(100_000).optional(),
   /** Tokens of the trajectory (every segment, prompt and sampled) at most; past it the loop ends `length`. */
   max_tokens_total: z.number().int().positive().optional(),
+  /** The proxy's API key (the agent's `OPENAI_API_KEY`); default a fresh random one. Polar sets its session id here. */
+  api_key: z.string().regex(/^[A-Za-z0-9_-]{16,200}$/, 'must be 16 to 200 characters of [A-Za-z0-9_-]').optional(),
 });
 
 interface HarnessState {
@@ -55,7 +57,7 @@ export const harnessHandler: AgentHandler = {
     try {
       // The sandbox's own uid must reach the socket through the dir; the token is the gate.
       await chmod(dir, 0o755);
-      const token = `rk-${randomBytes(24).toString('hex')}`;
+      const token = inst.api_key ?? `rk-${randomBytes(24).toString('hex')}`;
       proxy = await LlmProxy.listen({ socketPath: join(dir, 'llm.sock'), token });
       // Bound to the attempt: aborted when it ends on any path (done, failed, timed out, cancelled).
       if (ctx.signal.aborted) throw new SandboxError('harness init: the rollout ended', { stage: 'init' });

@@ -57,4 +57,47 @@ describe('StagePool', () => {
     expect(p.tryTake('b')).toBe(false);
     expect([p.active, p.waiting, granted.length]).toEqual([1, 0, 0]);
   });
+
+  it('grants waiters highest priority first and FIFO within a priority', async () => {
+    const granted: string[] = [];
+    const p = new StagePool('init', 1, (id) => granted.push(id));
+    p.request('holder', 0);
+    p.request('low1', 0);
+    p.request('high1', 50);
+    p.request('low2', 0);
+    p.request('high2', 50);
+    p.request('top', 100);
+    const order: string[] = [];
+    for (const id of ['holder', 'top', 'high1', 'high2', 'low1', 'low2']) {
+      p.release(id);
+      await micro();
+      order.push(granted[granted.length - 1]!);
+    }
+    expect(order.slice(0, 5)).toEqual(['top', 'high1', 'high2', 'low1', 'low2']);
+  });
+
+  it('never preempts a holder for a higher-priority waiter', async () => {
+    const granted: string[] = [];
+    const p = new StagePool('init', 1, (id) => granted.push(id));
+    p.request('low', 0);
+    p.request('high', 100);
+    await micro();
+    expect(granted).toEqual(['low']);
+    expect([p.active, p.waiting]).toEqual([1, 1]);
+  });
+
+  it('withdraws a prioritised waiter and keeps the order of the rest', async () => {
+    const granted: string[] = [];
+    const p = new StagePool('init', 1, (id) => granted.push(id));
+    p.request('a');
+    p.request('b', 10);
+    p.request('c', 10);
+    p.request('d', 5);
+    p.withdraw('b');
+    p.forget('d');
+    expect(p.waiting).toBe(1);
+    p.release('a');
+    await micro();
+    expect(granted).toEqual(['a', 'c']);
+  });
 });
