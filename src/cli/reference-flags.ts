@@ -93,7 +93,8 @@ export function referenceArgv(argv: readonly string[], ours: readonly string[]):
     if (name === 'llm-server-address') for (const v of values) out.push('--backend', v);
     else if (name === 'allow-skip-eval') note(name, values.length ? `'${values[0]}', which argparse reads as ${values[0] === '' ? 'False' : 'True'}` : '');
     else if (name in NO_EFFECT) note(name, values.join(' '));
-    else out.push(`--${name}`, values[0]!);
+    // `--name=value`: node's parseArgs takes a separate value that starts with '-' as ambiguous.
+    else out.push(`--${name}=${values[0]!}`);
   }
   return { argv: out, notes };
 }
