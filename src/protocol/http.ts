@@ -30,12 +30,35 @@ const SamplingParamsBodySchema = z.preprocess(
  */
 const JobIdSchema = z.union([z.string().min(1).max(4096), z.number()]).transform(String);
 
+/** Instance routing fields a pandas row may carry as a missing value (`NaN`, read as null): unset. */
+const ROUTING_FIELDS = ['data_source', 'instance_id', 'trajectory_id', 'oracle'];
+
+/**
+ * A ProRL instance as the reference's clients send it, normalized at the edge (#28): a routing
+ * field set to null (a pandas `NaN`) is unset, and `reward_model` given as a JSON string (a
+ * row serialized column by column) is the object it encodes — the reference takes either.
+ */
+const ProrlInstanceSchema = z.preprocess((v) => {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return v;
+  const out: Record<string, unknown> = { ...(v as Record<string, unknown>) };
+  for (const k of ROUTING_FIELDS) if (out[k] === null) delete out[k];
+  const rm = out['reward_model'];
+  if (typeof rm === 'string' && /^\s*\{/.test(rm)) {
+    try {
+      out['reward_model'] = JSON.parse(rm);
+    } catch {
+      // not JSON: left as sent, for the handler to name the field
+    }
+  }
+  return out;
+}, InstanceSchema);
+
 /** `POST /process` (ProRL): one rollout, answered when it ends. Unknown top-level keys are ignored. */
 export const ProcessRequestSchema = z.object({
-  instance: InstanceSchema,
+  instance: ProrlInstanceSchema,
   sampling_params: SamplingParamsBodySchema.optional(),
-  /** ProRL's job label, used by `/cancel`; the rollout id when absent. */
-  job_id: JobIdSchema.optional(),
+  /** ProRL's job label, used by `/cancel`; the rollout id when absent or null (the reference's `Optional[str]`). */
+  job_id: JobIdSchema.nullish().transform((v) => v ?? undefined),
 });
 /** A parsed `/process` body. */
 export type ProcessRequest = z.infer<typeof ProcessRequestSchema>;
@@ -46,8 +69,11 @@ export const EmptyBodySchema = z.object({}).strict().optional();
 /** ProRL routes without a body (`/start`, `/stop`, `/clear_llm_server`): none, or any object (keys ignored). */
 export const ProrlEmptyBodySchema = z.object({}).optional();
 
-/** `POST /cancel` (ProRL): every live job with this label is cancelled. */
-export const CancelRequestSchema = z.object({ job_id: JobIdSchema });
+/**
+ * `POST /cancel` (ProRL): every live job with this label is cancelled. The label is a string, as
+ * the reference's pydantic model wants it: a number is refused (422), not read as its text.
+ */
+export const CancelRequestSchema = z.object({ job_id: z.string({ error: 'must be a string' }).min(1).max(4096) });
 
 /** `POST /add_llm_server` (ProRL): a backend address (`http://h:p`, `vllm+http://h:p`, `scripted`). */
 export const AddLlmServerRequestSchema = z
@@ -68,11 +94,13 @@ export const ProrlFinishReasonSchema = z.enum(['finish_tool', 'no_tool_call', 'm
 export type ProrlFinishReason = z.infer<typeof ProrlFinishReasonSchema>;
 
 /**
- * A message of the ProRL result: as {@link MessageSchema}, but tool-call `arguments` are JSON
- * strings (clients `json.loads` them) and `token_ids` is always present.
+ * A message of the ProRL result: as {@link MessageSchema}, but tool calls are `{name, arguments}`
+ * with `arguments` a JSON string (clients `json.loads` them), tool messages carry no
+ * `tool_call_id` (the reference's clients pair outputs with calls by position, #28), and
+ * `token_ids` is always present.
  */
-export const ProrlMessageSchema = MessageSchema.extend({
-  tool_calls: z.array(z.object({ id: z.string().optional(), name: z.string(), arguments: z.string() })).optional(),
+export const ProrlMessageSchema = MessageSchema.omit({ tool_call_id: true }).extend({
+  tool_calls: z.array(z.object({ name: z.string(), arguments: z.string() }).strict()).optional(),
   token_ids: z.array(z.number().int()),
 });
 /** A message of the ProRL result. */
@@ -115,6 +143,12 @@ export const ProcessResponseSchema = z.object({
   }),
   outcome: OutcomeSchema,
   attempts: z.number().int(),
+  /**
+   * What the client should know about how its job ran, when anything: `custom_tokenizer_fallback`
+   * (`{custom_tokenizer, used, reason}`) when the job's `custom_tokenizer` was not in the local
+   * cache and the runtime's tokenizer ran it instead (#28).
+   */
+  metadata: z.record(z.string(), z.unknown()).optional(),
 });
 /** The `/process` answer. */
 export type ProcessResponse = z.infer<typeof ProcessResponseSchema>;

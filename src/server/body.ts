@@ -17,7 +17,7 @@ export interface BodyLimits {
  * content type. Throws {@link HttpError}: 413 over `maxBytes` (checked against Content-Length
  * first, then while streaming, so a lying client cannot make us buffer more), 415 for a
  * non-empty body whose content type is missing or not JSON,
- * 400 for malformed JSON or nesting deeper than `maxDepth`, 408 when the body takes longer than
+ * 400 for malformed JSON (Python's `NaN` and `Infinity` are taken: {@link parseJsonText}) or nesting deeper than `maxDepth`, 408 when the body takes longer than
  * `timeoutMs` on `clock` (the service's one clock).
  */
 export async function readJsonBody(req: IncomingMessage, limits: BodyLimits, clock: Clock = systemClock): Promise<unknown> {
@@ -65,11 +65,66 @@ export async function readJsonBody(req: IncomingMessage, limits: BodyLimits, clo
   if (text.trim() === '') return undefined;
   const depth = jsonDepth(text);
   if (depth > limits.maxDepth) throw new HttpError(400, 'TOO_DEEP', `JSON nesting of ${depth} is over the limit of ${limits.maxDepth}`);
+  return parseJsonText(text);
+}
+
+/**
+ * `JSON.parse`, also taking the non-standard constants Python's `json.dumps` writes by default
+ * (#28): pandas' missing floats arrive as `NaN` and the reference (FastAPI) accepts them, so a
+ * trainer's rows must not be refused here. `NaN` reads as `null` (a missing value: a sampling
+ * param set to it counts as unset), `Infinity` / `-Infinity` as JavaScript's infinities (a
+ * schema wanting a finite number then names the field). Standard JSON takes the fast path; the
+ * rewrite runs only on text `JSON.parse` refused.
+ *
+ * @throws HttpError 400 INVALID_JSON for text that is not JSON even so.
+ */
+export function parseJsonText(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch (err) {
+    const rewritten = pythonConstants(text);
+    if (rewritten !== null) {
+      try {
+        return JSON.parse(rewritten);
+      } catch {
+        // report the first error, on the text as sent
+      }
+    }
     throw new HttpError(400, 'INVALID_JSON', `malformed JSON: ${(err as Error).message.slice(0, 200)}`);
   }
+}
+
+const PY_CONSTANT = /-?Infinity|NaN/y;
+
+/**
+ * The text with `NaN` → `null` and `±Infinity` → `±1e999` (which JSON.parse reads as ±Infinity)
+ * outside strings, or null when it has none. One linear pass, strings skipped as in {@link jsonDepth}.
+ */
+function pythonConstants(text: string): string | null {
+  let out = '';
+  let from = 0;
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34 /* " */) {
+      const open = i;
+      for (;;) {
+        i = text.indexOf('"', i + 1);
+        if (i < 0) return null;
+        let k = i - 1;
+        while (k > open && text.charCodeAt(k) === 92 /* \ */) k--;
+        if ((i - 1 - k) % 2 === 0) break;
+      }
+    } else if (c === 78 /* N */ || c === 73 /* I */ || c === 45 /* - */) {
+      PY_CONSTANT.lastIndex = i;
+      const m = PY_CONSTANT.exec(text);
+      if (!m) continue;
+      out += text.slice(from, i) + (m[0] === 'NaN' ? 'null' : m[0] === 'Infinity' ? '1e999' : '-1e999');
+      i += m[0].length - 1;
+      from = i + 1;
+    }
+  }
+  return from === 0 ? null : out + text.slice(from);
 }
 
 const JSON_TYPE = /^application\/(?:[\w.+-]*\+)?json\s*(?:;|$)/i;

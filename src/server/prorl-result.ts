@@ -31,11 +31,14 @@ const REASONS: ReadonlySet<string> = new Set<ProrlFinishReason>(['finish_tool', 
  * ended the run) and our reason is `finish_reason`; `end_properly` is true when the agent
  * stopped on its own (finish tool or a turn without a tool call) and the rollout completed;
  * `git_patch` is a string on SWE data sources and absent elsewhere; tool-call `arguments` are
- * JSON strings; a tool message's `tool_call_id` is absent unless it names a call of the assistant
- * message before it; every message carries `token_ids` (the first prompt's ids on the last
- * message before the first assistant turn and `[]` on the ones before it, a continuation's on its
- * last message — concatenated in order they are the trajectory's tokens); a rollout that did not
- * complete has its messages trimmed to end with an assistant message (or `[]`). Error messages
+ * JSON strings, and calls carry no `id` and tool messages no `tool_call_id`, as the reference
+ * writes them (#28: NeMo Gym pairs tool outputs with calls by its own numbering and uses any id
+ * it is given); every message carries `token_ids` (the first prompt's ids on the last message
+ * before the first assistant turn and `[]` on the ones before it, a continuation's on its last
+ * message — concatenated in order they are the trajectory's tokens up to the last assistant
+ * turn); the messages are always trimmed to end with the last assistant message, or `[]` when
+ * the policy never spoke (the reference does so whatever stopped the loop: an iteration cap
+ * leaves no trailing tool message, a zero-turn `context_full` no bare prompt). Error messages
  * have host paths replaced with `<host>`.
  */
 export function toProrlResult(r: RolloutResult, ctx: ProrlResultContext = {}): ProcessResponse {
@@ -65,7 +68,7 @@ export function toProrlResult(r: RolloutResult, ctx: ProrlResultContext = {}): P
   const out: ProcessResponse = {
     job_id: ctx.jobId ?? r.id,
     rollout_id: r.id,
-    messages: prorlMessages(r.trajectory.messages, trainable),
+    messages: prorlMessages(r.trajectory.messages),
     tools: r.trajectory.tools,
     resolved: trainable ? r.resolved : false,
     reward: r.reward,
@@ -118,32 +121,19 @@ export function finishReason(r: RolloutResult): ProrlFinishReason {
  * The messages as the reference returns them (see {@link toProrlResult}). Never mutates the
  * result's own messages.
  */
-export function prorlMessages(messages: readonly Message[], trainable: boolean): ProrlMessage[] {
+export function prorlMessages(messages: readonly Message[]): ProrlMessage[] {
+  // The reference hands back the conversation up to what the policy said last: the tool / user
+  // messages after the last assistant turn go, and everything when the policy never spoke.
   let end = messages.length;
-  if (!trainable) {
-    // The reference hands back what the policy said last: drop the tool / user messages after
-    // the last assistant turn, and everything when the policy never spoke.
-    while (end > 0 && messages[end - 1]!.role !== 'assistant') end--;
-  }
+  while (end > 0 && messages[end - 1]!.role !== 'assistant') end--;
   const out: ProrlMessage[] = new Array(end);
   const firstAssistant = messages.findIndex((m) => m.role === 'assistant');
-  let callIds = new Set<string>();
   for (let i = 0; i < end; i++) {
     const m = messages[i]!;
     const pm = Object.assign({}, m) as unknown as ProrlMessage & Record<string, unknown>;
-    if (m.role === 'assistant') {
-      callIds = new Set();
-      if (m.tool_calls) {
-        pm.tool_calls = m.tool_calls.map((c) => {
-          if (c.id !== undefined) callIds.add(c.id);
-          return { ...(c.id !== undefined ? { id: c.id } : {}), name: c.name, arguments: JSON.stringify(c.arguments ?? {}) };
-        });
-      }
-    } else if (m.role === 'tool' && m.tool_call_id !== undefined && !callIds.has(m.tool_call_id)) {
-      // An observation for a malformed call names no call the model made: the reference's clients
-      // match ids, so a dangling one is left out rather than invented.
-      delete pm.tool_call_id;
-    }
+    if (m.tool_calls) pm.tool_calls = m.tool_calls.map((c) => ({ name: c.name, arguments: JSON.stringify(c.arguments ?? {}) }));
+    // The reference's tool messages name no call: its clients pair outputs with calls by position.
+    delete pm.tool_call_id;
     if (pm.token_ids === undefined) {
       // The first prompt is templated as one piece: its ids go on its last message.
       const first = messages[firstAssistant];

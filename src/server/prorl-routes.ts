@@ -1,7 +1,8 @@
 import type { z } from 'zod';
 import { AddLlmServerRequestSchema, CancelRequestSchema, ProcessRequestSchema, ProrlEmptyBodySchema } from '../protocol/http.js';
 import type { RolloutHandle } from '../runtime/runtime-api.js';
-import { backendCodecKey } from '../llm/codec-registry.js';
+import { ValidationError } from '../errors.js';
+import { backendCodecKey, resolveTokenizerRef } from '../llm/codec-registry.js';
 import { checkDataSource } from './data-source.js';
 import { fastApiError } from './fastapi-error.js';
 import { HttpError, parseOr400 } from './http-error.js';
@@ -18,6 +19,34 @@ function running(service: ServiceContext): ServiceRuntime {
   return rt;
 }
 
+/** The reference's answer to `/process` with no LLM server registered (its NoLLMServerError: 503). */
+const NO_LLM_SERVER = 'No LLM server addresses configured. Please add at least one LLM server address.';
+
+/** A job's `custom_tokenizer` that the local cache lacks: its jobs ran with the runtime's tokenizer. */
+interface TokenizerFallback {
+  custom_tokenizer: string;
+  /** The tokenizer the job ran with instead (the runtime's codec). */
+  used: string;
+  reason: string;
+}
+
+/**
+ * Null when the job's `custom_tokenizer` is unset, a path, or a hub name the local Hugging Face
+ * cache has; otherwise what the runtime does instead (job-codec.ts keeps its own codec then), for
+ * the result's `metadata` and `/status` (#28: a stderr warning alone left trainers unaware).
+ */
+function tokenizerFallback(sampling: Record<string, unknown> | undefined, runtimeCodec: string): TokenizerFallback | null {
+  const ref = sampling?.['custom_tokenizer'];
+  if (typeof ref !== 'string' || ref === '') return null;
+  try {
+    resolveTokenizerRef(ref);
+    return null;
+  } catch (e) {
+    if (!(e instanceof ValidationError)) throw e;
+    return { custom_tokenizer: ref, used: runtimeCodec, reason: `${ref} is not in the local Hugging Face cache (nothing is downloaded); the job ran with this runtime's tokenizer and chat template (${runtimeCodec})` };
+  }
+}
+
 /**
  * The ProRL Agent Server routes, with its field names and conventions (REFERENCE.md §1, §5), so
  * its trainers run unchanged:
@@ -31,11 +60,17 @@ function running(service: ServiceContext): ServiceRuntime {
  *   breaks trainers that call it unconditionally);
  * - `/status` answers `status`, `pending_jobs`, `jobs` (live job labels) and int `init` / `run` /
  *   `eval` (jobs holding each stage), our detail beside them;
- * - a client that disconnects from `/process` cancels its rollout.
+ * - a client that disconnects from `/process` cancels its rollout;
+ * - as the reference: `/process` with no LLM server registered and `/cancel` while stopped answer
+ *   503, `/cancel` wants a string `job_id` (a number is 422), `/process` takes `job_id: null`;
+ * - a `custom_tokenizer` missing from the local cache is said in the result's `metadata` and in
+ *   `/status` (`custom_tokenizer_fallbacks`), not only on stderr.
  */
 export function prorlRoutes(service: ServiceContext): Route[] {
   const labels = new JobLabels();
   const noted = new Set<string>();
+  // custom_tokenizer names the cache lacked, with their jobs so far (bounded: names are client text).
+  const fallbacks = new Map<string, TokenizerFallback & { jobs: number }>();
   /** Parses a ProRL body; unknown top-level keys are dropped by the schema and logged once per name. */
   const parse = <S extends z.ZodType>(schema: S, raw: unknown, known: readonly string[]): z.infer<S> => {
     const body = parseOr400(schema, raw);
@@ -94,6 +129,8 @@ export function prorlRoutes(service: ServiceContext): Route[] {
           // Ours, beyond the reference: which backends fail their probes (state `degraded`).
           llm_servers_down: (rt.listBackends?.() ?? []).filter((b) => b.state === 'degraded').map((b) => b.url),
           epoch: service.epoch,
+          // Ours: custom_tokenizer names the local cache lacks, whose jobs ran with the runtime's tokenizer.
+          custom_tokenizer_fallbacks: [...fallbacks.values()],
         },
       };
     }),
@@ -104,6 +141,17 @@ export function prorlRoutes(service: ServiceContext): Route[] {
       checkDataSource(rt, body.instance.data_source, 'instance.data_source');
       confineInstancePaths(body.instance, service.options.pathRoots, 'instance');
       confineSamplingPaths(body.sampling_params, service.options.pathRoots, 'sampling_params');
+      // The reference refuses a job it has no LLM server for (NoLLMServerError → 503) instead of
+      // answering a failed rollout: a trainer retries the 503 once a server is registered. Only
+      // where this process serves the calls itself (`codec` set: `rollout serve`): a cluster
+      // gateway's workers may bring backends of their own that its registry does not list.
+      if (rt.codec && rt.listBackends && rt.listBackends().every((b) => b.state === 'removed')) throw new HttpError(503, 'NO_LLM_SERVER', NO_LLM_SERVER);
+      const fallback = tokenizerFallback(body.sampling_params, rt.codec?.name ?? 'the runtime default');
+      if (fallback) {
+        const seen = fallbacks.get(fallback.custom_tokenizer);
+        if (seen) seen.jobs++;
+        else if (fallbacks.size < 100) fallbacks.set(fallback.custom_tokenizer, { ...fallback, jobs: 1 });
+      }
       const handle: RolloutHandle = rt.submit(body.instance, body.sampling_params ?? {});
       const label = body.job_id ?? handle.id;
       labels.add(label, handle);
@@ -116,13 +164,17 @@ export function prorlRoutes(service: ServiceContext): Route[] {
       try {
         const result = await handle.result;
         const rawInstance = (raw as { instance?: { trajectory_id?: unknown } }).instance;
-        return { status: 200, body: toProrlResult(result, { jobId: label, trajectoryId: rawInstance?.trajectory_id }) };
+        const answer = toProrlResult(result, { jobId: label, trajectoryId: rawInstance?.trajectory_id });
+        if (fallback) answer.metadata = { ...answer.metadata, custom_tokenizer_fallback: fallback };
+        return { status: 200, body: answer };
       } finally {
         labels.remove(label, handle);
       }
     }),
     prorl('POST', '/cancel', async (r) => {
       const body = parse(CancelRequestSchema, await r.body(), ['job_id']);
+      // The reference answers 503 while stopped (its ServerNotRunningError), after validating the body.
+      running(service);
       const handles = labels.handles(body.job_id);
       let n = handles.length;
       await Promise.all(handles.map((h) => h.cancel('cancelled by /cancel').catch(() => undefined)));

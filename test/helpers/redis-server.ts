@@ -1,13 +1,17 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { missingTools, onPath } from './system-tools.js';
 
-/** Where Debian's redis-server lives, or null (then: `apt-get install redis-server`). */
+/**
+ * Where Debian's redis-server lives, or null: then the cluster tests skip with the install line
+ * (test/helpers/system-tools.ts), and under ROLLOUT_REQUIRE_REDIS_SERVER=1 or
+ * ROLLOUT_REQUIRE_TOOLS=1 (CI) this throws instead.
+ */
 export function redisServerPath(): string | null {
-  const r = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' });
-  return r.status === 0 ? r.stdout.trim() : null;
+  return missingTools('redis-server') === null ? onPath('redis-server') : null;
 }
 
 /** A free loopback TCP port (bound and released; redis-server binds it right after). */

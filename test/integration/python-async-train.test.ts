@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { haveTools } from '../helpers/system-tools.js';
 
 /**
  * `examples/python/async_train.py` (the asynchronous training loop over `/v1/buffers`) against a
@@ -58,7 +59,7 @@ function train(args: string[]): Promise<{ code: number; stdout: string; stderr: 
   });
 }
 
-describe('examples/python/async_train.py against rollout serve', { timeout: 180_000 }, () => {
+describe.skipIf(!haveTools('python3'))('examples/python/async_train.py against rollout serve', { timeout: 180_000 }, () => {
   it('trains on complete groups from the buffer, bumps the weight version each step and reports staleness', async () => {
     const out = await train(['--steps', '3', '--batch', '2', '--groups', '4', '--n', '3', '--over-provision', '1', '--order', 'oldest-version', '--train-ms', '50', '--max-staleness', '4']);
     expect(out.code, out.stderr).toBe(0);

@@ -1,6 +1,7 @@
 import { resolve as pathResolve } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { numberFlag, parseFlags, UsageError } from '../args.js';
+import { referenceArgv } from '../reference-flags.js';
 import { z } from 'zod';
 import type { SandboxProvider } from '../../sandbox/sandbox.js';
 import { createSandboxProvider } from '../../sandbox/index.js';
@@ -45,8 +46,11 @@ const USAGE = `usage: rollout serve [options]
   --max-init-workers N       INIT stage concurrency (runtime stages.init)
   --max-run-workers N        RUN stage concurrency (runtime stages.run)
   --max-eval-workers N       EVAL stage concurrency (runtime stages.eval)
-  --allow-skip-eval          accepted; no effect (every rollout here is evaluated by its handler)
-  --reward-server-ip IP      accepted; no effect (rewards are computed by the task handlers in-process)
+  --llm-server-address [ADDR ...]   backends, as --backend each
+  --allow-skip-eval BOOL     accepted; no effect (every rollout here is evaluated by its handler)
+  --reward-server-ip [IP ...]      accepted; no effect (rewards are computed by the task handlers in-process)
+  --use-thread-based-server  accepted; no effect (rollouts are actors in one process)
+  (argparse forms: --flag=value, and a unique prefix of these flags)
   --tokenizer DIR      Hugging Face model directory whose tokenizer and chat template rollouts use
                        (also "tokenizer" in --config; default: Qwen3)
   --tool-parser NAME   hermes | qwen3_coder | llama3_json | mistral | deepseek_v3 | openai (also "toolParser"
@@ -67,6 +71,35 @@ const ConfigSchema = z
   })
   .strict();
 
+/** `rollout serve`'s own flags (the reference's, read by reference-flags.ts, map onto these). */
+const SERVE_FLAGS = {
+  host: { type: 'string' },
+  port: { type: 'string' },
+  backend: { type: 'string', multiple: true },
+  config: { type: 'string' },
+  token: { type: 'string' },
+  sandbox: { type: 'string' },
+  inspect: { type: 'string' },
+  'inspect-rollouts': { type: 'string' },
+  'inspect-groups': { type: 'string' },
+  'inspect-sample': { type: 'string' },
+  'state-dir': { type: 'string' },
+  'image-store': { type: 'string' },
+  retain: { type: 'string' },
+  'body-limit': { type: 'string' },
+  stopped: { type: 'boolean' },
+  insecure: { type: 'boolean' },
+  'path-root': { type: 'string', multiple: true },
+  timeout: { type: 'string' },
+  'max-init-workers': { type: 'string' },
+  'max-run-workers': { type: 'string' },
+  'max-eval-workers': { type: 'string' },
+  tokenizer: { type: 'string' },
+  'tool-parser': { type: 'string' },
+  redis: { type: 'string' },
+  'redis-prefix': { type: 'string' },
+} as const;
+
 /** What `rollout serve` runs on besides its flags (injected in tests). */
 export interface ServeDeps {
   /** Timers of the `--insecure` reminder. Default: real, unref'd intervals. */
@@ -79,35 +112,17 @@ export interface ServeDeps {
  * the process exits 0. Returns 2 on bad flags or config.
  */
 export async function run(argv: string[], deps: ServeDeps = {}): Promise<number> {
-  const flags = parseFlags('serve', argv, {
-    host: { type: 'string' },
-    port: { type: 'string' },
-    backend: { type: 'string', multiple: true },
-    config: { type: 'string' },
-    token: { type: 'string' },
-    sandbox: { type: 'string' },
-    inspect: { type: 'string' },
-    'inspect-rollouts': { type: 'string' },
-    'inspect-groups': { type: 'string' },
-    'inspect-sample': { type: 'string' },
-    'state-dir': { type: 'string' },
-    'image-store': { type: 'string' },
-    retain: { type: 'string' },
-    'body-limit': { type: 'string' },
-    stopped: { type: 'boolean' },
-    insecure: { type: 'boolean' },
-    'path-root': { type: 'string', multiple: true },
-    timeout: { type: 'string' },
-    'max-init-workers': { type: 'string' },
-    'max-run-workers': { type: 'string' },
-    'max-eval-workers': { type: 'string' },
-    'allow-skip-eval': { type: 'boolean' },
-    'reward-server-ip': { type: 'string' },
-    tokenizer: { type: 'string' },
-    'tool-parser': { type: 'string' },
-    redis: { type: 'string' },
-    'redis-prefix': { type: 'string' },
-  }, USAGE);
+  // The reference's start_server.py flags, with argparse's semantics, rewritten into ours (#28).
+  let translated: ReturnType<typeof referenceArgv>;
+  try {
+    translated = referenceArgv(argv, Object.keys(SERVE_FLAGS));
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`rollout serve: ${err.message}\n\n${USAGE}`);
+    return 2;
+  }
+  for (const n of translated.notes) process.stderr.write(`rollout serve: note: ${n}\n`);
+  const flags = parseFlags('serve', translated.argv, SERVE_FLAGS, USAGE);
   if (typeof flags === 'number') return flags;
   const values = flags.values;
   // The sandbox provider reads the store from here (docs/images.md).
@@ -264,8 +279,9 @@ function sandboxDriver(value: string): SandboxFlag {
 
 /**
  * Maps the reference server's flags (REFERENCE.md §5) onto runtime options, over `--config`'s
- * `runtime` section (flags win). `--allow-skip-eval` and `--reward-server-ip` have no meaning
- * here and are accepted with a one-line note, so a launcher written for the reference runs as is.
+ * `runtime` section (flags win). The reference's flags without a meaning here (`--allow-skip-eval`,
+ * `--reward-server-ip`, `--use-thread-based-server`) were taken out by reference-flags.ts with a
+ * one-line note each, so a launcher written for the reference runs as is.
  */
 function referenceFlags(values: Record<string, unknown>, runtime: Record<string, unknown> | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = { ...(runtime ?? {}) };
@@ -283,7 +299,5 @@ function referenceFlags(values: Record<string, unknown>, runtime: Record<string,
     stages[stage] = n;
   }
   if (Object.keys(stages).length > 0) out['stages'] = stages;
-  if (values['allow-skip-eval']) process.stderr.write('rollout serve: note: --allow-skip-eval has no effect (every rollout is evaluated by its task handler)\n');
-  if (values['reward-server-ip'] !== undefined) process.stderr.write('rollout serve: note: --reward-server-ip has no effect (rewards are computed in-process by the task handlers)\n');
   return out;
 }

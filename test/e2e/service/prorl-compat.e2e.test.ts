@@ -40,19 +40,18 @@ function readLikeTheReference(r: any): { finished: boolean; patch: string; turns
   // `if r['finish']` — a bool; `r.get('git_patch', '')`; `len(r['messages'])`; `json.loads(tool_call['arguments'])`.
   expect(typeof r.finish).toBe('boolean');
   expect(typeof r.end_properly).toBe('boolean');
-  let callIds = new Set<string>();
   for (const m of r.messages) {
     expect(Array.isArray(m.token_ids)).toBe(true);
-    if (m.role === 'assistant') {
-      callIds = new Set();
-      for (const c of m.tool_calls ?? []) {
-        expect(typeof c.arguments).toBe('string');
-        expect(typeof JSON.parse(c.arguments)).toBe('object');
-        if (c.id !== undefined) callIds.add(c.id);
-      }
+    for (const c of m.tool_calls ?? []) {
+      expect(typeof c.arguments).toBe('string');
+      expect(typeof JSON.parse(c.arguments)).toBe('object');
     }
-    if (m.role === 'tool' && m.tool_call_id !== undefined) expect(callIds.has(m.tool_call_id)).toBe(true);
+    // NeMo Gym's ProRL agent pairs tool outputs by its own numbering and uses any id it is given:
+    // the reference's messages carry none (#28).
+    expect('tool_call_id' in m).toBe(false);
   }
+  // The reference trims to the last assistant message (its scripts assert it).
+  if (r.messages.length > 0) expect(r.messages.at(-1).role).toBe('assistant');
   return { finished: r.finish === true, patch: r.git_patch ?? '', turns: r.messages.length };
 }
 

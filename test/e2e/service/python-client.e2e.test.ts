@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startFakeLlmServer, type FakeLlmServer } from '../../../src/testing/fake-llm-server.js';
 import { ROOT, serve, SHELL_TASKS, type Served } from './harness.js';
+import { haveTools } from '../../helpers/system-tools.js';
 
 const SANDBOX = process.env['ROLLOUT_E2E_SANDBOX'] ?? 'auto';
 
@@ -31,7 +32,7 @@ function python(args: string[]): Promise<{ code: number | null; out: string; err
   });
 }
 
-describe('examples/python/client.py', () => {
+describe.skipIf(!haveTools('python3'))('examples/python/client.py', () => {
   it('registers a backend, runs GRPO groups through /process and /v1 with WebSocket progress, and finds every token invariant holding', async () => {
     const r = await python(['--url', server.url, '--token', 'py-secret', '--backend', llm.url, '--tasks', SHELL_TASKS, '--groups', '2', '--n', '4', '--quiet']);
     expect(r.err).toBe('');

@@ -79,6 +79,18 @@ describe('rollout serve (command)', { timeout: 120_000 }, () => {
     }
   });
 
+  it("starts with the reference's launch flags as its scripts pass them, argparse forms included (#28)", async () => {
+    // run_math.py's default --reward-server-ip (no value), a bool flag given 'False', a switch,
+    // the backends as --llm-server-address, and argparse's --flag=value.
+    const s = await serve(['--sandbox', 'none', '--max-init-workers=3', '--max-run-workers', '5', '--timeout', '60', '--allow-skip-eval', 'False', '--reward-server-ip', '--use-thread-based-server', '--llm-server-address', 'oracle']);
+    try {
+      expect((await api(s.url, 'GET', '/status')).body).toMatchObject({ stages: { init: { limit: 3 }, run: { limit: 5 } }, llm_servers: 1 });
+      for (const flag of ['--allow-skip-eval', '--reward-server-ip', '--use-thread-based-server']) expect(s.stderr()).toMatch(new RegExp(`note: ${flag} has no effect`));
+    } finally {
+      expect(await s.stop()).toBe(0);
+    }
+  });
+
   it('refuses to bind a non-loopback address without a token: prints why and exits 2 (#9.6)', async () => {
     const r = await runCli(['--host', '0.0.0.0', '--port', '0', '--sandbox', 'none']);
     expect(r.code).toBe(2);

@@ -1,8 +1,8 @@
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { CHROMIUM_PATH, missingTools } from '../../helpers/system-tools.js';
 
 /** A headless Debian chromium with a fresh profile; `close()` removes the profile. */
 export interface TestBrowser {
@@ -14,24 +14,16 @@ export interface TestBrowser {
 }
 
 /** The Debian chromium the browser tests drive (`apt-get install chromium`); ROLLOUT_TEST_CHROMIUM overrides the path. */
-export const CHROMIUM = process.env['ROLLOUT_TEST_CHROMIUM'] ?? '/usr/bin/chromium';
-
-let told = false;
+export const CHROMIUM = CHROMIUM_PATH;
 
 /**
  * Null when {@link CHROMIUM} is installed. Otherwise the reason the browser tests skip, printed
- * once as one line saying what to install — or, with ROLLOUT_REQUIRE_CHROMIUM=1 (CI, which
- * installs it), an error: there a missing browser fails the run instead of skipping.
+ * once as one line saying what to install — or, with ROLLOUT_REQUIRE_CHROMIUM=1 or
+ * ROLLOUT_REQUIRE_TOOLS=1 (CI, which installs it), an error: there a missing browser fails the
+ * run instead of skipping (test/helpers/system-tools.ts).
  */
 export function chromiumMissing(): string | null {
-  if (existsSync(CHROMIUM)) return null;
-  const why = `${CHROMIUM} not found: skipping the visualizer browser tests (install it: apt-get install chromium)`;
-  if (process.env['ROLLOUT_REQUIRE_CHROMIUM'] === '1') throw new Error(`ROLLOUT_REQUIRE_CHROMIUM=1 but ${why.split(':')[0]}`);
-  if (!told) {
-    told = true;
-    process.stderr.write(`${why}\n`);
-  }
-  return why;
+  return missingTools('chromium');
 }
 
 /** Launches /usr/bin/chromium (never a downloaded browser) with a throwaway user-data-dir. */

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -91,5 +91,40 @@ describe('the packed package under plain Node', { timeout: 600_000 }, () => {
     );
     const tsc = join(root, 'node_modules/typescript/bin/tsc');
     await run(process.execPath, [tsc, '--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--skipLibCheck', '--types', 'node', 'check.ts'], { cwd: consumer, timeout: 180_000 });
+  });
+});
+
+// A fresh clone, as the README's first lines leave it (`npm ci`: node_modules, no dist/ — the
+// install builds nothing): the README's example copied into a file and run with `npx tsx` (#28).
+// The clone is this working tree's files git knows (tracked and new, not ignored: no dist/),
+// with this checkout's node_modules linked in (offline; `npm ci` installs the same packages).
+describe('the README example in a fresh clone', { timeout: 600_000 }, () => {
+  let clone: string;
+
+  beforeAll(async () => {
+    clone = mkdtempSync(join(tmpdir(), 'rr-clone-'));
+    const { stdout } = await run('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: root, maxBuffer: 64 * 1024 * 1024 });
+    for (const f of stdout.split('\0')) {
+      if (!f || !existsSync(join(root, f))) continue;
+      mkdirSync(dirname(join(clone, f)), { recursive: true });
+      cpSync(join(root, f), join(clone, f));
+    }
+    symlinkSync(join(root, 'node_modules'), join(clone, 'node_modules'));
+  }, 600_000);
+
+  afterAll(() => {
+    if (clone) rmSync(clone, { recursive: true, force: true });
+  });
+
+  it('has no build to resolve the package name to', () => {
+    expect(existsSync(join(clone, 'dist'))).toBe(false);
+    expect(existsSync(join(clone, 'src/index.ts'))).toBe(true);
+  });
+
+  it.each(['.', 'examples'])('runs it exactly as printed with npx tsx, from the clone (%s), to exit 0', async (sub) => {
+    const cwd = join(clone, sub);
+    writeFileSync(join(cwd, 'readme-example.ts'), `${readmeExample()}\n`);
+    // What `npx tsx readme-example.ts` runs; execFile rejects on a non-zero exit or a hang.
+    await run(process.execPath, [join(clone, 'node_modules/tsx/dist/cli.mjs'), 'readme-example.ts'], { cwd, timeout: 300_000 });
   });
 });

@@ -7,6 +7,7 @@ import { startLlmServeProcess, stopServerProcesses } from '../../helpers/server-
 import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
 import { MemorySandboxProvider } from '../../../src/testing/memory-sandbox.js';
 import { hostHarnessHandler, hostHarnessesCleaned, liveChildren } from './host-harness.js';
+import { haveTools } from '../../helpers/system-tools.js';
 
 /**
  * A weight update in `abort` mode while a harness's call is at the engine, against the real tiny
@@ -34,7 +35,8 @@ afterEach(() => {
   expect(liveChildren.size).toBe(0);
 });
 
-describe('a proxied generation aborted by a weight update', () => {
+// The harness agent is a python3 script on the host (host-harness.ts).
+describe.skipIf(!haveTools('python3'))('a proxied generation aborted by a weight update', () => {
   it('is re-issued as the tool agent does: the harness sees one normal completion, the record prefix + continuation with versions per token', async () => {
     pool = new BackendPool({ probeIntervalMs: 0 });
     pool.addBackend({ id: 'tiny', url, protocol: 'sglang', weightVersion: '1' });

@@ -5,6 +5,7 @@ import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtim
 import { MemorySandboxProvider } from '../../../src/testing/memory-sandbox.js';
 import { TestCodec } from '../../../src/testing/test-codec.js';
 import { hostHarnessHandler, hostHarnessesCleaned, liveChildren } from './host-harness.js';
+import { haveTools } from '../../helpers/system-tools.js';
 
 /**
  * The runtime's harness loop end to end with a real proxy on a real Unix socket, a real agent
@@ -40,7 +41,8 @@ function expectTokenExact(r: RolloutResult, a: number, b: number, turns: [number
   expect(mask.filter((m) => m === 1).length).toBe(sampled);
 }
 
-describe('the harness loop', () => {
+// The harness agent is a python3 script on the host (host-harness.ts).
+describe.skipIf(!haveTools('python3'))('the harness loop', () => {
   it('answers an agent\'s calls from the oracle and keeps one token-exact sequence', async () => {
     const states: string[] = [];
     const h = runtime.submit({ data_source: 'host-harness', instance_id: 'tools', mode: 'tools', oracle: [bash('echo one'), bash('echo two'), { content: 'All done.' }] });

@@ -9,6 +9,7 @@ import { chatCompletion } from '../../../src/llm/openai-chat-route.js';
 import { LlmProxy, type ProxyChatCall } from '../../../src/proxy/llm-proxy.js';
 import { TestCodec } from '../../../src/testing/test-codec.js';
 import { chatBody, udsRequest } from './http.js';
+import { haveTools } from '../../helpers/system-tools.js';
 
 const TOKEN = 'rk-test-token';
 let dir: string;
@@ -158,7 +159,7 @@ describe('LlmProxy over a Unix socket', () => {
     expect((await pending).status).toBe(200);
   });
 
-  it('serves a Python standard-library client over AF_UNIX', async () => {
+  it.skipIf(!haveTools('python3'))('serves a Python standard-library client over AF_UNIX', async () => {
     const script = [
       'import http.client, json, socket, sys',
       'class C(http.client.HTTPConnection):',

@@ -5,15 +5,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
 import { createSandboxProvider, type HostSandboxProvider, type Sandbox } from '../../../src/sandbox/index.js';
-import { userNetAvailable } from '../../../src/sandbox/network.js';
 import { testDriver } from './helpers.js';
+import { missingTools, skipNote } from '../../helpers/system-tools.js';
 
 // Issue #9 item 7: a `network: true` sandbox has its own network namespace with user-mode
 // egress (slirp4netns) that never reaches the host's loopback. There is no internet here, so the
 // tests check the user-mode stack is up (interface, address, default route, DNS config) and that
 // the host's 127.0.0.1 is unreachable by every address that could lead there.
 const driver = testDriver();
-const haveSlirp = userNetAvailable();
+// Without slirp4netns the file skips with the install line (test/helpers/system-tools.ts).
+const noSlirp = driver === 'none' ? null : missingTools('slirp4netns');
 
 describe.runIf(driver !== 'none')(`network with the ${driver} driver`, () => {
   let stateDir: string;
@@ -23,7 +24,6 @@ describe.runIf(driver !== 'none')(`network with the ${driver} driver`, () => {
   let connections = 0;
 
   beforeAll(async () => {
-    if (!haveSlirp) throw new Error('slirp4netns is missing: apt-get install slirp4netns');
     stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-net-'));
     provider = createSandboxProvider({ driver, hosts: 1, stateDir, timeouts: { bashMs: 10_000, noOutputMs: 10_000 } });
     server = net.createServer((s) => s.end('pong\n'));
@@ -38,7 +38,7 @@ describe.runIf(driver !== 'none')(`network with the ${driver} driver`, () => {
     if (stateDir) fs.rmSync(stateDir, { recursive: true, force: true });
   });
 
-  describe('network: true', () => {
+  describe.skipIf(noSlirp !== null)(`network: true${skipNote(noSlirp)}`, () => {
     let sb: Sandbox;
     beforeAll(async () => {
       sb = await provider.create({ network: true }, { rolloutId: 'net-on' });
@@ -80,7 +80,7 @@ describe.runIf(driver !== 'none')(`network with the ${driver} driver`, () => {
     }
   });
 
-  it('stops the user-mode network helper when the sandbox closes', async () => {
+  it.skipIf(noSlirp !== null)('stops the user-mode network helper when the sandbox closes', async () => {
     const sb = await provider.create({ network: true }, { rolloutId: 'net-close' });
     const before = slirpPids();
     expect(before.length).toBeGreaterThan(0);

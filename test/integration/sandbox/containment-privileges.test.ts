@@ -4,14 +4,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createSandboxProvider, type HostSandboxProvider, type Sandbox } from '../../../src/sandbox/index.js';
-import { bwrapWorks, unshareWorks, type DriverName } from '../../../src/sandbox/drivers.js';
+import { unshareWorks, type DriverName } from '../../../src/sandbox/drivers.js';
 import { pidsByCmdline, testDriver, until } from './helpers.js';
+import { toolPresent } from '../../helpers/system-tools.js';
 
 // Issue #9 item 1 (no host root inside a sandbox) and item 12 (no host names leak in), with the
 // driver the suite runs on and, where it works too, the unshare fallback. As root (CI and
 // operators), these fail without the unprivileged uid, --cap-drop, no_new_privs and seccomp.
 const isRoot = process.getuid?.() === 0;
-const drivers: DriverName[] = [...new Set([testDriver(), ...(bwrapWorks() && unshareWorks() ? (['unshare'] as const) : [])])].filter((d) => d !== 'none');
+const drivers: DriverName[] = [...new Set([testDriver(), ...(toolPresent('bwrap') && unshareWorks() ? (['unshare'] as const) : [])])].filter((d) => d !== 'none');
 
 /** Python run inside the sandbox: each raw syscall's return value and errno, as `name rc errno`. */
 const SYSCALLS = String.raw`

@@ -6,8 +6,9 @@ import path from 'node:path';
 import { once } from 'node:events';
 import { execFileSync } from 'node:child_process';
 import { createSandboxProvider, type HostSandboxProvider, type Sandbox } from '../../../src/sandbox/index.js';
-import { bwrapWorks, unshareWorks } from '../../../src/sandbox/drivers.js';
+import { unshareWorks } from '../../../src/sandbox/drivers.js';
 import { testDriver } from './helpers.js';
+import { toolPresent } from '../../helpers/system-tools.js';
 
 // Containment with the driver the suite runs on: real bwrap here and in CI (where
 // ROLLOUT_REQUIRE_BWRAP=1 makes a missing bwrap fail testDriver()); the unshare fallback on a
@@ -105,7 +106,7 @@ const rootfsWhy = !wantRootfs
     ? 'needs root (make-rootfs.sh)'
     : null;
 if (wantRootfs && rootfsWhy) throw new Error(`ROLLOUT_TEST_ROOTFS=1 but the rootfs tests cannot run: ${rootfsWhy}`);
-const rootfsDrivers = [...new Set([driver, ...(bwrapWorks() && unshareWorks() ? (['unshare'] as const) : [])])].filter((d) => d !== 'none');
+const rootfsDrivers = [...new Set([driver, ...(toolPresent('bwrap') && unshareWorks() ? (['unshare'] as const) : [])])].filter((d) => d !== 'none');
 
 describe.skipIf(rootfsWhy !== null).each(rootfsDrivers)(`a Debian rootfs from scripts/make-rootfs.sh, %s driver${rootfsWhy ? ` (skipped: ${rootfsWhy})` : ''}`, (d) => {
   let dir: string;

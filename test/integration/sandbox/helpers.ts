@@ -1,16 +1,17 @@
 import fs from 'node:fs';
-import { bwrapWorks, unshareWorks, type DriverName } from '../../../src/sandbox/drivers.js';
+import { unshareWorks, type DriverName } from '../../../src/sandbox/drivers.js';
+import { toolPresent } from '../../helpers/system-tools.js';
 
 /**
  * The driver the sandbox integration tests use: bwrap when it works; with
- * ROLLOUT_REQUIRE_BWRAP=1 (CI) a missing bwrap is an error, otherwise unshare, then none.
+ * ROLLOUT_REQUIRE_BWRAP=1 or ROLLOUT_REQUIRE_TOOLS=1 (CI) a missing bwrap is an error
+ * (test/helpers/system-tools.ts), otherwise unshare, then none.
  */
 export function testDriver(): DriverName {
   // For trying the fallback on a machine that has bwrap: ROLLOUT_TEST_SANDBOX_DRIVER=unshare.
   const forced = process.env.ROLLOUT_TEST_SANDBOX_DRIVER;
   if (forced === 'bwrap' || forced === 'unshare' || forced === 'none') return forced;
-  if (bwrapWorks()) return 'bwrap';
-  if (process.env.ROLLOUT_REQUIRE_BWRAP === '1') throw new Error('ROLLOUT_REQUIRE_BWRAP=1 but bwrap is missing or does not work');
+  if (toolPresent('bwrap')) return 'bwrap';
   return unshareWorks() ? 'unshare' : 'none';
 }
 

@@ -9,6 +9,7 @@ import { descendants, processStartTime } from '../../../src/sandbox/proc.js';
 import { readLease } from '../../../src/sandbox/lease.js';
 import type { SandboxClient } from '../../../src/sandbox/sandbox-client.js';
 import { isGone, pidsByCmdline, testDriver, until } from './helpers.js';
+import { haveTools } from '../../helpers/system-tools.js';
 
 let stateDir: string;
 let provider: HostSandboxProvider;
@@ -159,7 +160,7 @@ describe('sandbox lifecycle', () => {
     }
   });
 
-  it('clones a local git repository into the workspace', async () => {
+  it.skipIf(!haveTools('git'))('clones a local git repository into the workspace', async () => {
     const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'repo-'));
     try {
       const git = (...a: string[]) => execFileSync('git', ['-C', repo, '-c', 'user.email=t@t', '-c', 'user.name=t', ...a], { stdio: 'ignore' });

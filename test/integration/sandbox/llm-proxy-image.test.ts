@@ -4,15 +4,15 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
-import { bwrapWorks } from '../../../src/sandbox/drivers.js';
 import { createSandboxProvider, type HostSandboxProvider } from '../../../src/sandbox/index.js';
 import { ImageStore } from '../../../src/sandbox/images/image-store.js';
 import { LLM_PROXY_URL } from '../../../src/sandbox/llm-proxy-forwarder.js';
 import { busyboxBashLayer, writeOciLayout } from '../../helpers/images/oci-fixture.js';
+import { missingTools } from '../../helpers/system-tools.js';
 
 // Issue #14: the LLM proxy listener needs nothing inside the sandbox's root — an image with
 // only busybox and bash (no node, no python) reaches the proxy through $OPENAI_BASE_URL.
-const why = process.getuid?.() !== 0 ? 'needs root (kernel overlayfs)' : !bwrapWorks() ? 'needs bwrap (apt-get install bubblewrap)' : null;
+const why = process.getuid?.() !== 0 ? 'needs root (kernel overlayfs)' : missingTools('bwrap', 'busybox');
 
 describe.skipIf(why !== null)(`LLM proxy in an image sandbox${why ? ` (skipped: ${why})` : ''}`, () => {
   let dir: string;

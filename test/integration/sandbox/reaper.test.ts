@@ -11,6 +11,7 @@ import readline from 'node:readline';
 import { UdsChannel } from '../../../src/ipc/uds-channel.js';
 import { parseSandboxOptions } from '../../../src/sandbox/sandbox-options.js';
 import { sandboxUidFor } from '../../../src/sandbox/sandbox-user.js';
+import { haveTools } from '../../helpers/system-tools.js';
 
 const BIN = path.resolve(import.meta.dirname, '../../../bin/rollout.js');
 
@@ -78,8 +79,8 @@ describe('reapStale against hostile trees', () => {
     const dir = await staleSandbox('sb-immutable');
     const file = path.join(dir, 'workspace', 'pinned');
     fs.writeFileSync(file, 'x');
-    if (spawnSync('chattr', ['+i', file]).status !== 0) {
-      ctx.skip(); // needs root and a filesystem with the immutable flag (ext4, xfs, btrfs): run as root on one
+    if (!haveTools('chattr') || spawnSync('chattr', ['+i', file]).status !== 0) {
+      ctx.skip(); // needs chattr (apt-get install e2fsprogs), root and a filesystem with the immutable flag (ext4, xfs, btrfs)
       return;
     }
     const other = await staleSandbox('sb-plain');

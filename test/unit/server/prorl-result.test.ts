@@ -118,13 +118,16 @@ describe('toProrlResult: the reference result shape (#10.5)', () => {
     expect(toProrlResult(result('infra-error', { dataSource: 'swe' })).git_patch).toBe('');
   });
 
-  it('writes tool-call arguments as JSON strings and keeps only tool_call_ids the assistant made', () => {
+  it('writes tool calls as {name, arguments} with JSON-string arguments, and tool messages without tool_call_id, as the reference does (#28)', () => {
     const r = toProrlResult(result('completed', { trajectory: conversation() }));
     const a = r.messages[2]!;
-    expect(a.tool_calls).toEqual([{ id: 'call_0_0', name: 'execute_bash', arguments: '{"command":"ls"}' }]);
+    expect(a.tool_calls).toEqual([{ name: 'execute_bash', arguments: '{"command":"ls"}' }]);
     expect(JSON.parse(a.tool_calls![0]!.arguments)).toEqual({ command: 'ls' });
-    expect('tool_call_id' in r.messages[3]!).toBe(false);
-    expect(r.messages[4]!.tool_call_id).toBe('call_0_0');
+    for (const m of r.messages) {
+      expect('tool_call_id' in m, JSON.stringify(m)).toBe(false);
+      for (const c of m.tool_calls ?? []) expect(Object.keys(c).sort()).toEqual(['arguments', 'name']);
+    }
+    expect(r.messages.filter((m) => m.role === 'tool').map((m) => m.content)).toEqual(['bad call', 'file']);
   });
 
   it('puts token_ids on every message, the first prompt on its last message, so they concatenate to the tokens', () => {
@@ -133,16 +136,21 @@ describe('toProrlResult: the reference result shape (#10.5)', () => {
     expect(r.messages.flatMap((m) => m.token_ids)).toEqual(conversation().tokens);
   });
 
-  it('trims a failed, timed-out or cancelled rollout to end with an assistant message, or to nothing', () => {
+  it('trims every rollout to end with its last assistant message, or to nothing when the policy never spoke (#28)', () => {
     const t = conversation();
-    t.messages.push({ role: 'tool', content: 'late', tool_call_id: 'call_1_0' });
-    for (const o of ['timed-out', 'cancelled', 'infra-error'] as const) {
+    t.messages.push({ role: 'tool', content: 'late', tool_call_id: 'call_1_0', token_ids: [9, 9] });
+    for (const o of ['completed', 'truncated', 'timed-out', 'cancelled', 'infra-error'] as const) {
       const r = toProrlResult(result(o, { trajectory: t }));
-      expect(r.messages.at(-1)!.role).toBe('assistant');
-      expect(r.messages).toHaveLength(6);
+      expect(r.messages.at(-1)!.role, o).toBe('assistant');
+      expect(r.messages, o).toHaveLength(6);
     }
-    expect(toProrlResult(result('completed', { trajectory: t })).messages).toHaveLength(7);
+    // An iteration cap ends on the last tool output; the reference hands back up to the assistant turn.
+    const capped = toProrlResult(result('truncated', { finish: 'max_iterations', trajectory: t }));
+    expect(capped.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool', 'tool', 'assistant']);
+    expect(capped.messages.flatMap((m) => m.token_ids)).toEqual(conversation().tokens);
+    // A prompt over the context: zero turns, so no assistant message and nothing to hand back.
     const noAssistant = { ...t, messages: t.messages.slice(0, 2) };
+    expect(toProrlResult(result('truncated', { finish: 'context_full', trajectory: noAssistant })).messages).toEqual([]);
     expect(toProrlResult(result('task-error', { trajectory: noAssistant })).messages).toEqual([]);
   });
 

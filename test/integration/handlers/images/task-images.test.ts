@@ -5,14 +5,14 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { createQwen3Codec } from '../../../../src/llm/qwen3-codec.js';
 import { createRuntime, type EmbeddedRuntime } from '../../../../src/runtime/runtime.js';
-import { bwrapWorks } from '../../../../src/sandbox/drivers.js';
 import { createSandboxProvider } from '../../../../src/sandbox/index.js';
 import { ImageStore } from '../../../../src/sandbox/images/image-store.js';
 import type { SandboxProvider } from '../../../../src/sandbox/sandbox.js';
 import { ScriptedPolicy } from '../../../../src/testing/scripted-policy.js';
 import { busyboxBashLayer, tarOf, writeOciLayout } from '../../../helpers/images/oci-fixture.js';
+import { missingTools } from '../../../helpers/system-tools.js';
 
-const why = process.getuid?.() !== 0 ? 'needs root (kernel overlayfs)' : !bwrapWorks() ? 'needs bwrap (apt-get install bubblewrap)' : null;
+const why = process.getuid?.() !== 0 ? 'needs root (kernel overlayfs)' : missingTools('bwrap', 'busybox');
 /**
  * The Python + git + pytest image (scripts/build-test-images.sh python: mmdebstrap, ~1 min the
  * first time, cached after) is built only when ROLLOUT_TEST_PYTHON_IMAGE=1; .ci/run sets it, and

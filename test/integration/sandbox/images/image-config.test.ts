@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { bwrapWorks } from '../../../../src/sandbox/drivers.js';
 import { createSandboxProvider, type HostSandboxProvider } from '../../../../src/sandbox/index.js';
 import { ImageStore } from '../../../../src/sandbox/images/image-store.js';
 import { overlayDirs } from '../../../../src/sandbox/images/overlay-mount.js';
@@ -10,10 +9,11 @@ import { readLease } from '../../../../src/sandbox/lease.js';
 import { TaskError } from '../../../../src/errors.js';
 import { pidsByCmdline, until } from '../helpers.js';
 import { busyboxBashLayer, tarOf, writeOciLayout, type FixtureConfig } from '../../../helpers/images/oci-fixture.js';
+import { missingTools } from '../../../helpers/system-tools.js';
 
 // The image config's User and Entrypoint in a real bwrap sandbox (as root: kernel overlayfs and
 // the hashed host uid). Env and WorkingDir: image-sandbox.test.ts.
-const why = process.getuid?.() !== 0 ? 'needs root (kernel overlayfs)' : !bwrapWorks() ? 'needs bwrap (apt-get install bubblewrap)' : null;
+const why = process.getuid?.() !== 0 ? 'needs root (kernel overlayfs)' : missingTools('bwrap', 'busybox');
 
 let dir: string;
 let store: ImageStore;

@@ -4,9 +4,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { bwrapWorks, unshareWorks } from '../../../../src/sandbox/drivers.js';
+import { unshareWorks } from '../../../../src/sandbox/drivers.js';
 import { createSandboxProvider, type HostSandboxProvider } from '../../../../src/sandbox/index.js';
 import { ImageStore } from '../../../../src/sandbox/images/image-store.js';
+import { missingTools } from '../../../helpers/system-tools.js';
 
 /**
  * Image sandboxes with the Python + git + pytest test image (Debian: bash, python3, util-linux),
@@ -20,9 +21,9 @@ const why = !withPython
   ? 'set ROLLOUT_TEST_PYTHON_IMAGE=1 (builds the Python test image with scripts/build-test-images.sh python)'
   : process.getuid?.() !== 0
     ? 'needs root (kernel overlayfs)'
-    : !bwrapWorks() || !unshareWorks()
-      ? 'needs bwrap and unshare (apt-get install bubblewrap util-linux)'
-      : null;
+    : !unshareWorks()
+      ? 'needs unshare (apt-get install util-linux)'
+      : missingTools('bwrap');
 if (withPython && why) throw new Error(`ROLLOUT_TEST_PYTHON_IMAGE=1 but the Python image tests cannot run: ${why}`);
 
 let dir: string;

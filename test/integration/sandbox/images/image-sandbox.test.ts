@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { bwrapWorks, unshareWorks } from '../../../../src/sandbox/drivers.js';
+import { unshareWorks } from '../../../../src/sandbox/drivers.js';
 import { createSandboxProvider, type HostSandboxProvider } from '../../../../src/sandbox/index.js';
 import { ImageStore } from '../../../../src/sandbox/images/image-store.js';
 import { isMountPoint, mountOverlay, overlayDirs } from '../../../../src/sandbox/images/overlay-mount.js';
@@ -11,9 +11,10 @@ import type { WithWarmPools } from '../../../../src/sandbox/warm-pool.js';
 import { TaskError } from '../../../../src/errors.js';
 import { busyboxBashLayer, tarOf, writeOciLayout } from '../../../helpers/images/oci-fixture.js';
 import { until } from '../helpers.js';
+import { missingTools } from '../../../helpers/system-tools.js';
 
 // Image sandboxes mount kernel overlayfs on the host (root) and bind it as bwrap's root.
-const why = process.getuid?.() !== 0 ? 'needs root (kernel overlayfs)' : !bwrapWorks() ? 'needs bwrap (apt-get install bubblewrap)' : null;
+const why = process.getuid?.() !== 0 ? 'needs root (kernel overlayfs)' : missingTools('bwrap', 'busybox');
 
 let dir: string;
 let store: ImageStore;

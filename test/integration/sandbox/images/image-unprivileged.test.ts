@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { bwrapWorks, unshareWorks } from '../../../../src/sandbox/drivers.js';
+import { unshareWorks } from '../../../../src/sandbox/drivers.js';
+import { missingTools } from '../../../helpers/system-tools.js';
 
 /**
  * An unprivileged runtime's image sandbox: the store unpacks layers without root (user.*
@@ -11,7 +12,7 @@ import { bwrapWorks, unshareWorks } from '../../../../src/sandbox/drivers.js';
  * own (userxattr), and bwrap starts inside that namespace. Run in a child process as uid 65534
  * (test/helpers/images/unprivileged-image-run.ts); as a non-root runner, as its own uid.
  */
-const why = !bwrapWorks() ? 'needs bwrap (apt-get install bubblewrap)' : null;
+const why = missingTools('bwrap', 'busybox');
 const asRoot = process.getuid?.() === 0;
 /**
  * The unshare driver needs python3 (its seccomp loader) and setpriv inside the image: the Python
