@@ -14,6 +14,7 @@ import { backendCheck, checkDisk, formatCheck, probeBackends } from '../prefligh
 import { chooseConcurrency } from './run-concurrency.js';
 import { TOOL_PARSER_NAMES } from '../../llm/tool-parsers/index.js';
 import { openRunEnvironment, type RunEnvironment } from './run-environment.js';
+import { isOracleAddress } from '../../llm/oracle-backend.js';
 
 const USAGE = `usage: rollout run TASKS.jsonl [options]
 
@@ -135,13 +136,19 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
   if (v['tool-parser'] !== undefined && !TOOL_PARSER_NAMES.includes(v['tool-parser'])) {
     throw new ValidationError(`--tool-parser must be one of ${TOOL_PARSER_NAMES.join(', ')}; got '${v['tool-parser']}'`, [{ path: 'tool-parser', message: 'unknown tool parser' }]);
   }
+  const backends = v.backend ?? [];
+  const real = backends.filter((b) => !isOracleAddress(b));
+  if (real.length > 0 && real.length < backends.length) {
+    const message = `--backend oracle replays each instance's oracle turns and cannot be mixed with a real backend (${real.join(', ')}): give one or the other`;
+    throw new ValidationError(message, [{ path: 'backend', message: 'oracle mixed with real backends' }]);
+  }
   const sandbox = v.sandbox ?? 'auto';
   if (!['bwrap', 'unshare', 'none', 'auto'].includes(sandbox)) {
     throw new ValidationError(`--sandbox must be bwrap, unshare, none or auto, got '${sandbox}'`, [{ path: 'sandbox', message: 'unknown driver' }]);
   }
   return {
     tasksPath: parsed.positionals[0] as string,
-    backends: v.backend ?? [],
+    backends,
     n: positiveInt('n', v.n, 1) as number,
     outDir: resolve(v.out ?? join('rollouts-out', stamp())),
     concurrency: positiveInt('concurrency', v.concurrency, undefined),
@@ -318,7 +325,7 @@ class NoBackendError extends Error {
  * rollout's retries. Built-in policies (`scripted`, `oracle`) and no backend pass through.
  */
 async function preflight(addresses: string[], err: NodeJS.WriteStream): Promise<{ backends: string[]; slots: (number | null)[] }> {
-  const real = addresses.filter((a) => a.trim() !== 'oracle');
+  const real = addresses.filter((a) => !isOracleAddress(a));
   if (real.length === 0) return { backends: addresses, slots: [] };
   const probes = await probeBackends(real, { timeoutMs: 5000 });
   const usable: string[] = [];
