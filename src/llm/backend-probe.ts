@@ -175,7 +175,8 @@ const positiveInt = (x: unknown): number | null => (typeof x === 'number' && Num
 async function engineInfo(origin: string, timeoutMs: number): Promise<{ slots: number | null; contextLength: number | null }> {
   const props = await request(`${origin}/props`, timeoutMs).catch(() => null);
   const body = props?.status === 200 ? obj(props.body) : null;
-  const contextLength = positiveInt(obj(body?.['default_generation_settings'])?.['n_ctx']);
+  // llama.cpp's server nests it in its default settings; `rollout llm-serve` says it at the top.
+  const contextLength = positiveInt(obj(body?.['default_generation_settings'])?.['n_ctx']) ?? positiveInt(body?.['n_ctx']);
   const fromProps = positiveInt(body?.['total_slots']);
   if (fromProps !== null) return { slots: fromProps, contextLength };
   const info = await request(`${origin}/get_server_info`, timeoutMs).catch(() => null);
