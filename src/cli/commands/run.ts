@@ -12,6 +12,7 @@ import { RunProgress } from './run-progress.js';
 import { explainFlagError } from '../args.js';
 import { backendCheck, checkDisk, formatCheck, probeBackends } from '../preflight.js';
 import { chooseConcurrency } from './run-concurrency.js';
+import { RejectionBreaker } from './run-breaker.js';
 import { TOOL_PARSER_NAMES } from '../../llm/tool-parsers/index.js';
 import { openRunEnvironment, type RunEnvironment } from './run-environment.js';
 import { isOracleAddress } from '../../llm/oracle-backend.js';
@@ -184,10 +185,11 @@ function writeLine(stream: WriteStream, value: unknown): Promise<void> {
 export async function runTasks(
   opts: RunOptions,
   io: { stdout: NodeJS.WriteStream; stderr: NodeJS.WriteStream } = { stdout: process.stdout, stderr: process.stderr },
-): Promise<RunSummary & { interrupted: boolean }> {
+): Promise<RunSummary & { interrupted: boolean; rejected: string | null }> {
   const known = new Set(builtinHandlers.flatMap((h) => [h.name, ...(h.aliases ?? [])]));
   const tasks = await loadTaskFile(opts.tasksPath, known);
-  const { backends, slots } = await preflight(opts.backends, io.stderr);
+  const { backends, slots, contextLength } = await preflight(opts.backends, io.stderr);
+  if (contextLength !== null) checkContext(contextLength, opts.sampling, tasks);
   // doctor's disk check: a run of many sandboxes can fill a small disk; say so before, not after.
   const disk = checkDisk();
   if (disk.status !== 'ok') io.stderr.write(`rollout run: ${formatCheck(disk)}\n`);
@@ -213,6 +215,9 @@ export async function runTasks(
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  // A backend that rejects every request ends the run after the first few (run-breaker.ts).
+  const breaker = new RejectionBreaker();
+  let rejected: string | null = null;
   try {
     await mkdir(opts.outDir, { recursive: true });
     stream = createWriteStream(trajPath);
@@ -230,9 +235,12 @@ export async function runTasks(
     let inFlight = 0;
     const pending: Promise<unknown>[] = [];
     for (const [i, t] of tasks.entries()) {
-      while (inFlight + opts.n > windowSize && !interrupted) await new Promise<void>((res) => (wake = res));
-      if (interrupted) break;
+      while (inFlight + opts.n > windowSize && !interrupted && rejected === null) await new Promise<void>((res) => (wake = res));
+      if (interrupted || rejected !== null) break;
       const sampling: SamplingParams = { ...t.sampling, ...opts.sampling, ...(opts.maxIterations ? { max_iterations: opts.maxIterations } : {}) };
+      // The engine's context bounds ours: the runtime then stops a rollout at a full context
+      // itself (truncated, honest) instead of being refused by the engine.
+      if (contextLength !== null) sampling.max_model_len = Math.min(sampling.max_model_len ?? contextLength, contextLength);
       const results: Promise<RolloutResult>[] =
         opts.n === 1 ? [env.runtime.submit(t.instance, sampling).result] : env.runtime.submitGroup(t.instance, sampling, opts.n).rollouts.map((h) => h.result);
       inFlight += opts.n;
@@ -240,6 +248,12 @@ export async function runTasks(
         pending.push(
           pr.then((result) => {
             inFlight--;
+            if (breaker.observe(result)) {
+              rejected = breaker.reason;
+              io.stderr.write(`\nrollout run: ${rejected}; stopping the run\n`);
+              wake?.();
+              void env.runtime.close({ drain: false });
+            }
             collected.push(toSummaryRow(String(i), result));
             p.tick(result);
             // A failure is worth a line of its own in a log; successes are in the progress line.
@@ -263,7 +277,7 @@ export async function runTasks(
     io.stdout.write(formatSummary(summary));
     io.stdout.write(`\n  trajectories: ${trajPath}\n  summary:      ${join(opts.outDir, 'summary.json')}\n`);
     if (interrupted) io.stdout.write(`  (interrupted: ${summary.cancelled} live rollouts were cancelled, ${total - collected.length} never started)\n`);
-    return { ...summary, interrupted };
+    return { ...summary, interrupted, rejected };
   } finally {
     progress?.stop();
     await new Promise<void>((res) => (stream ? stream.end(res) : res()));
@@ -297,6 +311,10 @@ export async function run(argv: string[]): Promise<number> {
   try {
     const r = await runTasks(opts);
     if (r.interrupted) return 130;
+    if (r.rejected !== null) {
+      process.stderr.write(`rollout run: ${r.rejected}\n`);
+      return 1;
+    }
     // Nothing was learned from a run whose every rollout hit an infrastructure fault.
     if (r.rollouts > 0 && (r.outcomes['infra-error'] ?? 0) === r.rollouts) {
       process.stderr.write(`rollout run: every rollout failed for infrastructure reasons (${r.errors[0]?.error ?? 'see the summary'})\n`);
@@ -324,9 +342,9 @@ class NoBackendError extends Error {
  * when real backends were named and none works, so a dead fleet costs seconds, not every
  * rollout's retries. Built-in policies (`scripted`, `oracle`) and no backend pass through.
  */
-async function preflight(addresses: string[], err: NodeJS.WriteStream): Promise<{ backends: string[]; slots: (number | null)[] }> {
+async function preflight(addresses: string[], err: NodeJS.WriteStream): Promise<{ backends: string[]; slots: (number | null)[]; contextLength: number | null }> {
   const real = addresses.filter((a) => !isOracleAddress(a));
-  if (real.length === 0) return { backends: addresses, slots: [] };
+  if (real.length === 0) return { backends: addresses, slots: [], contextLength: null };
   const probes = await probeBackends(real, { timeoutMs: 5000 });
   const usable: string[] = [];
   const slots: (number | null)[] = [];
@@ -337,5 +355,22 @@ async function preflight(addresses: string[], err: NodeJS.WriteStream): Promise<
     } else err.write(`rollout run: ${formatCheck(backendCheck(p))}\n`);
   }
   if (usable.length === 0) throw new NoBackendError(`no backend answers (${real.length} probed): giving up before starting any rollout`);
-  return { backends: usable, slots };
+  // The smallest context any usable engine states: a call may land on any of them.
+  const known = probes.filter((p) => p.ok && p.contextLength !== null).map((p) => p.contextLength as number);
+  return { backends: usable, slots, contextLength: known.length > 0 ? Math.min(...known) : null };
+}
+
+/**
+ * Refuses, before any rollout starts, a `max_tokens` (the flag's or a task line's) that the
+ * engine's context cannot hold: every call would be refused or sample nothing, and each rollout
+ * would end with nothing learned. Throws {@link NoBackendError} (exit 1) with the numbers.
+ */
+function checkContext(contextLength: number, flags: Partial<SamplingParams>, tasks: readonly { line: number; sampling: SamplingParams | undefined }[]): void {
+  const tooBig = (n: number | undefined): n is number => n !== undefined && n >= contextLength;
+  if (tooBig(flags.max_tokens)) {
+    throw new NoBackendError(`--max-tokens ${flags.max_tokens} does not fit the engine's context of ${contextLength} tokens (prompt included): use a --max-tokens below ${contextLength}`);
+  }
+  const perTurn = (t: { sampling: SamplingParams | undefined }) => t.sampling?.max_output_tokens ?? t.sampling?.max_tokens;
+  const line = flags.max_tokens === undefined ? tasks.find((t) => tooBig(perTurn(t))) : undefined;
+  if (line) throw new NoBackendError(`task line ${line.line}: max_tokens ${perTurn(line)} does not fit the engine's context of ${contextLength} tokens (prompt included)`);
 }
