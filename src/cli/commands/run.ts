@@ -210,7 +210,10 @@ export async function runTasks(
     }
     interrupted = true;
     wake?.();
-    io.stderr.write('\nrollout run: interrupted; cancelling live rollouts (Ctrl-C again to exit at once)\n');
+    // The progress line is drawn for the last time first, so the message goes below it instead
+    // of being redrawn over (or drawing over it) while the cancels finish.
+    progress?.stop();
+    io.stderr.write(`${io.stderr.isTTY ? '' : '\n'}rollout run: interrupted; cancelling live rollouts (Ctrl-C again to exit at once)\n`);
     void env.runtime.close({ drain: false });
   };
   process.on('SIGINT', onSignal);
@@ -250,7 +253,8 @@ export async function runTasks(
             inFlight--;
             if (breaker.observe(result)) {
               rejected = breaker.reason;
-              io.stderr.write(`\nrollout run: ${rejected}; stopping the run\n`);
+              p.stop();
+              io.stderr.write(`rollout run: ${rejected}; stopping the run\n`);
               wake?.();
               void env.runtime.close({ drain: false });
             }
@@ -272,7 +276,7 @@ export async function runTasks(
     await writes;
     progress.stop();
     const familyOf = (ds: string) => builtinHandlers.find((h) => h.name === ds || h.aliases?.includes(ds))?.name ?? ds;
-    const summary = summarize(collected, opts.n, Date.now() - started, familyOf);
+    const summary = summarize(collected, opts.n, Date.now() - started, familyOf, tasks.length);
     await writeFile(join(opts.outDir, 'summary.json'), `${JSON.stringify({ tasks_file: resolve(opts.tasksPath), backend: env.description, ...summary }, null, 2)}\n`);
     io.stdout.write(formatSummary(summary));
     io.stdout.write(`\n  trajectories: ${trajPath}\n  summary:      ${join(opts.outDir, 'summary.json')}\n`);
