@@ -1,6 +1,6 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { RolloutError, ValidationError } from '../../errors.js';
 import { builtinHandlers } from '../../handlers/builtin.js';
@@ -13,6 +13,8 @@ import { explainFlagError } from '../args.js';
 import { backendCheck, checkDisk, formatCheck, probeBackends } from '../preflight.js';
 import { chooseConcurrency } from './run-concurrency.js';
 import { RejectionBreaker } from './run-breaker.js';
+import { recordEvents } from './run-events.js';
+import { RUN_FILES } from '../../server/run-replay.js';
 import { TOOL_PARSER_NAMES } from '../../llm/tool-parsers/index.js';
 import { openRunEnvironment, type RunEnvironment } from './run-environment.js';
 import { isOracleAddress } from '../../llm/oracle-backend.js';
@@ -221,8 +223,10 @@ export async function runTasks(
   // A backend that rejects every request ends the run after the first few (run-breaker.ts).
   const breaker = new RejectionBreaker();
   let rejected: string | null = null;
+  let recorder: { stop(): Promise<void> } | undefined;
   try {
     await mkdir(opts.outDir, { recursive: true });
+    recorder = recordEvents(env.runtime, join(opts.outDir, RUN_FILES.events));
     stream = createWriteStream(trajPath);
     const s = stream;
     const total = tasks.length * opts.n;
@@ -279,11 +283,12 @@ export async function runTasks(
     const summary = summarize(collected, opts.n, Date.now() - started, familyOf, tasks.length);
     await writeFile(join(opts.outDir, 'summary.json'), `${JSON.stringify({ tasks_file: resolve(opts.tasksPath), backend: env.description, ...summary }, null, 2)}\n`);
     io.stdout.write(formatSummary(summary));
-    io.stdout.write(`\n  trajectories: ${trajPath}\n  summary:      ${join(opts.outDir, 'summary.json')}\n`);
+    io.stdout.write(`\n  trajectories: ${trajPath}\n  summary:      ${join(opts.outDir, 'summary.json')}\n  view it:      rollout view ${relativeOrAbsolute(opts.outDir)}\n`);
     if (interrupted) io.stdout.write(`  (interrupted: ${summary.cancelled} live rollouts were cancelled, ${total - collected.length} never started)\n`);
     return { ...summary, interrupted, rejected };
   } finally {
     progress?.stop();
+    await recorder?.stop();
     await new Promise<void>((res) => (stream ? stream.end(res) : res()));
     await env.close();
     // Once interrupted the process is on its way out: a second Ctrl-C during the cleanup above or
@@ -377,4 +382,10 @@ function checkContext(contextLength: number, flags: Partial<SamplingParams>, tas
   const perTurn = (t: { sampling: SamplingParams | undefined }) => t.sampling?.max_output_tokens ?? t.sampling?.max_tokens;
   const line = flags.max_tokens === undefined ? tasks.find((t) => tooBig(perTurn(t))) : undefined;
   if (line) throw new NoBackendError(`task line ${line.line}: max_tokens ${perTurn(line)} does not fit the engine's context of ${contextLength} tokens (prompt included)`);
+}
+
+/** `dir` relative to the working directory when it lies below it (shorter to type), else absolute. */
+function relativeOrAbsolute(dir: string): string {
+  const rel = relative(process.cwd(), dir);
+  return rel && !rel.startsWith('..') ? rel : dir;
 }
