@@ -15,6 +15,9 @@ import { chooseConcurrency } from './run-concurrency.js';
 import { RejectionBreaker } from './run-breaker.js';
 import { recordEvents } from './run-events.js';
 import { RUN_FILES } from '../../server/run-replay.js';
+import { createService, type RolloutService } from '../../server/service.js';
+import { serveVisualizer } from '../../server/visualizer-assets.js';
+import { listenFailure } from '../listen-error.js';
 import { TOOL_PARSER_NAMES } from '../../llm/tool-parsers/index.js';
 import { openRunEnvironment, type RunEnvironment } from './run-environment.js';
 import { isOracleAddress } from '../../llm/oracle-backend.js';
@@ -44,6 +47,9 @@ options:
                         (default: the one the chat template writes)
   --image-store DIR     the image store instances' \`image\` is found in (default: $ROLLOUT_IMAGE_STORE,
                         else ~/.cache/rollout-runtime/images; see docs/images.md)
+  --visualize           serve the live visualizer page of this run while it runs (URL on stderr);
+                        afterwards the run opens with  rollout view DIR
+  --visualize-port P    its port (default 0: a free one), on 127.0.0.1
   -h, --help            this text
 
 Before it starts, every --backend is probed (reachable, protocol fits the server); a dead or
@@ -56,6 +62,8 @@ Exit status: 0 done, 1 every rollout failed for infrastructure reasons or no bac
 /** Parsed `rollout run` options. */
 export interface RunOptions {
   tasksPath: string;
+  /** `--visualize`: the live page's port (0: a free one); undefined without the flag. */
+  visualizePort?: number | undefined;
   /** `--tokenizer DIR` / `--tool-parser NAME` (#17). */
   tokenizer?: string | undefined;
   toolParser?: string | undefined;
@@ -89,6 +97,13 @@ function positiveInt(name: string, v: string | undefined, dflt: number | undefin
   return n;
 }
 
+function nonNegativeInt(name: string, v: string | undefined, dflt: number): number {
+  if (v === undefined) return dflt;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 65_535) throw new ValidationError(`--${name} must be a port number (0..65535), got '${v}'`, [{ path: name, message: 'port' }]);
+  return n;
+}
+
 /** A filesystem-safe UTC timestamp, `2026-11-30T03-24-46Z`. */
 function stamp(d = new Date()): string {
   return d.toISOString().replace(/\.\d+Z$/, 'Z').replace(/:/g, '-');
@@ -119,11 +134,13 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
         tokenizer: { type: 'string' },
         'tool-parser': { type: 'string' },
         'image-store': { type: 'string' },
+        visualize: { type: 'boolean' },
+        'visualize-port': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
   } catch (err) {
-    const known = ['backend', 'n', 'out', 'concurrency', 'sandbox', 'max-iterations', 'max-tokens', 'temperature', 'top-p', 'timeout', 'tokenizer', 'tool-parser', 'image-store', 'help'];
+    const known = ['backend', 'n', 'out', 'concurrency', 'sandbox', 'max-iterations', 'max-tokens', 'temperature', 'top-p', 'timeout', 'tokenizer', 'tool-parser', 'image-store', 'visualize', 'visualize-port', 'help'];
     const message = explainFlagError(err, known);
     throw new ValidationError(message, [{ path: 'argv', message }]);
   }
@@ -165,6 +182,7 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
     }),
     tokenizer: v.tokenizer,
     toolParser: v['tool-parser'],
+    visualizePort: v.visualize || v['visualize-port'] !== undefined ? nonNegativeInt('visualize-port', v['visualize-port'], 0) : undefined,
   };
 }
 
@@ -224,9 +242,18 @@ export async function runTasks(
   const breaker = new RejectionBreaker();
   let rejected: string | null = null;
   let recorder: { stop(): Promise<void> } | undefined;
+  let live: RolloutService | undefined;
   try {
     await mkdir(opts.outDir, { recursive: true });
     recorder = recordEvents(env.runtime, join(opts.outDir, RUN_FILES.events));
+    if (opts.visualizePort !== undefined) {
+      // The live page of this run: the ordinary service around the run's own runtime.
+      live = createService({ createRuntime: () => Promise.resolve(env.runtime), visualizer: serveVisualizer }, { host: '127.0.0.1', port: opts.visualizePort });
+      const url = await live.listen().catch((err: unknown) => {
+        throw new ValidationError(`--visualize: ${(err as NodeJS.ErrnoException).syscall === 'listen' ? listenFailure(err, '127.0.0.1', opts.visualizePort!) : (err as Error).message}`, [{ path: 'visualize-port', message: 'cannot listen' }]);
+      });
+      io.stderr.write(`rollout run: live visualizer at ${url}/visualizer\n`);
+    }
     stream = createWriteStream(trajPath);
     const s = stream;
     const total = tasks.length * opts.n;
@@ -289,6 +316,7 @@ export async function runTasks(
   } finally {
     progress?.stop();
     await recorder?.stop();
+    await live?.close();
     await new Promise<void>((res) => (stream ? stream.end(res) : res()));
     await env.close();
     // Once interrupted the process is on its way out: a second Ctrl-C during the cleanup above or

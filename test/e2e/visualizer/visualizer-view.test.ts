@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -72,6 +72,30 @@ describe('rollout view', () => {
     await page.screenshot({ path: join(shots, 'visualizer-view.png') });
     expect(browser.errors).toEqual([]);
   }, 240_000);
+
+  it.skipIf(chromiumMissing())('rollout run --visualize serves the live page of the running job', async () => {
+    // A task that holds its sandbox until the test has seen the live page.
+    const gate = join(dir, 'gate');
+    const slow = { data_source: 'shell', instance_id: 'live-0', prompt: 'wait', eval_command: 'true', oracle: [{ tool_calls: [{ name: 'execute_bash', arguments: { command: `while [ ! -e ${gate} ]; do sleep 0.1; done; echo released` } }] }, { tool_calls: [{ name: 'finish', arguments: {} }] }] };
+    const file = join(dir, 'live.jsonl');
+    await writeFile(file, `${JSON.stringify(slow)}\n`);
+    const child = spawn(process.execPath, [BIN, 'run', file, '--out', join(dir, 'live-run'), '--visualize', '--sandbox', 'none'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', r));
+    await expect.poll(() => /live visualizer at (http:\/\/\S+)\/visualizer/.exec(err)?.[1] ?? null, { timeout: 60_000 }).not.toBeNull();
+    const url = /live visualizer at (http:\/\/\S+)\/visualizer/.exec(err)![1]!;
+    browser ??= await launchBrowser();
+    const page = browser.page;
+    await page.goto(`${url}/visualizer`);
+    await page.waitForFunction(() => document.querySelector('#conn')?.getAttribute('data-state') === 'open');
+    await page.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '1');
+    // Live: the rollout is at its action, not ended.
+    expect(await page.locator('.rows .row .outcome-completed').count()).toBe(0);
+    await writeFile(gate, '');
+    await page.waitForFunction(() => document.querySelectorAll('.rows .row .outcome-completed').length === 1, undefined, { timeout: 60_000 });
+    expect(await exited).toBe(0);
+  }, 180_000);
 
   it('refuses a directory that is not a run, naming it, with exit 2', async () => {
     const r = await rollout(['view', dir, '--port', '0']);
