@@ -55,7 +55,8 @@ export class RolloutError extends Error {
 
 /** A fault of the infrastructure (sandbox, backend, runtime). Retried within the budget. */
 export class InfraError extends RolloutError {
-  constructor(message: string, opts: { code?: string; stage?: 'init' | 'run' | 'eval'; details?: Record<string, unknown>; cause?: unknown } = {}) {
+  /** `retryable: false` for a fault another attempt would meet again (a configuration mistake). */
+  constructor(message: string, opts: { code?: string; stage?: 'init' | 'run' | 'eval'; details?: Record<string, unknown>; cause?: unknown; retryable?: boolean } = {}) {
     super(message, { code: opts.code ?? 'INFRA', retryable: true, ...opts });
   }
 }
@@ -69,7 +70,7 @@ export class SandboxError extends InfraError {
 
 /** An LLM backend failed (connection refused, 5xx, timeout) or none is available. Retried. */
 export class BackendError extends InfraError {
-  constructor(message: string, opts: { code?: string; stage?: 'init' | 'run' | 'eval'; details?: Record<string, unknown>; cause?: unknown } = {}) {
+  constructor(message: string, opts: { code?: string; stage?: 'init' | 'run' | 'eval'; details?: Record<string, unknown>; cause?: unknown; retryable?: boolean } = {}) {
     super(message, { code: opts.code ?? 'BACKEND', ...opts });
   }
 }
@@ -167,9 +168,9 @@ type Reviver = (s: SerializedError, o: { code: string; stage?: Stage; details?: 
 
 /** How each class is rebuilt from its serialized form: one entry per class, through its own constructor. */
 const revivers: Record<string, Reviver> = {
-  InfraError: (s, o) => new InfraError(s.message, o),
+  InfraError: (s, o) => new InfraError(s.message, { ...o, retryable: s.retryable }),
   SandboxError: (s, o) => new SandboxError(s.message, o),
-  BackendError: (s, o) => new BackendError(s.message, o),
+  BackendError: (s, o) => new BackendError(s.message, { ...o, retryable: s.retryable }),
   StaleRolloutError: (s, o) => new StaleRolloutError(s.message, { stage: o.stage, details: o.details }),
   TaskError: (s, o) => new TaskError(s.message, o),
   RolloutTimeoutError: (s, o) => new RolloutTimeoutError(s.message, { code: o.code, stage: o.stage, details: o.details }),

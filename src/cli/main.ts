@@ -10,6 +10,7 @@ import { packagePath } from '../package-root.js';
 const commands: Record<string, { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number> }> }> = {
   run: { summary: 'run a task file end to end and print a summary (the main job)', load: () => import('./commands/run.js') },
   serve: { summary: 'HTTP + WebSocket service (ProRL-compatible)', load: () => import('./commands/serve.js') },
+  view: { summary: "open a finished run's output directory in the visualizer (read-only)", load: () => import('./commands/view.js') },
   image: { summary: 'import, list, remove and prune task images (OCI layouts, docker archives)', load: () => import('./commands/image.js') },
   worker: { summary: 'a cluster node running rollouts from Redis (with serve --redis)', load: () => import('./commands/worker.js') },
   'sandbox-host': { summary: 'a process that owns many sandboxes (started by the runtime)', load: () => import('./commands/sandbox-host.js') },

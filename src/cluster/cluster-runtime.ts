@@ -240,6 +240,8 @@ export class ClusterRuntime implements ServiceRuntime {
   drainBackend = (id: string): boolean => this.backends.drainBackend(id);
   removeBackend = (id: string): boolean => this.backends.removeBackend(id);
   listBackends = (): ReturnType<GatewayBackends['listBackends']> => this.backends.listBackends();
+  /** The workers heard from within the last few heartbeats (the operational log's worker up/down lines). */
+  workerIds = (): string[] => this.board.live.map((n) => n.nodeId);
   setWeightVersion = (version: string | number, backendId?: string): void => this.backends.setWeightVersion(version, backendId);
 
   /**

@@ -82,6 +82,11 @@ export class ClusterWorker {
     this.sink = new EventSink(store, this.log);
   }
 
+  /** The node's runtime as its operational log reads it: status and backends, nothing to drive. */
+  get observed(): Pick<ServiceRuntime, 'status' | 'listBackends'> {
+    return this.runtime;
+  }
+
   /** Connects, makes the runtime, applies the backend registry and settings, starts taking jobs. */
   static async start(input: ClusterOptionsInput, parts: ClusterWorkerParts): Promise<ClusterWorker> {
     const options = parseClusterOptions(input);

@@ -1,6 +1,6 @@
 import { RolloutError } from '../errors.js';
 import { parseBackendAddress } from './backend-address.js';
-import type { BackendSpec } from './llm-client.js';
+import type { BackendProtocol, BackendSpec } from './llm-client.js';
 
 /** Which kind of server answered at an address, as far as its public routes tell. */
 export type ServerKind = 'vllm' | 'sglang' | 'openai' | 'unknown';
@@ -29,6 +29,12 @@ export interface BackendProbe {
    * `GET /get_server_info`. vLLM does not publish its `max_num_seqs`: null.
    */
   slots: number | null;
+  /**
+   * The engine's context window in tokens, when it says: vLLM's and SGLang's `/v1/models`
+   * `max_model_len`, llama.cpp's (and `rollout llm-serve`'s) `/props`
+   * `default_generation_settings.n_ctx`. Null when it does not (an OpenAI server).
+   */
+  contextLength: number | null;
 }
 
 /** Options of {@link probeBackend}. */
@@ -82,7 +88,7 @@ const obj = (x: unknown): Record<string, unknown> | null => (x !== null && typeo
  */
 export async function probeBackend(address: string, opts: ProbeOptions = {}): Promise<BackendProbe> {
   const timeoutMs = opts.timeoutMs ?? 3000;
-  const out: BackendProbe = { address, spec: null, ok: false, reachable: false, kind: null, model: null, detail: '', suggestion: null, tokenizerMatches: null, slots: null };
+  const out: BackendProbe = { address, spec: null, ok: false, reachable: false, kind: null, model: null, detail: '', suggestion: null, tokenizerMatches: null, slots: null, contextLength: null };
   let spec: BackendSpec;
   try {
     spec = parseBackendAddress(address);
@@ -106,6 +112,7 @@ export async function probeBackend(address: string, opts: ProbeOptions = {}): Pr
   if (models.status === 200 && first) {
     out.model = typeof first['id'] === 'string' ? first['id'] : null;
     out.kind = first['owned_by'] === 'vllm' ? 'vllm' : first['owned_by'] === 'sglang' ? 'sglang' : 'openai';
+    out.contextLength = positiveInt(first['max_model_len']);
   }
   if (out.kind === null || out.kind === 'openai') {
     const info = await request(`${origin}/get_model_info`, timeoutMs).catch(() => null);
@@ -117,22 +124,30 @@ export async function probeBackend(address: string, opts: ProbeOptions = {}): Pr
   }
   out.kind ??= 'unknown';
 
-  const fits = verdict(spec, out.kind, await protocolAnswer(spec, out.model, timeoutMs));
+  // The protocol is judged by its own route answering a well-formed one-token request in its
+  // own answer shape, never by what the server says it is: a fake or a proxy in front of vLLM
+  // may not name itself. A 4xx on the declared route (it exists, but refused the probe's body:
+  // our scripted fake wants a header) is a fit only when no other token protocol's route answers.
+  const declared = await protocolAnswer(spec.protocol, spec.url, out.model, timeoutMs);
+  let fits = verdict(spec.protocol, declared);
   const host = new URL(spec.url).host;
-  const suggest: Record<ServerKind, string | null> = {
-    vllm: `vllm+http://${host}`,
-    sglang: `sglang+http://${host}`,
-    openai: `http://${host}/v1`,
-    unknown: null,
-  };
+  if (fits !== true) {
+    const alt = await answeringProtocol(spec.protocol, origin, out.model, timeoutMs);
+    const refusedBody = typeof declared !== 'string' && declared.status >= 400 && declared.status < 500 && declared.status !== 404 && declared.status !== 405;
+    if (refusedBody && (alt === null || alt === 'openai')) fits = true;
+    else if (alt !== null) out.suggestion = alt === 'openai' ? `http://${host}/v1` : `${alt}+http://${host}`;
+  }
   if (fits === true) {
     out.ok = true;
-    out.slots = await engineSlots(origin, timeoutMs);
-    out.detail = `${spec.protocol} at ${spec.url} answers${out.model ? ` (model ${out.model})` : ''}${out.kind !== 'unknown' ? `; the server looks like ${out.kind}` : ''}${out.slots !== null ? `; ${out.slots} slots` : ''}`;
+    const info = await engineInfo(origin, timeoutMs);
+    out.slots = info.slots;
+    out.contextLength ??= info.contextLength;
+    const extras = [out.kind !== 'unknown' ? `the server looks like ${out.kind}` : null, out.slots !== null ? `${out.slots} slots` : null, out.contextLength !== null ? `context ${out.contextLength} tokens` : null];
+    out.detail = `${spec.protocol} at ${spec.url} answers${out.model ? ` (model ${out.model})` : ''}${extras.filter(Boolean).map((x) => `; ${x}`).join('')}`;
   } else {
-    out.suggestion = suggest[out.kind];
-    const looks = out.kind === 'unknown' ? 'the server does not say what it is' : `this looks like ${out.kind === 'openai' ? 'an OpenAI-compatible server' : out.kind === 'vllm' ? 'vLLM' : 'SGLang'}`;
-    out.detail = `the ${spec.protocol} route at ${spec.url} does not work (${fits}); ${looks}${out.suggestion ? `: use ${out.suggestion}` : ''}`;
+    const looks = out.kind === 'unknown' || out.kind === 'openai' ? null : `the server looks like ${out.kind === 'vllm' ? 'vLLM' : 'SGLang'}`;
+    const next = out.suggestion ? `its ${out.suggestion.startsWith('http') ? 'openai' : out.suggestion.slice(0, out.suggestion.indexOf('+'))} route answers: use ${out.suggestion}` : 'no other protocol answers either';
+    out.detail = `the ${spec.protocol} route at ${spec.url} does not work (${fits}); ${[looks, next].filter(Boolean).join('; ')}`;
   }
 
   if (opts.encode && out.ok) {
@@ -150,50 +165,67 @@ export async function probeBackend(address: string, opts: ProbeOptions = {}): Pr
   return out;
 }
 
-/** The engine's parallel slots from `/props` (llama.cpp, llm-serve) or `/get_server_info` (SGLang), else null. */
-async function engineSlots(origin: string, timeoutMs: number): Promise<number | null> {
-  const positive = (x: unknown): number | null => (typeof x === 'number' && Number.isInteger(x) && x > 0 ? x : null);
-  const props = await request(`${origin}/props`, timeoutMs).catch(() => null);
-  const fromProps = props?.status === 200 ? positive(obj(props.body)?.['total_slots']) : null;
-  if (fromProps !== null) return fromProps;
-  const info = await request(`${origin}/get_server_info`, timeoutMs).catch(() => null);
-  return info?.status === 200 ? positive(obj(info.body)?.['max_running_requests']) : null;
-}
+const positiveInt = (x: unknown): number | null => (typeof x === 'number' && Number.isInteger(x) && x > 0 ? x : null);
 
 /**
- * Whether the address's protocol fits the server, from its answer to a one-token request: a 2xx
- * fits; a 404/405 means the route is not there; another 4xx means the route exists but refused
- * the probe's body (our fake wants a header, SGLang wants `input_ids`) — it fits unless the
- * server is recognisably another engine. True, or why not.
+ * The engine's parallel slots and context window: llama.cpp's server and `rollout llm-serve`
+ * say both at `/props` (`total_slots`, `default_generation_settings.n_ctx`), SGLang its slots at
+ * `/get_server_info` (`max_running_requests`); null where the server does not say.
  */
-export function verdict(spec: BackendSpec, kind: ServerKind, answer: number | string): true | string {
-  if (typeof answer === 'string') return answer;
-  if (answer >= 200 && answer < 300) return true;
-  if (answer === 404 || answer === 405 || answer >= 500) return `HTTP ${answer}`;
-  const other = (kind === 'vllm' || kind === 'sglang') && kind !== spec.protocol;
-  return other ? `HTTP ${answer}` : true;
+async function engineInfo(origin: string, timeoutMs: number): Promise<{ slots: number | null; contextLength: number | null }> {
+  const props = await request(`${origin}/props`, timeoutMs).catch(() => null);
+  const body = props?.status === 200 ? obj(props.body) : null;
+  // llama.cpp's server nests it in its default settings; `rollout llm-serve` says it at the top.
+  const contextLength = positiveInt(obj(body?.['default_generation_settings'])?.['n_ctx']) ?? positiveInt(body?.['n_ctx']);
+  const fromProps = positiveInt(body?.['total_slots']);
+  if (fromProps !== null) return { slots: fromProps, contextLength };
+  const info = await request(`${origin}/get_server_info`, timeoutMs).catch(() => null);
+  return { slots: info?.status === 200 ? positiveInt(obj(info.body)?.['max_running_requests']) : null, contextLength };
 }
 
-/** The HTTP status of the protocol's own route for a one-token request, or why there was none. */
-async function protocolAnswer(spec: BackendSpec, model: string | null, timeoutMs: number): Promise<number | string> {
-  let answer: Answer;
+/** The protocols a mismatched address is checked against for a suggestion, most token-faithful first. */
+const SUGGEST_ORDER: readonly BackendProtocol[] = ['vllm', 'sglang', 'prorl', 'openai'];
+
+/**
+ * Whether a protocol's own route answered a one-token request the way that protocol answers:
+ * a 2xx whose body has the protocol's shape (ProRL `response_ids`, vLLM `choices`, SGLang
+ * `meta_info`, OpenAI a model list). Any other status, or another shape, is no fit — whatever
+ * the server calls itself. True, or why not.
+ */
+export function verdict(protocol: BackendProtocol, answer: { status: number; body: unknown } | string): true | string {
+  if (typeof answer === 'string') return answer;
+  if (answer.status < 200 || answer.status >= 300) return `HTTP ${answer.status}`;
+  const b = obj(answer.body);
+  const shaped =
+    protocol === 'prorl' ? Array.isArray(b?.['response_ids'])
+    : protocol === 'vllm' ? Array.isArray(b?.['choices'])
+    : protocol === 'sglang' ? obj(b?.['meta_info']) !== null
+    : Array.isArray(b?.['data']);
+  return shaped ? true : `HTTP ${answer.status} without a ${protocol} answer`;
+}
+
+/** The first protocol other than `declared` whose own route answers in its shape, most token-faithful first; null when none does. */
+async function answeringProtocol(declared: BackendProtocol, origin: string, model: string | null, timeoutMs: number): Promise<BackendProtocol | null> {
+  for (const other of SUGGEST_ORDER) {
+    if (other !== declared && verdict(other, await protocolAnswer(other, origin, model, timeoutMs)) === true) return other;
+  }
+  return null;
+}
+
+/** The answer of the protocol's own route at `base` to a well-formed one-token request, or why there was none. */
+async function protocolAnswer(protocol: BackendProtocol, base: string, model: string | null, timeoutMs: number): Promise<Answer | string> {
   try {
-    switch (spec.protocol) {
+    switch (protocol) {
       case 'prorl':
-        answer = await request(`${spec.url}/generate`, timeoutMs, { prompt_ids: [1], max_tokens: 1, temperature: 0 });
-        break;
+        return await request(`${base}/generate`, timeoutMs, { prompt_ids: [1], max_tokens: 1, temperature: 0 });
       case 'vllm':
-        answer = await request(`${spec.url}/v1/completions`, timeoutMs, { model: model ?? undefined, prompt: [1], max_tokens: 1, temperature: 0 });
-        break;
+        return await request(`${base}/v1/completions`, timeoutMs, { model: model ?? undefined, prompt: [1], max_tokens: 1, temperature: 0 });
       case 'sglang':
-        answer = await request(`${spec.url}/generate`, timeoutMs, { input_ids: [1], sampling_params: { max_new_tokens: 1, temperature: 0 } });
-        break;
+        return await request(`${base}/generate`, timeoutMs, { input_ids: [1], sampling_params: { max_new_tokens: 1, temperature: 0 } });
       default:
-        answer = await request(`${spec.url}/models`, timeoutMs);
-        break;
+        return await request(`${base.endsWith('/v1') ? base : `${base}/v1`}/models`, timeoutMs);
     }
   } catch (err) {
     return reason(err, timeoutMs);
   }
-  return answer.status;
 }

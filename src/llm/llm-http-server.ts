@@ -63,6 +63,8 @@ export interface LlmHttpServerOptions {
   /** Serves OpenAI `POST /v1/chat/completions` through this codec (the engine stays token-in/token-out). */
   openai?: OpenAiRouteOptions | undefined;
   weightVersion?: string | number | null | undefined;
+  /** The engine's context window, listed as `max_model_len` at `GET /v1/models` as vLLM does. */
+  maxModelLen?: number | undefined;
   modelName?: string | undefined;
   /** Extra GET routes (e.g. `/debug/samples`), answered as JSON. */
   getRoutes?: Record<string, () => unknown> | undefined;
@@ -106,7 +108,8 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
     if (req.method === 'GET') {
       const path = url.split('?')[0]!;
       if (path === '/health' || path === '/health_generate') return json(res, 200, { status: 'ok' });
-      if (path === '/v1/models') return json(res, 200, { object: 'list', data: [{ id: modelName, object: 'model' }] });
+      // vLLM and SGLang list the context window as `max_model_len`; pre-flights read it there.
+      if (path === '/v1/models') return json(res, 200, { object: 'list', data: [{ id: modelName, object: 'model', ...(opts.maxModelLen ? { max_model_len: opts.maxModelLen } : {}) }] });
       if (path === '/weight_version' || path === '/get_weight_version') return json(res, 200, { weight_version: state.weightVersion });
       const extra = opts.getRoutes?.[path];
       if (extra) return json(res, 200, extra());

@@ -15,6 +15,7 @@ import type { RuntimeOptions } from './runtime-options.js';
 import type { StagePool } from './stage-pool.js';
 import type { WeightControl } from './weight-control.js';
 import { checkTokenAge, observeTurn } from './token-age.js';
+import { contextLimitError, isEngineLengthRefusal } from './context-limit.js';
 
 /** What the steps see of their owner (the supervisor). */
 export interface StepsContext {
@@ -77,6 +78,8 @@ export class AttemptSteps {
     if (att.harness) return this.harness.llm(s, att, turn);
     const b = att.builder;
     const room = att.maxModelLen - b.length;
+    // Nothing sampled yet and no room: a configuration mistake, not a trainable truncation.
+    if (room <= 0 && turn === 0) throw contextLimitError({ promptTokens: b.length, maxTokens: att.maxOutputTokens, maxModelLen: att.maxModelLen });
     if (room <= 0) {
       att.finish = 'context_full';
       return { contextFull: true, evalSlot: ctx.pools.eval.tryTake(id) };
@@ -113,12 +116,10 @@ export class AttemptSteps {
       res = await ctx.llm.generate(req);
       if (res.finishReason === 'abort' && !att.ended) res = await this.resumeAborted(s, att, req, res);
     } catch (err) {
-      // The server counts tokens its own way: a prompt it calls too long is a full context
-      // (outcome truncated, still evaluated), not a broken task.
-      if (!(err instanceof TaskError && err.code === 'CONTEXT_FULL') || att.ended) throw err;
-      att.callAt = Infinity;
-      att.finish = 'context_full';
-      return { contextFull: true, evalSlot: ctx.pools.eval.tryTake(id) };
+      // Our own count left room, so the engine's context is not the one configured: an
+      // infra-error naming the numbers, never a `truncated` rollout scored 0 (context-limit.ts).
+      if (isEngineLengthRefusal(err) && !att.ended) throw contextLimitError({ promptTokens: b.length, maxTokens, maxModelLen: att.maxModelLen, engine: err.message });
+      throw err;
     }
     if (att.ended) throw new CancelledError('rollout ended during the LLM call');
     att.callAt = Infinity;

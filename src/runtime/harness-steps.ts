@@ -1,5 +1,5 @@
 import type { ActOutput, CallLlmOutput, Stage } from '../../machines/rollout.machine.js';
-import { BackendError, CancelledError, TaskError } from '../errors.js';
+import { BackendError, CancelledError } from '../errors.js';
 import type { ExternalAgent } from '../handlers/agent-handler.js';
 import type { GenerateRequest, GenerateResult, LlmClient } from '../llm/llm-client.js';
 import type { SegmentedResult } from '../llm/partial-generation.js';
@@ -16,6 +16,7 @@ import type { EventHub } from './event-hub.js';
 import type { Attempt, RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
 import type { StagePool } from './stage-pool.js';
+import { contextLimitError, isEngineLengthRefusal } from './context-limit.js';
 
 /** What the harness steps see of the attempt steps' context (a subset of `StepsContext`). */
 export interface HarnessStepsContext {
@@ -78,6 +79,8 @@ export class HarnessSteps {
     const room = att.maxModelLen - promptLen;
     if (room <= 0) {
       call.refuse(new ProxyRefusal(400, 'invalid_request_error', 'context_length_exceeded', `the prompt is ${promptLen} tokens; this rollout's context is ${att.maxModelLen}`, 'messages'));
+      // The agent's first prompt alone does not fit: a configuration mistake, not a truncation.
+      if (turn === 0) throw contextLimitError({ promptTokens: promptLen, maxTokens: att.maxOutputTokens, maxModelLen: att.maxModelLen });
       return { contextFull: true, evalSlot: await this.endLoop(s, att, run, 'context_full') };
     }
     let maxTokens = Math.min(att.maxOutputTokens, room, call.maxTokens ?? Infinity);
@@ -113,11 +116,10 @@ export class HarnessSteps {
       // update, through the pause gate), each token keeping the version that sampled it.
       if (res.finishReason === 'abort' && !att.ended) res = await this.hooks.resumeAborted(s, att, req, res);
     } catch (err) {
-      // The server counts tokens its own way: a prompt it calls too long is a full context, as in our own loop.
-      if (err instanceof TaskError && err.code === 'CONTEXT_FULL' && !att.ended) {
-        att.callAt = Infinity;
+      // Our own count left room, so the engine's context is not the one configured (context-limit.ts).
+      if (isEngineLengthRefusal(err) && !att.ended) {
         call.refuse(new ProxyRefusal(400, 'invalid_request_error', 'context_length_exceeded', 'the engine found the prompt longer than its context', 'messages'));
-        return { contextFull: true, evalSlot: await this.endLoop(s, att, run, 'context_full') };
+        throw contextLimitError({ promptTokens: promptLen, maxTokens, maxModelLen: att.maxModelLen, engine: err.message });
       }
       // The agent learns the call failed (a retried attempt starts it afresh).
       call.refuse(new ProxyRefusal(503, 'server_error', 'engine_error', 'the inference engine failed this call'));

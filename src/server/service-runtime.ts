@@ -36,6 +36,8 @@ export type ServiceRuntime = Runtime &
     dataSources?(): readonly string[];
     /** The runtime's admission limit, when it tells it: lets a batch be refused before any work. */
     readonly options?: { readonly maxQueued: number };
+    /** The cluster's live workers (a gateway), for the operational log. */
+    workerIds?(): readonly string[];
     /** A rollout `get` does not know locally, looked up where the runtime keeps it (the Redis cluster). */
     lookup?(id: string): Promise<RolloutSummary | undefined>;
     /**

@@ -154,6 +154,7 @@ export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promi
     port: opts.port,
     protocol: opts.protocol,
     weightVersion: opts.weightVersion ?? null,
+    maxModelLen: opts.maxModelLen,
     intercept,
     openai: { codec, returnTokenIds: opts.openaiTokenIds ?? true },
   });

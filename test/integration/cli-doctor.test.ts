@@ -33,6 +33,21 @@ describe('rollout doctor', { timeout: 120_000 }, () => {
     expect([r.code, r.stdout]).toEqual([0, expect.stringContaining('all checks passed')]);
   });
 
+  it("fails a prorl+ or sglang+ address at `fake-llm --protocol vllm` (which does not name itself) by probing the protocol's own route", async () => {
+    const vllmOnly = await startFakeLlmProcess(['--protocol', 'vllm']);
+    try {
+      const host = new URL(vllmOnly.url).host;
+      const r = await rollout(['doctor', '--backend', `prorl+http://${host}`, '--backend', `sglang+http://${host}`, '--backend', `vllm+http://${host}`]);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toMatch(new RegExp(`^FAIL\\s+backend prorl\\+http://${host}\\s+the prorl route .* does not work \\(HTTP 400\\); its vllm route answers: use vllm\\+http://${host}$`, 'm'));
+      expect(r.stdout).toMatch(new RegExp(`^FAIL\\s+backend sglang\\+http://${host}\\s+the sglang route .*use vllm\\+http://${host}$`, 'm'));
+      expect(r.stdout).toMatch(new RegExp(`^ok\\s+backend vllm\\+http://${host}\\s+vllm at`, 'm'));
+      expect(r.stdout).toContain('2 check(s) failed');
+    } finally {
+      await vllmOnly.stop();
+    }
+  });
+
   it('exits 1 with a FAIL line for a backend nothing answers at', async () => {
     const r = await rollout(['doctor', '--backend', 'http://127.0.0.1:9', '--timeout-ms', '2000']);
     expect(r.code).toBe(1);

@@ -51,6 +51,13 @@ describe('error serialization', () => {
     expect(classes.map((c) => c.name).sort()).toEqual(cases.map(([n]) => n).sort());
   });
 
+  it('round-trips an infrastructure error made not retryable (a configuration mistake such as CONTEXT_LIMIT)', () => {
+    for (const e of [new BackendError('context', { code: 'CONTEXT_LIMIT', stage: 'run', retryable: false }), new InfraError('config', { retryable: false })]) {
+      const back = deserializeError(JSON.parse(JSON.stringify(serializeError(e))));
+      expect([back.constructor, back.retryable, back.code]).toEqual([e.constructor, false, e.code]);
+    }
+  });
+
   it.each(cases)('round-trips a %s with its class, code, stage, details and cause intact', (_name, make) => {
     const e = make();
     // Through JSON, as across a process boundary.

@@ -1,6 +1,7 @@
 import { choiceFlag, numberFlag, parseFlags, UsageError } from '../args.js';
 import { startFakeLlmServer } from '../../testing/fake-llm-server.js';
 import { codecFor } from '../../llm/codec-registry.js';
+import { listenFailure } from '../listen-error.js';
 
 const HELP = `usage: rollout fake-llm [options]
 
@@ -95,7 +96,8 @@ export async function run(argv: string[]): Promise<number> {
     if (v.tokenizer || v['tool-parser']) config.codec = codecFor({ tokenizer: v.tokenizer, toolParser: v['tool-parser'] });
     server = await startFakeLlmServer(config);
   } catch (e) {
-    process.stderr.write(`rollout fake-llm: ${(e as Error).message}\n`);
+    const listening = (e as NodeJS.ErrnoException).syscall === 'listen';
+    process.stderr.write(`rollout fake-llm: ${listening ? listenFailure(e, config.host ?? '127.0.0.1', config.port ?? 0) : (e as Error).message}\n`);
     return 1;
   }
   process.stdout.write(`listening on ${server.url}\n`);

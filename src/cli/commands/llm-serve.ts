@@ -4,6 +4,7 @@ import type { ChatCodec } from '../../llm/chat-codec.js';
 import { checkEngineTokenizer, codecFor, tinyVocabFor } from '../../llm/codec-registry.js';
 import { createLlamaEngine } from '../../llm/llama-engine.js';
 import { startLlmHttpServer } from '../../llm/llm-http-server.js';
+import { listenFailure } from '../listen-error.js';
 import { createQwen3Codec } from '../../llm/qwen3-codec.js';
 import { formatBanner } from '../banner.js';
 
@@ -100,20 +101,29 @@ export async function run(argv: string[]): Promise<number> {
     await engine.close();
     return 2;
   }
-  const server = await startLlmHttpServer({
-    engine,
-    host: v.host,
-    port: n.port,
-    protocol,
-    weightVersion: v['weight-version'] ?? null,
-    modelName: modelPath,
-    openai: { codec: chatCodec },
-    getRoutes: {
-      '/debug/samples': () => ({ samples: engine.samples() }),
-      // llama.cpp's server reports its parallel slots here; `rollout run` sizes its concurrency by it.
-      '/props': () => ({ total_slots: slots, n_ctx: n.contextSize ?? DEFAULT_CONTEXT, model_path: modelPath }),
-    },
-  });
+  let server: Awaited<ReturnType<typeof startLlmHttpServer>>;
+  try {
+    server = await startLlmHttpServer({
+      engine,
+      host: v.host,
+      port: n.port,
+      protocol,
+      weightVersion: v['weight-version'] ?? null,
+      maxModelLen: n.contextSize ?? DEFAULT_CONTEXT,
+      modelName: modelPath,
+      openai: { codec: chatCodec },
+      getRoutes: {
+        '/debug/samples': () => ({ samples: engine.samples() }),
+        // llama.cpp's server reports its parallel slots here; `rollout run` sizes its concurrency by it.
+        '/props': () => ({ total_slots: slots, n_ctx: n.contextSize ?? DEFAULT_CONTEXT, model_path: modelPath }),
+      },
+    });
+  } catch (e) {
+    // A busy port is one line, not a stack trace (#30).
+    process.stderr.write(`rollout llm-serve: ${listenFailure(e, v.host ?? '127.0.0.1', n.port)}\n`);
+    await engine.close();
+    return 1;
+  }
   process.stdout.write(`listening on ${server.url}\n`);
   const host = new URL(server.url).host;
   const addresses: Record<string, string> = { prorl: `prorl+http://${host}`, vllm: `vllm+http://${host}`, sglang: `sglang+http://${host}`, openai: `http://${host}/v1` };

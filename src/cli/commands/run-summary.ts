@@ -37,7 +37,12 @@ export interface StageTiming {
 /** What `summary.json` holds. */
 export interface RunSummary {
   rollouts: number;
+  /** Rollouts that finished (every outcome but `cancelled`): the base of every rate below. */
+  finished: number;
+  /** Tasks with at least one finished rollout. */
   tasks: number;
+  /** Tasks in the file (more than `tasks` after an early Ctrl-C); null when not told. */
+  tasksInFile: number | null;
   /** Samples per task. */
   n: number;
   outcomes: Record<string, number>;
@@ -120,7 +125,7 @@ export function toSummaryRow(taskKey: string, r: RolloutResult): SummaryRow {
  * stay two tasks (rows are grouped by `taskKey`). `familyOf` maps a data_source to the family it
  * is reported under (default: itself).
  */
-export function summarize(rows: SummaryRow[], n: number, elapsedMs: number, familyOf: (dataSource: string) => string = (d) => d): RunSummary {
+export function summarize(rows: SummaryRow[], n: number, elapsedMs: number, familyOf: (dataSource: string) => string = (d) => d, tasksInFile: number | null = null): RunSummary {
   const outcomes: Record<string, number> = {};
   const perTask = new Map<string, { n: number; c: number; rewards: number[] }>();
   const histogram: Record<string, number[]> = {};
@@ -132,16 +137,16 @@ export function summarize(rows: SummaryRow[], n: number, elapsedMs: number, fami
   let resolved = 0;
   const errors = new Map<string, number>();
   for (const r of rows) {
-    if (r.error) errors.set(r.error, (errors.get(r.error) ?? 0) + 1);
     outcomes[r.outcome] = (outcomes[r.outcome] ?? 0) + 1;
-    // A cancelled sample never finished: counting it as a failure would understate pass@k.
-    if (r.outcome !== 'cancelled') {
-      const t = perTask.get(r.taskKey) ?? { n: 0, c: 0, rewards: [] };
-      t.n++;
-      if (r.resolved) t.c++;
-      if (r.reward !== null) t.rewards.push(r.reward);
-      perTask.set(r.taskKey, t);
-    }
+    // A cancelled sample never finished: counting it anywhere below (pass@k, rates, timings, per
+    // family) would understate the run, as if Ctrl-C were a failure of the policy.
+    if (r.outcome === 'cancelled') continue;
+    if (r.error) errors.set(r.error, (errors.get(r.error) ?? 0) + 1);
+    const t = perTask.get(r.taskKey) ?? { n: 0, c: 0, rewards: [] };
+    t.n++;
+    if (r.resolved) t.c++;
+    if (r.reward !== null) t.rewards.push(r.reward);
+    perTask.set(r.taskKey, t);
     if (r.reward !== null) {
       const bins = (histogram[familyOf(r.dataSource)] ??= new Array<number>(10).fill(0));
       bins[Math.min(9, Math.max(0, Math.floor(r.reward * 10)))]! += 1;
@@ -157,10 +162,13 @@ export function summarize(rows: SummaryRow[], n: number, elapsedMs: number, fami
     turns += r.turns;
   }
   const tasks = [...perTask.values()];
-  const total = rows.length;
+  const finishedRows = rows.filter((r) => r.outcome !== 'cancelled');
+  const total = finishedRows.length;
   return {
-    rollouts: total,
+    rollouts: rows.length,
+    finished: total,
     tasks: tasks.length,
+    tasksInFile,
     n,
     outcomes,
     resolved,
@@ -176,11 +184,11 @@ export function summarize(rows: SummaryRow[], n: number, elapsedMs: number, fami
     tokensPerTurn: turns > 0 ? sampled / turns : null,
     truncated: outcomes['truncated'] ?? 0,
     timings: {
-      queue: stage(rows.map((x) => x.timing.queueMs)),
-      init: stage(rows.map((x) => x.timing.initMs)),
-      run: stage(rows.map((x) => x.timing.runMs)),
-      eval: stage(rows.map((x) => x.timing.evalMs)),
-      wall: stage(rows.map((x) => x.timing.wallMs)),
+      queue: stage(finishedRows.map((x) => x.timing.queueMs)),
+      init: stage(finishedRows.map((x) => x.timing.initMs)),
+      run: stage(finishedRows.map((x) => x.timing.runMs)),
+      eval: stage(finishedRows.map((x) => x.timing.evalMs)),
+      wall: stage(finishedRows.map((x) => x.timing.wallMs)),
     },
     tokens: { total: tokens, sampled, perRollout: total ? tokens / total : null },
     turns: { total: turns, perRollout: total ? turns / total : null },
@@ -210,10 +218,11 @@ export function formatSummary(s: RunSummary): string {
   const lines: string[] = [];
   const row = (k: string, v: string) => lines.push(`  ${k.padEnd(22)} ${v}`);
   lines.push('', 'Summary', '-------');
-  row('rollouts', `${s.rollouts} (${s.tasks} tasks × n=${s.n})`);
+  const ofFile = s.tasksInFile !== null && s.tasksInFile !== s.tasks ? ` of ${s.tasksInFile} in the file` : '';
+  row('rollouts', `${s.finished} finished (${s.tasks} tasks${ofFile} × n=${s.n})${s.cancelled > 0 ? `, ${s.cancelled} cancelled` : ''}`);
   row('outcomes', Object.entries(s.outcomes).map(([k, v]) => `${k} ${v}`).join(', ') || '-');
-  if (s.cancelled > 0) row('cancelled', `${s.cancelled} (not finished: left out of pass@k)`);
-  row('resolved', `${s.resolved}/${s.rollouts}`);
+  if (s.cancelled > 0) row('cancelled', `${s.cancelled} (not finished: left out of pass@k, rates and timings)`);
+  row('resolved', `${s.resolved}/${s.finished}`);
   row('mean reward', fmtNum(s.meanReward));
   row('pass@1', fmtNum(s.passAt1));
   if (s.n > 1) row(`pass@${s.n}`, fmtNum(s.passAtN));

@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { didYouMean } from '../args.js';
 import { routesDataSource } from '../../handlers/registry.js';
 import { ValidationError } from '../../errors.js';
 import { InstanceSchema, SamplingParamsSchema, type Instance, type SamplingParams } from '../../protocol/instance.js';
@@ -17,8 +18,8 @@ export interface TaskLine {
  * "sampling_params": {...}}`. Every `data_source` must be one of `known`.
  *
  * Throws {@link ValidationError} with a message naming the problem and the line: a missing
- * file, bad JSON on line N, a line that is not an instance, an unknown data_source, or an
- * empty file.
+ * file, a JSON array (a common mistake: JSON, not JSON Lines), bad JSON on line N, a line that
+ * is not an instance, an unknown data_source (with the closest known one), or an empty file.
  */
 export async function loadTaskFile(path: string, known: ReadonlySet<string>): Promise<TaskLine[]> {
   let text: string;
@@ -28,6 +29,12 @@ export async function loadTaskFile(path: string, known: ReadonlySet<string>): Pr
     const code = (err as NodeJS.ErrnoException).code;
     const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : (err as Error).message;
     throw new ValidationError(`cannot read task file ${path}: ${why}`, [{ path: 'TASKS', message: why }]);
+  }
+  // A whole JSON array (`[{...}, {...}]`) fails on its first line as "bad JSON", which does not
+  // say what to do: name the format and the one-line conversion instead.
+  if (text.trimStart().startsWith('[')) {
+    const why = 'a JSON array; rollout run reads JSON Lines (one instance per line)';
+    throw new ValidationError(`${path} is ${why}: convert it with  jq -c '.[]' ${path} > tasks.jsonl`, [{ path: 'TASKS', message: why }]);
   }
   const tasks: TaskLine[] = [];
   const lines = text.split('\n');
@@ -54,8 +61,9 @@ export async function loadTaskFile(path: string, known: ReadonlySet<string>): Pr
       throw new ValidationError(`${path}: line ${n} is not a task instance: field '${field}': ${issue?.message}`, [{ path: `line ${n}.${field}`, message: issue?.message ?? 'invalid' }]);
     }
     if (!routesDataSource(known, inst.data.data_source)) {
-      const list = [...known].sort().join(', ');
-      throw new ValidationError(`${path}: line ${n}: unknown data_source '${inst.data.data_source}' (known: ${list})`, [
+      const list = [...known].sort();
+      const guess = didYouMean(inst.data.data_source, list);
+      throw new ValidationError(`${path}: line ${n}: unknown data_source '${inst.data.data_source}'${guess ? ` (did you mean ${guess}?)` : ''} (known: ${list.join(', ')})`, [
         { path: `line ${n}.data_source`, message: 'unknown data_source' },
       ]);
     }

@@ -1,6 +1,6 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { RolloutError, ValidationError } from '../../errors.js';
 import { builtinHandlers } from '../../handlers/builtin.js';
@@ -12,8 +12,15 @@ import { RunProgress } from './run-progress.js';
 import { explainFlagError } from '../args.js';
 import { backendCheck, checkDisk, formatCheck, probeBackends } from '../preflight.js';
 import { chooseConcurrency } from './run-concurrency.js';
+import { RejectionBreaker } from './run-breaker.js';
+import { recordEvents } from './run-events.js';
+import { RUN_FILES } from '../../server/run-replay.js';
+import { createService, type RolloutService } from '../../server/service.js';
+import { serveVisualizer } from '../../server/visualizer-assets.js';
+import { listenFailure } from '../listen-error.js';
 import { TOOL_PARSER_NAMES } from '../../llm/tool-parsers/index.js';
 import { openRunEnvironment, type RunEnvironment } from './run-environment.js';
+import { isOracleAddress } from '../../llm/oracle-backend.js';
 
 const USAGE = `usage: rollout run TASKS.jsonl [options]
 
@@ -40,6 +47,9 @@ options:
                         (default: the one the chat template writes)
   --image-store DIR     the image store instances' \`image\` is found in (default: $ROLLOUT_IMAGE_STORE,
                         else ~/.cache/rollout-runtime/images; see docs/images.md)
+  --visualize           serve the live visualizer page of this run while it runs (URL on stderr);
+                        afterwards the run opens with  rollout view DIR
+  --visualize-port P    its port (default 0: a free one), on 127.0.0.1
   -h, --help            this text
 
 Before it starts, every --backend is probed (reachable, protocol fits the server); a dead or
@@ -52,6 +62,8 @@ Exit status: 0 done, 1 every rollout failed for infrastructure reasons or no bac
 /** Parsed `rollout run` options. */
 export interface RunOptions {
   tasksPath: string;
+  /** `--visualize`: the live page's port (0: a free one); undefined without the flag. */
+  visualizePort?: number | undefined;
   /** `--tokenizer DIR` / `--tool-parser NAME` (#17). */
   tokenizer?: string | undefined;
   toolParser?: string | undefined;
@@ -85,6 +97,13 @@ function positiveInt(name: string, v: string | undefined, dflt: number | undefin
   return n;
 }
 
+function nonNegativeInt(name: string, v: string | undefined, dflt: number): number {
+  if (v === undefined) return dflt;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 65_535) throw new ValidationError(`--${name} must be a port number (0..65535), got '${v}'`, [{ path: name, message: 'port' }]);
+  return n;
+}
+
 /** A filesystem-safe UTC timestamp, `2026-11-30T03-24-46Z`. */
 function stamp(d = new Date()): string {
   return d.toISOString().replace(/\.\d+Z$/, 'Z').replace(/:/g, '-');
@@ -115,11 +134,13 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
         tokenizer: { type: 'string' },
         'tool-parser': { type: 'string' },
         'image-store': { type: 'string' },
+        visualize: { type: 'boolean' },
+        'visualize-port': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
   } catch (err) {
-    const known = ['backend', 'n', 'out', 'concurrency', 'sandbox', 'max-iterations', 'max-tokens', 'temperature', 'top-p', 'timeout', 'tokenizer', 'tool-parser', 'image-store', 'help'];
+    const known = ['backend', 'n', 'out', 'concurrency', 'sandbox', 'max-iterations', 'max-tokens', 'temperature', 'top-p', 'timeout', 'tokenizer', 'tool-parser', 'image-store', 'visualize', 'visualize-port', 'help'];
     const message = explainFlagError(err, known);
     throw new ValidationError(message, [{ path: 'argv', message }]);
   }
@@ -135,13 +156,19 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
   if (v['tool-parser'] !== undefined && !TOOL_PARSER_NAMES.includes(v['tool-parser'])) {
     throw new ValidationError(`--tool-parser must be one of ${TOOL_PARSER_NAMES.join(', ')}; got '${v['tool-parser']}'`, [{ path: 'tool-parser', message: 'unknown tool parser' }]);
   }
+  const backends = v.backend ?? [];
+  const real = backends.filter((b) => !isOracleAddress(b));
+  if (real.length > 0 && real.length < backends.length) {
+    const message = `--backend oracle replays each instance's oracle turns and cannot be mixed with a real backend (${real.join(', ')}): give one or the other`;
+    throw new ValidationError(message, [{ path: 'backend', message: 'oracle mixed with real backends' }]);
+  }
   const sandbox = v.sandbox ?? 'auto';
   if (!['bwrap', 'unshare', 'none', 'auto'].includes(sandbox)) {
     throw new ValidationError(`--sandbox must be bwrap, unshare, none or auto, got '${sandbox}'`, [{ path: 'sandbox', message: 'unknown driver' }]);
   }
   return {
     tasksPath: parsed.positionals[0] as string,
-    backends: v.backend ?? [],
+    backends,
     n: positiveInt('n', v.n, 1) as number,
     outDir: resolve(v.out ?? join('rollouts-out', stamp())),
     concurrency: positiveInt('concurrency', v.concurrency, undefined),
@@ -155,6 +182,7 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
     }),
     tokenizer: v.tokenizer,
     toolParser: v['tool-parser'],
+    visualizePort: v.visualize || v['visualize-port'] !== undefined ? nonNegativeInt('visualize-port', v['visualize-port'], 0) : undefined,
   };
 }
 
@@ -177,10 +205,11 @@ function writeLine(stream: WriteStream, value: unknown): Promise<void> {
 export async function runTasks(
   opts: RunOptions,
   io: { stdout: NodeJS.WriteStream; stderr: NodeJS.WriteStream } = { stdout: process.stdout, stderr: process.stderr },
-): Promise<RunSummary & { interrupted: boolean }> {
+): Promise<RunSummary & { interrupted: boolean; rejected: string | null }> {
   const known = new Set(builtinHandlers.flatMap((h) => [h.name, ...(h.aliases ?? [])]));
   const tasks = await loadTaskFile(opts.tasksPath, known);
-  const { backends, slots } = await preflight(opts.backends, io.stderr);
+  const { backends, slots, contextLength } = await preflight(opts.backends, io.stderr);
+  if (contextLength !== null) checkContext(contextLength, opts.sampling, tasks);
   // doctor's disk check: a run of many sandboxes can fill a small disk; say so before, not after.
   const disk = checkDisk();
   if (disk.status !== 'ok') io.stderr.write(`rollout run: ${formatCheck(disk)}\n`);
@@ -201,13 +230,30 @@ export async function runTasks(
     }
     interrupted = true;
     wake?.();
-    io.stderr.write('\nrollout run: interrupted; cancelling live rollouts (Ctrl-C again to exit at once)\n');
+    // The progress line is drawn for the last time first, so the message goes below it instead
+    // of being redrawn over (or drawing over it) while the cancels finish.
+    progress?.stop();
+    io.stderr.write(`${io.stderr.isTTY ? '' : '\n'}rollout run: interrupted; cancelling live rollouts (Ctrl-C again to exit at once)\n`);
     void env.runtime.close({ drain: false });
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  // A backend that rejects every request ends the run after the first few (run-breaker.ts).
+  const breaker = new RejectionBreaker();
+  let rejected: string | null = null;
+  let recorder: { stop(): Promise<void> } | undefined;
+  let live: RolloutService | undefined;
   try {
     await mkdir(opts.outDir, { recursive: true });
+    recorder = recordEvents(env.runtime, join(opts.outDir, RUN_FILES.events));
+    if (opts.visualizePort !== undefined) {
+      // The live page of this run: the ordinary service around the run's own runtime.
+      live = createService({ createRuntime: () => Promise.resolve(env.runtime), visualizer: serveVisualizer }, { host: '127.0.0.1', port: opts.visualizePort });
+      const url = await live.listen().catch((err: unknown) => {
+        throw new ValidationError(`--visualize: ${(err as NodeJS.ErrnoException).syscall === 'listen' ? listenFailure(err, '127.0.0.1', opts.visualizePort!) : (err as Error).message}`, [{ path: 'visualize-port', message: 'cannot listen' }]);
+      });
+      io.stderr.write(`rollout run: live visualizer at ${url}/visualizer\n`);
+    }
     stream = createWriteStream(trajPath);
     const s = stream;
     const total = tasks.length * opts.n;
@@ -223,9 +269,12 @@ export async function runTasks(
     let inFlight = 0;
     const pending: Promise<unknown>[] = [];
     for (const [i, t] of tasks.entries()) {
-      while (inFlight + opts.n > windowSize && !interrupted) await new Promise<void>((res) => (wake = res));
-      if (interrupted) break;
+      while (inFlight + opts.n > windowSize && !interrupted && rejected === null) await new Promise<void>((res) => (wake = res));
+      if (interrupted || rejected !== null) break;
       const sampling: SamplingParams = { ...t.sampling, ...opts.sampling, ...(opts.maxIterations ? { max_iterations: opts.maxIterations } : {}) };
+      // The engine's context bounds ours: the runtime then stops a rollout at a full context
+      // itself (truncated, honest) instead of being refused by the engine.
+      if (contextLength !== null) sampling.max_model_len = Math.min(sampling.max_model_len ?? contextLength, contextLength);
       const results: Promise<RolloutResult>[] =
         opts.n === 1 ? [env.runtime.submit(t.instance, sampling).result] : env.runtime.submitGroup(t.instance, sampling, opts.n).rollouts.map((h) => h.result);
       inFlight += opts.n;
@@ -233,6 +282,13 @@ export async function runTasks(
         pending.push(
           pr.then((result) => {
             inFlight--;
+            if (breaker.observe(result)) {
+              rejected = breaker.reason;
+              p.stop();
+              io.stderr.write(`rollout run: ${rejected}; stopping the run\n`);
+              wake?.();
+              void env.runtime.close({ drain: false });
+            }
             collected.push(toSummaryRow(String(i), result));
             p.tick(result);
             // A failure is worth a line of its own in a log; successes are in the progress line.
@@ -251,14 +307,16 @@ export async function runTasks(
     await writes;
     progress.stop();
     const familyOf = (ds: string) => builtinHandlers.find((h) => h.name === ds || h.aliases?.includes(ds))?.name ?? ds;
-    const summary = summarize(collected, opts.n, Date.now() - started, familyOf);
+    const summary = summarize(collected, opts.n, Date.now() - started, familyOf, tasks.length);
     await writeFile(join(opts.outDir, 'summary.json'), `${JSON.stringify({ tasks_file: resolve(opts.tasksPath), backend: env.description, ...summary }, null, 2)}\n`);
     io.stdout.write(formatSummary(summary));
-    io.stdout.write(`\n  trajectories: ${trajPath}\n  summary:      ${join(opts.outDir, 'summary.json')}\n`);
+    io.stdout.write(`\n  trajectories: ${trajPath}\n  summary:      ${join(opts.outDir, 'summary.json')}\n  view it:      rollout view ${relativeOrAbsolute(opts.outDir)}\n`);
     if (interrupted) io.stdout.write(`  (interrupted: ${summary.cancelled} live rollouts were cancelled, ${total - collected.length} never started)\n`);
-    return { ...summary, interrupted };
+    return { ...summary, interrupted, rejected };
   } finally {
     progress?.stop();
+    await recorder?.stop();
+    await live?.close();
     await new Promise<void>((res) => (stream ? stream.end(res) : res()));
     await env.close();
     // Once interrupted the process is on its way out: a second Ctrl-C during the cleanup above or
@@ -290,6 +348,10 @@ export async function run(argv: string[]): Promise<number> {
   try {
     const r = await runTasks(opts);
     if (r.interrupted) return 130;
+    if (r.rejected !== null) {
+      process.stderr.write(`rollout run: ${r.rejected}\n`);
+      return 1;
+    }
     // Nothing was learned from a run whose every rollout hit an infrastructure fault.
     if (r.rollouts > 0 && (r.outcomes['infra-error'] ?? 0) === r.rollouts) {
       process.stderr.write(`rollout run: every rollout failed for infrastructure reasons (${r.errors[0]?.error ?? 'see the summary'})\n`);
@@ -317,9 +379,9 @@ class NoBackendError extends Error {
  * when real backends were named and none works, so a dead fleet costs seconds, not every
  * rollout's retries. Built-in policies (`scripted`, `oracle`) and no backend pass through.
  */
-async function preflight(addresses: string[], err: NodeJS.WriteStream): Promise<{ backends: string[]; slots: (number | null)[] }> {
-  const real = addresses.filter((a) => a.trim() !== 'oracle');
-  if (real.length === 0) return { backends: addresses, slots: [] };
+async function preflight(addresses: string[], err: NodeJS.WriteStream): Promise<{ backends: string[]; slots: (number | null)[]; contextLength: number | null }> {
+  const real = addresses.filter((a) => !isOracleAddress(a));
+  if (real.length === 0) return { backends: addresses, slots: [], contextLength: null };
   const probes = await probeBackends(real, { timeoutMs: 5000 });
   const usable: string[] = [];
   const slots: (number | null)[] = [];
@@ -330,5 +392,28 @@ async function preflight(addresses: string[], err: NodeJS.WriteStream): Promise<
     } else err.write(`rollout run: ${formatCheck(backendCheck(p))}\n`);
   }
   if (usable.length === 0) throw new NoBackendError(`no backend answers (${real.length} probed): giving up before starting any rollout`);
-  return { backends: usable, slots };
+  // The smallest context any usable engine states: a call may land on any of them.
+  const known = probes.filter((p) => p.ok && p.contextLength !== null).map((p) => p.contextLength as number);
+  return { backends: usable, slots, contextLength: known.length > 0 ? Math.min(...known) : null };
+}
+
+/**
+ * Refuses, before any rollout starts, a `max_tokens` (the flag's or a task line's) that the
+ * engine's context cannot hold: every call would be refused or sample nothing, and each rollout
+ * would end with nothing learned. Throws {@link NoBackendError} (exit 1) with the numbers.
+ */
+function checkContext(contextLength: number, flags: Partial<SamplingParams>, tasks: readonly { line: number; sampling: SamplingParams | undefined }[]): void {
+  const tooBig = (n: number | undefined): n is number => n !== undefined && n >= contextLength;
+  if (tooBig(flags.max_tokens)) {
+    throw new NoBackendError(`--max-tokens ${flags.max_tokens} does not fit the engine's context of ${contextLength} tokens (prompt included): use a --max-tokens below ${contextLength}`);
+  }
+  const perTurn = (t: { sampling: SamplingParams | undefined }) => t.sampling?.max_output_tokens ?? t.sampling?.max_tokens;
+  const line = flags.max_tokens === undefined ? tasks.find((t) => tooBig(perTurn(t))) : undefined;
+  if (line) throw new NoBackendError(`task line ${line.line}: max_tokens ${perTurn(line)} does not fit the engine's context of ${contextLength} tokens (prompt included)`);
+}
+
+/** `dir` relative to the working directory when it lies below it (shorter to type), else absolute. */
+function relativeOrAbsolute(dir: string): string {
+  const rel = relative(process.cwd(), dir);
+  return rel && !rel.startsWith('..') ? rel : dir;
 }

@@ -1,7 +1,9 @@
 import { resolve as pathResolve } from 'node:path';
 import { readFileSync } from 'node:fs';
-import { numberFlag, parseFlags, UsageError } from '../args.js';
+import { choiceFlag, numberFlag, parseFlags, UsageError } from '../args.js';
 import { referenceArgv } from '../reference-flags.js';
+import { OpsLog, opsSnapshotOf } from '../../server/ops-log.js';
+import { systemClock } from '../../runtime/clock.js';
 import { z } from 'zod';
 import type { SandboxProvider } from '../../sandbox/sandbox.js';
 import { createSandboxProvider } from '../../sandbox/index.js';
@@ -55,6 +57,9 @@ const USAGE = `usage: rollout serve [options]
                        (also "tokenizer" in --config; default: Qwen3)
   --tool-parser NAME   hermes | qwen3_coder | llama3_json | mistral | deepseek_v3 | openai (also "toolParser"
                        in --config; default: the format the chat template writes)
+  --log-format FORMAT  text | json: the operational log on stderr (a stats line every --stats-every
+                       seconds while work flows, a line when a backend or worker goes up or down)
+  --stats-every SECONDS  between stats lines (default 10)
   --redis URL          be a cluster gateway: rollouts run on \`rollout worker --redis URL\` nodes
   --redis-prefix NAME  the cluster's key prefix (default rollout)
 `;
@@ -98,6 +103,8 @@ const SERVE_FLAGS = {
   'tool-parser': { type: 'string' },
   redis: { type: 'string' },
   'redis-prefix': { type: 'string' },
+  'log-format': { type: 'string' },
+  'stats-every': { type: 'string' },
 } as const;
 
 /** What `rollout serve` runs on besides its flags (injected in tests). */
@@ -141,6 +148,7 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
   }
 
   let inspector: RuntimeInspector | null = null;
+  let opsLog: OpsLog | null = null;
   let stopWarning = (): void => undefined;
   let removeSignalHandlers = (): void => undefined;
   try {
@@ -160,6 +168,9 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
       return 2;
     }
     const runtimeOptions = referenceFlags(values, config.runtime);
+    const logFormat = choiceFlag('log-format', values['log-format'], ['text', 'json'] as const) ?? 'text';
+    const statsEvery = numberFlag('stats-every', values['stats-every']) ?? 10;
+    if (!(statsEvery > 0)) throw new UsageError(`--stats-every must be a positive number of seconds, got '${values['stats-every']}'`);
     if (values.inspect !== undefined && !/^wss?:\/\/[^/]/.test(values.inspect)) throw new UsageError(`--inspect must be a ws:// or wss:// URL, got '${values.inspect}'`);
     inspector = values.inspect ? createInspector(values.inspect, { only: inspectSelection(values) }) : null;
     const driver = sandboxDriver(values.sandbox ?? 'auto');
@@ -199,6 +210,8 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     });
     const url = await service.listen();
     process.stdout.write(`listening on ${url}\n`);
+    opsLog = new OpsLog({ source: opsSnapshotOf(() => service.runtime), write: (l) => process.stderr.write(`${logFormat === 'json' ? '' : 'rollout serve: '}${l}\n`), format: logFormat, clock: systemClock, statsMs: statsEvery * 1000 });
+    opsLog.start();
     if (exposure.kind === 'insecure') stopWarning = repeatWarning(exposure.warning, (l) => process.stderr.write(l), deps.timers);
     // The same backend checks as `rollout run` (src/cli/preflight.ts), after listening so a dead
     // backend delays nothing: a failing one gets a line on stderr and shows `down` in /status.
@@ -219,12 +232,14 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     );
 
     await signalled;
+    opsLog.stop();
     stopWarning();
     await service.close();
     await inspector?.close();
     return 0;
   } catch (err) {
     removeSignalHandlers();
+    opsLog?.stop();
     stopWarning();
     await inspector?.close();
     const e = err as Error & { issues?: { path: string; message: string }[] };

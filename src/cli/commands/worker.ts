@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { numberFlag, parseFlags, UsageError } from '../args.js';
+import { choiceFlag, numberFlag, parseFlags, UsageError } from '../args.js';
+import { OpsLog, opsSnapshotOf } from '../../server/ops-log.js';
+import { systemClock } from '../../runtime/clock.js';
 import { ClusterWorker } from '../../cluster/cluster-worker.js';
 import { RolloutError } from '../../errors.js';
 import { createQwen3Codec } from '../../llm/qwen3-codec.js';
@@ -24,6 +26,9 @@ stage pools and backend pool. Backends, weight versions and pause/resume come fr
   --stalled-ms MS      stalled-job check period (default 15000)
   --heartbeat-ms MS    node heartbeat period (default 1000)
   --node-id ID         name in heartbeats (default host-pid-random)
+  --log-format FORMAT  text | json: the operational log on stderr (a stats line every --stats-every
+                       seconds while work flows, a line when a backend goes up or down)
+  --stats-every SECONDS  between stats lines (default 10)
 `;
 
 const ConfigSchema = z
@@ -53,12 +58,18 @@ export async function run(argv: string[]): Promise<number> {
     'stalled-ms': { type: 'string' },
     'heartbeat-ms': { type: 'string' },
     'node-id': { type: 'string' },
+    'log-format': { type: 'string' },
+    'stats-every': { type: 'string' },
   }, USAGE);
   if (typeof flags === 'number') return flags;
   const v = flags.values;
   let node: ClusterWorker | null = null;
+  let opsLog: OpsLog | null = null;
   try {
     if (!v.redis) throw new UsageError('--redis URL is required');
+    const logFormat = choiceFlag('log-format', v['log-format'], ['text', 'json'] as const) ?? 'text';
+    const statsEvery = numberFlag('stats-every', v['stats-every']) ?? 10;
+    if (!(statsEvery > 0)) throw new UsageError(`--stats-every must be a positive number of seconds, got '${v['stats-every']}'`);
     const driver = v.sandbox ?? 'auto';
     if (!(SANDBOX_FLAGS as readonly string[]).includes(driver)) throw new UsageError(`--sandbox must be ${SANDBOX_FLAGS.join(', ')}, got '${driver}'`);
     let config: z.infer<typeof ConfigSchema> = {};
@@ -97,6 +108,9 @@ export async function run(argv: string[]): Promise<number> {
       },
     );
     process.stdout.write(`worker ${node.nodeId} ready\n`);
+    const observed = node.observed;
+    opsLog = new OpsLog({ source: opsSnapshotOf(() => observed), write: (l) => process.stderr.write(`${logFormat === 'json' ? '' : 'rollout worker: '}${l}\n`), format: logFormat, clock: systemClock, statsMs: statsEvery * 1000 });
+    opsLog.start();
     await new Promise<void>((resolve) => {
       const stop = (sig: string): void => {
         process.stderr.write(`rollout worker: ${sig}, handing jobs back\n`);
@@ -105,9 +119,11 @@ export async function run(argv: string[]): Promise<number> {
       process.once('SIGINT', () => stop('SIGINT'));
       process.once('SIGTERM', () => stop('SIGTERM'));
     });
+    opsLog.stop();
     await node.close();
     return 0;
   } catch (err) {
+    opsLog?.stop();
     await node?.close().catch(() => undefined);
     const e = err as Error & { issues?: { path: string; message: string }[] };
     const detail = e.issues?.length ? `: ${e.issues.map((i) => `${i.path}: ${i.message}`).join('; ')}` : '';

@@ -171,6 +171,8 @@ describe.skipIf(missing)('visualizer page: rewards first', () => {
     const p = await open(server);
     await expect.poll(() => p.isVisible('#first-run')).toBe(true);
     expect(await p.innerText('#first-run-curl')).toContain(`curl -X POST ${server.url}/v1/rollouts`);
+    // Every run opens here: the hint names the live flag and the viewer of finished runs (#30).
+    expect(await p.innerText('#first-run')).toMatch(/rollout run TASKS\.jsonl --visualize[\s\S]*rollout view rollouts-out\/<timestamp>/);
     server.push(syntheticRollout('r-0', T0));
     await expect.poll(() => p.isVisible('#first-run')).toBe(false);
   });

@@ -70,7 +70,11 @@ describe('rollout run on a terminal', { timeout: 180_000 }, () => {
     expect(r.output).toContain('interrupted; cancelling live rollouts (Ctrl-C again to exit at once)');
     const summary = JSON.parse(readFileSync(join(dir, 'once', 'summary.json'), 'utf8')) as { rollouts: number; cancelled: number; resolved: number; passAt1: number };
     expect(summary.cancelled).toBeGreaterThan(0);
-    expect(r.output).toMatch(new RegExp(`cancelled\\s+${summary.cancelled} \\(not finished: left out of pass@k\\)`));
+    expect(r.output).toMatch(new RegExp(`cancelled\\s+${summary.cancelled} \\(not finished: left out of pass@k, rates and timings\\)`));
+    // Tasks are counted against the file, and the progress line is drawn for the last time
+    // before the interrupt message: nothing redraws it over the message or the summary (#30).
+    expect(r.output).toMatch(/rollouts\s+\d+ finished \(\d+ tasks of 6 in the file × n=4\), \d+ cancelled/);
+    expect(r.output.slice(r.output.indexOf('interrupted; cancelling')).match(/rollouts\/s · \d+ tok\/s/)).toBeNull();
     expect(r.output).toMatch(/\(interrupted: \d+ live rollouts were cancelled, \d+ never started\)/);
     // pass@1 over finished rollouts only: the cancelled ones are not counted as failures.
     const finished = summary.rollouts - summary.cancelled;

@@ -21,6 +21,11 @@ describe('parseRunArgs', () => {
   it('refuses an unknown sandbox driver', () => {
     expect(() => parseRunArgs(['t.jsonl', '--sandbox', 'docker'])).toThrow(/--sandbox must be/);
   });
+  it('refuses oracle mixed with a real backend in one clear line naming both', () => {
+    expect(() => parseRunArgs(['t.jsonl', '--backend', 'oracle', '--backend', 'vllm+http://127.0.0.1:8000'])).toThrow(
+      "--backend oracle replays each instance's oracle turns and cannot be mixed with a real backend (vllm+http://127.0.0.1:8000): give one or the other",
+    );
+  });
   it('refuses an unknown option', () => {
     expect(() => parseRunArgs(['t.jsonl', '--bogus'])).toThrow(/bogus/);
   });

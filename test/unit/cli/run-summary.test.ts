@@ -129,7 +129,21 @@ describe('summarize: what an RL engineer reads first', () => {
     // task 0: 1 of 1 finished resolved; task 1: 1 of 2.
     expect(s.passAt1).toBeCloseTo((1 + 0.5) / 2, 12);
     expect(s.passAtN).toBe(1);
-    expect(formatSummary(s)).toMatch(/cancelled\s+2 \(not finished: left out of pass@k\)/);
+    expect(formatSummary(s)).toMatch(/cancelled\s+2 \(not finished: left out of pass@k, rates and timings\)/);
+  });
+
+  it('after an early Ctrl-C counts the tasks of the file and keeps cancelled rollouts out of rates, timings and families (#30)', () => {
+    const rows = [
+      { taskKey: '0', result: result({ resolved: true, reward: 1 }) },
+      { taskKey: '1', result: result({ outcome: 'cancelled', resolved: false, reward: null }) },
+      { taskKey: '2', result: result({ outcome: 'cancelled', resolved: false, reward: null }) },
+    ];
+    const s = summarizeRows(rows.map((r) => toSummaryRow(r.taskKey, r.result)), 1, 60_000, undefined, 20);
+    expect([s.rollouts, s.finished, s.tasks, s.tasksInFile, s.cancelled, s.passAt1, s.rolloutsPerMinute]).toEqual([3, 1, 1, 20, 2, 1, 1]);
+    expect(Object.values(s.byDataSource).map((d) => d.rollouts)).toEqual([1]);
+    const text = formatSummary(s);
+    expect(text).toContain('rollouts               1 finished (1 tasks of 20 in the file × n=1), 2 cancelled');
+    expect(text).toContain('resolved               1/1');
   });
 
   it('counts GRPO groups whose finished rewards are all equal as having no signal', () => {

@@ -34,6 +34,15 @@ describe('loadTaskFile', () => {
   it('names the line of bad JSON', async () => {
     await expect(loadTaskFile(await file('{"data_source":"math"}\n{oops\n'), known)).rejects.toThrow(/bad JSON on line 2/);
   });
+  it('says a JSON array is not JSON Lines, with the conversion, instead of "bad JSON on line 1"', async () => {
+    const p = await file('[\n  {"data_source":"math","problem":"p","answer":"1"}\n]\n');
+    const err = await loadTaskFile(p, known).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ValidationError);
+    expect((err as Error).message).toBe(`${p} is a JSON array; rollout run reads JSON Lines (one instance per line): convert it with  jq -c '.[]' ${p} > tasks.jsonl`);
+  });
+  it('suggests the closest known data_source for a misspelt one', async () => {
+    await expect(loadTaskFile(await file('{"data_source":"maths"}\n'), known)).rejects.toThrow("line 1: unknown data_source 'maths' (did you mean math?) (known: math, shell)");
+  });
   it('names an unknown data_source and its line', async () => {
     await expect(loadTaskFile(await file('{"data_source":"chess"}\n'), known)).rejects.toThrow(/line 1: unknown data_source 'chess'/);
   });

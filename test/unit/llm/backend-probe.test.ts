@@ -36,7 +36,7 @@ describe('probeBackend', () => {
     const host = await serve(vllm);
     const p = await probeBackend(`http://${host}`);
     expect(p).toMatchObject({ ok: false, reachable: true, kind: 'vllm', model: 'Qwen/Qwen3-8B', suggestion: `vllm+http://${host}` });
-    expect(p.detail).toContain(`this looks like vLLM: use vllm+http://${host}`);
+    expect(p.detail).toBe(`the prorl route at http://${host} does not work (HTTP 404); the server looks like vLLM; its vllm route answers: use vllm+http://${host}`);
   });
 
   it('accepts a vllm+ address at a vLLM server and names its model', async () => {
@@ -70,6 +70,30 @@ describe('probeBackend', () => {
     expect((await probeBackend(`vllm+http://${await serve(vllm)}`)).slots).toBeNull();
   });
 
+  it('catches a prorl+ address at a server that does not name itself by its route, and suggests the protocol whose route answers', async () => {
+    // Like `rollout fake-llm --protocol vllm`: /v1/models without owned_by, a 400 to other bodies.
+    const host = await serve({
+      'GET /v1/models': () => [200, { object: 'list', data: [{ id: 'default', object: 'model' }] }],
+      'POST /generate': () => [400, { error: 'no vllm route for POST /generate with this body' }],
+      'POST /v1/completions': () => [200, { choices: [{ text: 'x', token_ids: [5] }] }],
+    });
+    const p = await probeBackend(`prorl+http://${host}`);
+    expect(p).toMatchObject({ ok: false, reachable: true, suggestion: `vllm+http://${host}` });
+    expect(p.detail).toBe(`the prorl route at http://${host} does not work (HTTP 400); its vllm route answers: use vllm+http://${host}`);
+    const s = await probeBackend(`sglang+http://${host}`);
+    expect(s).toMatchObject({ ok: false, suggestion: `vllm+http://${host}` });
+  });
+
+  it("reads the engine's context window from /v1/models max_model_len (vLLM, SGLang) or /props n_ctx (llama.cpp)", async () => {
+    const v = await serve({ ...vllm, 'GET /v1/models': () => [200, { data: [{ id: 'm', object: 'model', owned_by: 'vllm', max_model_len: 2048 }] }] });
+    const pv = await probeBackend(`vllm+http://${v}`);
+    expect(pv).toMatchObject({ ok: true, contextLength: 2048 });
+    expect(pv.detail).toContain('context 2048 tokens');
+    const l = await serve({ ...vllm, 'GET /props': () => [200, { total_slots: 2, default_generation_settings: { n_ctx: 4096 } }] });
+    expect(await probeBackend(`vllm+http://${l}`)).toMatchObject({ ok: true, slots: 2, contextLength: 4096 });
+    expect((await probeBackend(`vllm+http://${await serve(vllm)}`)).contextLength).toBeNull();
+  });
+
   it('fails fast and says why on a port nothing listens on', async () => {
     const host = await serve({});
     await new Promise((r) => servers.pop()!.close(r));
@@ -97,12 +121,15 @@ describe('probeBackend', () => {
 });
 
 describe('verdict', () => {
-  const prorl = { id: 'h:1', url: 'http://h:1', protocol: 'prorl' as const };
-  it('counts a refused body on an existing route as a fit, unless the server is another engine', () => {
-    expect(verdict(prorl, 'openai', 400)).toBe(true);
-    expect(verdict(prorl, 'sglang', 400)).toBe('HTTP 400');
-    expect(verdict(prorl, 'unknown', 404)).toBe('HTTP 404');
-    expect(verdict(prorl, 'unknown', 503)).toBe('HTTP 503');
-    expect(verdict(prorl, 'unknown', 'ECONNRESET')).toBe('ECONNRESET');
+  it("fits only a 2xx in the protocol's own answer shape: a refused body is no fit, whatever the server calls itself", () => {
+    expect(verdict('prorl', { status: 200, body: { response_ids: [5], logprobs: [-1] } })).toBe(true);
+    expect(verdict('prorl', { status: 400, body: { error: 'no vllm route for POST /generate with this body' } })).toBe('HTTP 400');
+    expect(verdict('prorl', { status: 200, body: { meta_info: {} } })).toBe('HTTP 200 without a prorl answer');
+    expect(verdict('sglang', { status: 200, body: { meta_info: {}, output_ids: [5] } })).toBe(true);
+    expect(verdict('vllm', { status: 200, body: { choices: [] } })).toBe(true);
+    expect(verdict('openai', { status: 200, body: { data: [] } })).toBe(true);
+    expect(verdict('prorl', { status: 404, body: {} })).toBe('HTTP 404');
+    expect(verdict('prorl', { status: 503, body: {} })).toBe('HTTP 503');
+    expect(verdict('prorl', 'ECONNRESET')).toBe('ECONNRESET');
   });
 });

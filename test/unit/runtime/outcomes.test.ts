@@ -59,12 +59,14 @@ describe('outcomes', () => {
     expect(res.trajectory.tokens.length).toBeLessThanOrEqual(limit);
   });
 
-  it('ends truncated with context_full and no turn when the first prompt already fills the context', async () => {
+  it('ends infra-error CONTEXT_LIMIT, not retried and not scored, when the first prompt alone fills the context (#30: never a silent 0)', async () => {
     r = rig();
     const h = r.rt.submit(task(), { max_model_len: 10 });
     await r.clock.advance(1);
     const res = await h.result;
-    expect([res.outcome, res.finish, res.trajectory.turns.length, r.llm.calls]).toEqual(['truncated', 'context_full', 0, 0]);
+    expect([res.outcome, res.reward, res.attempts, res.trajectory.turns.length, r.llm.calls]).toEqual(['infra-error', null, 1, 0, 0]);
+    expect(res.error).toMatchObject({ code: 'CONTEXT_LIMIT', retryable: false });
+    expect(res.error?.message).toMatch(/^the first prompt does not fit the context before anything was sampled \(the prompt is \d+ tokens, max_tokens \d+, this rollout's max_model_len 10\)/);
   });
 
   it('asks for min(max_output_tokens, context left) and keeps a turn cut by max_tokens', async () => {

@@ -50,16 +50,19 @@ describe('createRuntime', () => {
     expect(seen).toEqual([undefined, 'b7', 'b7']);
   });
 
-  it('ends as truncated with finish context_full when the backend says the prompt is too long', async () => {
-    r = rig();
-    const generate = r.llm.generate.bind(r.llm);
-    r.llm.generate = (req) => (req.turn === 1 ? Promise.reject(new TaskError('prompt too long', { code: 'CONTEXT_FULL' })) : generate(req));
-    const h = r.rt.submit(task());
-    await r.clock.advance(1);
-    const res = await h.result;
-    expect([res.outcome, res.finish, res.attempts]).toEqual(['truncated', 'context_full', 1]);
-    expect(res.trajectory.turns).toHaveLength(1);
-    expect(res.reward).not.toBeNull();
+  it('ends infra-error CONTEXT_LIMIT naming the numbers, not retried, when the engine refuses a call for length our count had room for (#30)', async () => {
+    for (const refusedTurn of [0, 1]) {
+      r = rig();
+      const generate = r.llm.generate.bind(r.llm);
+      r.llm.generate = (req) => (req.turn === refusedTurn ? Promise.reject(new TaskError("This model's maximum context length is 2048 tokens", { code: 'CONTEXT_FULL' })) : generate(req));
+      const h = r.rt.submit(task(), { max_tokens: 100_000 });
+      await r.clock.advance(1);
+      const res = await h.result;
+      expect([res.outcome, res.reward, res.attempts, res.trajectory.turns.length]).toEqual(['infra-error', null, 1, refusedTurn]);
+      expect(res.error).toMatchObject({ code: 'CONTEXT_LIMIT', retryable: false });
+      expect(res.error?.message).toMatch(/^the engine refused the call for its context length \(the prompt is \d+ tokens, max_tokens \d+, this rollout's max_model_len 32768; engine: This model's maximum context length is 2048 tokens\)/);
+      await r.rt.close();
+    }
   });
 
   it('passes sampling.enable_thinking to the codec for the first prompt and every continuation', async () => {
