@@ -433,12 +433,17 @@ async function applyDeferred(rootFd: number, list: Deferred[], asRoot: boolean, 
           lines.push(`setfattr -n ${asRoot ? 'trusted' : 'user'}.overlay.opaque -v y /proc/self/fd/${n}`);
           continue;
         }
-        removeAt(fd, d.name);
         const target = q(`/proc/self/fd/${n}/${d.name}`);
         if (d.kind === 'whiteout') {
+          // A whiteout hides the name in the layers below only (OCI image spec, "Whiteouts"): an
+          // entry this layer made under it stays; a directory of its own then hides the lower
+          // one's content as an opaque directory, anything else hides it by being there.
+          const mine = fs.lstatSync(at(fd, d.name), { throwIfNoEntry: false });
+          if (mine?.isDirectory()) lines.push(`setfattr -n ${asRoot ? 'trusted' : 'user'}.overlay.opaque -v y -- ${target}`);
           // Unprivileged too: a 0:0 whiteout needs no CAP_MKNOD (Linux 5.8+).
-          lines.push(`mknod -- ${target} c 0 0`);
+          else if (!mine) lines.push(`mknod -- ${target} c 0 0`);
         } else {
+          removeAt(fd, d.name);
           lines.push(`mkfifo -- ${target}`);
           if (asRoot) lines.push(`chown -h ${d.uid}:${d.gid} -- ${target}`);
           lines.push(`chmod ${d.mode!.toString(8)} -- ${target}`);
