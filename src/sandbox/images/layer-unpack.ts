@@ -97,6 +97,10 @@ async function unpackInto(input: UnpackLayerInput): Promise<UnpackedLayer> {
   let whiteouts = 0;
   let opaqueDirs = 0;
   let violation: Error | null = null;
+  /** Files whose last writes may still be in flight when the parser ends. */
+  const pendingFiles: Promise<void>[] = [];
+  /** Their streams by fd: an aborted parse never ends them, so the failure path closes them. */
+  const openFiles = new Map<number, fs.WriteStream>();
   const rootFd = fs.openSync(input.dest, DIR_FLAGS);
   const parser = new Parser({ strict: true, maxDecompressionRatio: Number.MAX_SAFE_INTEGER } as never);
   const fail = (err: unknown): void => {
@@ -126,26 +130,32 @@ async function unpackInto(input: UnpackLayerInput): Promise<UnpackedLayer> {
       if (made === 'fifo') deferred.push({ dir, name: base, kind: 'fifo', mode: safeMode(e.mode ?? 0o644, false), uid: e.uid ?? 0, gid: e.gid ?? 0 });
       if (made && typeof made === 'object') {
         bytes += e.size;
-        // Content is written as it streams in (synchronously, chunk by chunk: one entry at a time).
-        e.on('data', (c: Buffer) => {
-          if (violation) return;
-          try {
-            for (let off = 0; off < c.length; ) off += fs.writeSync(made.fd, c, off, c.length - off);
-          } catch (err) {
+        // Content streams into the file off the event loop (a write stream: its backpressure
+        // pauses the entry, the parser and the decompression). The parser may go on to the next
+        // entries while the last writes are in flight: the file is finished when its stream is.
+        const out = fs.createWriteStream('', { fd: made.fd, autoClose: false, highWaterMark: 1 << 20 });
+        openFiles.set(made.fd, out);
+        pendingFiles.push(
+          new Promise<void>((resolve) => {
+            out.on('error', (err) => {
+              fail(err);
+              e.resume();
+              resolve();
+            });
+            out.on('finish', () => {
+              try {
+                if (!violation) finishFile(made.fd, e, asRoot);
+              } catch (err) {
+                fail(err);
+              }
+              resolve();
+            });
+          }).finally(() => {
+            openFiles.delete(made.fd);
             closeQuietly(made.fd);
-            fail(err);
-          }
-        });
-        e.on('end', () => {
-          if (violation) return;
-          try {
-            finishFile(made.fd, e, asRoot);
-          } catch (err) {
-            fail(err);
-          } finally {
-            closeQuietly(made.fd);
-          }
-        });
+          }),
+        );
+        e.pipe(out);
         return;
       }
       e.resume();
@@ -184,6 +194,7 @@ async function unpackInto(input: UnpackLayerInput): Promise<UnpackedLayer> {
       if (violation) throw violation;
       throw classify(err, w);
     });
+    await Promise.all(pendingFiles);
     if (violation) throw violation;
 
     const gotBlob = `sha256:${blobHash.digest('hex')}`;
@@ -197,6 +208,10 @@ async function unpackInto(input: UnpackLayerInput): Promise<UnpackedLayer> {
     await applyDeferred(rootFd, deferred, asRoot, w);
     return { diffId: gotDiff, bytes, entries, whiteouts, opaqueDirs };
   } finally {
+    for (const [fd, out] of openFiles) {
+      out.destroy();
+      closeQuietly(fd);
+    }
     closeQuietly(rootFd);
   }
 }
