@@ -403,7 +403,9 @@ export class HostSandbox {
         plan.sandboxPath,
       ]);
       const home = buildLaunch(plan).home;
-      this.repl = new PythonRepl({ argv, env: this.env(home), cwd: this.workdir, maxOutputChars: this.req.tools.maxOutputChars });
+      // Inside a namespace the REPL takes the shell's cwd (buildEnter); its spawn starts in /, not
+      // on a host path through the workspace's ancestors, which the sandbox may have swapped.
+      this.repl = new PythonRepl({ argv, env: this.env(home), cwd: inside ? '/' : this.workdir, maxOutputChars: this.req.tools.maxOutputChars });
     }
     return this.repl.run(code, timeoutMs ?? this.req.tools.pythonTimeoutMs);
   }
