@@ -378,10 +378,10 @@ export function buildLaunch(plan: LaunchPlan, hostPython: string | null = truste
   const prlimit = prlimitArgs(plan);
   let driverArgs: string[];
   let home: string;
-  // Started inside the overlay's namespace (imageRoot.enterPid), the workdir path is not ours;
-  // bwrap changes to its --chdir itself: started in /, its pid 1 (which the sandbox sees) has no
-  // host path in $PWD or its cwd.
-  const hostCwd = plan.imageRoot?.enterPid || plan.driver === 'bwrap' ? '/' : plan.workdir;
+  // Both drivers change to the sandbox's directory themselves (bwrap's --chdir, the unshare
+  // prelude's chdir after its chroot): started in /, the sandbox's pid 1 has no host path in its
+  // $PWD or cwd. (Inside the overlay's namespace, imageRoot.enterPid, the workdir is not ours anyway.)
+  const hostCwd = plan.driver === 'none' && !plan.imageRoot?.enterPid ? plan.workdir : '/';
   let argsData: string | undefined;
   let ctlInside = plan.ctlDir;
   let drop = plan.sandboxUid !== null ? dropTo(plan.sandboxUid) : [];

@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { bwrapWorks } from '../../../src/sandbox/drivers.js';
+import { bwrapWorks, unshareWorks } from '../../../src/sandbox/drivers.js';
 import { createSandboxProvider, type HostSandboxProvider } from '../../../src/sandbox/index.js';
 import { ImageStore } from '../../../src/sandbox/images/image-store.js';
 import { busyboxBashLayer, tarOf, writeOciLayout } from '../../helpers/images/oci-fixture.js';
@@ -181,18 +181,23 @@ describe.skipIf(why !== null)(`security: hostile images and sandboxes on a root 
     }
   });
 
-  it("no host state-dir or store path in /proc/1/cmdline, /proc/1/environ or mountinfo, in host-root and image sandboxes", async () => {
-    for (const spec of [{}, { image: 'swap' }]) {
-      const sb = await provider.create(spec, { rolloutId: 'r-sec-proc' });
-      try {
-        const r = await sb.bash({ command: 'tr "\\0" " " </proc/1/cmdline; echo; tr "\\0" "\\n" </proc/1/environ; cat /proc/self/mountinfo /proc/1/mountinfo; readlink /proc/1/cwd; ls -l /proc/self/fd/ /proc/1/fd/ 2>&1' });
-        expect(r.exitCode).toBe(0);
-        expect(r.output).toContain('bwrap');
-        expect(r.output).toContain(' /workspace ');
-        for (const hidden of [dir, path.join(dir, 'state'), path.join(dir, 'store'), 'sandboxes/', sb.id]) expect(r.output).not.toContain(hidden);
-      } finally {
-        await sb.close();
+  it("no host state-dir or store path in /proc/1/cmdline, /proc/1/environ or mountinfo, in host-root and image sandboxes, for each driver", async () => {
+    const unshared = unshareWorks() ? createSandboxProvider({ driver: 'unshare', hosts: 1, stateDir: path.join(dir, 'state-unshare'), imageStore: path.join(dir, 'store'), timeouts: { bashMs: 20_000, noOutputMs: 20_000 } }) : null;
+    try {
+      for (const [p, spec] of [[provider, {}], [provider, { image: 'swap' }], ...(unshared ? [[unshared, {}]] : [])] as [HostSandboxProvider, { image?: string }][]) {
+        const sb = await p.create(spec, { rolloutId: 'r-sec-proc' });
+        try {
+          const r = await sb.bash({ command: 'tr "\\0" " " </proc/1/cmdline; echo; tr "\\0" "\\n" </proc/1/environ; cat /proc/self/mountinfo /proc/1/mountinfo; readlink /proc/1/cwd; ls -l /proc/self/fd/ /proc/1/fd/ 2>&1' });
+          expect(r.exitCode).toBe(0);
+          expect(r.output).toContain('/bin/bash');
+          expect(r.output).toContain(' /workspace ');
+          for (const hidden of [dir, path.join(dir, 'state'), path.join(dir, 'store'), 'sandboxes/', sb.id]) expect(r.output, JSON.stringify(spec)).not.toContain(hidden);
+        } finally {
+          await sb.close();
+        }
       }
+    } finally {
+      await unshared?.close();
     }
   });
 });
