@@ -102,7 +102,7 @@ async function prepareRoot(sandboxDir: string, image: ResolvedImage, hostUid: nu
       }
     }
     ensureResolvConf(rootFd);
-    const user = await imageUser(merged, image);
+    const user = await imageUser(rootFd, image);
     if (hostUid !== null && user.home !== '/') giveHome(rootFd, user.home, hostUid);
     return { user, workdir: path.join(merged, ...workParts) };
   } finally {

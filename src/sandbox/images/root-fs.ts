@@ -176,3 +176,46 @@ export function resolveInRoot(rootFd: number, p: string, opts: { mkdirs?: boolea
 function split(p: string): string[] {
   return p.split('/').filter((c) => c !== '' && c !== '.');
 }
+
+/**
+ * Opens the regular file at `p` inside the tree of `rootFd`, every symlink (its own name's too)
+ * resolved in the root as {@link resolveInRoot} does: an image's `/etc/passwd ->
+ * /usr/share/base-passwd/passwd.master` is the image's, never the host's. Opened `O_NOFOLLOW |
+ * O_NONBLOCK` and checked with `fstat`: a FIFO or device never blocks the caller. Null when
+ * there is no such regular file. The caller closes the fd.
+ */
+export function openFileInRoot(rootFd: number, p: string): number | null {
+  let parts = split(p);
+  for (let links = 0; links <= MAX_LINKS; links++) {
+    const name = parts.at(-1);
+    if (name === undefined || name === '..') return null;
+    let dir: InRoot;
+    try {
+      dir = resolveInRoot(rootFd, parts.slice(0, -1).join('/'));
+    } catch {
+      return null;
+    }
+    try {
+      const target = readLinkAt(dir.fd, name);
+      if (target !== null) {
+        // The link's text, from its own directory (relative) or from the root (absolute).
+        parts = target.startsWith('/') ? split(target) : [...dir.parts, ...split(target)];
+        continue;
+      }
+      let fd: number;
+      try {
+        fd = fs.openSync(at(dir.fd, name), O_RDONLY | O_NOFOLLOW | fs.constants.O_NONBLOCK);
+      } catch {
+        return null;
+      }
+      if (!fs.fstatSync(fd).isFile()) {
+        closeQuietly(fd);
+        return null;
+      }
+      return fd;
+    } finally {
+      closeQuietly(dir.fd);
+    }
+  }
+  return null;
+}

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { closeQuietly, DIR_FLAGS, openNoSymlinks, resolveInRoot, SymlinkInPathError } from '../../../../src/sandbox/images/root-fs.js';
+import { closeQuietly, DIR_FLAGS, openFileInRoot, openNoSymlinks, resolveInRoot, SymlinkInPathError } from '../../../../src/sandbox/images/root-fs.js';
 
 let dir: string;
 let root: string;
@@ -67,5 +67,31 @@ describe('openNoSymlinks (RESOLVE_NO_SYMLINKS)', () => {
     fs.writeFileSync(path.join(root, 'var', 'file'), 'x');
     closeQuietly(openNoSymlinks(rootFd, ['var', 'file', 'sub'], { mkdirs: true }));
     expect(fs.statSync(path.join(root, 'var', 'file', 'sub')).isDirectory()).toBe(true);
+  });
+});
+
+describe('openFileInRoot', () => {
+  it('follows links of the file itself inside the root (absolute from the root, relative from its directory), never to the host', () => {
+    fs.mkdirSync(path.join(root, 'etc'));
+    fs.mkdirSync(path.join(root, 'usr', 'share'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'usr', 'share', 'passwd.master'), 'image passwd\n');
+    fs.symlinkSync('/usr/share/passwd.master', path.join(root, 'etc', 'passwd'));
+    fs.symlinkSync('../usr/share/passwd.master', path.join(root, 'etc', 'rel'));
+    fs.writeFileSync(path.join(outside, 'hostfile'), 'host\n');
+    fs.symlinkSync(path.join(outside, 'hostfile'), path.join(root, 'etc', 'host'));
+    const read = (p: string): string | null => {
+      const fd = openFileInRoot(rootFd, p);
+      if (fd === null) return null;
+      try {
+        return fs.readFileSync(fd, 'utf8');
+      } finally {
+        closeQuietly(fd);
+      }
+    };
+    expect(read('/etc/passwd')).toBe('image passwd\n');
+    expect(read('etc/rel')).toBe('image passwd\n');
+    expect(read('/etc/host')).toBeNull();
+    expect(read('/etc')).toBeNull();
+    expect(read('/loop')).toBeNull();
   });
 });
