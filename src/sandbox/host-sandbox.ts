@@ -259,8 +259,10 @@ export class HostSandbox {
       fs.rmSync(file, { force: true });
       fs.writeFileSync(file, launch.argsData, { mode: 0o600, flag: 'wx' });
     }
-    // An overlay in a namespace of its own is reached through /proc/<pid>/root, which realpath would drop.
-    const hostWorkdir = this.imageMount?.via ? this.workdir : fs.realpathSync(this.workdir);
+    // An image's workdir was resolved when it was mounted (and an overlay in a namespace of its
+    // own is reached through /proc/<pid>/root, which realpath would drop); re-resolving it now
+    // would follow whatever links the sandbox has put on its way since.
+    const hostWorkdir = this.imageMount ? this.workdir : fs.realpathSync(this.workdir);
     this.pty = await PtySession.start(
       {
         argv: launch.argv,

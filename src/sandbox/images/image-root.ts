@@ -22,14 +22,6 @@ export function imageCwd(image: ResolvedImage): string {
   return wd === '/' ? WORKSPACE : wd;
 }
 
-/**
- * Host path of the workspace of an image sandbox (inside the merged overlay), seen through
- * `via` (MountedOverlay.via: '' unless the overlay lives in a user namespace of its own).
- */
-export function imageWorkdir(sandboxDir: string, image: ResolvedImage, via = ''): string {
-  return via + path.join(overlayDirs(sandboxDir).merged, imageCwd(image));
-}
-
 /** A mounted image root: the overlay, the image's user and its working directory. */
 export interface ImageMount extends MountedOverlay {
   user: ImageUser;
