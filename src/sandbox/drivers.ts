@@ -89,6 +89,14 @@ export interface LaunchPlan {
   sandboxPath: string;
   /** The program to run inside (e.g. the shell). */
   command: string[];
+  /**
+   * bwrap only: a host file (readable by root alone) for bwrap's own arguments, which then reach
+   * it through `--args` on an fd the launch prelude opens, instead of its command line. bwrap's
+   * copy is pid 1 inside the sandbox, whose /proc/1/cmdline every sandboxed process can read: it
+   * would name the state dir, the sandbox's directory and the overlay's. The caller writes
+   * {@link Launch.argsData} there before spawning. Null or absent: the arguments stay inline.
+   */
+  argsFile?: string | null | undefined;
 }
 
 /**
@@ -121,6 +129,8 @@ export interface Launch {
   home: string;
   /** The control directory as seen inside the sandbox (read-only there under bwrap). */
   ctlInside: string;
+  /** With {@link LaunchPlan.argsFile}: bwrap's arguments, NUL-terminated, to write to that file before the spawn. */
+  argsData?: string | undefined;
 }
 
 /**
@@ -255,6 +265,9 @@ os.execvp(sys.argv[3], sys.argv[3:])
  */
 const LAUNCH_PRELUDE = 'echo $$ > "$0" && echo $$ > "$1" && exec 9<"$2" && shift 2 && exec "$@"';
 
+/** {@link LAUNCH_PRELUDE} that also opens bwrap's argument file (`$3`) as fd 8 (bwrap reads and closes it). */
+const LAUNCH_PRELUDE_ARGS = 'echo $$ > "$0" && echo $$ > "$1" && exec 9<"$2" 8<"$3" && shift 3 && exec "$@"';
+
 /**
  * Host root's way into a bwrap sandbox for the REPL, in the host's Python (`-I -S`: no site, no
  * PYTHON* variables; everything it uses is imported before it enters): join the target's
@@ -365,8 +378,11 @@ export function buildLaunch(plan: LaunchPlan, hostPython: string | null = truste
   const prlimit = prlimitArgs(plan);
   let driverArgs: string[];
   let home: string;
-  // Started inside the overlay's namespace (imageRoot.enterPid), the workdir path is not ours.
-  const hostCwd = plan.imageRoot?.enterPid ? '/' : plan.workdir;
+  // Both drivers change to the sandbox's directory themselves (bwrap's --chdir, the unshare
+  // prelude's chdir after its chroot): started in /, the sandbox's pid 1 has no host path in its
+  // $PWD or cwd. (Inside the overlay's namespace, imageRoot.enterPid, the workdir is not ours anyway.)
+  const hostCwd = plan.driver === 'none' && !plan.imageRoot?.enterPid ? plan.workdir : '/';
+  let argsData: string | undefined;
   let ctlInside = plan.ctlDir;
   let drop = plan.sandboxUid !== null ? dropTo(plan.sandboxUid) : [];
   if (plan.driver === 'bwrap') {
@@ -401,6 +417,11 @@ export function buildLaunch(plan: LaunchPlan, hostPython: string | null = truste
     // bwrap finds the command on the sandbox's PATH, unprivileged and under the filter by then.
     driverArgs.push('--setenv', 'PATH', plan.sandboxPath);
     driverArgs.push('--bind', plan.workdir, '/workspace', '--hostname', 'sandbox', ...(plan.imageRoot ? [] : ['--remount-ro', '/']), '--chdir', plan.imageRoot?.cwd ?? '/workspace', '--');
+    if (plan.argsFile) {
+      // Everything between `bwrap` and `--` goes through the file (no NUL can be in an argument).
+      argsData = driverArgs.slice(1, -1).map((a) => `${a}\0`).join('');
+      driverArgs = ['bwrap', '--args', '8', '--'];
+    }
   } else if (plan.driver === 'unshare') {
     home = hostHome;
     ctlInside = '/run/rollout';
@@ -424,11 +445,12 @@ export function buildLaunch(plan: LaunchPlan, hostPython: string | null = truste
     drop = [];
   }
   const argv = [
-    '/bin/sh', '-c', LAUNCH_PRELUDE,
+    '/bin/sh', '-c', argsData !== undefined ? LAUNCH_PRELUDE_ARGS : LAUNCH_PRELUDE,
     plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', (plan.driver === 'bwrap' && plan.seccompFile) || '/dev/null',
+    ...(argsData !== undefined ? [plan.argsFile!] : []),
     ...prlimit, ...drop, ...(plan.imageRoot?.enterPid ? ['nsenter', '-t', String(plan.imageRoot.enterPid), '-U', '-m', '--preserve-credentials', '--'] : []), ...driverArgs, ...plan.command,
   ];
-  return { argv, hostCwd, home, ctlInside };
+  return { argv, hostCwd, home, ctlInside, ...(argsData !== undefined ? { argsData } : {}) };
 }
 
 function topLevel(p: string): string {

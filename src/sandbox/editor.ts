@@ -1,6 +1,6 @@
 import type { EditorRequest, EditorResult } from './sandbox.js';
 import { listDir, readBounded, scanLines } from './bounded-read.js';
-import { WorkspaceFs, WorkspaceFsError, closeFd, openChildDir, overwrite } from './workspace-fs.js';
+import { WorkspaceFs, WorkspaceFsError, closeFd, openChildDir, overwrite, type WorkspaceFsOptions } from './workspace-fs.js';
 
 const SNIPPET_LINES = 4;
 const MAX_VIEW_CHARS = 16_000;
@@ -30,8 +30,15 @@ export class Editor {
   private historyBytes = 0;
   private queue: Promise<void> = Promise.resolve();
 
-  constructor(workdir: string) {
-    this.files = new WorkspaceFs(workdir);
+  /**
+   * @param workdir the host directory bound at /workspace.
+   * @param opts the workspace root's fd held since the sandbox started, and the sandbox's host
+   *   uid whose rights every call is checked against (workspace-fs.ts): the editor is the
+   *   sandbox user's tool, so it reads and writes only what that user could, through paths the
+   *   sandbox cannot redirect.
+   */
+  constructor(workdir: string, opts: WorkspaceFsOptions = {}) {
+    this.files = new WorkspaceFs(workdir, opts);
   }
 
   /**
@@ -128,6 +135,11 @@ export class Editor {
         // A directory swapped for a link since the listing is simply not entered.
         const sub = openChildDir(fd, e.name);
         if (sub === null) continue;
+        // A directory its user cannot list is shown, not entered (as `find` would).
+        if (!this.files.mayList(sub)) {
+          closeFd(sub);
+          continue;
+        }
         try {
           await walk(sub, child, depth + 1);
         } finally {

@@ -7,14 +7,15 @@ import { PidsCgroup } from './cgroup.js';
 import { buildEnter, buildLaunch, TRUSTED_PATH, type LaunchPlan } from './drivers.js';
 import { Editor } from './editor.js';
 import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
-import { entrypointFailed, imageCwd, imageEnv, imageWorkdir, mountImageRoot, toWorkspaceAlias, type ImageMount } from './images/image-root.js';
+import { entrypointFailed, imageCwd, imageEnv, mountImageRoot, toWorkspaceAlias, type ImageMount } from './images/image-root.js';
 import { overlayDirs, releaseOverlay } from './images/overlay-mount.js';
 import { descendants, isLive, killAll, parentOf, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
 import { PythonRepl, REPL_DRIVER } from './python-repl.js';
 import { SANDBOX_DNS, UserNet } from './network.js';
 import { LLM_PROXY_URL, LlmProxyForwarder, checkProxySocket, mountProxySocket } from './llm-proxy-forwarder.js';
-import { chownTree, makeSandboxFs, removeSandboxFs, type SandboxFs } from './sandbox-fs.js';
+import { chownTree, makeSandboxFs, pinDir, removeSandboxFs, unpinDir, type SandboxFs } from './sandbox-fs.js';
+import { isRoot } from './sandbox-user.js';
 import { writeSeccompFilter } from './seccomp.js';
 import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult } from './sandbox.js';
 import { readWorkspaceFile, writeWorkspaceFile } from './workspace-fs.js';
@@ -42,7 +43,7 @@ const BASE_PATH = TRUSTED_PATH;
 export class HostSandbox {
   private pty: PtySession | null = null;
   private repl: PythonRepl | null = null;
-  private readonly editor: Editor;
+  private editor: Editor;
   private closing = false;
   private shellPid: number | null = null;
   /** The shell's start time (/proc stat), to know its pid still names it when the REPL enters. */
@@ -68,7 +69,31 @@ export class HostSandbox {
     private readonly lease: Lease,
     private readonly onLost: (reason: string) => void,
   ) {
-    this.editor = new Editor(workdir);
+    this.editor = new Editor(workdir, { rootFd: null, asUid: this.uid });
+  }
+
+  /**
+   * The workspace directory's fd, opened before any sandboxed process ran: the editor and file
+   * calls start every walk from it (workspace-fs.ts), whatever the sandbox later renames.
+   */
+  private workdirFd: number | null = null;
+  /**
+   * Where the workspace is bound for the sandbox's launches: an image sandbox's WorkingDir may
+   * sit below directories its user owns, so as root it is bind-mounted from the held fd onto a
+   * directory of the host's own (`<dir>/fs/work`), and every shell binds that, never a path
+   * through the image. Null: {@link workdir} itself (its ancestors are the host's).
+   */
+  private pinnedWorkdir: string | null = null;
+
+  /** Opens the workspace fd and pins it (see {@link workdirFd}, {@link pinnedWorkdir}); before the first shell. */
+  private holdWorkdir(): void {
+    this.workdirFd = fs.openSync(this.workdir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
+    this.editor = new Editor(this.workdir, { rootFd: this.workdirFd, asUid: this.uid });
+    if (this.req.image && isRoot() && !this.imageMount?.via && this.req.driver !== 'none') {
+      const pin = path.join(this.files.root, 'work');
+      pinDir(this.workdirFd, pin);
+      this.pinnedWorkdir = pin;
+    }
   }
 
   /**
@@ -93,7 +118,7 @@ export class HostSandbox {
     const mount = req.image ? await mountImageRoot(dir, req.image, uid, { removeOnFailure: true }) : null;
     // An image sandbox's workspace is its WorkingDir inside the overlay (seen through the
     // overlay's own namespace when it lives in one: overlay-mount.ts).
-    const workdir = req.image ? imageWorkdir(dir, req.image, mount!.via) : files.workdir;
+    const workdir = mount ? mount.workdir : files.workdir;
     fs.mkdirSync(path.join(files.root, 'root')); // mount point of the unshare driver's root
     const cgroup = req.driver === 'none' ? null : PidsCgroup.create(req.sandboxId, req.limits.maxProcesses, req.limits.totalMemoryBytes);
     const lease: Lease = {
@@ -119,6 +144,7 @@ export class HostSandbox {
       await seed(workdir, req);
       // Seeding ran as root before any sandboxed process existed; the sandbox's uid takes it over.
       if (uid !== null) chownTree(workdir, uid);
+      sb.holdWorkdir();
       fs.writeFileSync(path.join(ctlDir, 'repl.py'), REPL_DRIVER);
       if (req.spec.network) fs.writeFileSync(path.join(ctlDir, 'resolv.conf'), `nameserver ${SANDBOX_DNS}\n`);
       if (req.spec.llmProxy) {
@@ -145,7 +171,7 @@ export class HostSandbox {
     return {
       driver: this.req.driver,
       // The driver starts inside the overlay's own namespace, if any, where the plain path is the overlay.
-      workdir: this.imageMount?.via ? imageWorkdir(this.dir, this.req.image!) : this.workdir,
+      workdir: this.pinnedWorkdir ?? (this.imageMount?.via ? this.workdir.slice(this.imageMount.via.length) : this.workdir),
       stateDir: path.dirname(path.dirname(this.dir)),
       homeDir: this.files.homeDir,
       // Both drivers bind the image overlay writable as the root, entered as the image's User.
@@ -171,6 +197,8 @@ export class HostSandbox {
       // policy planted in a directory on it (then `exit`, and the next shell is its) would answer
       // the eval's commands, and the reward, as it liked.
       command: [...(this.req.image?.entrypoint ?? []), '/bin/bash', '--noprofile', '--norc', '--noediting', '-i'],
+      // bwrap's arguments name host paths: they go through a root-only file, not its argv (drivers.ts).
+      argsFile: path.join(this.files.root, 'bwrap.args'),
     };
   }
 
@@ -226,8 +254,15 @@ export class HostSandbox {
     // before the shell so its environment can name the port.
     if (this.req.spec.llmProxy && this.req.driver === 'none' && !this.forwarder && !this.llmProxyDone) this.forwarder = await LlmProxyForwarder.openOnHost(this.req.spec.llmProxy.socketPath);
     const launch = buildLaunch(this.plan());
-    // An overlay in a namespace of its own is reached through /proc/<pid>/root, which realpath would drop.
-    const hostWorkdir = this.imageMount?.via ? this.workdir : fs.realpathSync(this.workdir);
+    if (launch.argsData !== undefined) {
+      const file = this.plan().argsFile!;
+      fs.rmSync(file, { force: true });
+      fs.writeFileSync(file, launch.argsData, { mode: 0o600, flag: 'wx' });
+    }
+    // An image's workdir was resolved when it was mounted (and an overlay in a namespace of its
+    // own is reached through /proc/<pid>/root, which realpath would drop); re-resolving it now
+    // would follow whatever links the sandbox has put on its way since.
+    const hostWorkdir = this.imageMount ? this.workdir : fs.realpathSync(this.workdir);
     this.pty = await PtySession.start(
       {
         argv: launch.argv,
@@ -370,7 +405,9 @@ export class HostSandbox {
         plan.sandboxPath,
       ]);
       const home = buildLaunch(plan).home;
-      this.repl = new PythonRepl({ argv, env: this.env(home), cwd: this.workdir, maxOutputChars: this.req.tools.maxOutputChars });
+      // Inside a namespace the REPL takes the shell's cwd (buildEnter); its spawn starts in /, not
+      // on a host path through the workspace's ancestors, which the sandbox may have swapped.
+      this.repl = new PythonRepl({ argv, env: this.env(home), cwd: inside ? '/' : this.workdir, maxOutputChars: this.req.tools.maxOutputChars });
     }
     return this.repl.run(code, timeoutMs ?? this.req.tools.pythonTimeoutMs);
   }
@@ -388,13 +425,13 @@ export class HostSandbox {
   /** Reads a workspace file. @throws TaskError when the path leaves the workspace, is missing or not a regular file. */
   readFile(p: string): Promise<string> {
     this.alive();
-    return readWorkspaceFile(this.workdir, toWorkspaceAlias(this.req.image, p));
+    return readWorkspaceFile(this.workdir, toWorkspaceAlias(this.req.image, p), { rootFd: this.workdirFd });
   }
 
   /** Writes a workspace file, creating directories. @throws TaskError when the path leaves the workspace. */
   writeFile(p: string, content: string): Promise<void> {
     this.alive();
-    return writeWorkspaceFile(this.workdir, toWorkspaceAlias(this.req.image, p), content);
+    return writeWorkspaceFile(this.workdir, toWorkspaceAlias(this.req.image, p), content, 'WRITE_FAILED', { rootFd: this.workdirFd });
   }
 
   /**
@@ -460,6 +497,9 @@ export class HostSandbox {
     }
     killAll(tree);
     await this.cgroup?.killAllAndRemove();
+    if (this.pinnedWorkdir) unpinDir(this.pinnedWorkdir);
+    if (this.workdirFd !== null) fs.closeSync(this.workdirFd);
+    this.workdirFd = null;
     await releaseOverlay(this.dir);
     removeSandboxFs(this.dir);
     // Any depth, mounts detached first, quarantined when it cannot go (remove-tree.ts).

@@ -72,6 +72,23 @@ export function removeSandboxFs(dir: string): void {
   spawnSync('umount', ['-l', root], { stdio: 'ignore' });
 }
 
+/**
+ * Bind-mounts the directory `fd` holds onto `target` (created here, mode 0755), as root: the
+ * mount names that very directory, resolved once through the fd's magic link, whatever its path
+ * becomes afterwards (`mount --no-canonicalize`: mount(8) does not re-walk the path itself).
+ * @throws SandboxError when the mount fails.
+ */
+export function pinDir(fd: number, target: string): void {
+  fs.mkdirSync(target, { mode: 0o755 });
+  const r = spawnSync('mount', ['--no-canonicalize', '--bind', `/proc/${process.pid}/fd/${fd}`, target], { encoding: 'utf8' });
+  if (r.status !== 0) throw new SandboxError(`cannot bind the workspace: ${(r.stderr || r.error?.message || '').trim()}`, { code: 'SANDBOX_FS', stage: 'init' });
+}
+
+/** Undoes {@link pinDir} (lazily: a process still in it cannot block it). Never throws. */
+export function unpinDir(target: string): void {
+  if (isMountPoint(target)) spawnSync('umount', ['-l', target], { stdio: 'ignore' });
+}
+
 /** True when `p` is a mount point (its device differs from its parent's). */
 export function isMountPoint(p: string): boolean {
   try {

@@ -53,13 +53,77 @@ export interface OpenFile {
   shown: string;
 }
 
+/** How a {@link WorkspaceFs} reaches its root and whose rights it works with. */
+export interface WorkspaceFsOptions {
+  /**
+   * An open fd of the workspace directory, held since before any sandboxed process ran: the root
+   * is then reopened from it, never looked up by name, so a sandbox that renames an ancestor of
+   * the workspace and puts a symlink in its place (`mv work work.old; ln -s /var work`) does not
+   * move the host's file work to `/var`. Without it the root is opened by its path each time
+   * (right only when no ancestor is writable by the sandbox). Not closed here.
+   */
+  rootFd?: number | null | undefined;
+  /**
+   * Work with the rights of this host uid (its gid the same, no groups: the sandbox's identity)
+   * instead of this process's: every directory passed must be searchable by it, a file read
+   * readable, a file written writable, a directory changed writable — checked on the open fds
+   * (`fstat`) the kernel's way. Null or absent: this process's rights.
+   */
+  asUid?: number | null | undefined;
+}
+
+const R = 4;
+const W = 2;
+const X = 1;
+
 /** One workspace, addressed by the host directory that is bound at /workspace. */
 export class WorkspaceFs {
   private readonly hostRoot: string;
+  private readonly rootFd: number | null;
+  private readonly asUid: number | null;
 
-  constructor(private readonly workdir: string) {
+  constructor(
+    private readonly workdir: string,
+    opts: WorkspaceFsOptions = {},
+  ) {
     // Only used to accept the host form of paths (none/unshare drivers); never opened by name.
     this.hostRoot = safeRealpath(workdir);
+    this.rootFd = opts.rootFd ?? null;
+    this.asUid = opts.asUid ?? null;
+  }
+
+  /** A new fd of the workspace root (from the held fd when there is one), searchable by the user. */
+  private openRoot(): number {
+    const fd = this.rootFd !== null ? fs.openSync(`/proc/self/fd/${this.rootFd}`, O_RDONLY | O_DIRECTORY) : fs.openSync(this.workdir, DIR_FLAGS);
+    try {
+      this.require(fd, X, []);
+    } catch (err) {
+      closeFd(fd);
+      throw err;
+    }
+    return fd;
+  }
+
+  /**
+   * Throws EACCES (a {@link WorkspaceFsError} naming `parts`) unless the user may `want` (R, W, X
+   * bits) the open `fd`'s file, as the kernel decides for a process of uid = gid = `asUid` with no
+   * groups and no capabilities: the owner's bits if it owns it, else the group's, else others'.
+   */
+  require(fd: number, want: number, parts: string[] | null, shown?: string): void {
+    if (this.asUid === null) return;
+    const st = fs.fstatSync(fd);
+    const bits = st.uid === this.asUid ? (st.mode >> 6) & 7 : st.gid === this.asUid ? (st.mode >> 3) & 7 : st.mode & 7;
+    if ((bits & want) !== want) throw fsError(Object.assign(new Error('EACCES'), { code: 'EACCES' }), parts, shown);
+  }
+
+  /** True when the user may list and enter the directory `fd` (always, without `asUid`). */
+  mayList(fd: number): boolean {
+    try {
+      this.require(fd, R | X, null);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** Components of a model path, or throws REFUSED when it leaves the workspace. */
@@ -93,12 +157,22 @@ export class WorkspaceFs {
   /** Opens the directory at `p` (read-only fd). @throws WorkspaceFsError */
   openDir(p: string): { fd: number; shown: string } {
     const at = this.locate(this.parts(p), false);
-    if (at.name === null) return { fd: at.dirFd, shown: toWorkspacePath(at.parts) };
-    try {
-      return { fd: openAt(at.dirFd, at.name, DIR_FLAGS, [...at.parts, at.name]), shown: toWorkspacePath([...at.parts, at.name]) };
-    } finally {
-      closeFd(at.dirFd);
+    let out: { fd: number; shown: string };
+    if (at.name === null) out = { fd: at.dirFd, shown: toWorkspacePath(at.parts) };
+    else {
+      try {
+        out = { fd: openAt(at.dirFd, at.name, DIR_FLAGS, [...at.parts, at.name]), shown: toWorkspacePath([...at.parts, at.name]) };
+      } finally {
+        closeFd(at.dirFd);
+      }
     }
+    try {
+      this.require(out.fd, R | X, null, out.shown);
+    } catch (err) {
+      closeFd(out.fd);
+      throw err;
+    }
+    return out;
   }
 
   /**
@@ -115,7 +189,14 @@ export class WorkspaceFs {
     const parts = [...at.parts, at.name];
     try {
       const fd = openAt(at.dirFd, at.name, (mode === 'read' ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_NONBLOCK, parts);
-      return checkedFile(fd, toWorkspacePath(parts));
+      const file = checkedFile(fd, toWorkspacePath(parts));
+      try {
+        this.require(fd, mode === 'read' ? R : R | W, parts);
+      } catch (err) {
+        closeFd(fd);
+        throw err;
+      }
+      return file;
     } finally {
       closeFd(at.dirFd);
     }
@@ -137,6 +218,9 @@ export class WorkspaceFs {
     let fd: number;
     let created = false;
     try {
+      const exists = fs.lstatSync(entry(at.dirFd, at.name!), { throwIfNoEntry: false }) !== undefined;
+      // Creating needs the directory writable by the user; an existing entry is checked below.
+      if (!exists) this.require(at.dirFd, W, at.parts);
       try {
         fd = openAt(at.dirFd, at.name!, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, shownParts, 0o644);
         created = true;
@@ -149,7 +233,10 @@ export class WorkspaceFs {
       closeFd(at.dirFd);
     }
     try {
-      if (!created) checkedFile(fd, shown);
+      if (!created) {
+        checkedFile(fd, shown);
+        this.require(fd, W, null, shown);
+      }
       await overwrite(fd, content, shown);
       return { shown, created };
     } finally {
@@ -163,6 +250,7 @@ export class WorkspaceFs {
     const at = this.locate(this.parts(p), false, false);
     try {
       if (at.name === null) throw new WorkspaceFsError('The workspace root cannot be removed.', 'EISDIR');
+      this.require(at.dirFd, W | X, at.parts);
       try {
         fs.unlinkSync(entry(at.dirFd, at.name));
       } catch (err) {
@@ -175,7 +263,7 @@ export class WorkspaceFs {
 
   /** Owner of the workspace root: what new files and directories are given. */
   private owner(): { uid: number; gid: number } {
-    const st = fs.statSync(this.workdir);
+    const st = this.rootFd !== null ? fs.fstatSync(this.rootFd) : fs.statSync(this.workdir);
     return { uid: st.uid, gid: st.gid };
   }
 
@@ -193,7 +281,7 @@ export class WorkspaceFs {
    * directories are created; without `followLast`, a link in the last place is not followed.
    */
   private locate(parts: string[], mkdirs: boolean, followLast = true): Located {
-    let fd = fs.openSync(this.workdir, DIR_FLAGS);
+    let fd = this.openRoot();
     let cur: string[] = [];
     const queue = [...parts];
     let links = 0;
@@ -222,6 +310,7 @@ export class WorkspaceFs {
                 closeFd(fd);
                 fd = next;
                 cur = [...cur, name];
+                this.require(fd, X, cur);
                 return { dirFd: fd, name: null, parts: cur };
               }
             }
@@ -231,7 +320,7 @@ export class WorkspaceFs {
           const next = this.linkTarget(target, parts);
           if (next.absolute) {
             closeFd(fd);
-            fd = fs.openSync(this.workdir, DIR_FLAGS);
+            fd = this.openRoot();
             cur = [];
           }
           queue.unshift(...next.parts);
@@ -243,6 +332,7 @@ export class WorkspaceFs {
         } catch (err) {
           const code = (err as NodeJS.ErrnoException).code;
           if (code === 'ENOENT' && mkdirs) {
+            this.require(fd, W, cur);
             // A sandbox racing rmdir against our mkdir could otherwise keep this loop going.
             if (!this.mkdirAt(fd, name, [...cur, name]) && ++retries > 16) throw new WorkspaceFsError(`The path ${brief(toWorkspacePath(parts))} kept changing while it was being created; it was refused.`, 'EAGAIN');
             queue.unshift(name);
@@ -255,7 +345,7 @@ export class WorkspaceFs {
           const t = this.linkTarget(target, parts);
           if (t.absolute) {
             closeFd(fd);
-            fd = fs.openSync(this.workdir, DIR_FLAGS);
+            fd = this.openRoot();
             cur = [];
           }
           queue.unshift(...t.parts);
@@ -264,6 +354,7 @@ export class WorkspaceFs {
         closeFd(fd);
         fd = next;
         cur = [...cur, name];
+        this.require(fd, X, cur);
       }
       return { dirFd: fd, name: null, parts: cur };
     } catch (err) {
@@ -274,12 +365,13 @@ export class WorkspaceFs {
 
   /** Opens the directory at `parts` with no link following at all (a re-walk after `..`). */
   private walkPlain(parts: string[]): number {
-    let fd = fs.openSync(this.workdir, DIR_FLAGS);
+    let fd = this.openRoot();
     for (let i = 0; i < parts.length; i++) {
       try {
         const next = openAt(fd, parts[i]!, DIR_FLAGS, parts.slice(0, i + 1));
         closeFd(fd);
         fd = next;
+        this.require(fd, X, parts.slice(0, i + 1));
       } catch (err) {
         closeFd(fd);
         throw err;
@@ -428,8 +520,8 @@ export const MAX_READ_BYTES = 32 * 1024 * 1024;
  * Reads a workspace file as UTF-8 for the runtime (`sandbox.read`), through {@link WorkspaceFs}.
  * @throws TaskError `PATH_OUTSIDE_WORKSPACE` or `READ_FAILED` (a message without host paths).
  */
-export async function readWorkspaceFile(workdir: string, p: string): Promise<string> {
-  const files = new WorkspaceFs(workdir);
+export async function readWorkspaceFile(workdir: string, p: string, opts: WorkspaceFsOptions = {}): Promise<string> {
+  const files = new WorkspaceFs(workdir, opts);
   let file: OpenFile;
   try {
     file = files.openFile(p, 'read');
@@ -453,9 +545,9 @@ export async function readWorkspaceFile(workdir: string, p: string): Promise<str
  * directories, through {@link WorkspaceFs}.
  * @throws TaskError `PATH_OUTSIDE_WORKSPACE` or `code` (a message without host paths).
  */
-export async function writeWorkspaceFile(workdir: string, p: string, content: string, code = 'WRITE_FAILED'): Promise<void> {
+export async function writeWorkspaceFile(workdir: string, p: string, content: string, code = 'WRITE_FAILED', opts: WorkspaceFsOptions = {}): Promise<void> {
   try {
-    await new WorkspaceFs(workdir).writeFile(p, content, { exclusive: false });
+    await new WorkspaceFs(workdir, opts).writeFile(p, content, { exclusive: false });
   } catch (err) {
     throw asTaskError(err, code);
   }

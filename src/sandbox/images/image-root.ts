@@ -6,6 +6,7 @@ import { removeSandboxFs } from '../sandbox-fs.js';
 import { WORKSPACE } from '../workspace-path.js';
 import { mountOverlay, overlayDirs, releaseOverlay, type MountedOverlay } from './overlay-mount.js';
 import { imageUser, type ImageUser } from './image-user.js';
+import { at, closeQuietly, DIR_FLAGS, openNoSymlinks, resolveInRoot } from './root-fs.js';
 
 /**
  * A sandbox made from an image, as the sandbox host lays it out: the image's layers under a
@@ -21,17 +22,16 @@ export function imageCwd(image: ResolvedImage): string {
   return wd === '/' ? WORKSPACE : wd;
 }
 
-/**
- * Host path of the workspace of an image sandbox (inside the merged overlay), seen through
- * `via` (MountedOverlay.via: '' unless the overlay lives in a user namespace of its own).
- */
-export function imageWorkdir(sandboxDir: string, image: ResolvedImage, via = ''): string {
-  return via + path.join(overlayDirs(sandboxDir).merged, imageCwd(image));
-}
-
-/** A mounted image root: the overlay and the image's user. */
+/** A mounted image root: the overlay, the image's user and its working directory. */
 export interface ImageMount extends MountedOverlay {
   user: ImageUser;
+  /**
+   * Host path of the workspace (the image's WorkingDir resolved inside the image root, every
+   * symlink followed as the sandbox's own root would: `w -> /var/tmp/X` leads to the image's
+   * /var/tmp/X, never the host's). At the time of mounting no component of it is a symlink; the
+   * sandbox can change that later, so it is used only before any sandboxed process runs.
+   */
+  workdir: string;
 }
 
 /**
@@ -39,16 +39,24 @@ export interface ImageMount extends MountedOverlay {
  * image's `User` against the image's /etc/passwd. The user's home directory itself (not its
  * contents) is given to `hostUid`, the sandbox's host uid, which is that user inside: so the
  * user may create ~/.gitconfig, ~/.cache and the like, as in the image's own container.
+ *
+ * Every path the host touches in the image (the WorkingDir, the mount points bwrap needs,
+ * /etc/resolv.conf, the home) is resolved from a directory fd of the overlay's root, each
+ * component opened with `O_NOFOLLOW` and each symlink resolved inside the root as a chroot
+ * would (root-fs.ts): an image whose links point at host paths makes the host write only its
+ * own upper dir.
+ *
  * On a failure after mounting, the overlay is released; with `removeOnFailure` (a sandbox being
  * made) the sandbox's fs and directory are removed as well.
  * @throws SandboxError `OVERLAY_FAILED` when no overlay can be mounted; TaskError
- *   `IMAGE_USER_UNKNOWN` when the User names no user of the image.
+ *   `IMAGE_USER_UNKNOWN` when the User names no user of the image, `IMAGE_WORKDIR` when the
+ *   WorkingDir cannot be made a directory in it.
  */
 export async function mountImageRoot(sandboxDir: string, image: ResolvedImage, hostUid: number | null, opts: { removeOnFailure?: boolean } = {}): Promise<ImageMount> {
   try {
     const ov = await mountOverlay(image.lowerDirs, overlayDirs(sandboxDir));
     try {
-      return { ...ov, user: await prepareRoot(sandboxDir, image, hostUid, ov.via) };
+      return { ...ov, ...(await prepareRoot(sandboxDir, image, hostUid, ov.via)) };
     } catch (err) {
       await releaseOverlay(sandboxDir);
       throw err;
@@ -63,32 +71,74 @@ export async function mountImageRoot(sandboxDir: string, image: ResolvedImage, h
   }
 }
 
-async function prepareRoot(sandboxDir: string, image: ResolvedImage, hostUid: number | null, via: string): Promise<ImageUser> {
-  fs.mkdirSync(imageWorkdir(sandboxDir, image, via), { recursive: true });
-  // bwrap runs as the sandbox's unprivileged uid and cannot create mount points in a root-owned
-  // image root: make them now, as root (into the sandbox's upper dir, never the cache). `sys`
-  // and `root` are the unshare driver's.
+async function prepareRoot(sandboxDir: string, image: ResolvedImage, hostUid: number | null, via: string): Promise<{ user: ImageUser; workdir: string }> {
   const merged = via + overlayDirs(sandboxDir).merged;
-  for (const d of ['dev', 'proc', 'tmp', 'run', 'workspace', 'etc', 'sys']) fs.mkdirSync(path.join(merged, d), { recursive: true });
-  const resolv = path.join(merged, 'etc', 'resolv.conf');
-  if (!fs.existsSync(resolv)) fs.writeFileSync(resolv, '');
-  const user = await imageUser(merged, image);
-  if (hostUid !== null && user.home !== '/') {
-    // lstat of each component: a home that is (or passes) a symlink is left alone, never followed out of the root.
-    const rel = user.home.split('/').filter(Boolean);
-    let p = merged;
-    let ok = true;
-    for (const c of rel) {
-      p = path.join(p, c);
-      const st = fs.lstatSync(p, { throwIfNoEntry: false });
-      if (!st || !st.isDirectory()) {
-        ok = false;
-        break;
+  const rootFd = fs.openSync(merged, DIR_FLAGS);
+  try {
+    let workParts: string[];
+    try {
+      const wd = resolveInRoot(rootFd, imageCwd(image), { mkdirs: true });
+      closeQuietly(wd.fd);
+      workParts = wd.parts;
+    } catch (err) {
+      throw new TaskError(`image '${image.ref}': its WorkingDir ${imageCwd(image)} cannot be made a directory in the image (${(err as NodeJS.ErrnoException).code ?? 'error'})`, { code: 'IMAGE_WORKDIR', stage: 'init', details: { image: image.ref } });
+    }
+    // bwrap runs as the sandbox's unprivileged uid and cannot create mount points in a root-owned
+    // image root: make them now, as root (into the sandbox's upper dir, never the cache). `sys`
+    // and `root` are the unshare driver's. Resolved in the root: `tmp -> /var/tmp` stays the image's.
+    for (const d of ['dev', 'proc', 'tmp', 'run', 'workspace', 'etc', 'sys']) {
+      try {
+        closeQuietly(resolveInRoot(rootFd, d, { mkdirs: true }).fd);
+      } catch {
+        // a file in its place: bwrap says so when it needs the mount point
       }
     }
-    if (ok && rel.length && !rel.includes('..')) fs.lchownSync(p, hostUid, hostUid);
+    ensureResolvConf(rootFd);
+    const user = await imageUser(rootFd, image);
+    if (hostUid !== null && user.home !== '/') giveHome(rootFd, user.home, hostUid);
+    return { user, workdir: path.join(merged, ...workParts) };
+  } finally {
+    closeQuietly(rootFd);
   }
-  return user;
+}
+
+/**
+ * Makes /etc/resolv.conf a regular file in the image's upper dir when it is missing or is not
+ * one (a symlink, absolute or not, is replaced, never written through): the DNS file of a
+ * networked sandbox is bound on it.
+ */
+function ensureResolvConf(rootFd: number): void {
+  let etc: number;
+  try {
+    etc = resolveInRoot(rootFd, 'etc', { mkdirs: true }).fd;
+  } catch {
+    return;
+  }
+  try {
+    const st = fs.lstatSync(at(etc, 'resolv.conf'), { throwIfNoEntry: false });
+    if (st?.isFile()) return;
+    if (st && !st.isDirectory()) fs.unlinkSync(at(etc, 'resolv.conf'));
+    if (!st || !st.isDirectory()) closeQuietly(fs.openSync(at(etc, 'resolv.conf'), fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, 0o644));
+  } finally {
+    closeQuietly(etc);
+  }
+}
+
+/** Gives the home directory (reached without following any link: one that passes a link is left alone) to `uid`. */
+function giveHome(rootFd: number, home: string, uid: number): void {
+  const parts = home.split('/').filter((c) => c !== '' && c !== '.');
+  if (parts.length === 0 || parts.includes('..')) return;
+  let fd: number;
+  try {
+    fd = openNoSymlinks(rootFd, parts);
+  } catch {
+    return;
+  }
+  try {
+    fs.fchownSync(fd, uid, uid);
+  } finally {
+    closeQuietly(fd);
+  }
 }
 
 /** The shell environment an image adds (its config's Env), under the sandbox's own defaults and above nothing else. */

@@ -65,7 +65,7 @@ export class ImageStore {
    * @throws TaskError `IMAGE_*` naming the image and layer; InfraError `IMAGE_DISK_FULL`.
    */
   async import(source: string, opts: { name?: string | undefined } = {}): Promise<ImageRecord> {
-    for (const d of ['layers', 'images', 'refs', 'used', 'tmp', 'locks']) fs.mkdirSync(this.sub(d), { recursive: true });
+    this.makeDirs();
     // Loaded on first import only: node-tar and the unpacker stay off every CLI start.
     const { readImageSource } = await import('./image-source.js');
     const src = await readImageSource(source, this.sub('tmp'));
@@ -101,6 +101,21 @@ export class ImageStore {
       return record;
     } finally {
       src.cleanup();
+    }
+  }
+
+  /**
+   * Creates the store and its directories mode 0700, and takes group and other access off a
+   * store made before (or by hand): the layers hold whole root filesystems, and nobody but the
+   * store's owner has business walking them. Sandboxes never do: the overlay reads its lower
+   * dirs with the mounter's rights.
+   */
+  private makeDirs(): void {
+    fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    for (const d of ['layers', 'images', 'refs', 'used', 'tmp', 'locks']) fs.mkdirSync(this.sub(d), { recursive: true, mode: 0o700 });
+    for (const d of [this.dir, this.sub('layers'), this.sub('tmp')]) {
+      const st = fs.statSync(d);
+      if (st.mode & 0o077 && st.uid === process.getuid?.()) fs.chmodSync(d, st.mode & 0o7700);
     }
   }
 
@@ -209,6 +224,7 @@ export class ImageStore {
    * @throws TaskError `IMAGE_NOT_FOUND` naming the reference and the store.
    */
   resolve(ref: string): ResolvedImage {
+    this.tighten();
     const id = this.lookup(ref);
     const rec = id ? this.readRecord(id) : null;
     if (!rec) throw imageTaskError('IMAGE_NOT_FOUND', { image: ref }, `not in the image store ${this.dir} (import it with: rollout image import PATH --name ${ref})`);
@@ -230,6 +246,16 @@ export class ImageStore {
       entrypoint: rec.config.Entrypoint ?? null,
       cmd: rec.config.Cmd ?? null,
     };
+  }
+
+  /** A store made 0755 by an earlier version becomes 0700 on its next use by its owner. */
+  private tighten(): void {
+    try {
+      const st = fs.statSync(this.dir);
+      if (st.mode & 0o077 && st.uid === process.getuid?.()) fs.chmodSync(this.dir, st.mode & 0o7700);
+    } catch {
+      // no store yet: lookup says so
+    }
   }
 
   /** Every image, most recently used first. */

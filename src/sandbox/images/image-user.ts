@@ -1,5 +1,6 @@
 import type { ResolvedImage } from '../../protocol/image.js';
-import { readWorkspaceFile } from '../workspace-fs.js';
+import { readBounded } from '../bounded-read.js';
+import { closeQuietly, openFileInRoot } from './root-fs.js';
 import { imageTaskError } from './image-errors.js';
 
 /**
@@ -83,15 +84,29 @@ export function resolveUser(imageRef: string, user: string | null, passwd: strin
   return { uid, gid, home: home.startsWith('/') ? home : '/', name: entry?.name ?? String(uid) };
 }
 
+/** The largest /etc/passwd or /etc/group read (a hostile image's 10 GB passwd is not). */
+const MAX_ID_FILE_BYTES = 4 * 1024 * 1024;
+
 /**
- * Resolves the image's `User` against the files of its mounted root (`merged`, the sandbox's
- * overlay). The files are read link-safe (a passwd that is a symlink out of the image is not
- * followed: it counts as absent).
+ * Resolves the image's `User` against the files of its mounted root (the directory `rootFd`
+ * holds: the sandbox's overlay). The files are found as a chroot would find them, links
+ * resolved inside the image's root, never on the host (root-fs.ts); one that is not a regular
+ * file counts as absent, and at most 4 MiB of each is read.
  * @throws TaskError `IMAGE_USER_UNKNOWN` (see {@link resolveUser}).
  */
-export async function imageUser(merged: string, image: ResolvedImage): Promise<ImageUser> {
-  const read = (p: string): Promise<string | null> => readWorkspaceFile(merged, p).catch(() => null);
+export async function imageUser(rootFd: number, image: ResolvedImage): Promise<ImageUser> {
+  const read = async (p: string): Promise<string | null> => {
+    const fd = openFileInRoot(rootFd, p);
+    if (fd === null) return null;
+    try {
+      return (await readBounded(fd, MAX_ID_FILE_BYTES)).buf.toString('utf8');
+    } catch {
+      return null;
+    } finally {
+      closeQuietly(fd);
+    }
+  };
   // passwd always: HOME comes from it even for a numeric or empty User.
-  const [passwd, group] = await Promise.all([read('etc/passwd'), image.user?.includes(':') ? read('etc/group') : Promise.resolve(null)]);
+  const [passwd, group] = await Promise.all([read('/etc/passwd'), image.user?.includes(':') ? read('/etc/group') : Promise.resolve(null)]);
   return resolveUser(image.ref, image.user, passwd, group);
 }

@@ -4,9 +4,10 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import { Unpack, type ReadEntry } from 'tar';
+import { Parser, type ReadEntry } from 'tar';
 import { RolloutError } from '../../errors.js';
 import { imageInfraError, imageTaskError, isDiskFull, type ImageWhere } from './image-errors.js';
+import { at, closeQuietly, DIR_FLAGS, openNoSymlinks, SymlinkInPathError } from './root-fs.js';
 
 /** What {@link unpackLayer} checks and where it writes. */
 export interface UnpackLayerInput {
@@ -42,11 +43,17 @@ const OPAQUE = '.wh..wh..opq';
  * becomes the `trusted.overlay.opaque=y` xattr on its directory (`user.overlay.opaque` when not root) (both per the OCI image spec's
  * "Representing Changesets", and what containerd's overlayfs snapshotter writes).
  *
- * Extraction is node-tar's (owners, modes, mtimes, hard links and symlinks kept, absolute
- * symlink targets as written). Before node-tar sees an entry, this refuses — for the whole layer —
- * any entry with an absolute path or a `..` component, a hard link whose target is not a plain
- * path inside the layer, a symlink whose relative target climbs above the root, and any entry
- * below a symlink of the same layer. Both digests are checked on the fly.
+ * node-tar only parses; every entry is made here, below a directory fd of `dest`, each parent
+ * opened component by component with `O_NOFOLLOW` (root-fs.ts, as `openat2` with
+ * `RESOLVE_NO_SYMLINKS`): an entry — file, directory, link, whiteout, opaque marker or FIFO —
+ * whose parent is a symlink is refused whatever order the tar lists them in, so a hostile layer
+ * never writes, removes or marks anything outside `dest` even when this runs as root. Before that,
+ * this refuses — for the whole layer — any entry with an absolute path or a `..` component, a hard
+ * link whose target is not a plain path inside the layer, and a symlink whose relative target
+ * climbs above the root (absolute targets are kept as written: they resolve in the image's own
+ * root). Owners (as root), modes and mtimes are kept, except that setuid/setgid bits are dropped
+ * from files and device nodes are not made (sandboxes mount nosuid, nodev: they could only serve
+ * someone reaching the store on the host). Both digests are checked on the fly.
  *
  * On any failure `dest` is removed: a half-written layer never exists under its final name
  * because callers unpack into a temporary name and rename.
@@ -64,100 +71,263 @@ export async function unpackLayer(input: UnpackLayerInput): Promise<UnpackedLaye
   }
 }
 
+/** One entry whose making waits for the end of the layer (it needs mknod or setfattr). */
+interface Deferred {
+  /** Parent directory's components. */
+  dir: string[];
+  /** The name in it; '' for an opaque marker (the directory itself). */
+  name: string;
+  kind: 'whiteout' | 'opaque' | 'fifo';
+  mode?: number;
+  uid?: number;
+  gid?: number;
+}
+
+const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
+
 async function unpackInto(input: UnpackLayerInput): Promise<UnpackedLayer> {
   const w = input.where;
   const blobHash = crypto.createHash('sha256');
   const diffHash = crypto.createHash('sha256');
-  const whiteouts: { dir: string; name: string }[] = [];
   const symlinks = new Set<string>();
-  // node-tar does not make device nodes or FIFOs: made afterwards with mknod / mkfifo (as root).
-  const specials: { rel: string; kind: 'c' | 'b' | 'p'; major: number; minor: number; mode: number; uid: number; gid: number }[] = [];
+  const deferred: Deferred[] = [];
+  const asRoot = process.getuid?.() === 0;
   let bytes = 0;
   let entries = 0;
+  let whiteouts = 0;
+  let opaqueDirs = 0;
   let violation: Error | null = null;
+  /** Files whose last writes may still be in flight when the parser ends. */
+  const pendingFiles: Promise<void>[] = [];
+  /** Their streams by fd: an aborted parse never ends them, so the failure path closes them. */
+  const openFiles = new Map<number, fs.WriteStream>();
+  const rootFd = fs.openSync(input.dest, DIR_FLAGS);
+  const parser = new Parser({ strict: true, maxDecompressionRatio: Number.MAX_SAFE_INTEGER } as never);
+  const fail = (err: unknown): void => {
+    if (violation) return;
+    violation = err instanceof RolloutError ? err : classify(err, w);
+    parser.abort(violation);
+  };
 
-  const unpack = new Unpack({
-    cwd: input.dest,
-    strict: true,
-    // Unprivileged, owners cannot be kept: every file is ours, root inside the overlay's user namespace.
-    preserveOwner: process.getuid?.() === 0,
-    chmod: true,
-    processUmask: 0,
-    unlink: false,
-    // Our filter (checkEntry) refuses absolute and '..' entry paths and writes through symlinks;
-    // node-tar's own guard would also rewrite absolute symlink targets (`/usr/bin/python3` →
-    // relative to the link), which breaks images, whose absolute links resolve in their own root.
-    preservePaths: true,
-    // Layers of real images compress well; the default ratio guard would refuse a sparse file.
-    maxDecompressionRatio: Number.MAX_SAFE_INTEGER,
-    filter: (_p: string, entry: ReadEntry | fs.Stats) => {
-      const e = entry as ReadEntry;
-      if (violation) return false;
+  parser.on('entry', (e: ReadEntry) => {
+    if (violation) return void e.resume();
+    try {
       const problem = checkEntry(e, symlinks);
-      if (problem) {
-        violation = imageTaskError('IMAGE_UNSAFE_ENTRY', w, problem);
-        unpack.abort(violation);
-        return false;
-      }
+      if (problem) throw imageTaskError('IMAGE_UNSAFE_ENTRY', w, problem);
       entries++;
       const rel = clean(e.path);
-      const base = path.posix.basename(rel);
+      const parts = rel === '' ? [] : rel.split('/');
+      const base = parts.at(-1) ?? '';
+      const dir = parts.slice(0, -1);
       if (base.startsWith(WH)) {
-        whiteouts.push({ dir: path.posix.dirname(rel), name: base === OPAQUE ? '' : base.slice(WH.length) });
-        return false;
+        if (base === OPAQUE) opaqueDirs++;
+        else whiteouts++;
+        deferred.push(base === OPAQUE ? { dir, name: '', kind: 'opaque' } : { dir, name: base.slice(WH.length), kind: 'whiteout' });
+        return void e.resume();
       }
       if (e.type === 'SymbolicLink') symlinks.add(rel);
-      if (e.type === 'CharacterDevice' || e.type === 'BlockDevice' || e.type === 'FIFO') {
-        const h = e.header;
-        specials.push({ rel, kind: e.type === 'FIFO' ? 'p' : e.type === 'CharacterDevice' ? 'c' : 'b', major: h.devmaj ?? 0, minor: h.devmin ?? 0, mode: (e.mode ?? 0o644) & 0o7777, uid: e.uid ?? 0, gid: e.gid ?? 0 });
-        return false;
+      const made = makeEntry(rootFd, e, parts, asRoot, w);
+      if (made === 'fifo') deferred.push({ dir, name: base, kind: 'fifo', mode: safeMode(e.mode ?? 0o644, false), uid: e.uid ?? 0, gid: e.gid ?? 0 });
+      if (made && typeof made === 'object') {
+        bytes += e.size;
+        // Content streams into the file off the event loop (a write stream: its backpressure
+        // pauses the entry, the parser and the decompression). The parser may go on to the next
+        // entries while the last writes are in flight: the file is finished when its stream is.
+        const out = fs.createWriteStream('', { fd: made.fd, autoClose: false, highWaterMark: 1 << 20 });
+        openFiles.set(made.fd, out);
+        pendingFiles.push(
+          new Promise<void>((resolve) => {
+            out.on('error', (err) => {
+              fail(err);
+              e.resume();
+              resolve();
+            });
+            out.on('finish', () => {
+              try {
+                if (!violation) finishFile(made.fd, e, asRoot);
+              } catch (err) {
+                fail(err);
+              }
+              resolve();
+            });
+          }).finally(() => {
+            openFiles.delete(made.fd);
+            closeQuietly(made.fd);
+          }),
+        );
+        e.pipe(out);
+        return;
       }
-      if (e.type === 'File' || e.type === 'OldFile' || e.type === 'ContiguousFile') bytes += e.size;
-      return true;
-    },
+      e.resume();
+    } catch (err) {
+      e.resume();
+      fail(err);
+    }
   });
 
   const source = await decompressed(input.blobPath, blobHash, w);
-  await new Promise<void>((resolve, reject) => {
-    let settled = false;
-    const fail = (err: unknown): void => {
-      if (settled) return;
-      settled = true;
-      source.destroy();
-      reject(err);
-    };
-    unpack.on('error', fail);
-    unpack.on('abort', fail);
-    unpack.on('close', () => {
-      if (settled) return;
-      settled = true;
-      resolve();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let settled = false;
+      const done = (err?: unknown): void => {
+        if (settled) return;
+        settled = true;
+        if (err !== undefined) {
+          source.destroy();
+          reject(err);
+        } else resolve();
+      };
+      parser.on('error', (err: unknown) => done(violation ?? err));
+      parser.on('abort', (err: unknown) => done(violation ?? err));
+      parser.on('end', () => done());
+      parser.on('close', () => done());
+      source.on('error', (err) => done(err));
+      source.on('data', (chunk: Buffer) => {
+        diffHash.update(chunk);
+        if (!parser.write(chunk)) {
+          source.pause();
+          parser.once('drain', () => source.resume());
+        }
+      });
+      source.on('end', () => parser.end());
+    }).catch((err: unknown) => {
+      if (violation) throw violation;
+      throw classify(err, w);
     });
-    source.on('error', fail);
-    source.on('data', (chunk: Buffer) => {
-      diffHash.update(chunk);
-      if (!unpack.write(chunk)) {
-        source.pause();
-        unpack.once('drain', () => source.resume());
-      }
-    });
-    source.on('end', () => unpack.end());
-  }).catch((err: unknown) => {
+    await Promise.all(pendingFiles);
     if (violation) throw violation;
-    throw classify(err, w);
-  });
-  if (violation) throw violation;
 
-  const gotBlob = `sha256:${blobHash.digest('hex')}`;
-  const gotDiff = `sha256:${diffHash.digest('hex')}`;
-  if (input.blobDigest && gotBlob !== input.blobDigest) {
-    throw imageTaskError('IMAGE_DIGEST_MISMATCH', w, `digest mismatch: the manifest says ${input.blobDigest}, the blob hashes to ${gotBlob}`);
+    const gotBlob = `sha256:${blobHash.digest('hex')}`;
+    const gotDiff = `sha256:${diffHash.digest('hex')}`;
+    if (input.blobDigest && gotBlob !== input.blobDigest) {
+      throw imageTaskError('IMAGE_DIGEST_MISMATCH', w, `digest mismatch: the manifest says ${input.blobDigest}, the blob hashes to ${gotBlob}`);
+    }
+    if (input.diffId && gotDiff !== input.diffId) {
+      throw imageTaskError('IMAGE_DIGEST_MISMATCH', w, `diff_id mismatch: the config says ${input.diffId}, the uncompressed layer hashes to ${gotDiff}`);
+    }
+    await applyDeferred(rootFd, deferred, asRoot, w);
+    return { diffId: gotDiff, bytes, entries, whiteouts, opaqueDirs };
+  } finally {
+    for (const [fd, out] of openFiles) {
+      out.destroy();
+      closeQuietly(fd);
+    }
+    closeQuietly(rootFd);
   }
-  if (input.diffId && gotDiff !== input.diffId) {
-    throw imageTaskError('IMAGE_DIGEST_MISMATCH', w, `diff_id mismatch: the config says ${input.diffId}, the uncompressed layer hashes to ${gotDiff}`);
+}
+
+/**
+ * The directory `parts` of the layer, opened without following any link (created when
+ * missing): an entry whose parent is a symlink is refused, whatever order the tar lists them in.
+ */
+function parentDir(rootFd: number, parts: string[], raw: string, w: ImageWhere): number {
+  try {
+    return openNoSymlinks(rootFd, parts, { mkdirs: true, mode: 0o755 });
+  } catch (err) {
+    if (err instanceof SymlinkInPathError) throw imageTaskError('IMAGE_UNSAFE_ENTRY', w, `entry '${raw}' is written through the symlink '${err.link}' of the same layer`);
+    throw err;
   }
-  await applyWhiteouts(input.dest, whiteouts, specials, w);
-  return { diffId: gotDiff, bytes, entries, whiteouts: whiteouts.filter((x) => x.name).length, opaqueDirs: whiteouts.filter((x) => !x.name).length };
+}
+
+/** Removes whatever is at `name` in `dirFd` (a tree too, never following a link); nothing there is fine. */
+function removeAt(dirFd: number, name: string): void {
+  const st = fs.lstatSync(at(dirFd, name), { throwIfNoEntry: false });
+  if (!st) return;
+  // The magic link is resolved once, to the layer's own directory; rm never follows a link below it.
+  if (st.isDirectory()) fs.rmSync(at(dirFd, name), { recursive: true, force: true });
+  else fs.unlinkSync(at(dirFd, name));
+}
+
+/**
+ * Makes one entry below the layer root, every parent opened from the root's fd without
+ * following links. Returns the open fd of a regular file whose content follows, 'fifo' for a
+ * FIFO (made at the end), or null when the entry is done (or skipped: device nodes are never
+ * made, see {@link safeMode}).
+ */
+function makeEntry(rootFd: number, e: ReadEntry, parts: string[], asRoot: boolean, w: ImageWhere): { fd: number } | 'fifo' | null {
+  const raw = e.path;
+  const mode = e.mode ?? (e.type === 'Directory' ? 0o755 : 0o644);
+  if (parts.length === 0) {
+    // The layer root itself ('./'): its mode and owner only.
+    if (e.type === 'Directory') setOwnerMode(rootFd, e, safeMode(mode, true), asRoot);
+    return null;
+  }
+  const name = parts.at(-1)!;
+  if (e.type === 'CharacterDevice' || e.type === 'BlockDevice') return null;
+  if (e.type === 'FIFO') return 'fifo';
+  const dirFd = parentDir(rootFd, parts.slice(0, -1), raw, w);
+  try {
+    const p = at(dirFd, name);
+    switch (e.type) {
+      case 'Directory': {
+        const st = fs.lstatSync(p, { throwIfNoEntry: false });
+        if (st && !st.isDirectory()) fs.unlinkSync(p);
+        if (!st || !st.isDirectory()) fs.mkdirSync(p, 0o700);
+        const fd = fs.openSync(p, DIR_FLAGS);
+        try {
+          setOwnerMode(fd, e, safeMode(mode, true), asRoot);
+        } finally {
+          closeQuietly(fd);
+        }
+        return null;
+      }
+      case 'File':
+      case 'OldFile':
+      case 'ContiguousFile': {
+        removeAt(dirFd, name);
+        return { fd: fs.openSync(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, 0o600) };
+      }
+      case 'SymbolicLink': {
+        removeAt(dirFd, name);
+        fs.symlinkSync(e.linkpath ?? '', p);
+        // lchown/lutimes act on the link itself, never its target.
+        if (asRoot) fs.lchownSync(p, e.uid ?? 0, e.gid ?? 0);
+        if (e.mtime) fs.lutimesSync(p, e.mtime, e.mtime);
+        return null;
+      }
+      case 'Link': {
+        const target = clean(e.linkpath ?? '').split('/');
+        const tdir = parentDir(rootFd, target.slice(0, -1), raw, w);
+        try {
+          const tname = target.at(-1)!;
+          const st = fs.lstatSync(at(tdir, tname), { throwIfNoEntry: false });
+          if (!st) throw imageTaskError('IMAGE_CORRUPT', w, `hard link '${raw}' names '${e.linkpath}', which the layer has not written`);
+          if (st.isDirectory()) throw imageTaskError('IMAGE_UNSAFE_ENTRY', w, `hard link '${raw}' names the directory '${e.linkpath}'`);
+          removeAt(dirFd, name);
+          // link(2) never follows a symlink at its source: a link to a symlink is a second symlink.
+          fs.linkSync(at(tdir, tname), p);
+        } finally {
+          closeQuietly(tdir);
+        }
+        return null;
+      }
+      default:
+        // Extended headers are the parser's; other types (GNU sparse, volume labels) carry no file.
+        return null;
+    }
+  } finally {
+    closeQuietly(dirFd);
+  }
+}
+
+/**
+ * A mode as the store keeps it: setuid and setgid dropped from everything but directories (a
+ * setgid directory only passes its group on), so no file in the store runs with its owner's
+ * rights, whoever reaches it; sandboxes mount the store nosuid anyway.
+ */
+function safeMode(mode: number, isDir: boolean): number {
+  return isDir ? mode & 0o3777 : mode & 0o1777;
+}
+
+function setOwnerMode(fd: number, e: ReadEntry, mode: number, asRoot: boolean): void {
+  // Owner first: chown clears set-id bits, chmod then sets the mode as kept.
+  if (asRoot) fs.fchownSync(fd, e.uid ?? 0, e.gid ?? 0);
+  fs.fchmodSync(fd, mode);
+}
+
+function finishFile(fd: number, e: ReadEntry, asRoot: boolean): void {
+  setOwnerMode(fd, e, safeMode(e.mode ?? 0o644, false), asRoot);
+  if (e.mtime) fs.futimesSync(fd, e.mtime, e.mtime);
 }
 
 /** A normalized relative path: no leading `./` or `/`, no trailing `/`. */
@@ -247,51 +417,72 @@ function classify(err: unknown, w: ImageWhere): Error {
   return imageInfraError('IMAGE_IO', w, `unpacking failed: ${e.message ?? String(err)}`, err);
 }
 
+/** How many directory fds one `sh` gets (each passed as an fd of its own). */
+const FDS_PER_SHELL = 200;
+
 /**
- * Writes the layer's whiteouts in overlayfs form. Node has no mknod or setxattr: one `sh` runs
- * every `mknod` / `setfattr` (Debian packages coreutils and attr), each path quoted.
+ * Writes the layer's whiteouts (0:0 character devices), opaque markers (the overlay's xattr) and
+ * FIFOs. Node has no mknod or setxattr: `sh` runs `mknod` / `setfattr` / `mkfifo` (coreutils and
+ * Debian's attr), but never on a path built from the layer's names: each parent directory is
+ * opened here from the root fd without following links and passed to `sh` as an open fd, and the
+ * commands name `/proc/self/fd/<n>/<name>` (the magic link is the directory itself; mknod and
+ * mkfifo do not follow a link in `name`'s place, they fail on it).
  */
-async function applyWhiteouts(
-  dest: string,
-  list: { dir: string; name: string }[],
-  specials: { rel: string; kind: 'c' | 'b' | 'p'; major: number; minor: number; mode: number; uid: number; gid: number }[],
-  w: ImageWhere,
-): Promise<void> {
-  if (list.length === 0 && specials.length === 0) return;
-  // An unprivileged store cannot write trusted.* xattrs: it writes user.overlay.opaque, which
-  // the overlay reads when mounted with `userxattr` inside a user namespace (overlay-mount.ts).
-  const asRoot = process.getuid?.() === 0;
-  const lines: string[] = ['set -e'];
-  for (const sp of specials) {
-    const target = path.join(dest, sp.rel);
-    fs.mkdirSync(path.dirname(target), { recursive: true });
-    fs.rmSync(target, { force: true });
-    lines.push(sp.kind === 'p' ? `mkfifo -- ${q(target)}` : `mknod -- ${q(target)} ${sp.kind} ${sp.major} ${sp.minor}`);
-    // Unprivileged, every file is ours (the owner root inside the overlay's user namespace).
-    if (asRoot) lines.push(`chown -h ${sp.uid}:${sp.gid} -- ${q(target)}`);
-    lines.push(`chmod ${sp.mode.toString(8)} -- ${q(target)}`);
+async function applyDeferred(rootFd: number, list: Deferred[], asRoot: boolean, w: ImageWhere): Promise<void> {
+  for (let i = 0; i < list.length; ) {
+    const fds = new Map<string, number>();
+    const lines: string[] = ['set -e'];
+    try {
+      for (; i < list.length && fds.size < FDS_PER_SHELL; i++) {
+        const d = list[i]!;
+        const key = d.dir.join('/');
+        let fd = fds.get(key);
+        if (fd === undefined) {
+          fd = parentDir(rootFd, d.dir, d.dir.concat(d.name || '.wh..wh..opq').join('/'), w);
+          fds.set(key, fd);
+        }
+        const n = 3 + [...fds.keys()].indexOf(key);
+        if (d.kind === 'opaque') {
+          // An unprivileged store cannot write trusted.* xattrs: it writes user.overlay.opaque,
+          // which the overlay reads when mounted with `userxattr` (overlay-mount.ts).
+          lines.push(`setfattr -n ${asRoot ? 'trusted' : 'user'}.overlay.opaque -v y /proc/self/fd/${n}`);
+          continue;
+        }
+        const target = q(`/proc/self/fd/${n}/${d.name}`);
+        if (d.kind === 'whiteout') {
+          // A whiteout hides the name in the layers below only (OCI image spec, "Whiteouts"): an
+          // entry this layer made under it stays; a directory of its own then hides the lower
+          // one's content as an opaque directory, anything else hides it by being there.
+          const mine = fs.lstatSync(at(fd, d.name), { throwIfNoEntry: false });
+          if (mine?.isDirectory()) lines.push(`setfattr -n ${asRoot ? 'trusted' : 'user'}.overlay.opaque -v y -- ${target}`);
+          // Unprivileged too: a 0:0 whiteout needs no CAP_MKNOD (Linux 5.8+).
+          else if (!mine) lines.push(`mknod -- ${target} c 0 0`);
+        } else {
+          removeAt(fd, d.name);
+          lines.push(`mkfifo -- ${target}`);
+          if (asRoot) lines.push(`chown -h ${d.uid}:${d.gid} -- ${target}`);
+          lines.push(`chmod ${d.mode!.toString(8)} -- ${target}`);
+        }
+      }
+      await runShell(lines, [...fds.values()], w);
+    } finally {
+      for (const fd of fds.values()) closeQuietly(fd);
+    }
   }
-  for (const { dir, name } of list) {
-    const d = path.join(dest, dir);
-    fs.mkdirSync(d, { recursive: true });
-    if (name) {
-      const target = path.join(d, name);
-      fs.rmSync(target, { recursive: true, force: true });
-      // Unprivileged too: a 0:0 whiteout needs no CAP_MKNOD (Linux 5.8+).
-      lines.push(`mknod -- ${q(target)} c 0 0`);
-    } else lines.push(`setfattr -n ${asRoot ? 'trusted' : 'user'}.overlay.opaque -v y -- ${q(d)}`);
-  }
-  await new Promise<void>((resolve, reject) => {
-    const sh = spawn('/bin/sh', ['-s'], { stdio: ['pipe', 'ignore', 'pipe'] });
+}
+
+function runShell(lines: string[], fds: number[], w: ImageWhere): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const sh = spawn('/bin/sh', ['-s'], { stdio: ['pipe', 'ignore', 'pipe', ...fds] });
     let stderr = '';
-    sh.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    sh.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     sh.on('error', reject);
     sh.on('close', (code) => {
       if (code === 0) resolve();
       else if (/No space left/i.test(stderr)) reject(imageInfraError('IMAGE_DISK_FULL', w, `no space left on device while writing whiteouts: ${stderr.trim()}`));
-      else reject(imageInfraError('IMAGE_IO', w, `could not write whiteouts (needs root, mknod and setfattr from Debian's attr): ${stderr.trim()}`));
+      else reject(imageInfraError('IMAGE_IO', w, `could not write whiteouts (needs mknod and setfattr from Debian's attr): ${stderr.trim()}`));
     });
-    sh.stdin.end(lines.join('\n') + '\n');
+    sh.stdin!.end(lines.join('\n') + '\n');
   });
 }
 

@@ -55,20 +55,30 @@ function run(argv: string[], cwd?: string): Promise<{ code: number; stderr: stri
  * a copy-on-write root at `dirs.merged`: kernel overlayfs (root on the host), else
  * fuse-overlayfs. Writes land in `dirs.upper`; the layers are never written.
  *
- * The lower dirs are passed relative to their common parent (the store's `layers/`) with that
- * as the working directory, because the mount options must fit one page (4 KiB) and a 30-layer
- * image of absolute paths would not.
+ * Every directory is passed relative to the overlay's own directory (the lower dirs through a
+ * link `l` to the store's `layers/`), with that as the working directory: the mount options must
+ * fit one page (4 KiB), which a 30-layer image of absolute paths would not, and they show in the
+ * sandbox's mountinfo, which must name no host path.
  *
  * @throws SandboxError `OVERLAY_FAILED` with both tools' messages when neither mounts.
  */
 export async function mountOverlay(lowerDirs: string[], dirs: OverlayDirs): Promise<MountedOverlay> {
   for (const d of [dirs.upper, dirs.work, dirs.merged]) fs.mkdirSync(d, { recursive: true });
   const parents = new Set(lowerDirs.map((d) => path.dirname(d)));
-  const cwd = parents.size === 1 ? [...parents][0]! : undefined;
-  const lower = cwd ? lowerDirs.map((d) => path.basename(d)) : lowerDirs;
-  // A single lower dir cannot be mounted without an upper... we always have one; overlayfs also
-  // needs at least one lower, which the caller's schema guarantees.
-  const opts = `lowerdir=${lower.join(':')},upperdir=${dirs.upper},workdir=${dirs.work}`;
+  // Every path in the options is relative to the overlay's own directory (`l` a link to the
+  // store's layers): the options show in /proc/self/mountinfo inside the sandbox, which must not
+  // learn the host's state dir or store from them. Mixed parents (never made by the store) stay absolute.
+  const ovDir = path.dirname(dirs.upper);
+  const rel = parents.size === 1 && path.dirname(dirs.work) === ovDir;
+  let cwd: string | undefined;
+  let opts: string;
+  if (rel) {
+    const link = path.join(ovDir, 'l');
+    fs.rmSync(link, { force: true });
+    fs.symlinkSync([...parents][0]!, link);
+    cwd = ovDir;
+    opts = `lowerdir=${lowerDirs.map((d) => `l/${path.basename(d)}`).join(':')},upperdir=${path.basename(dirs.upper)},workdir=${path.basename(dirs.work)}`;
+  } else opts = `lowerdir=${lowerDirs.join(':')},upperdir=${dirs.upper},workdir=${dirs.work}`;
   // metacopy: the sandbox's uid takes over its working dir with a chown, which then copies up
   // metadata only, not every file of a repository. Kernels without it mount without.
   let kernel = await run(['mount', '-t', 'overlay', 'overlay', '-o', `${opts},index=off,xino=off,redirect_dir=on,metacopy=on`, dirs.merged], cwd);

@@ -10,13 +10,19 @@ import { execFileSync } from 'node:child_process';
  * a tiny root with busybox-static and the host's bash (the sandbox's tool shell).
  */
 
-/** One tar entry. `type`: 0 file, 1 hard link, 2 symlink, 5 directory. */
+/** One tar entry. `type`: 0 file, 1 hard link, 2 symlink, 3 character device, 4 block device, 5 directory, 6 FIFO. */
 export interface TarEntry {
   name: string;
-  type?: '0' | '1' | '2' | '5';
+  type?: '0' | '1' | '2' | '3' | '4' | '5' | '6';
   content?: string | Buffer;
   linkname?: string;
   mode?: number;
+  /** Owner (default 0:0). */
+  uid?: number;
+  gid?: number;
+  /** Device numbers of a type 3 or 4 entry. */
+  devmajor?: number;
+  devminor?: number;
 }
 
 function header(e: TarEntry, size: number): Buffer {
@@ -24,8 +30,8 @@ function header(e: TarEntry, size: number): Buffer {
   const type = e.type ?? '0';
   h.write(e.name, 0, 100, 'utf8');
   h.write(`${(e.mode ?? (type === '5' ? 0o755 : 0o644)).toString(8).padStart(7, '0')}\0`, 100);
-  h.write('0000000\0', 108);
-  h.write('0000000\0', 116);
+  h.write(`${(e.uid ?? 0).toString(8).padStart(7, '0')}\0`, 108);
+  h.write(`${(e.gid ?? 0).toString(8).padStart(7, '0')}\0`, 116);
   h.write(`${size.toString(8).padStart(11, '0')}\0`, 124);
   h.write(`${Math.floor(Date.now() / 1000).toString(8).padStart(11, '0')}\0`, 136);
   h.write('        ', 148);
@@ -33,6 +39,8 @@ function header(e: TarEntry, size: number): Buffer {
   if (e.linkname) h.write(e.linkname, 157, 100, 'utf8');
   h.write('ustar\0', 257);
   h.write('00', 263);
+  if (e.devmajor !== undefined) h.write(`${e.devmajor.toString(8).padStart(7, '0')}\0`, 329);
+  if (e.devminor !== undefined) h.write(`${e.devminor.toString(8).padStart(7, '0')}\0`, 337);
   let sum = 0;
   for (const b of h) sum += b;
   h.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);

@@ -37,6 +37,20 @@ describe('buildLaunch', () => {
     expect(argv.slice(-2)).toEqual(['bash', '-i']);
   });
 
+  it("with an args file, bwrap's own arguments (host paths) leave its argv for the file, read on fd 8", () => {
+    const l = buildLaunch({ ...plan, argsFile: '/state/sandboxes/x/fs/bwrap.args' });
+    expect(l.argv[2]).toContain('exec 9<"$2" 8<"$3" && shift 3');
+    expect(l.argv[6]).toBe('/state/sandboxes/x/fs/bwrap.args');
+    const b = l.argv.indexOf('bwrap');
+    expect(l.argv.slice(b)).toEqual(['bwrap', '--args', '8', '--', 'bash', '-i']);
+    const inFile = l.argsData!.split('\0');
+    expect(inFile.at(-1)).toBe('');
+    expect(inFile.slice(0, 2)).toEqual(['--unshare-all', '--unshare-user']);
+    expect(inFile.join(' ')).toContain('--bind /state/sandboxes/x/workspace /workspace');
+    expect(inFile).not.toContain('--');
+    expect(l.hostCwd).toBe('/');
+  });
+
   it('drops host root to the sandbox uid with no capabilities before bwrap', () => {
     const { argv } = buildLaunch(plan);
     const s = argv.indexOf('setpriv');

@@ -15,6 +15,48 @@ beforeEach(() => {
 afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 describe('Editor', () => {
+  it("works with the rights of its user (asUid): a mode-000 file and a 0555 directory are refused as the kernel would; a 0700 subdirectory is listed, not entered", async () => {
+    const uid = process.getuid!();
+    const mine = new Editor(dir, { asUid: uid === 0 ? 4242 : uid });
+    if (uid === 0) execFileSync('chown', ['-R', '4242:4242', dir]);
+    fs.writeFileSync(path.join(dir, 'none.txt'), 'secret\n', { mode: 0o000 });
+    fs.chmodSync(path.join(dir, 'none.txt'), 0o000);
+    fs.mkdirSync(path.join(dir, 'ro'), { mode: 0o555 });
+    fs.chmodSync(path.join(dir, 'ro'), 0o555);
+    fs.mkdirSync(path.join(dir, 'closed'));
+    fs.writeFileSync(path.join(dir, 'closed', 'inner.txt'), 'x');
+    if (uid === 0) execFileSync('chown', ['-R', '0:0', path.join(dir, 'closed')]);
+    fs.chmodSync(path.join(dir, 'closed'), 0o700);
+    const view = await mine.run({ command: 'view', path: 'none.txt' });
+    expect(view).toEqual({ error: true, output: 'The path /workspace/none.txt is not accessible (permission denied).' });
+    expect((await mine.run({ command: 'insert', path: 'none.txt', insert_line: 0, new_str: 'x' })).error).toBe(true);
+    expect((await mine.run({ command: 'create', path: 'ro/new.txt', file_text: 'x' })).output).toMatch(/permission denied/);
+    expect(fs.existsSync(path.join(dir, 'ro', 'new.txt'))).toBe(false);
+    const list = await mine.run({ command: 'view', path: '/workspace' });
+    expect(list.output).toContain('/workspace/closed/\n');
+    if (uid === 0) expect(list.output).not.toContain('inner.txt');
+    // What the user may do still works.
+    expect((await mine.run({ command: 'str_replace', path: 'a.py', old_str: 'one', new_str: 'uno' })).error).toBe(false);
+  });
+
+  it('walks from the root fd it was given: a workspace renamed and replaced by a link stays the one it holds', async () => {
+    const ws = path.join(dir, 'ws');
+    fs.mkdirSync(ws);
+    const other = path.join(dir, 'other');
+    fs.mkdirSync(other);
+    const fd = fs.openSync(ws, 'r');
+    try {
+      const held = new Editor(ws, { rootFd: fd });
+      fs.renameSync(ws, path.join(dir, 'ws.old'));
+      fs.symlinkSync(other, ws);
+      expect((await held.run({ command: 'create', path: '/workspace/f.txt', file_text: 'kept\n' })).error).toBe(false);
+      expect(fs.readdirSync(other)).toEqual([]);
+      expect(fs.readFileSync(path.join(dir, 'ws.old', 'f.txt'), 'utf8')).toBe('kept\n');
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+
   it('views a file with numbered lines', async () => {
     const r = await ed.run({ command: 'view', path: '/workspace/a.py' });
     expect(r.error).toBe(false);

@@ -110,6 +110,32 @@ describe('unpackLayer', () => {
     });
   }
 
+  it('a refusal in the middle of a large file closes every fd it opened', async () => {
+    const fds = (): number => fs.readdirSync('/proc/self/fd').length;
+    const before = fds();
+    const { file } = blob([{ name: 'big', content: Buffer.alloc(8 * 1024 * 1024, 1) }, { name: 'dir/', type: '5' }, { name: 'lnk', type: '2', linkname: '/etc' }, { name: 'lnk/x', content: 'x' }], false);
+    const err = await rejection(unpackLayer({ blobPath: file, dest: path.join(dir, 'out'), where }));
+    expect((err as TaskError).code).toBe('IMAGE_UNSAFE_ENTRY');
+    await expect.poll(fds).toBe(before);
+  });
+
+  it('a whiteout keeps what its own layer made under that name (a directory becomes opaque), and drops setuid bits and devices', async () => {
+    const { file } = blob([
+      { name: 'own/', type: '5' },
+      { name: 'own/kept.txt', content: 'mine' },
+      { name: '.wh.own' },
+      { name: 'f', content: 'file', mode: 0o6755 },
+      { name: '.wh.f' },
+      { name: 'null0', type: '3', devmajor: 1, devminor: 3, mode: 0o666 },
+    ]);
+    const dest = path.join(dir, 'out');
+    await unpackLayer({ blobPath: file, dest, where });
+    expect(fs.readFileSync(path.join(dest, 'own/kept.txt'), 'utf8')).toBe('mine');
+    if (process.getuid?.() === 0) expect(xattr(path.join(dest, 'own'), 'trusted.overlay.opaque')).toBe('y');
+    expect(fs.statSync(path.join(dest, 'f')).mode & 0o7777).toBe(0o755);
+    expect(fs.existsSync(path.join(dest, 'null0'))).toBe(false);
+  });
+
   it('refuses a blob whose digest does not match the manifest', async () => {
     const { file } = blob([{ name: 'a', content: 'x' }]);
     const dest = path.join(dir, 'out');
