@@ -103,8 +103,7 @@ export class Supervisor {
         evaluate: fromPromise<void, StageInput>(({ input }) => steps.eval(input.rolloutId)),
       },
       actions: {
-        // Priority orders the INIT queue only (Polar's dispatch_priority: who starts first); work
-        // already started is never overtaken in a later stage.
+        // Priority orders only the INIT queue (who starts first); started work is never overtaken.
         requestSlot: ({ context }, p) => pools[p.stage].request(context.rolloutId, p.stage === 'init' ? (this.sessions.get(context.rolloutId)?.priority ?? 0) : 0),
         withdrawSlot: ({ context }, p) => pools[p.stage].withdraw(context.rolloutId),
         releaseSlot: ({ context }, p) => pools[p.stage].release(context.rolloutId),
@@ -135,10 +134,7 @@ export class Supervisor {
     }
   }
 
-  /**
-   * Admits one validated rollout and starts its first attempt; `priority` orders its wait for an
-   * INIT slot (higher first, FIFO within one). Throws ValidationError on a duplicate live id.
-   */
+  /** Admits one validated rollout and starts its first attempt (`priority`: its place in the INIT queue). Throws ValidationError on a duplicate live id. */
   admit(instance: Instance, sampling: SamplingParams, id: string | undefined, groupId: string | null, codec: ChatCodec = this.parts.codec, priority = 0): RolloutSession {
     const rid = id ?? randomUUID();
     if (this.sessions.has(rid)) throw new ValidationError(`a live rollout already has id '${rid}'`, [{ path: 'id', message: 'duplicate live id' }]);
