@@ -6,7 +6,7 @@ import { removeSandboxFs } from '../sandbox-fs.js';
 import { WORKSPACE } from '../workspace-path.js';
 import { mountOverlay, overlayDirs, releaseOverlay, type MountedOverlay } from './overlay-mount.js';
 import { imageUser, type ImageUser } from './image-user.js';
-import { at, closeQuietly, DIR_FLAGS, openNoSymlinks, resolveInRoot } from './root-fs.js';
+import { at, closeQuietly, DIR_FLAGS, openFileInRoot, openNoSymlinks, resolveInRoot } from './root-fs.js';
 
 /**
  * A sandbox made from an image, as the sandbox host lays it out: the image's layers under a
@@ -93,12 +93,28 @@ async function prepareRoot(sandboxDir: string, image: ResolvedImage, hostUid: nu
         // a file in its place: bwrap says so when it needs the mount point
       }
     }
+    requireShell(rootFd, image);
     ensureResolvConf(rootFd);
     const user = await imageUser(rootFd, image);
     if (hostUid !== null && user.home !== '/') giveHome(rootFd, user.home, hostUid);
     return { user, workdir: path.join(merged, ...workParts) };
   } finally {
     closeQuietly(rootFd);
+  }
+}
+
+/**
+ * The sandbox's shell is the image's `/bin/bash`, run by its absolute path (host-sandbox.ts). An
+ * image without it would fail every shell start as an infrastructure fault, retried in vain: it
+ * is the task's image that is wrong, so a TaskError `IMAGE_NO_SHELL` naming the image, at once.
+ * Resolved in the image root (`bin -> usr/bin` is the image's, never the host's).
+ */
+function requireShell(rootFd: number, image: ResolvedImage): void {
+  const fd = openFileInRoot(rootFd, '/bin/bash');
+  const executable = fd !== null && (fs.fstatSync(fd).mode & 0o111) !== 0;
+  closeQuietly(fd);
+  if (!executable) {
+    throw new TaskError(`image '${image.ref}' has no ${fd === null ? '' : 'executable '}/bin/bash: sandboxes run the image's bash (add it to the image, e.g. apt-get install bash or apk add bash)`, { code: 'IMAGE_NO_SHELL', stage: 'init', details: { image: image.ref } });
   }
 }
 

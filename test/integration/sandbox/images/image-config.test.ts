@@ -61,6 +61,9 @@ describe.skipIf(why !== null)(`image config in the sandbox${why ? ` (skipped: ${
       writeOciLayout(path.join(dir, name), [base, etc], config);
       await store.import(path.join(dir, name), { name });
     }
+    // No bash at all: only a shell script where bash should be would not do either (not executable).
+    writeOciLayout(path.join(dir, 'cfg-no-bash'), [tarOf([{ name: 'bin/', type: '5' }, { name: 'bin/bash', content: '#!/bin/sh\n', mode: 0o644 }, { name: 'etc/', type: '5' }])], {});
+    await store.import(path.join(dir, 'cfg-no-bash'), { name: 'cfg-no-bash' });
     provider = createSandboxProvider({ driver: 'bwrap', hosts: 1, stateDir: path.join(dir, 'state'), imageStore: store.dir, timeouts: { bashMs: 10_000, noOutputMs: 10_000, startMs: 15_000 } });
   }, 60_000);
 
@@ -140,6 +143,13 @@ describe.skipIf(why !== null)(`image config in the sandbox${why ? ` (skipped: ${
     } finally {
       await sb.close();
     }
+  });
+
+  it('an image without an executable /bin/bash is a TaskError IMAGE_NO_SHELL naming the image, not a retried infra-error (#30); nothing is left', async () => {
+    const err = await failure(provider.create({ image: 'cfg-no-bash' }, { rolloutId: 'r-cfg-no-bash' }));
+    expect(err.code).toBe('IMAGE_NO_SHELL');
+    expect(err.message).toBe("image 'cfg-no-bash' has no executable /bin/bash: sandboxes run the image's bash (add it to the image, e.g. apt-get install bash or apk add bash)");
+    expect(fs.readdirSync(path.join(dir, 'state', 'sandboxes'))).toEqual([]);
   });
 
   it('an Entrypoint that never runs the shell is a TaskError IMAGE_ENTRYPOINT_FAILED naming the image and the entrypoint; nothing is left', async () => {
