@@ -1,0 +1,9 @@
+import { AnthropicDialect } from './anthropic.js';
+import { ChatDialect } from './chat.js';
+import type { Dialect, DialectName } from './dialect.js';
+
+/** One reader and writer per dialect, for one proxy (the chat reader keeps per-rollout state). */
+export function createDialects(): Record<DialectName, Dialect> {
+  const chat = new ChatDialect();
+  return { chat, responses: chat, anthropic: new AnthropicDialect(), google: chat };
+}

@@ -1,0 +1,5 @@
+export * from './dialect.js';
+export { AnthropicDialect } from './anthropic.js';
+export { ChatDialect } from './chat.js';
+export { routeFromBody, routeOf } from './detect.js';
+export { createDialects } from './create-dialects.js';

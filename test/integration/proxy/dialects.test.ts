@@ -1,0 +1,131 @@
+import Anthropic from '@anthropic-ai/sdk';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { chatCompletion } from '../../../src/llm/openai-chat-route.js';
+import { LlmProxy, type ProxyChatCall } from '../../../src/proxy/llm-proxy.js';
+import { TestCodec } from '../../../src/testing/test-codec.js';
+import { forwardTcp } from './tcp-forward.js';
+import { udsRequest } from './http.js';
+
+/**
+ * Each dialect through the real proxy socket, with the vendor's official SDK as the client (over a
+ * loopback forwarder, as in a sandbox): the SDK's own stream parser assembling our events into its
+ * message is the proof the stream is right.
+ */
+const TOKEN = 'rk-dialects-test';
+const codec = new TestCodec();
+let dir: string;
+let proxy: LlmProxy;
+let fwd: { url: string; close(): Promise<void> };
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'dialects-test-'));
+  proxy = await LlmProxy.listen({ socketPath: join(dir, 'llm.sock'), token: TOKEN });
+  fwd = await forwardTcp(proxy.socketPath);
+});
+afterEach(async () => {
+  await fwd.close();
+  await proxy.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+type Turn = { content?: string; tool_calls?: { name: string; arguments: Record<string, unknown> }[] };
+
+/** The loop's side: takes the next call and answers it with `turn`, as the harness steps do. */
+async function serve(turn: Turn, finishReason: 'stop' | 'length' = 'stop'): Promise<ProxyChatCall> {
+  const call = await proxy.next(new AbortController().signal);
+  const outputIds = codec.encodeAssistant(turn);
+  call.answer(chatCompletion(codec, call.body, { promptIds: [1, 2, 3, 4], outputIds, logprobs: outputIds.map(() => -0.5), finishReason }, { model: codec.name, n: call.seq, returnTokenIds: false }));
+  return call;
+}
+
+const bash = { name: 'Bash', arguments: { command: 'ls -la' } };
+
+describe('Anthropic Messages through the proxy (@anthropic-ai/sdk)', () => {
+  const client = (apiKey = TOKEN): Anthropic => new Anthropic({ apiKey, baseURL: fwd.url, maxRetries: 0 });
+
+  it('streams a tool call that the SDK assembles into a tool_use block, then a text answer', async () => {
+    const stream = client().messages.stream({
+      model: 'claude-sonnet-4-5',
+      max_tokens: 512,
+      system: [{ type: 'text', text: 'You are a coding agent.' }],
+      messages: [{ role: 'user', content: 'list the files' }],
+      tools: [{ name: 'Bash', description: 'run a command', input_schema: { type: 'object', properties: { command: { type: 'string' } } } }],
+      thinking: { type: 'enabled', budget_tokens: 1024 },
+    });
+    const [call, msg] = await Promise.all([serve({ content: 'Listing.', tool_calls: [bash] }), stream.finalMessage()]);
+    expect(call.dialect).toBe('anthropic');
+    expect(call.enableThinking).toBe(true);
+    expect(call.messages).toEqual([{ role: 'system', content: 'You are a coding agent.' }, { role: 'user', content: 'list the files' }]);
+    expect(msg.model).toBe('claude-sonnet-4-5');
+    expect(msg.stop_reason).toBe('tool_use');
+    expect(msg.content).toEqual([{ type: 'text', text: 'Listing.', citations: null }, { type: 'tool_use', id: 'chatcmpl-tool-1-0', name: 'Bash', input: { command: 'ls -la' } }].map((b) => (b.type === 'text' ? expect.objectContaining({ type: 'text', text: 'Listing.' }) : b)));
+    expect(msg.usage.input_tokens).toBe(4);
+
+    // The SDK's own echo of its message, with the tool's result, is the next request.
+    const next = client().messages.create({
+      model: 'claude-sonnet-4-5',
+      max_tokens: 512,
+      messages: [
+        { role: 'user', content: 'list the files' },
+        { role: 'assistant', content: msg.content },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'chatcmpl-tool-1-0', content: 'a.txt' }] },
+      ],
+    });
+    const [call2, msg2] = await Promise.all([serve({ content: 'There is a.txt.' }), next]);
+    expect(call2.messages.slice(1)).toEqual([
+      { role: 'assistant', content: 'Listing.', tool_calls: [{ id: 'chatcmpl-tool-1-0', name: 'Bash', arguments: { command: 'ls -la' } }] },
+      { role: 'tool', content: 'a.txt', tool_call_id: 'chatcmpl-tool-1-0' },
+    ]);
+    expect(msg2.stop_reason).toBe('end_turn');
+    expect(msg2.content).toEqual([expect.objectContaining({ type: 'text', text: 'There is a.txt.' })]);
+  });
+
+  it('serves /v1/messages?beta=true and count_tokens', async () => {
+    const beta = client().beta.messages.create({ model: 'm', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }], betas: ['context-management-2025-06-27'] });
+    const [, msg] = await Promise.all([serve({ content: 'hello' }), beta]);
+    expect(msg.content[0]).toMatchObject({ type: 'text', text: 'hello' });
+    const n = await client().messages.countTokens({ model: 'm', messages: [{ role: 'user', content: 'count these words please' }] });
+    expect(n.input_tokens).toBeGreaterThan(0);
+  });
+
+  it('refuses an unknown key with 401 and another rollout\'s with 403, in Anthropic\'s error shape', async () => {
+    const other = await LlmProxy.listen({ socketPath: join(dir, 'other.sock'), token: 'rk-other-rollout' });
+    await other.close();
+    const e401 = await client('rk-never-issued').messages.create({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    expect(e401).toBeInstanceOf(Anthropic.AuthenticationError);
+    const e403 = await client('rk-other-rollout').messages.create({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    expect(e403).toBeInstanceOf(Anthropic.PermissionDeniedError);
+    expect((e403 as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({ type: 'error', error: { type: 'permission_error' } });
+  });
+
+  it('answers an image with its 400, and the proxy takes the next request', async () => {
+    const bad = await client().messages.create({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] }] }).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((bad as InstanceType<typeof Anthropic.APIError>).message).toMatch(/messages\.0\.content\.0\.type: the image block is not served/);
+    const [, ok] = await Promise.all([serve({ content: 'fine' }), client().messages.create({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] })]);
+    expect(ok.content[0]).toMatchObject({ text: 'fine' });
+  });
+
+  it('takes the key from x-api-key and the dialect from the anthropic-version header on another path', async () => {
+    const r = udsRequest(proxy.socketPath, 'POST', '/v1/messages', { body: JSON.stringify({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }), headers: { 'x-api-key': TOKEN, 'anthropic-version': '2023-06-01' } });
+    await serve({ content: 'yes' });
+    expect(JSON.parse((await r).text)).toMatchObject({ type: 'message', content: [{ type: 'text', text: 'yes' }] });
+    const h = udsRequest(proxy.socketPath, 'POST', '/anthropic', { body: JSON.stringify({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }), headers: { 'x-api-key': TOKEN, 'anthropic-version': '2023-06-01' } });
+    const call = await serve({ content: 'yes' });
+    expect(call.dialect).toBe('anthropic');
+    expect((await h).status).toBe(200);
+  });
+});
+
+describe('dialect detection', () => {
+  it('answers a POST whose path, headers and body name no dialect with a 400 naming the known ones', async () => {
+    const r = await udsRequest(proxy.socketPath, 'POST', '/v2/generate', { token: TOKEN, body: JSON.stringify({ prompt: 'hi' }) });
+    expect(r.status).toBe(400);
+    const e = (JSON.parse(r.text) as { error: { code: string; message: string } }).error;
+    expect(e.code).toBe('unknown_dialect');
+    expect(e.message).toMatch(/chat, responses, anthropic, google/);
+  });
+});
