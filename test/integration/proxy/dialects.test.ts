@@ -1,4 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -127,5 +128,56 @@ describe('dialect detection', () => {
     const e = (JSON.parse(r.text) as { error: { code: string; message: string } }).error;
     expect(e.code).toBe('unknown_dialect');
     expect(e.message).toMatch(/chat, responses, anthropic, google/);
+  });
+});
+
+describe('OpenAI Responses through the proxy (openai)', () => {
+  const client = (apiKey = TOKEN): OpenAI => new OpenAI({ apiKey, baseURL: `${fwd.url}/v1`, maxRetries: 0 });
+  const tools: OpenAI.Responses.Tool[] = [
+    { type: 'function', name: 'exec_command', description: 'run', parameters: { type: 'object', properties: { cmd: { type: 'string' } } }, strict: false },
+    { type: 'web_search' },
+  ];
+
+  it('streams a function call the SDK assembles, and takes its echo with the output next', async () => {
+    const stream = client().responses.stream({ model: 'gpt-5-codex', instructions: 'You are Codex.', input: [{ role: 'user', content: 'list files' }], tools, store: false });
+    const deltas: string[] = [];
+    stream.on('response.output_text.delta', (e) => deltas.push(e.delta));
+    const [call, resp] = await Promise.all([serve({ content: 'Listing.', tool_calls: [{ name: 'exec_command', arguments: { cmd: 'ls' } }] }), stream.finalResponse()]);
+    expect(call.dialect).toBe('responses');
+    expect(call.tools.map((t) => t.function.name)).toEqual(['exec_command']);
+    expect(proxy.warnings).toEqual(['responses: tools of type "web_search" are not served and were left out of the prompt']);
+    expect(deltas).toEqual(['Listing.']);
+    expect([resp.model, resp.status, resp.output_text]).toEqual(['gpt-5-codex', 'completed', 'Listing.']);
+    const fc = resp.output.find((o) => o.type === 'function_call')!;
+    expect(fc).toMatchObject({ name: 'exec_command', call_id: 'chatcmpl-tool-1-0', arguments: '{"cmd":"ls"}' });
+    expect(resp.usage?.input_tokens).toBe(4);
+
+    const next = client().responses.create({
+      model: 'gpt-5-codex',
+      instructions: 'You are Codex.',
+      input: [{ role: 'user', content: 'list files' }, ...(resp.output as OpenAI.Responses.ResponseInputItem[]), { type: 'function_call_output', call_id: 'chatcmpl-tool-1-0', output: 'a.txt' }],
+      tools,
+      store: false,
+    });
+    const [call2, resp2] = await Promise.all([serve({ content: 'Done.' }), next]);
+    expect(call2.messages.slice(2)).toEqual([
+      { role: 'assistant', content: 'Listing.', tool_calls: [{ id: 'chatcmpl-tool-1-0', name: 'exec_command', arguments: { cmd: 'ls' } }] },
+      { role: 'tool', content: 'a.txt', tool_call_id: 'chatcmpl-tool-1-0' },
+    ]);
+    expect(resp2.output_text).toBe('Done.');
+    expect(proxy.warnings).toHaveLength(1);
+  });
+
+  it('answers an image input with a 400 the SDK raises as BadRequestError, and 403 for another rollout\'s key', async () => {
+    const bad = await client().responses.create({ model: 'm', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,AA', detail: 'auto' }] }] }).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((bad as InstanceType<typeof OpenAI.APIError>).code).toBe('unsupported_feature');
+    const other = await LlmProxy.listen({ socketPath: join(dir, 'other.sock'), token: 'rk-other-live' });
+    try {
+      const e = await client('rk-other-live').responses.create({ model: 'm', input: 'hi' }).catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(OpenAI.PermissionDeniedError);
+    } finally {
+      await other.close();
+    }
   });
 });
