@@ -1,4 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk';
+import { GoogleGenAI, type GenerateContentResponse } from '@google/genai';
 import OpenAI from 'openai';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -179,5 +180,57 @@ describe('OpenAI Responses through the proxy (openai)', () => {
     } finally {
       await other.close();
     }
+  });
+});
+
+describe('Google generateContent through the proxy (@google/genai)', () => {
+  const client = (apiKey = TOKEN): GoogleGenAI => new GoogleGenAI({ apiKey, httpOptions: { baseUrl: fwd.url } });
+  const config = { systemInstruction: 'You are Gemini CLI.', tools: [{ functionDeclarations: [{ name: 'run_shell_command', description: 'run', parametersJsonSchema: { type: 'object', properties: { command: { type: 'string' } } } }] }] };
+
+  it('streams a function call the SDK reads (streamGenerateContent?alt=sse), then takes its echo with the functionResponse', async () => {
+    const chunks = (async () => {
+      const got: GenerateContentResponse[] = [];
+      for await (const c of await client().models.generateContentStream({ model: 'gemini-2.5-pro', contents: [{ role: 'user', parts: [{ text: 'list files' }] }], config })) got.push(c);
+      return got;
+    })();
+    const [call, got] = await Promise.all([serve({ content: 'Listing.', tool_calls: [{ name: 'run_shell_command', arguments: { command: 'ls' } }] }), chunks]);
+    expect([call.dialect, call.stream]).toEqual(['google', true]);
+    expect(call.messages).toEqual([{ role: 'system', content: 'You are Gemini CLI.' }, { role: 'user', content: 'list files' }]);
+    const last = got.at(-1)!;
+    expect(got.map((c) => c.text ?? '').join('')).toBe('Listing.');
+    expect(last.functionCalls).toEqual([{ id: 'chatcmpl-tool-1-0', name: 'run_shell_command', args: { command: 'ls' } }]);
+    expect(last.candidates![0]!.finishReason).toBe('STOP');
+    expect(last.usageMetadata?.promptTokenCount).toBe(4);
+
+    const next = client().models.generateContent({
+      model: 'gemini-2.5-pro',
+      contents: [
+        { role: 'user', parts: [{ text: 'list files' }] },
+        last.candidates![0]!.content!,
+        { role: 'user', parts: [{ functionResponse: { id: 'chatcmpl-tool-1-0', name: 'run_shell_command', response: { output: 'a.txt' } } }] },
+      ],
+      config,
+    });
+    const [call2, r2] = await Promise.all([serve({ content: 'Done.' }), next]);
+    expect(call2.messages.slice(2)).toEqual([
+      { role: 'assistant', content: 'Listing.', tool_calls: [{ id: 'chatcmpl-tool-1-0', name: 'run_shell_command', arguments: { command: 'ls' } }] },
+      { role: 'tool', content: 'a.txt', tool_call_id: 'chatcmpl-tool-1-0', name: 'run_shell_command' },
+    ]);
+    expect(r2.text).toBe('Done.');
+    expect(r2.modelVersion).toBe('gemini-2.5-pro');
+  });
+
+  it('counts tokens, and answers inline data and another rollout\'s key in Google\'s error shape', async () => {
+    const n = await client().models.countTokens({ model: 'gemini-2.5-pro', contents: 'count these words' });
+    expect(n.totalTokens).toBeGreaterThan(0);
+    const bad = await client().models.generateContent({ model: 'm', contents: [{ role: 'user', parts: [{ inlineData: { mimeType: 'image/png', data: 'AA==' } }] }] }).catch((e: unknown) => e);
+    expect((bad as { status: number }).status).toBe(400);
+    expect((bad as Error).message).toMatch(/INVALID_ARGUMENT/);
+    expect((bad as Error).message).toMatch(/contents\.0\.parts\.0\.inlineData: the inlineData part is not served/);
+    const other = await LlmProxy.listen({ socketPath: join(dir, 'other.sock'), token: 'rk-other-google' });
+    await other.close();
+    const e403 = await client('rk-other-google').models.generateContent({ model: 'm', contents: 'hi' }).catch((e: unknown) => e);
+    expect((e403 as { status: number }).status).toBe(403);
+    expect((e403 as Error).message).toMatch(/PERMISSION_DENIED/);
   });
 });
