@@ -234,3 +234,18 @@ describe('Google generateContent through the proxy (@google/genai)', () => {
     expect((e403 as Error).message).toMatch(/PERMISSION_DENIED/);
   });
 });
+
+describe('OpenAI chat completions through the proxy (openai)', () => {
+  it('streams with stream_options.include_usage: the SDK sees the usage chunk, the tool call and the requested model', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: `${fwd.url}/v1`, maxRetries: 0 });
+    const stream = client.chat.completions.stream({ model: 'qwen3-coder-plus', messages: [{ role: 'user', content: 'list files' }], tools: [{ type: 'function', function: { name: 'run_shell_command', parameters: { type: 'object' } } }], stream_options: { include_usage: true } });
+    const usages: unknown[] = [];
+    stream.on('chunk', (c) => usages.push(c.usage));
+    const [, done] = await Promise.all([serve({ tool_calls: [{ name: 'run_shell_command', arguments: { command: 'ls' } }] }), stream.finalChatCompletion()]);
+    expect(done.model).toBe('qwen3-coder-plus');
+    expect(done.choices[0]!.finish_reason).toBe('tool_calls');
+    expect(done.choices[0]!.message.tool_calls![0]).toMatchObject({ type: 'function', function: { name: 'run_shell_command', arguments: '{"command":"ls"}' } });
+    expect(usages.at(-1)).toMatchObject({ prompt_tokens: 4 });
+    expect(usages.slice(0, -1).every((u) => u === null)).toBe(true);
+  });
+});
