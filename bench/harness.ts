@@ -16,7 +16,11 @@
  *    presets work as a section of its own: push a function onto `sections`.)
  *
  * The rollouts run in real sandboxes (the agent command only sleeps: this process is the client).
- * Run: npx tsx bench/harness.ts   (HARNESS_BENCH_CALLS, default 200)
+ * `cpu_over_floor_<dialect>` is the same ratio in this process's CPU time per call (client,
+ * proxy, loop and fake backend all run here): on a loaded shared machine latencies move with
+ * other processes' load, CPU time much less.
+ *
+ * Run: npx tsx bench/harness.ts   (HARNESS_BENCH_CALLS, default 200; HARNESS_BENCH_DIALECTS=chat,google to pick)
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -34,7 +38,7 @@ import { median, report, round } from './stats.js';
 
 const CALLS = Number(process.env.HARNESS_BENCH_CALLS ?? 200);
 const WARMUP = 30;
-const DIALECTS: FloorDialect[] = ['chat', 'responses', 'anthropic', 'google'];
+const DIALECTS = (process.env.HARNESS_BENCH_DIALECTS?.split(',') ?? ['chat', 'responses', 'anthropic', 'google']) as FloorDialect[];
 const figures: Record<string, number | string | boolean> = {};
 const codec = createQwen3Codec();
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-harness-'));
@@ -88,14 +92,27 @@ function eventsOf(text: string): Loose[] {
   return out;
 }
 
-/** `CALLS` streamed calls in `dialect` on one keep-alive connection to `socketPath`: latencies after the warm-up. */
-async function drive(dialect: FloorDialect, socketPath: string, token: string): Promise<number[]> {
+const cpuMs = (): number => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+
+/** A run's latencies after the warm-up, and this process's CPU per call over them. */
+interface Run {
+  lat: number[];
+  cpu: number;
+}
+
+/** `CALLS` streamed calls in `dialect` on one keep-alive connection to `socketPath`. */
+async function drive(dialect: FloorDialect, socketPath: string, token: string): Promise<Run> {
   const c = clients[dialect];
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   let body = c.first();
   const lat: number[] = [];
+  let cpu0 = 0;
   try {
     for (let i = 0; i < CALLS; i++) {
+      if (i === WARMUP) cpu0 = cpuMs();
       const text = JSON.stringify(body);
       const t = performance.now();
       const out = await new Promise<string>((resolve, reject) => {
@@ -115,20 +132,23 @@ async function drive(dialect: FloorDialect, socketPath: string, token: string): 
   } finally {
     agent.destroy();
   }
-  return lat;
+  return { lat, cpu: (cpuMs() - cpu0) / (CALLS - WARMUP) };
 }
 
 /** This process → the backend, the recorded prompts in order: the direct token-level call. */
-async function direct(url: string, recorded: { promptIds: number[]; maxTokens: number }[]): Promise<number[]> {
+async function direct(url: string, recorded: { promptIds: number[]; maxTokens: number }[]): Promise<Run> {
   const backend = new HttpBackend({ id: 'direct', url, protocol: 'prorl' });
   const lat: number[] = [];
+  let cpu0 = 0;
   for (const [i, s] of recorded.entries()) {
+    if (i === WARMUP) cpu0 = cpuMs();
     const t = performance.now();
     await backend.generate({ rolloutId: 'direct', instance: { data_source: 'bench', instance_id: 'direct' }, turn: i, promptIds: s.promptIds, maxTokens: s.maxTokens, sampling: { temperature: 1 }, signal: new AbortController().signal }, 60_000);
     if (i >= WARMUP) lat.push(performance.now() - t);
   }
+  const cpu = (cpuMs() - cpu0) / (recorded.length - WARMUP);
   backend.close();
-  return lat;
+  return { lat, cpu };
 }
 
 /** The proxies harness rollouts start, with their keys, for the in-process client. */
@@ -153,25 +173,28 @@ async function dialectSection(): Promise<void> {
     const handle = rt.submit({ data_source: 'harness', instance_id: `bench-${dialect}`, command: 'sleep 600', eval_command: 'true', max_llm_calls: CALLS + 1, max_tokens_total: 10_000_000 } as never);
     while (proxies.length === n) await new Promise((r) => setTimeout(r, 20));
     const { proxy, token } = proxies.at(-1)!;
-    const ours = median(await drive(dialect, proxy.socketPath, token));
-    const oursDirect = median(await direct(server.url, seen.slice()));
+    const ours = await drive(dialect, proxy.socketPath, token);
+    const oursDirect = await direct(server.url, seen.slice());
     await handle.cancel('measured');
     await handle.result.catch(() => undefined);
-    const floor = await startFloorServer(server.url, codec, dialect);
-    let floorP50: number;
-    let floorDirect: number;
+    const floorServer = await startFloorServer(server.url, codec, dialect);
+    let floor: Run;
+    let floorDirect: Run;
     try {
-      floorP50 = median(await drive(dialect, floor.socketPath, 'floor'));
-      floorDirect = median(await direct(server.url, floor.recorded));
+      floor = await drive(dialect, floorServer.socketPath, 'floor');
+      floorDirect = await direct(server.url, floorServer.recorded);
     } finally {
-      await floor.close();
+      await floorServer.close();
     }
-    const over = ours - oursDirect;
-    const floorOver = floorP50 - floorDirect;
-    figures[`${dialect}_proxied_p50_ms`] = round(ours, 3);
-    figures[`${dialect}_floor_p50_ms`] = round(floorP50, 3);
+    const over = median(ours.lat) - median(oursDirect.lat);
+    const floorOver = median(floor.lat) - median(floorDirect.lat);
+    figures[`${dialect}_proxied_p50_ms`] = round(median(ours.lat), 3);
+    figures[`${dialect}_floor_p50_ms`] = round(median(floor.lat), 3);
     figures[`${dialect}_overhead_ms`] = round(over, 3);
     figures[`${dialect}_floor_overhead_ms`] = round(floorOver, 3);
+    figures[`${dialect}_cpu_per_call_ms`] = round(ours.cpu, 3);
+    figures[`${dialect}_floor_cpu_per_call_ms`] = round(floor.cpu, 3);
+    figures[`cpu_over_floor_${dialect}`] = round((ours.cpu - oursDirect.cpu) / (floor.cpu - floorDirect.cpu), 2);
     figures[`proxy_over_floor_${dialect}`] = round(over / floorOver, 2);
   }
 }
