@@ -275,3 +275,14 @@ describe('retry hints the SDKs read', () => {
     expect(proxy.stats.requests).toBe(1);
   });
 });
+
+describe('keys', () => {
+  it('accepts this rollout\'s key in any of the headers, even beside another', async () => {
+    for (const headers of [{ 'x-goog-api-key': TOKEN }, { authorization: 'Bearer sk-something-else', 'x-api-key': TOKEN }] as Record<string, string>[]) {
+      const r = await udsRequest(proxy.socketPath, 'GET', '/v1/models', { headers });
+      expect(r.status).toBe(200);
+    }
+    expect((await udsRequest(proxy.socketPath, 'GET', '/v1/models?key=' + TOKEN)).status).toBe(200);
+    expect((await udsRequest(proxy.socketPath, 'GET', '/v1/models', { headers: { 'x-api-key': 'sk-nope' } })).status).toBe(401);
+  });
+});
