@@ -14,6 +14,7 @@ import { backendCheck, checkDisk, formatCheck, probeBackends } from '../prefligh
 import { chooseConcurrency } from './run-concurrency.js';
 import { TOOL_PARSER_NAMES } from '../../llm/tool-parsers/index.js';
 import { openRunEnvironment, type RunEnvironment } from './run-environment.js';
+import { checkStateDir } from '../state-dir-check.js';
 
 const USAGE = `usage: rollout run TASKS.jsonl [options]
 
@@ -286,6 +287,13 @@ export async function run(argv: string[]): Promise<number> {
   if (!opts) {
     process.stdout.write(USAGE);
     return 0;
+  }
+  try {
+    // A state dir the sandbox uid cannot reach would fail every rollout (#28 §4).
+    checkStateDir();
+  } catch (err) {
+    process.stderr.write(`rollout run: ${(err as Error).message}\n`);
+    return 2;
   }
   try {
     const r = await runTasks(opts);

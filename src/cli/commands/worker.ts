@@ -6,6 +6,8 @@ import { RolloutError } from '../../errors.js';
 import { createQwen3Codec } from '../../llm/qwen3-codec.js';
 import { createSandboxProvider } from '../../sandbox/index.js';
 import type { SandboxProvider } from '../../sandbox/sandbox.js';
+import type { SandboxOptionsInput } from '../../sandbox/sandbox-options.js';
+import { checkStateDir } from '../state-dir-check.js';
 import { serviceRuntimeFactory } from '../../server/runtime-factory.js';
 
 const USAGE = `usage: rollout worker --redis URL [options]
@@ -70,6 +72,8 @@ export async function run(argv: string[]): Promise<number> {
     const capacity = numberFlag('capacity', v.capacity, { integer: true }) ?? 16;
     if (capacity < 1) throw new UsageError('--capacity must be at least 1');
     const stateDir = v['state-dir'];
+    // Before joining the queue: a node whose sandboxes cannot start must not take jobs (#28 §4).
+    checkStateDir({ ...(config.sandbox ?? {}), ...(stateDir ? { stateDir } : {}) } as SandboxOptionsInput);
     const codec = createQwen3Codec();
     const runtimeConfig = (config.runtime ?? {}) as Record<string, unknown>;
     node = await ClusterWorker.start(
