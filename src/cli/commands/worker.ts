@@ -14,7 +14,9 @@ const USAGE = `usage: rollout worker --redis URL [options]
 
 A cluster node: takes rollout jobs from Redis (BullMQ) and runs them with its own sandboxes,
 stage pools and backend pool. Backends, weight versions and pause/resume come from the gateways
-(rollout serve --redis URL).
+(rollout serve --redis URL). It exits 2 at start-up when the sandbox uid cannot reach the state
+dir; a node whose sandboxes start failing later takes no jobs (hands the failed one back) until a
+probe sandbox starts again.
 
   --redis URL          redis://host:port of the cluster (required)
   --prefix NAME        key prefix of the cluster (default rollout; the same on every node)
@@ -75,6 +77,9 @@ export async function run(argv: string[]): Promise<number> {
     // Before joining the queue: a node whose sandboxes cannot start must not take jobs (#28 §4).
     checkStateDir({ ...(config.sandbox ?? {}), ...(stateDir ? { stateDir } : {}) } as SandboxOptionsInput);
     const codec = createQwen3Codec();
+    // The node's provider, kept for its health probe: a sandbox started and closed (#28 §4).
+    let provider: SandboxProvider | null = null;
+    let probes = 0;
     const runtimeConfig = (config.runtime ?? {}) as Record<string, unknown>;
     node = await ClusterWorker.start(
       {
@@ -89,10 +94,15 @@ export async function run(argv: string[]): Promise<number> {
         capacity,
         nodeId: v['node-id'],
         log: (line) => process.stderr.write(`rollout worker: ${line}\n`),
+        probeSandbox: async () => {
+          if (!provider) return;
+          const sb = await provider.create({}, { rolloutId: `health-probe-${++probes}` });
+          await sb.close();
+        },
         createRuntime: ({ sharedLoad }) => serviceRuntimeFactory({
           codec,
           sharedLoad,
-          sandboxes: (): SandboxProvider => createSandboxProvider({ ...(config.sandbox ?? {}), driver: driver as 'auto', ...(stateDir ? { stateDir } : {}) }),
+          sandboxes: (): SandboxProvider => (provider = createSandboxProvider({ ...(config.sandbox ?? {}), driver: driver as 'auto', ...(stateDir ? { stateDir } : {}) })),
           // The node's stage pools default to its capacity: BullMQ never hands it more.
           runtime: { stages: { init: capacity, run: capacity }, ...runtimeConfig } as never,
           pool: config.pool as never,
