@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { numberFlag, parseFlags, UsageError } from '../args.js';
 import { ClusterWorker } from '../../cluster/cluster-worker.js';
+import { withRedisPassword } from '../../cluster/redis-connection.js';
 import { RolloutError } from '../../errors.js';
 import { createQwen3Codec } from '../../llm/qwen3-codec.js';
 import { createSandboxProvider } from '../../sandbox/index.js';
@@ -20,6 +21,9 @@ probe sandbox starts again.
 
   --redis URL          redis://host:port of the cluster (required)
   --prefix NAME        key prefix of the cluster (default rollout; the same on every node)
+  --redis-password-file FILE
+                       the Redis password, when the URL has none (else REDIS_PASSWORD, or the
+                       file REDIS_PASSWORD_FILE names): kept out of argv
   --capacity N         rollouts run at once on this node (default 16)
   --state-dir DIR      sandbox leases; a node restarted on the same dir reaps what a killed one left
   --sandbox DRIVER     auto | bwrap | unshare | none (default auto)
@@ -49,6 +53,7 @@ export async function run(argv: string[]): Promise<number> {
   const flags = parseFlags('worker', argv, {
     redis: { type: 'string' },
     prefix: { type: 'string' },
+    'redis-password-file': { type: 'string' },
     capacity: { type: 'string' },
     'state-dir': { type: 'string' },
     sandbox: { type: 'string' },
@@ -84,7 +89,7 @@ export async function run(argv: string[]): Promise<number> {
     node = await ClusterWorker.start(
       {
         ...(config.cluster ?? {}),
-        redis: v.redis,
+        redis: withRedisPassword(v.redis, { file: v['redis-password-file'], env: process.env }),
         ...(v.prefix ? { prefix: v.prefix } : {}),
         ...(v['lock-ms'] ? { lockDurationMs: numberFlag('lock-ms', v['lock-ms'], { integer: true }) } : {}),
         ...(v['stalled-ms'] ? { stalledIntervalMs: numberFlag('stalled-ms', v['stalled-ms'], { integer: true }) } : {}),
