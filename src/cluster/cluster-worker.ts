@@ -13,6 +13,7 @@ import { ClusterKeys } from './cluster-keys.js';
 import { parseClusterOptions, type ClusterOptions, type ClusterOptionsInput } from './cluster-options.js';
 import { ClusterStore } from './cluster-store.js';
 import { EventSink } from './event-sink.js';
+import { NodeHealth, sandboxFault } from './node-health.js';
 import { redisConnection } from './redis-connection.js';
 
 /** What a worker node is made of besides cluster options. */
@@ -32,7 +33,19 @@ export interface ClusterWorkerParts {
   now?: (() => number) | undefined;
   /** Called for what the node wants an operator to know (lost Redis, a bad control message). */
   log?: ((line: string) => void) | undefined;
+  /**
+   * Starts one sandbox of the node and closes it; rejects when the node cannot run sandboxes.
+   * Given, a rollout that ends with a sandbox fault makes the node stop taking jobs and probe
+   * (node-health.ts): unhealthy, it hands the job back for another node and takes none until a
+   * probe passes. Absent, the node never stops for sandbox faults.
+   */
+  probeSandbox?: (() => Promise<void>) | undefined;
+  /** Probe period while unhealthy. Default 5,000 ms. */
+  healthProbeMs?: number | undefined;
 }
+
+/** Times one job may be handed back by unhealthy nodes before its failure is committed. */
+const MAX_HAND_BACKS = 3;
 
 /** What a worker hands its runtime factory. */
 export interface WorkerRuntimeContext {
@@ -66,6 +79,9 @@ export class ClusterWorker {
   private readonly now: () => number;
   private readonly log: (line: string) => void;
   private readonly sink: EventSink;
+  /** The cluster-wide pause (the settings' `paused`, pause/resume notices); the node's own health pauses apart. */
+  private clusterPaused = false;
+  private readonly health: NodeHealth | null;
 
   private constructor(
     readonly options: ClusterOptions,
@@ -80,6 +96,28 @@ export class ClusterWorker {
     this.now = parts.now ?? Date.now;
     this.log = parts.log ?? (() => undefined);
     this.sink = new EventSink(store, this.log);
+    this.health = parts.probeSandbox
+      ? new NodeHealth({
+          probe: parts.probeSandbox,
+          pause: () => void this.worker?.pause(true),
+          resume: () => this.resumeIfAllowed(),
+          probeMs: parts.healthProbeMs ?? 5_000,
+          log: this.log,
+        })
+      : null;
+  }
+
+  /** Why this node takes no jobs (its sandboxes fail), or null while healthy. */
+  get unhealthy(): string | null {
+    return this.health?.unhealthy ?? null;
+  }
+
+  /** Takes jobs again unless the cluster is paused, the node unhealthy or closing. */
+  private resumeIfAllowed(): void {
+    const w = this.worker;
+    if (!w || this.closing || this.clusterPaused || this.unhealthy !== null) return;
+    w.resume();
+    if (!w.isRunning()) void w.run().catch(() => undefined);
   }
 
   /** The node's runtime as its operational log reads it: status and backends, nothing to drive. */
@@ -130,6 +168,7 @@ export class ClusterWorker {
         this.log('ignoring a malformed weightVersion setting');
       }
     }
+    this.clusterPaused = settings['paused'] === '1';
     this.forward = this.forwardEvents();
     // The other workers' backend load, before this node's first job picks a backend.
     await this.load.start();
@@ -142,7 +181,7 @@ export class ClusterWorker {
       lockDuration: this.options.lockDurationMs,
       stalledInterval: this.options.stalledIntervalMs,
       maxStalledCount: this.options.maxStalledCount,
-      autorun: settings['paused'] !== '1',
+      autorun: !this.clusterPaused,
     });
     this.worker.on('error', (err) => this.log(`worker: ${err.message}`));
     this.worker.on('failed', (job, err) => {
@@ -192,7 +231,8 @@ export class ClusterWorker {
       let h = this.live.get(id);
       const seen = new Promise<void>((r) => this.resultSeen.set(id, r));
       if (!h) {
-        if (this.closing) return this.handBack(job, token);
+        // Closing, or unhealthy (a job fetched just before the pause took effect): another node runs it.
+        if (this.closing || this.unhealthy !== null) return this.handBack(job, token);
         h = this.runtime.submit(data.instance, data.sampling, { id, ...(data.groupId ? { groupId: data.groupId } : {}) });
         this.live.set(id, h);
       }
@@ -201,6 +241,9 @@ export class ClusterWorker {
       if (late) void h.cancel(late).catch(() => undefined);
       const result = await h.result;
       this.live.delete(id);
+      // A sandbox fault: is it this node's? Unhealthy, the job goes to another node (bounded).
+      const fault = this.health && !this.closing ? sandboxFault(result) : null;
+      if (fault && !(await this.health!.report(fault)) && job.attemptsStarted <= MAX_HAND_BACKS) return this.handBack(job, token);
       if (this.closing && result.outcome === 'cancelled' && !late && !this.cancelledHere.has(id)) {
         // Cancelled by this node's own shutdown, not by anyone's request: hand the job back.
         return this.handBack(job, token);
@@ -272,11 +315,12 @@ export class ClusterWorker {
           .catch((err: Error) => this.log(`weight version: ${err.message}`));
         return;
       case 'pause':
+        this.clusterPaused = true;
         void this.worker?.pause(true);
         return;
       case 'resume':
-        this.worker?.resume();
-        if (this.worker && !this.worker.isRunning()) void this.worker.run().catch(() => undefined);
+        this.clusterPaused = false;
+        this.resumeIfAllowed();
         return;
     }
   }
@@ -331,6 +375,7 @@ export class ClusterWorker {
       stages: s.stages,
       completed: s.completed,
       outcomes: s.outcomes,
+      ...(this.unhealthy !== null ? { unhealthy: this.unhealthy } : {}),
       at: this.now(),
     };
     await this.redis.hset(this.keys.nodes, this.nodeId, JSON.stringify(hb));
@@ -343,6 +388,7 @@ export class ClusterWorker {
   close(): Promise<void> {
     this.closing ??= (async () => {
       if (this.timer) clearInterval(this.timer);
+      this.health?.close();
       const w = this.worker;
       const stopped = w?.close() ?? Promise.resolve();
       await this.runtime.close({ drain: false });

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { chatCompletion, OpenAiChatRequestSchema, renderChatPrompt, type OpenAiChatRequest, type OpenAiRouteOptions } from './openai-chat-route.js';
+import { guardConnections, type ConnectionGuard } from '../connection-guard.js';
 
 /** The protocols a server can answer. */
 type ServedProtocol = 'prorl' | 'vllm' | 'sglang' | 'openai';
@@ -66,6 +67,10 @@ export interface LlmHttpServerOptions {
   /** The engine's context window, listed as `max_model_len` at `GET /v1/models` as vLLM does. */
   maxModelLen?: number | undefined;
   modelName?: string | undefined;
+  /** A connection with no request in progress is closed after this long. Default 65,000 ms. */
+  connectionIdleMs?: number | undefined;
+  /** HTTP connections held at once; at the cap a new one closes the one idle longest. Default 4,096. */
+  maxConnections?: number | undefined;
   /** Extra GET routes (e.g. `/debug/samples`), answered as JSON. */
   getRoutes?: Record<string, () => unknown> | undefined;
   /** Called before each generation is handed to the engine; may answer instead (failure injection). */
@@ -78,6 +83,8 @@ export interface LlmHttpServer {
   readonly port: number;
   /** Generation requests received so far. */
   readonly requests: number;
+  /** The HTTP connections held, and how many were timed out, evicted or refused. */
+  readonly connections: ConnectionGuard;
   weightVersion: string | number | null;
   /** Stops listening and destroys every connection (keep-alive ones included). */
   close(): Promise<void>;
@@ -262,6 +269,10 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
   }
 
   server.keepAliveTimeout = 60_000;
+  // Silent and idle connections closed and capped, so a flood cannot starve /health and the
+  // generation routes (#28 §5.7). Idle longer than keepAliveTimeout: a client's pooled keep-alive
+  // connection is closed by node's own timer first, as before.
+  const connections = guardConnections(server, { idleMs: opts.connectionIdleMs ?? 65_000, maxConnections: opts.maxConnections ?? 4_096 });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => resolve());
@@ -275,6 +286,7 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
     get requests() {
       return requests;
     },
+    connections,
     get weightVersion() {
       return state.weightVersion;
     },

@@ -59,6 +59,8 @@ export const ClusterNodeStatusSchema = z.object({
   stages: z.object({ init: stage, run: stage, eval: stage }),
   completed: z.number().int(),
   outcomes: z.record(z.string(), z.number()),
+  /** Set while the node takes no jobs because its sandboxes fail (why); absent while healthy. */
+  unhealthy: z.string().optional(),
   /** Wall clock of the heartbeat (ms since the epoch). */
   at: z.number(),
 });

@@ -11,7 +11,7 @@ import { entrypointFailed, imageCwd, imageEnv, mountImageRoot, toWorkspaceAlias,
 import { overlayDirs, releaseOverlay } from './images/overlay-mount.js';
 import { descendants, isLive, killAll, parentOf, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
-import { PythonRepl, REPL_DRIVER } from './python-repl.js';
+import { PythonRepl, REPL_DRIVER, REPL_PYTHON_FLAGS } from './python-repl.js';
 import { SANDBOX_DNS, UserNet } from './network.js';
 import { LLM_PROXY_URL, LlmProxyForwarder, checkProxySocket, mountProxySocket } from './llm-proxy-forwarder.js';
 import { chownTree, makeSandboxFs, pinDir, removeSandboxFs, unpinDir, type SandboxFs } from './sandbox-fs.js';
@@ -398,7 +398,7 @@ export class HostSandbox {
       const inside = this.req.driver !== 'none';
       const argv = buildEnter(plan, target, [
         'python3',
-        '-u',
+        ...REPL_PYTHON_FLAGS,
         inside ? '/run/rollout/repl.py' : path.join(this.ctlDir, 'repl.py'),
         inside ? WORKSPACE : this.workdir,
         inside && this.seccompFile ? `/run/rollout/${path.basename(this.seccompFile)}` : '',

@@ -6,13 +6,32 @@ import { truncateMiddle } from './output.js';
 import { PY_SECCOMP_LOADER } from './seccomp.js';
 
 /**
- * The driver the REPL process runs: JSON lines in on a private dup of stdin, JSON lines out on
- * a private dup of stdout. Cell output (print, sys.stderr, and subprocesses writing to fds 1/2)
- * goes to an unlinked temp file that is read back after each cell. A timeout is an ITIMER_REAL
- * alarm raising KeyboardInterrupt inside the cell, so the REPL and its state survive.
+ * How the REPL's interpreter is started: `-I` (isolated: no PYTHON* variables, no user site, no
+ * script or working directory on `sys.path`) and `-S` (no `site` at start-up: no `.pth` file and no
+ * `sitecustomize` runs), so nothing the sandbox user can write — a `.pth` file in its writable
+ * home's `~/.local/lib/python3.N/site-packages`, `PYTHONPATH`, `PYTHONSTARTUP` — runs before the
+ * driver has installed its
+ * seccomp filter (issue #28 §5.4: a `.pth` ran `unshare` and `mount` with `Seccomp: 0`). The driver
+ * then does what `site` would have, filtered: see {@link REPL_DRIVER}. `-u`: unbuffered protocol.
+ */
+export const REPL_PYTHON_FLAGS: readonly string[] = Object.freeze(['-I', '-S', '-u']);
+
+/**
+ * The driver the REPL process runs (started with {@link REPL_PYTHON_FLAGS}): JSON lines in on a
+ * private dup of stdin, JSON lines out on a private dup of stdout. Cell output (print, sys.stderr,
+ * and subprocesses writing to fds 1/2) goes to an unlinked temp file that is read back after each
+ * cell. A timeout is an ITIMER_REAL alarm raising KeyboardInterrupt inside the cell, so the REPL and
+ * its state survive.
  * Arguments: the working directory, then the seccomp filter to install on itself first ('' for
  * none): the REPL is entered with nsenter, where no bwrap loads a filter for it; then the
  * sandbox's PATH for the cells ('' to keep the one it started with, which is the trusted one).
+ *
+ * Order matters (issue #28 §5.4, §5.5): the filter first, with only the interpreter's own standard
+ * library imported; then `{"ready": true}`; only then anything the sandbox user controls — the
+ * working directory, `PYTHONPATH`, the user and system site directories and their `.pth` files,
+ * `sitecustomize`/`usercustomize` — each under the filter. Whatever of theirs fails after `ready`
+ * (a `.pth` calling `os._exit`, an unreadable workspace) is the policy's doing and reaches it as a
+ * cell's output ("the Python REPL exited"), never as a REPL that did not start (an infra error).
  */
 export const REPL_DRIVER = `${PY_SECCOMP_LOADER}${String.raw`
 import sys, os, json, ast, traceback, signal, tempfile
@@ -21,10 +40,9 @@ if len(sys.argv) > 2 and sys.argv[2]:
     _rollout_seccomp(sys.argv[2])
 if len(sys.argv) > 3 and sys.argv[3]:
     os.environ['PATH'] = sys.argv[3]
-if len(sys.argv) > 1:
-    os.chdir(sys.argv[1])
 proto_in = os.fdopen(os.dup(0), 'rb')
 proto_out = os.fdopen(os.dup(1), 'wb', buffering=0)
+proto_out.write(b'{"ready": true}\n')
 devnull = os.open(os.devnull, os.O_RDONLY)
 os.dup2(devnull, 0)
 cap = tempfile.TemporaryFile(buffering=0)
@@ -33,6 +51,27 @@ os.dup2(cap.fileno(), 2)
 sys.stdout = open(1, 'w', buffering=1, closefd=False, errors='replace')
 sys.stderr = sys.stdout
 sys.stdin = open(0, 'r', closefd=False)
+def _rollout_site():
+    # What -I -S left out, now under the filter: PYTHONPATH first (as the interpreter puts it),
+    # then site (user site included, as a plain python3 has it), then PYTHONDONTWRITEBYTECODE.
+    # What fails here shows in the first cell's output; the REPL goes on.
+    try:
+        if len(sys.argv) > 1:
+            os.chdir(sys.argv[1])
+    except OSError as e:
+        print('python: cannot enter the working directory: %s' % e)
+    extra = [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p]
+    sys.path[0:0] = extra + ['']
+    if os.environ.get('PYTHONDONTWRITEBYTECODE'):
+        sys.dont_write_bytecode = True
+    try:
+        import site
+        site.ENABLE_USER_SITE = True
+        site.main()
+    except BaseException:
+        traceback.print_exc()
+_rollout_site()
+del _rollout_site
 state = {'alarm': False}
 def on_alarm(signum, frame):
     state['alarm'] = True
@@ -55,7 +94,6 @@ def run(code, timeout):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     return value
-proto_out.write(b'{"ready": true}\n')
 for line in proto_in:
     req = json.loads(line)
     state['alarm'] = False
@@ -84,7 +122,7 @@ for line in proto_in:
 
 /** Options of a {@link PythonRepl}. */
 export interface PythonReplOptions {
-  /** argv that starts `python3 -u <driver> <cwd> [<seccomp filter>]` inside the sandbox. */
+  /** argv that starts `python3 {@link REPL_PYTHON_FLAGS} <driver> <cwd> <seccomp filter> <PATH>` inside the sandbox. */
   argv: string[];
   env: Record<string, string>;
   cwd: string;

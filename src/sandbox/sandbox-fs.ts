@@ -137,7 +137,7 @@ export function checkRootfs(rootfs: string): void {
  * directory above `stateDir` is searchable by others: bwrap runs as the sandbox's uid and must
  * reach the workspace to bind it. Search (x) without read (r) lets no one list the directory.
  */
-function grantSearch(stateDir: string, target: string): void {
+export function grantSearch(stateDir: string, target: string): void {
   const top = path.resolve(stateDir);
   for (let p = path.dirname(path.resolve(target)); ; p = path.dirname(p)) {
     const st = fs.statSync(p);

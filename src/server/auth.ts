@@ -1,5 +1,6 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { isLoopbackHost } from './exposure.js';
 
 /**
  * Checks `Authorization: Bearer <token>` (or, for WebSocket upgrades from browsers that cannot set
@@ -24,20 +25,28 @@ function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
 }
 
-const LOOPBACK = /^(?:localhost|127(?:\.\d{1,3}){3}|\[?::1\]?)$/i;
-
 /**
  * Guards a loopback-bound service without a token against DNS rebinding: a page on a hostile
  * domain that resolves to 127.0.0.1 is same-origin to the browser, but its requests carry that
  * domain in `Host`. So when bound to loopback with no token, only loopback host names are served.
  * Always true when a token is set or the service is bound elsewhere (the operator chose exposure).
+ * "Loopback" is {@link isLoopbackHost}, the same predicate that decides whether a bind needs a
+ * token, for the bind address and for the `Host` name alike.
  */
 export function isHostAllowed(req: IncomingMessage, bindHost: string, token: string | undefined): boolean {
-  if (token || !LOOPBACK.test(bindHost)) return true;
+  if (token || !isLoopbackHost(bindHost)) return true;
   const host = req.headers.host;
   if (!host) return true; // HTTP/1.0 clients; browsers always send Host
-  const name = host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.replace(/:\d+$/, '');
-  return LOOPBACK.test(name);
+  return isLoopbackHost(hostName(host));
+}
+
+/** The name part of a `Host` header: `[v6]:port` → `[v6]`, `name:port` → `name`. */
+function hostName(host: string): string {
+  if (host.startsWith('[')) {
+    const end = host.indexOf(']');
+    return end < 0 ? host : host.slice(0, end + 1);
+  }
+  return host.replace(/:\d*$/, '');
 }
 
 /**

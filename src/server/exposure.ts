@@ -1,14 +1,35 @@
+import { BlockList, isIP } from 'node:net';
+
 /**
  * Whether `rollout serve` may bind where it was asked to (issue #9.6). The API runs code in
  * sandboxes: bound beyond loopback with no token, anyone who can reach the port can do that. So a
  * non-loopback bind needs `--token`; `--insecure` overrides the refusal and keeps reminding.
  */
 
-const LOOPBACK_NAMES = /^(?:localhost|127(?:\.\d{1,3}){3}|::1|\[::1\]|0:0:0:0:0:0:0:1|::ffff:127(?:\.\d{1,3}){3})$/i;
+/** 127.0.0.0/8 and ::1; node's BlockList also matches IPv4-mapped IPv6 (`::ffff:127.0.0.1`, `::ffff:7f00:1`) against the IPv4 rule. */
+const LOOPBACK = (() => {
+  const list = new BlockList();
+  list.addSubnet('127.0.0.0', 8, 'ipv4');
+  list.addAddress('::1', 'ipv6');
+  return list;
+})();
 
-/** True for an address or name that only this machine can reach (`127.0.0.0/8`, `::1`, `localhost`). */
+/**
+ * True for an address or name that only this machine can reach: `localhost`, `127.0.0.0/8`, and
+ * every spelling of `::1` or of an IPv4-mapped loopback (`0:0:0:0:0:0:0:1`, `::ffff:127.0.0.1`,
+ * `::ffff:7f00:1`), bracketed or not. The one predicate behind both the token rule of
+ * {@link checkExposure} and the Host pin of `auth.ts` (issue #28 §5.8: the two disagreed on
+ * `::ffff:127.0.0.1`, and the pin then let any Host through).
+ */
 export function isLoopbackHost(host: string): boolean {
-  return LOOPBACK_NAMES.test(host.trim());
+  let h = host.trim().toLowerCase();
+  if (h.startsWith('[') && h.endsWith(']')) h = h.slice(1, -1);
+  if (h.endsWith('.')) h = h.slice(0, -1); // the root label: `localhost.` is `localhost`
+  if (h === 'localhost') return true;
+  const family = isIP(h);
+  if (family === 4) return LOOPBACK.check(h, 'ipv4');
+  if (family === 6) return LOOPBACK.check(h, 'ipv6');
+  return false;
 }
 
 /** The decision of {@link checkExposure}. */

@@ -6,6 +6,9 @@ import { HttpError, sendError, sendJson, toHttpError } from './http-error.js';
 import type { Router } from './router.js';
 import type { ServiceContext } from './service-context.js';
 
+// The connection guard lives on the ground floor: the LLM engine server (a lower layer) uses it too.
+export { guardConnections, type ConnectionGuard, type ConnectionLimits } from '../connection-guard.js';
+
 /**
  * The visualizer's static-file handler, mounted under `/visualizer`: answers true when it wrote
  * the response. (src/server/visualizer-assets.ts exports `serveVisualizer` with this shape.)
@@ -39,7 +42,11 @@ export function createRequestListener(service: ServiceContext, router: Router, v
     }
     if (visualizer && (url.pathname === '/visualizer' || url.pathname.startsWith('/visualizer/'))) {
       label = '/visualizer';
-      if (!isAuthorized(req, service.options.token, url)) return unauthorized(res);
+      // Open without the token, as /healthz is: the page, its scripts, styles and the machine's
+      // graph are the package's own static files and hold no data. A browser sends no token with
+      // the <script>/<link> requests of `/visualizer/?token=…` (issue #28 §5.8: with --token the
+      // page could not load its own JS and CSS); every call the page makes for data goes to the
+      // API and the WebSocket with the token.
       try {
         if (visualizer(req, res)) return;
       } catch (err) {

@@ -17,6 +17,18 @@ export const ServiceOptionsSchema = z
     bodyLimitBytes: z.number().int().positive().default(10 * 1024 * 1024),
     /** A request body must arrive within this long after its headers (408 otherwise). */
     bodyTimeoutMs: z.number().int().positive().default(60_000),
+    /**
+     * A connection with no request in progress (just accepted and silent, sending its headers
+     * slowly, or kept alive between requests) is closed after this long. A request in progress
+     * (a `/process` held for a whole rollout) is never cut by it.
+     */
+    connectionIdleMs: z.number().int().positive().default(30_000),
+    /**
+     * HTTP connections held at once (WebSockets have `wsMaxConnections`). At the cap a new
+     * connection closes the one idle longest, so idle sockets cannot keep `/healthz` or a trainer
+     * out; only when all are busy is it refused. Keep it under the process's open-file limit.
+     */
+    maxConnections: z.number().int().positive().default(4_096),
     /** Maximum JSON nesting of a body (400 above it). */
     maxJsonDepth: z.number().int().positive().default(64),
     /** WebSocket ping and app-level heartbeat interval. A peer silent for two intervals is dropped. */

@@ -4,7 +4,7 @@ import type { BackendInfo } from '../llm/llm-client.js';
 import { ValidationError } from '../errors.js';
 import { parseAddress } from './service-address.js';
 import { ORACLE_URL } from '../llm/oracle-backend.js';
-import { createRequestListener, type VisualizerHook } from './http-server.js';
+import { createRequestListener, guardConnections, type ConnectionGuard, type VisualizerHook } from './http-server.js';
 import { ServiceMetrics } from './metrics.js';
 import { nativeRoutes } from './native-routes.js';
 import { openapiRoute } from './openapi.js';
@@ -56,6 +56,8 @@ export class RolloutService implements ServiceContext {
   private readonly registrations: (BackendRegistration & { appliedId?: string })[] = [];
   private lock: Promise<unknown> = Promise.resolve();
   private readonly server: Server;
+  /** The HTTP connections held now, and how many were timed out, evicted or refused. */
+  readonly connections: ConnectionGuard;
   private readonly hub: WsEventHub;
   private readonly polar: PolarApi;
   private closed = false;
@@ -83,6 +85,9 @@ export class RolloutService implements ServiceContext {
     this.server.requestTimeout = 0;
     this.server.timeout = 0;
     this.server.headersTimeout = 60_000;
+    // Connections that never send a request are closed and capped (#28 §5.7): http-server.ts.
+    this.server.keepAliveTimeout = Math.min(5_000, this.options.connectionIdleMs);
+    this.connections = guardConnections(this.server, { idleMs: this.options.connectionIdleMs, maxConnections: this.options.maxConnections });
     this.server.on('upgrade', (req, socket, head) => this.hub.handleUpgrade(req, socket, head));
     this.server.on('clientError', (_err, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');

@@ -21,6 +21,7 @@ import { listenFailure } from '../listen-error.js';
 import { TOOL_PARSER_NAMES } from '../../llm/tool-parsers/index.js';
 import { openRunEnvironment, type RunEnvironment } from './run-environment.js';
 import { isOracleAddress } from '../../llm/oracle-backend.js';
+import { checkStateDir } from '../state-dir-check.js';
 
 const USAGE = `usage: rollout run TASKS.jsonl [options]
 
@@ -344,6 +345,13 @@ export async function run(argv: string[]): Promise<number> {
   if (!opts) {
     process.stdout.write(USAGE);
     return 0;
+  }
+  try {
+    // A state dir the sandbox uid cannot reach would fail every rollout (#28 §4).
+    checkStateDir();
+  } catch (err) {
+    process.stderr.write(`rollout run: ${(err as Error).message}\n`);
+    return 2;
   }
   try {
     const r = await runTasks(opts);

@@ -7,6 +7,7 @@ import { systemClock } from '../../runtime/clock.js';
 import { z } from 'zod';
 import type { SandboxProvider } from '../../sandbox/sandbox.js';
 import { createSandboxProvider } from '../../sandbox/index.js';
+import { checkStateDir } from '../state-dir-check.js';
 import { codecFor } from '../../llm/codec-registry.js';
 import { createInspector, type InspectSelection, type RuntimeInspector } from '../../runtime/inspection.js';
 import { RolloutError } from '../../errors.js';
@@ -175,6 +176,16 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     inspector = values.inspect ? createInspector(values.inspect, { only: inspectSelection(values) }) : null;
     const driver = sandboxDriver(values.sandbox ?? 'auto');
     const stateDir = values['state-dir'];
+    // A state dir the sandbox uid cannot reach fails every rollout: say so now (#28 §4). A
+    // gateway (--redis) runs no sandbox.
+    if (!values.redis) {
+      try {
+        checkStateDir(stateDir ? { stateDir } : {});
+      } catch (err) {
+        process.stderr.write(`rollout serve: ${(err as Error).message}\n`);
+        return 2;
+      }
+    }
     // --redis: the same service, fronting a cluster (src/cluster); rollouts run on `rollout worker`s.
     // A gateway runs no rollout: it builds no codec (about a second of CPU per start).
     const factory = values.redis

@@ -4,20 +4,28 @@ import { choiceFlag, numberFlag, parseFlags, UsageError } from '../args.js';
 import { OpsLog, opsSnapshotOf } from '../../server/ops-log.js';
 import { systemClock } from '../../runtime/clock.js';
 import { ClusterWorker } from '../../cluster/cluster-worker.js';
+import { withRedisPassword } from '../../cluster/redis-connection.js';
 import { RolloutError } from '../../errors.js';
 import { createQwen3Codec } from '../../llm/qwen3-codec.js';
 import { createSandboxProvider } from '../../sandbox/index.js';
 import type { SandboxProvider } from '../../sandbox/sandbox.js';
+import type { SandboxOptionsInput } from '../../sandbox/sandbox-options.js';
+import { checkStateDir } from '../state-dir-check.js';
 import { serviceRuntimeFactory } from '../../server/runtime-factory.js';
 
 const USAGE = `usage: rollout worker --redis URL [options]
 
 A cluster node: takes rollout jobs from Redis (BullMQ) and runs them with its own sandboxes,
 stage pools and backend pool. Backends, weight versions and pause/resume come from the gateways
-(rollout serve --redis URL).
+(rollout serve --redis URL). It exits 2 at start-up when the sandbox uid cannot reach the state
+dir; a node whose sandboxes start failing later takes no jobs (hands the failed one back) until a
+probe sandbox starts again.
 
   --redis URL          redis://host:port of the cluster (required)
   --prefix NAME        key prefix of the cluster (default rollout; the same on every node)
+  --redis-password-file FILE
+                       the Redis password, when the URL has none (else REDIS_PASSWORD, or the
+                       file REDIS_PASSWORD_FILE names): kept out of argv
   --capacity N         rollouts run at once on this node (default 16)
   --state-dir DIR      sandbox leases; a node restarted on the same dir reaps what a killed one left
   --sandbox DRIVER     auto | bwrap | unshare | none (default auto)
@@ -50,6 +58,7 @@ export async function run(argv: string[]): Promise<number> {
   const flags = parseFlags('worker', argv, {
     redis: { type: 'string' },
     prefix: { type: 'string' },
+    'redis-password-file': { type: 'string' },
     capacity: { type: 'string' },
     'state-dir': { type: 'string' },
     sandbox: { type: 'string' },
@@ -81,12 +90,17 @@ export async function run(argv: string[]): Promise<number> {
     const capacity = numberFlag('capacity', v.capacity, { integer: true }) ?? 16;
     if (capacity < 1) throw new UsageError('--capacity must be at least 1');
     const stateDir = v['state-dir'];
+    // Before joining the queue: a node whose sandboxes cannot start must not take jobs (#28 §4).
+    checkStateDir({ ...(config.sandbox ?? {}), ...(stateDir ? { stateDir } : {}) } as SandboxOptionsInput);
     const codec = createQwen3Codec();
+    // The node's provider, kept for its health probe: a sandbox started and closed (#28 §4).
+    let provider: SandboxProvider | null = null;
+    let probes = 0;
     const runtimeConfig = (config.runtime ?? {}) as Record<string, unknown>;
     node = await ClusterWorker.start(
       {
         ...(config.cluster ?? {}),
-        redis: v.redis,
+        redis: withRedisPassword(v.redis, { file: v['redis-password-file'], env: process.env }),
         ...(v.prefix ? { prefix: v.prefix } : {}),
         ...(v['lock-ms'] ? { lockDurationMs: numberFlag('lock-ms', v['lock-ms'], { integer: true }) } : {}),
         ...(v['stalled-ms'] ? { stalledIntervalMs: numberFlag('stalled-ms', v['stalled-ms'], { integer: true }) } : {}),
@@ -96,10 +110,15 @@ export async function run(argv: string[]): Promise<number> {
         capacity,
         nodeId: v['node-id'],
         log: (line) => process.stderr.write(`rollout worker: ${line}\n`),
+        probeSandbox: async () => {
+          if (!provider) return;
+          const sb = await provider.create({}, { rolloutId: `health-probe-${++probes}` });
+          await sb.close();
+        },
         createRuntime: ({ sharedLoad }) => serviceRuntimeFactory({
           codec,
           sharedLoad,
-          sandboxes: (): SandboxProvider => createSandboxProvider({ ...(config.sandbox ?? {}), driver: driver as 'auto', ...(stateDir ? { stateDir } : {}) }),
+          sandboxes: (): SandboxProvider => (provider = createSandboxProvider({ ...(config.sandbox ?? {}), driver: driver as 'auto', ...(stateDir ? { stateDir } : {}) })),
           // The node's stage pools default to its capacity: BullMQ never hands it more.
           runtime: { stages: { init: capacity, run: capacity }, ...runtimeConfig } as never,
           pool: config.pool as never,

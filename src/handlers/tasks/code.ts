@@ -4,6 +4,7 @@ import type { AgentHandler } from '../agent-handler.js';
 import { CODE_RUNNER_PY } from './code-runner.js';
 import { GroundTruthError, testsFromGroundTruth, type CodeTest } from './code-ground-truth.js';
 import { ChatPromptSchema, clip, firstMessages, parseInstance, runToEnd } from './task-kit.js';
+import { evalFault } from './eval-fault.js';
 import type { TaskPrompt } from './task-kit.js';
 import { defineToolAgent } from '../tool-agent.js';
 import { toolSchemas } from '../tools.js';
@@ -113,13 +114,15 @@ export const codeHandler: AgentHandler = defineToolAgent({
     try {
       const budget = (inst.timeout_s * inst.tests.length + 30) * 1000;
       const r = await runToEnd(sb, 'python3 .eval/run.py', budget, ctx.signal, ctx.clock);
-      let raw: string;
+      let res: { passed: number; total: number; results: { ok: boolean; why: string }[] };
       try {
-        raw = await sb.readFile('.eval/result.json');
+        res = JSON.parse(await sb.readFile('.eval/result.json')) as typeof res;
       } catch (err) {
-        throw new SandboxError(`code eval: the test runner gave no result (exit ${r.exitCode}): ${clip(r.output, 500)}`, { stage: 'eval', cause: err });
+        // The runner ran the policy's solution, which can kill it or spoil its result file: that
+        // is the policy's outcome, scored 0 (eval-fault.ts); a lost sandbox is still rethrown.
+        if (evalFault(err, true) === 'rethrow') throw err;
+        return { reward: 0, resolved: false, details: { passed: 0, total: inst.tests.length, error: `the test runner gave no result (exit ${r.exitCode}): ${clip(r.output, 500)}` } };
       }
-      const res = JSON.parse(raw) as { passed: number; total: number; results: { ok: boolean; why: string }[] };
       const resolved = res.total > 0 && res.passed === res.total;
       const reward = inst.reward_mode === 'fraction' ? res.passed / res.total : resolved ? 1 : 0;
       return { reward, resolved, details: { passed: res.passed, total: res.total, failures: res.results.map((x, i) => ({ test: i, why: x.why })).filter((x) => x.why) } };

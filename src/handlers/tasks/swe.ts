@@ -7,6 +7,7 @@ import { derivedImageName, patchFiles, R2eRowSchema, rowKind, runnerOf, SweBench
 import type { AgentHandler } from '../agent-handler.js';
 import type { Sandbox, SandboxSpec } from '../../sandbox/sandbox.js';
 import { clip, freshShellForEval, parseInstance, runToEnd, shellQuote } from './task-kit.js';
+import { evalFault, faultMessage } from './eval-fault.js';
 import { defineToolAgent } from '../tool-agent.js';
 import { toolSchemas } from '../tools.js';
 import type { Clock } from '../../runtime/clock.js';
@@ -175,9 +176,16 @@ export const sweHandler: AgentHandler = defineToolAgent({
       return { reward: 0, resolved: false, details: { git_patch: null, applied: false, error: `the workspace's git repository or its ${BASE_TAG} tag is gone` } };
     }
     // Into .git, so the patch file is not part of the diff; read back as a file because the bash
-    // tool truncates long output.
-    await mustRun(ctx.sandbox, `git add -A && git diff --cached --binary ${BASE_TAG} > .git/rollout.patch`, 'git diff', ctx);
-    const patch = await ctx.sandbox.readFile('.git/rollout.patch');
+    // tool truncates long output. The workspace is the policy's: a diff it broke (an unreadable
+    // file, .git/rollout.patch made a directory) scores 0 (eval-fault.ts).
+    let patch: string;
+    try {
+      await mustRun(ctx.sandbox, `git add -A && git diff --cached --binary ${BASE_TAG} > .git/rollout.patch`, 'git diff', ctx);
+      patch = await ctx.sandbox.readFile('.git/rollout.patch');
+    } catch (err) {
+      if (evalFault(err, true) === 'rethrow') throw err;
+      return { reward: 0, resolved: false, details: { git_patch: null, applied: false, error: `the agent's workspace gave no diff: ${faultMessage(err)}` } };
+    }
     await ctx.sandbox.close();
     if (state.kind === 'bundled') return evalBundled(ctx, state.inst, patch);
     return evalGraded(ctx, state, patch);
@@ -214,11 +222,24 @@ async function evalGraded(ctx: EvalContextLike, state: Exclude<SweState, { kind:
       const row = state.row;
       const files = patchFiles(row.test_patch);
       if (row.test_patch.trim()) {
-        // As the SWE-bench harness: the test files back to the base, then the test patch.
-        await mustRun(sb, files.map((f) => `{ git checkout -q ${BASE_TAG} -- ${shellQuote(f)} 2>/dev/null || rm -f -- ${shellQuote(f)}; }`).join(' && ') || 'true', 'resetting the test files', ctx);
+        // As the SWE-bench harness: the test files back to the base, then the test patch. What the
+        // agent's patch put at those paths (a symlink, a directory) goes first.
+        checkTestPaths(files);
+        const reset = async (): Promise<void> => {
+          await clearTestPaths(sb, files, ctx);
+          await mustRun(sb, files.map((f) => `{ git checkout -q ${BASE_TAG} -- ${shellQuote(f)} 2>/dev/null || rm -f -- ${shellQuote(f)}; }`).join(' && ') || 'true', 'resetting the test files', ctx);
+        };
+        const fault = await policyFault(reset, patch);
+        if (fault) return { reward: 0, resolved: false, details: { git_patch: patch, applied: true, ...where, error: `the test files could not be reset over the patch: ${fault}` } };
         await sb.writeFile('.git/rollout-test.patch', row.test_patch);
         const tp = await runToEnd(sb, 'git apply --whitespace=nowarn .git/rollout-test.patch', 120_000, ctx.signal, ctx.clock);
-        if (tp.exitCode !== 0) throw new TaskError(`swe instance ${row.instance_id}: test_patch does not apply to the base commit: ${clip(tp.output, 500)}`, { code: 'BAD_TEST_PATCH', stage: 'eval' });
+        if (tp.exitCode !== 0) {
+          // The task's fault only if the test patch does not apply to the base either (checked on
+          // a scratch index of the base, the worktree untouched); else the agent's patch is in the way.
+          const onBase = await runToEnd(sb, `GIT_INDEX_FILE=.git/rollout-base.index git read-tree ${BASE_TAG} && GIT_INDEX_FILE=.git/rollout-base.index git apply --cached --check .git/rollout-test.patch`, 120_000, ctx.signal, ctx.clock);
+          if (onBase.exitCode !== 0 || !patch.trim()) throw new TaskError(`swe instance ${row.instance_id}: test_patch does not apply to the base commit: ${clip(tp.output, 500)}`, { code: 'BAD_TEST_PATCH', stage: 'eval' });
+          return { reward: 0, resolved: false, details: { git_patch: patch, applied: true, ...where, error: `test_patch does not apply over the patch: ${clip(tp.output, 500)}` } };
+        }
       }
       run = await runTests(sb, sweTestCommand(row), row.eval_timeout_s, ctx);
       statuses = parseTestLog(run.log, runnerOf(row.repo));
@@ -239,6 +260,45 @@ async function evalGraded(ctx: EvalContextLike, state: Exclude<SweState, { kind:
 
 type EvalContextLike = Pick<HandlerContext, 'createSandbox' | 'signal' | 'clock'>;
 
+/**
+ * Checks the task's test paths before any step over the agent's patch: one that leaves the
+ * workspace is the task's fault, never to be blamed on the policy.
+ * @throws TaskError `BAD_TEST_FILES`.
+ */
+function checkTestPaths(paths: string[]): void {
+  const bad = paths.find((p) => p === '' || p.startsWith('/') || p.split('/').some((c) => c === '..'));
+  if (bad !== undefined) throw new TaskError(`swe: test file path '${bad.slice(0, 200)}' must be relative to the workspace, without '..'`, { code: 'BAD_TEST_FILES', stage: 'eval' });
+}
+
+/**
+ * Removes, in the eval sandbox, what the agent's patch put at the task's test paths or on the way
+ * to them: each path, and each ancestor that is a symlink or not a directory. Runs inside the
+ * sandbox as its user (nothing there reaches the host), so the task's files are then written
+ * as regular files where the task put them.
+ */
+async function clearTestPaths(sb: Sandbox, paths: string[], ctx: { signal: AbortSignal; clock: Clock }): Promise<void> {
+  if (paths.length === 0) return;
+  const script =
+    'for p in "$@"; do d=; rest=$p; while case $rest in */*) true;; *) false;; esac; do c=${rest%%/*}; rest=${rest#*/}; d=$d$c; ' +
+    'if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -rf -- "$d"; fi; d=$d/; done; rm -rf -- "$p"; done';
+  await mustRun(sb, `sh -c ${shellQuote(script)} sh ${paths.map(shellQuote).join(' ')}`, 'clearing the test paths', ctx);
+}
+
+/**
+ * Runs an eval step over the agent's patch; answers null when it worked, or the error's message
+ * when it failed on the policy's doing (eval-fault.ts) — with an empty patch the tree is the
+ * task's own and the error is rethrown, as is every infrastructure fault.
+ */
+async function policyFault(step: () => Promise<void>, patch: string): Promise<string | null> {
+  try {
+    await step();
+    return null;
+  } catch (err) {
+    if (evalFault(err, patch.trim() !== '') === 'rethrow') throw err;
+    return faultMessage(err);
+  }
+}
+
 async function evalBundled(ctx: EvalContextLike, inst: SweInstance, patch: string): Promise<{ reward: number; resolved: boolean; details: Record<string, unknown> }> {
   const sb = await ctx.createSandbox(repoSpec(inst));
   try {
@@ -249,7 +309,16 @@ async function evalBundled(ctx: EvalContextLike, inst: SweInstance, patch: strin
         return { reward: 0, resolved: false, details: { git_patch: patch, applied: false, output: clip(ap.output) } };
       }
     }
-    for (const [path, content] of Object.entries(inst.test_files ?? {})) await sb.writeFile(path, content);
+    // The task's tests go over whatever the patch left at their paths (a symlink to a directory
+    // made `sh check.sh` a no-op that passed); what still cannot be written over a non-empty
+    // patch is the policy's doing.
+    const tests = Object.entries(inst.test_files ?? {});
+    checkTestPaths(tests.map(([p]) => p));
+    const fault = await policyFault(async () => {
+      await clearTestPaths(sb, tests.map(([p]) => p), ctx);
+      for (const [path, content] of tests) await sb.writeFile(path, content);
+    }, patch);
+    if (fault) return { reward: 0, resolved: false, details: { git_patch: patch, applied: true, error: `the test files could not be written over the patch: ${fault}` } };
     const t = await runToEnd(sb, `timeout ${inst.eval_timeout_s} bash -c ${shellQuote(inst.test_command)}`, (inst.eval_timeout_s + 10) * 1000, ctx.signal, ctx.clock);
     const resolved = t.exitCode === 0;
     return { reward: resolved ? 1 : 0, resolved, details: { git_patch: patch, applied: true, exit_code: t.exitCode, timed_out: t.timedOut || t.exitCode === 124, output: clip(t.output) } };

@@ -103,7 +103,7 @@ describe('native /v1 routes', () => {
     expect(h.rt().listBackends()).toEqual([]);
   });
 
-  it('mounts the visualizer hook under /visualizer behind the token', async () => {
+  it('mounts the visualizer hook under /visualizer, open without the token (static files; its data calls carry the token, #28 §5.8)', async () => {
     const hook = (req: { url?: string }, res: { writeHead(s: number): void; end(b: string): void }): boolean => {
       if (!req.url?.startsWith('/visualizer')) return false;
       res.writeHead(200);
@@ -111,9 +111,9 @@ describe('native /v1 routes', () => {
       return true;
     };
     h = await startHarness({ token: 't' }, { visualizer: hook as never });
-    expect((await get(`${h.url}/visualizer/`)).status).toBe(401);
-    const r = await get(`${h.url}/visualizer/?token=t`);
-    expect(r).toMatchObject({ status: 200, body: 'page' });
+    expect(await get(`${h.url}/visualizer/`)).toMatchObject({ status: 200, body: 'page' });
+    expect(await get(`${h.url}/visualizer/?token=t`)).toMatchObject({ status: 200, body: 'page' });
+    expect((await get(`${h.url}/v1/rollouts`)).status).toBe(401);
   });
 
   it('answers /healthz with the runtime state', async () => {
