@@ -2,7 +2,23 @@
 // typescript-eslint's `recommended` set without type information keeps a full run within a few
 // seconds on a 2-core CI machine; `tsc --noEmit` (npm run typecheck) does the type checking.
 import js from '@eslint/js';
+import boundaries from 'eslint-plugin-boundaries';
 import tseslint from 'typescript-eslint';
+
+/**
+ * The layers of src/, top to bottom (STYLE.md §20): a file imports from its own folder and the
+ * layers below it, never above. `llm` and `ipc` share a floor and do not import each other.
+ * `ground` is the files directly in src/ (errors, clock, rng, json-depth, package-root).
+ * `machines/` are pure XState definitions any layer may use (they import only each other);
+ * `src/testing/` (the test doubles) may use every layer and no product file imports it but the
+ * `fake-llm` command, which exists to serve a fake; `src/index.ts` is the public surface over
+ * all of it. The README's architecture section shows the same order.
+ */
+const LAYERS = [['cli'], ['cluster'], ['server'], ['runtime'], ['handlers'], ['proxy'], ['sandbox'], ['llm', 'ipc'], ['protocol'], ['ground']];
+const below = (i) => LAYERS.slice(i + 1).flat();
+const layerPolicies = LAYERS.flatMap((floor, i) =>
+  floor.map((type) => ({ from: { element: { types: [type] } }, allow: { to: { element: { types: [type, ...below(i), 'machines'] } } } })),
+);
 
 export default tseslint.config(
   { ignores: ['node_modules/**', 'dist/**', 'test-output/**', 'visualizer/dist/**', '**/*.d.ts'] },
@@ -35,6 +51,40 @@ export default tseslint.config(
     ignores: ['src/testing/**', 'src/cli/commands/fake-llm.ts'],
     rules: {
       'no-restricted-imports': ['error', { patterns: [{ group: ['**/testing/*', '**/testing'], message: 'src/ must not import src/testing/ (test doubles stay out of the product)' }] }],
+    },
+  },
+  {
+    // The layer order above, checked on every import of src/ and machines/ (upward is an error).
+    files: ['src/**/*.ts', 'machines/**/*.ts'],
+    plugins: { boundaries },
+    settings: {
+      // `./clock.js` names `clock.ts`: the TypeScript resolver maps it as tsc does.
+      'import/resolver': { typescript: { project: './tsconfig.json' } },
+      'boundaries/include': ['src/**/*.ts', 'machines/**/*.ts'],
+      'boundaries/elements': [
+        { type: 'testing', pattern: 'src/testing', partialMatch: false },
+        ...LAYERS.flat().filter((t) => t !== 'ground').map((type) => ({ type, pattern: `src/${type}`, partialMatch: false })),
+        { type: 'machines', pattern: 'machines', partialMatch: false },
+        // Last: the first descriptor that matches names a file's element.
+        { type: 'ground', pattern: 'src', partialMatch: false },
+      ],
+      'boundaries/files': [
+        { category: 'api', pattern: 'src/index.ts' },
+        { category: 'fake-llm-command', pattern: 'src/cli/commands/fake-llm.ts' },
+      ],
+    },
+    rules: {
+      'boundaries/dependencies': ['error', {
+        default: 'disallow',
+        message: 'upward import: {{from.type}} may import only its own folder and the layers below it (cli → cluster → server → runtime → handlers → proxy → sandbox → llm / ipc → protocol → ground; see eslint.config.js)',
+        policies: [
+          ...layerPolicies,
+          { from: { element: { types: ['machines'] } }, allow: { to: { element: { types: ['machines'] } } } },
+          { from: { element: { types: ['testing'] } }, allow: { to: { element: { types: ['*'] } } } },
+          { from: { file: { categories: ['api'] } }, allow: { to: { element: { types: ['*'] } } } },
+          { from: { file: { categories: ['fake-llm-command'] } }, allow: { to: { element: { types: ['testing'] } } } },
+        ],
+      }],
     },
   },
   {

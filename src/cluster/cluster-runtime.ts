@@ -3,7 +3,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { builtinHandlers } from '../handlers/builtin.js';
 import { HandlerRegistry } from '../handlers/registry.js';
-import type { AgentHandler } from '../handlers/agent-handler.js';
+import type { AgentHandler } from '../proxy/agent-contract.js';
 import { InfraError, QueueFullError, RuntimeClosedError, ValidationError } from '../errors.js';
 import { InstanceSchema, SamplingParamsSchema, type Instance } from '../protocol/instance.js';
 import type { RolloutResult } from '../protocol/trajectory.js';

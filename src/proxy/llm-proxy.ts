@@ -5,7 +5,7 @@ import type { Server as NetServer, Socket } from 'node:net';
 import type { OpenAiChatRequest } from '../llm/openai-chat-route.js';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import { acceptLlmListeners } from '../sandbox/llm-listener-handoff.js';
-import { jsonDepth } from '../server/body.js';
+import { jsonDepth } from '../json-depth.js';
 import { ChatRequestReader } from './chat-request-reader.js';
 import { ProxyRefusal, sendRefusal } from './openai-error.js';
 import { writeCompletionStream } from './sse.js';

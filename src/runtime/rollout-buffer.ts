@@ -5,7 +5,7 @@ import type { WeightVersion } from '../llm/weight-versions.js';
 import { RolloutBufferOptionsSchema, type RolloutBufferOptions, type RolloutBufferOptionsInput } from '../protocol/buffer.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
-import { systemClock, type Clock } from './clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { LeaseTable } from './buffer-leases.js';
 import { allRewardsEqual, groupStaleness, groupVersion, pickNext } from './buffer-policy.js';
 import type { BufferedGroup, BufferEvent, BufferLease, LeaseOutcome, RolloutBufferStats } from './buffer-types.js';

@@ -6,7 +6,7 @@ import { memberSeed } from '../llm/member-seed.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
 import { ValidationError } from '../errors.js';
-import { systemClock } from './clock.js';
+import { systemClock } from '../clock.js';
 import { defaults } from './defaults.js';
 import type { EventsOptions, GroupHandle, RolloutHandle, RolloutSummary, Runtime, RuntimeStatus, SubmitOptions } from './runtime-api.js';
 import { parseRuntimeOptions, type RuntimeOptions, type RuntimeOptionsInput } from './runtime-options.js';

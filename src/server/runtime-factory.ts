@@ -1,10 +1,10 @@
-import type { AgentHandler } from '../handlers/agent-handler.js';
+import type { AgentHandler } from '../proxy/agent-contract.js';
 import { BackendPool } from '../llm/backend-pool.js';
 import type { BackendPoolOptionsInput } from '../llm/backend-pool-options.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
 import type { SharedBackendLoad } from '../llm/shared-backend-load.js';
 import { OracleBackend } from '../llm/oracle-backend.js';
-import { systemClock, type Clock } from '../runtime/clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { createRuntime } from '../runtime/runtime.js';
 import type { RuntimeOptionsInput } from '../runtime/runtime-options.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';

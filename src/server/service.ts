@@ -16,7 +16,7 @@ import type { BackendRegistration, ServiceContext } from './service-context.js';
 import { parseServiceOptions, type ServiceOptions, type ServiceOptionsInput } from './service-options.js';
 import type { RuntimeFactory, ServiceRuntime } from './service-runtime.js';
 import { WsEventHub } from './ws-events.js';
-import { systemClock, type Clock } from '../runtime/clock.js';
+import { systemClock, type Clock } from '../clock.js';
 
 /** What {@link createService} needs besides options. */
 export interface ServiceDeps {

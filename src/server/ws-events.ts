@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { every, systemClock, type Clock } from '../runtime/clock.js';
+import { every, systemClock, type Clock } from '../clock.js';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, WebSocket, type RawData } from 'ws';
 import { WsClientMessageSchema, type WsServerMessage } from '../protocol/http.js';
