@@ -136,6 +136,7 @@ export class BackendLoadBoard implements SharedBackendLoad {
     this.timer = null;
     await this.ticking;
     this.stopped = true;
+    // Best effort on the way out: a stale load entry ages out (readers ignore entries past their TTL).
     await this.redis.hdel(this.keys.load, this.nodeId).catch(() => undefined);
   }
 }

@@ -106,6 +106,7 @@ export class ClusterRuntime implements ServiceRuntime {
       rt.timer.unref();
       return rt;
     } catch (err) {
+      // Start-up failed: `err` is what the caller must see, not a close error after it.
       await queue?.close().catch(() => undefined);
       redis.disconnect();
       tail.disconnect();
@@ -257,6 +258,7 @@ export class ClusterRuntime implements ServiceRuntime {
       t.waiter = null;
     }
     await this.fanout.close();
+    // Closing: a lost connection leaves nothing to release.
     await this.queue.close().catch(() => undefined);
     await this.redis.quit().catch(() => this.redis.disconnect());
     this.state = 'closed';
@@ -349,6 +351,7 @@ export class ClusterRuntime implements ServiceRuntime {
       cancel: async (reason?: string) => {
         if (this.state !== 'running') return;
         await this.cancel(id, reason);
+        // Its rejection is its waiter's to report; here only its end matters.
         await w.promise.catch(() => undefined);
       },
     };
@@ -399,6 +402,7 @@ export class ClusterRuntime implements ServiceRuntime {
 
   /** Heartbeat: node board refresh, and a sweep for results whose stream signal was missed. */
   private tick(): void {
+    // A failed refresh keeps the last board; the next tick retries.
     void this.board.refresh().catch(() => undefined);
     if (this.sweeping) return;
     const ids: string[] = [];
@@ -412,6 +416,7 @@ export class ClusterRuntime implements ServiceRuntime {
         rs.forEach((r, j) => r && this.finish(chunk[j]!, r));
       }
     })()
+      // The sweep is a safety net for missed stream signals: a failed one is retried next tick.
       .catch(() => undefined)
       .finally(() => {
         this.sweeping = false;

@@ -101,6 +101,7 @@ export class ClusterWorker {
       await node.begin();
       return node;
     } catch (err) {
+      // Start-up failed: `err` is what the caller must see, not a close error after it.
       await runtime?.close().catch(() => undefined);
       redis.disconnect();
       sub.disconnect();
@@ -145,6 +146,7 @@ export class ClusterWorker {
       if (job?.id) void this.commitFailed(job.id, job.data as ClusterJobData, err.message, job.attemptsStarted);
     });
     await this.heartbeat();
+    // A missed beat is retried by the next one; the board expires a node only after several.
     this.timer = setInterval(() => void this.heartbeat().catch(() => undefined), this.options.heartbeatMs);
     this.timer.unref();
   }
@@ -178,11 +180,12 @@ export class ClusterWorker {
       const marker = this.cancels.get(id) || cancelMark;
       if (!marker && paused === '1') {
         // Paused while this job was already on its way here: hand it back untouched.
-        void this.worker?.pause(true);
+        this.worker?.pause(true).catch((err: Error) => this.log(`pause: ${err.message}`));
         return this.handBack(job, token);
       }
       if (marker) return { committed: await this.store.commit(cancelledResult(id, data, marker, this.now()), this.now()) };
       // Backend and weight-version notices that arrived before this job are applied first.
+      // A failed sync was logged where it failed; the job runs on the registry as last applied.
       await this.registryChain.catch(() => undefined);
       let h = this.live.get(id);
       const seen = new Promise<void>((r) => this.resultSeen.set(id, r));
@@ -193,6 +196,7 @@ export class ClusterWorker {
       }
       const late = this.cancels.get(id);
       this.cancels.delete(id);
+      // cancel() settles the rollout's result; its own rejection (runtime closing) changes nothing here.
       if (late) void h.cancel(late).catch(() => undefined);
       const result = await h.result;
       this.live.delete(id);
@@ -252,6 +256,7 @@ export class ClusterWorker {
         const h = this.live.get(msg.id);
         if (h) {
           this.cancelledHere.add(msg.id);
+          // The rollout's end reaches the store through its result; a rejected cancel (runtime closing) has nothing to add.
           void h.cancel(msg.reason).catch(() => undefined);
         }
         return;
@@ -267,12 +272,16 @@ export class ClusterWorker {
           .catch((err: Error) => this.log(`weight version: ${err.message}`));
         return;
       case 'pause':
-        void this.worker?.pause(true);
+        this.worker?.pause(true).catch((err: Error) => this.log(`pause: ${err.message}`));
         return;
-      case 'resume':
-        this.worker?.resume();
-        if (this.worker && !this.worker.isRunning()) void this.worker.run().catch(() => undefined);
+      case 'resume': {
+        const w = this.worker;
+        // resume() restarts the main loop itself when it stopped; run() again only if it did not.
+        w?.resume()
+          .then(() => (w.isRunning() ? undefined : w.run()))
+          .catch((err: Error) => this.log(`resume: ${err.message}`));
         return;
+      }
     }
   }
 
@@ -341,11 +350,13 @@ export class ClusterWorker {
       const w = this.worker;
       const stopped = w?.close() ?? Promise.resolve();
       await this.runtime.close({ drain: false });
+      // Closing: the worker's close error (a lost connection) cannot be acted on; its jobs are recovered as stalled.
       await stopped.catch(() => undefined);
       this.stopEvents.abort();
       await this.forward;
       await this.sink.drained();
       await this.load.close();
+      // Best effort on the way out: a node entry left behind expires with its heartbeat.
       await this.redis.hdel(this.keys.nodes, this.nodeId).catch(() => undefined);
       await Promise.all([this.redis.quit().catch(() => undefined), this.sub.quit().catch(() => undefined)]);
     })();

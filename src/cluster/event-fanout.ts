@@ -117,6 +117,7 @@ export class EventFanout {
     for (const s of [...this.subs]) s.end();
     // XREAD BLOCK returns within its block time; disconnecting cuts it short.
     this.tailConn.disconnect();
+    // The tail loop ends by the disconnect above; its error is that disconnect.
     await this.loop?.catch(() => undefined);
   }
 }

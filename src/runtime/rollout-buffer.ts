@@ -318,6 +318,7 @@ export class RolloutBuffer {
     } catch (err) {
       // All or nothing, as submitGroup: withdraw what was admitted and retry when a group ends.
       g.settled = true;
+      // A member's end arrives through its result (onResult); a rejected cancel adds nothing.
       for (const m of g.members) void m.h.cancel('buffer could not start the whole group').catch(() => undefined);
       this.stall = toRolloutError(err);
       this.wake();
@@ -326,6 +327,7 @@ export class RolloutBuffer {
     this.stall = null;
     this.counts.started++;
     this.running.set(g.groupId, g);
+    // A result rejects only when the runtime closes, which closes this buffer too.
     for (const m of g.members) void m.h.result.then((r) => this.onResult(g, m, r), () => undefined);
     return true;
   }
@@ -350,6 +352,7 @@ export class RolloutBuffer {
     const rest = g.members.filter((m) => !m.done);
     g.cancelled += rest.length;
     this.counts.cancelledMembers += rest.length;
+    // A member's end arrives through its result (onResult); a rejected cancel adds nothing.
     await Promise.all(rest.map((m) => m.h.cancel(reason).catch(() => undefined)));
   }
 

@@ -92,6 +92,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     sandboxes = options.sandboxes ?? defaults.sandboxes(options.sandboxDriver);
   } catch (err) {
     // The pool made above would keep its probe timers alive.
+    // Creation failed: `err` is what the caller must see; the pool's close only stops its timers.
     if (ownsLlm) void llm.close?.().catch(() => undefined);
     throw err;
   }
@@ -170,6 +171,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
       closing ??= (async () => {
         await sup.shutdown(opts.drain ?? false);
         const closes: Promise<unknown>[] = [];
+        // Both are closed whatever the other does; neither close has anything left to release on error.
         if (ownsLlm && llm.close) closes.push(llm.close().catch(() => {}));
         if (ownsSandboxes) closes.push(sandboxes.close().catch(() => {}));
         await Promise.all(closes);

@@ -75,6 +75,7 @@ export function serviceRuntimeFactory(parts: ServiceRuntimeParts): RuntimeFactor
         try {
           await close(opts);
         } finally {
+          // Both are closed whatever the other does; neither has anything left to release on error.
           await Promise.all([llm.close().catch(() => undefined), sandboxes.close().catch(() => undefined)]);
         }
       },

@@ -245,6 +245,7 @@ export class RolloutService implements ServiceContext {
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
     const next = this.lock.then(fn, fn);
+    // The caller of fn sees its rejection through `next`; the lock only orders calls.
     this.lock = next.catch(() => undefined);
     return next;
   }
