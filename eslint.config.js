@@ -55,6 +55,27 @@ export default tseslint.config(
     },
   },
   {
+    // One clock (STYLE.md §5): the runtime process reads time and arms timers only through the
+    // injected Clock (src/clock.ts: now, setTimeout, every, sleep), so every time-dependent test
+    // can run on ManualClock. Outside that rule: the clock itself, the CLI (a process's edge), the
+    // sandbox host process (its own process on its own clock: host-sandbox, pty-session,
+    // python-repl, cgroup, network, sandbox-host, the in-sandbox forwarder and its listener
+    // hand-off), lease.ts (compares a file's mtime, which is wall-clock by nature), remove-tree.ts
+    // (a unique name suffix, not a time), and the image store (src/sandbox/images/, which takes an
+    // injected `now` and is kept by its own owner).
+    files: ['src/**/*.ts'],
+    ignores: [
+      'src/clock.ts',
+      'src/cli/**',
+      'src/sandbox/{sandbox-host,host-sandbox,pty-session,python-repl,cgroup,network,llm-proxy-forwarder,llm-listener-handoff,lease,remove-tree}.ts',
+      'src/sandbox/images/**',
+    ],
+    rules: {
+      'no-restricted-globals': ['error', ...['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'].map((name) => ({ name, message: 'time goes through the injected Clock (src/clock.ts: clock.setTimeout, every, sleep)' }))],
+      'no-restricted-properties': ['error', ...['Date', 'performance'].map((object) => ({ object, property: 'now', message: 'time goes through the injected Clock (clock.now())' }))],
+    },
+  },
+  {
     // Tests count and flag with short expressions (`if (!done) (done = true), n--`).
     files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: { '@typescript-eslint/no-unused-expressions': 'off' },

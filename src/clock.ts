@@ -55,8 +55,7 @@ export function every(clock: Clock, ms: number, fn: () => void): () => void {
   let stopped = false;
   let handle: TimerHandle;
   const arm = (): void => {
-    handle = clock.setTimeout(tick, ms);
-    (handle as { unref?: () => void } | null)?.unref?.();
+    handle = unref(clock.setTimeout(tick, ms));
   };
   const tick = (): void => {
     if (stopped) return;
@@ -68,6 +67,24 @@ export function every(clock: Clock, ms: number, fn: () => void): () => void {
     stopped = true;
     clock.clearTimeout(handle);
   };
+}
+
+/**
+ * Marks a timer so it does not keep the process alive, where the clock's handles allow it (the
+ * system clock's do; a {@link ManualClock}'s need not). Returns the handle.
+ */
+export function unref(handle: TimerHandle): TimerHandle {
+  (handle as { unref?: () => void } | null)?.unref?.();
+  return handle;
+}
+
+/**
+ * Resolves after every global 0 ms timer already set has run: for ordering after a library that
+ * defers its own work on `setTimeout(0)` (timers of equal delay run in the order they were set).
+ * Wall-clock by nature, whatever the injected clock: it waits on the library's real timer.
+ */
+export function afterQueuedTimers(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
 /** The error a cancelled wait rejects with. */

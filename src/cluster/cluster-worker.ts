@@ -14,6 +14,7 @@ import { parseClusterOptions, type ClusterOptions, type ClusterOptionsInput } fr
 import { ClusterStore } from './cluster-store.js';
 import { EventSink } from './event-sink.js';
 import { redisConnection } from './redis-connection.js';
+import { every, systemClock, type Clock, type TimerHandle } from '../clock.js';
 
 /** What a worker node is made of besides cluster options. */
 export interface ClusterWorkerParts {
@@ -28,8 +29,8 @@ export interface ClusterWorkerParts {
   capacity: number;
   /** Default: `<hostname>-<pid>-<random>`. */
   nodeId?: string | undefined;
-  /** Wall clock (ms since the epoch). */
-  now?: (() => number) | undefined;
+  /** The clock of timestamps, the heartbeat and the load board. Default the system clock. */
+  clock?: Clock | undefined;
   /** Called for what the node wants an operator to know (lost Redis, a bad control message). */
   log?: ((line: string) => void) | undefined;
 }
@@ -58,7 +59,8 @@ export class ClusterWorker {
   private readonly cancels = new Map<string, string>();
   private readonly applied = new Map<string, ClusterBackend>();
   private worker: Worker | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private stopBeating: (() => void) | null = null;
+  private readonly clock: Clock;
   private forward: Promise<void> = Promise.resolve();
   private readonly stopEvents = new AbortController();
   private closing: Promise<void> | null = null;
@@ -77,7 +79,8 @@ export class ClusterWorker {
     private readonly load: BackendLoadBoard,
   ) {
     this.nodeId = parts.nodeId!;
-    this.now = parts.now ?? Date.now;
+    this.clock = parts.clock ?? systemClock;
+    this.now = () => this.clock.now();
     this.log = parts.log ?? (() => undefined);
     this.sink = new EventSink(store, this.log);
   }
@@ -92,7 +95,7 @@ export class ClusterWorker {
     const nodeId = parts.nodeId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
     const log = parts.log ?? (() => undefined);
     // A TTL shorter than two periods would let a live node's load blink out between its ticks.
-    const load = new BackendLoadBoard(redis, keys, nodeId, { intervalMs: options.loadShareMs, ttlMs: Math.max(options.loadTtlMs, 2 * options.loadShareMs) }, log);
+    const load = new BackendLoadBoard(redis, keys, nodeId, { intervalMs: options.loadShareMs, ttlMs: Math.max(options.loadTtlMs, 2 * options.loadShareMs) }, log, parts.clock);
     let runtime: ServiceRuntime | null = null;
     try {
       await Promise.all([redis.ping(), sub.ping()]);
@@ -147,8 +150,7 @@ export class ClusterWorker {
     });
     await this.heartbeat();
     // A missed beat is retried by the next one; the board expires a node only after several.
-    this.timer = setInterval(() => void this.heartbeat().catch(() => undefined), this.options.heartbeatMs);
-    this.timer.unref();
+    this.stopBeating = every(this.clock, this.options.heartbeatMs, () => void this.heartbeat().catch(() => undefined));
   }
 
   /** Rollouts running on this node now. */
@@ -230,12 +232,12 @@ export class ClusterWorker {
    * committed result event follows them. Bounded: a dropped event must not hold a result back.
    */
   private eventsWritten(id: string, seen: Promise<void>): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
+    let timer: TimerHandle | undefined;
     const cap = new Promise<void>((r) => {
-      timer = setTimeout(r, 2000);
+      timer = this.clock.setTimeout(r, 2000);
     });
     return Promise.race([seen, cap]).then(() => {
-      clearTimeout(timer);
+      this.clock.clearTimeout(timer);
       this.resultSeen.delete(id);
       return this.sink.drained();
     });
@@ -346,7 +348,7 @@ export class ClusterWorker {
    */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      if (this.timer) clearInterval(this.timer);
+      this.stopBeating?.();
       const w = this.worker;
       const stopped = w?.close() ?? Promise.resolve();
       await this.runtime.close({ drain: false });
