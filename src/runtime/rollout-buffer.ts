@@ -318,8 +318,7 @@ export class RolloutBuffer {
     } catch (err) {
       // All or nothing, as submitGroup: withdraw what was admitted and retry when a group ends.
       g.settled = true;
-      // A member's end arrives through its result (onResult); a rejected cancel adds nothing.
-      for (const m of g.members) void m.h.cancel('buffer could not start the whole group').catch(() => undefined);
+      for (const m of g.members) void m.h.cancel('buffer could not start the whole group').catch(() => undefined); // ends reach onResult
       this.stall = toRolloutError(err);
       this.wake();
       return false;
@@ -327,8 +326,7 @@ export class RolloutBuffer {
     this.stall = null;
     this.counts.started++;
     this.running.set(g.groupId, g);
-    // A result rejects only when the runtime closes, which closes this buffer too.
-    for (const m of g.members) void m.h.result.then((r) => this.onResult(g, m, r), () => undefined);
+    for (const m of g.members) void m.h.result.then((r) => this.onResult(g, m, r), () => undefined); // rejects only when the runtime (and so this buffer) closes
     return true;
   }
 
@@ -352,8 +350,7 @@ export class RolloutBuffer {
     const rest = g.members.filter((m) => !m.done);
     g.cancelled += rest.length;
     this.counts.cancelledMembers += rest.length;
-    // A member's end arrives through its result (onResult); a rejected cancel adds nothing.
-    await Promise.all(rest.map((m) => m.h.cancel(reason).catch(() => undefined)));
+    await Promise.all(rest.map((m) => m.h.cancel(reason).catch(() => undefined))); // ends reach onResult
   }
 
   /** Hands a settled group out, or drops it (dynamic sampling, or nothing kept) and starts the next prompt. */
