@@ -72,8 +72,8 @@ export interface RuntimeInspector {
    * without an observer.
    */
   readonly inspect: RolloutInspectObserver;
-  /** Counts, for tests and the health route. */
-  stats(): { sent: number; dropped: number; deferred: number };
+  /** Counts, for tests and the health route; `failedConnects`: connections that closed before they opened. */
+  stats(): { sent: number; dropped: number; deferred: number; failedConnects: number };
   /**
    * Flushes, then closes: events already observed are converted and sent (waiting up to
    * `flushTimeoutMs` for a connection still being made), the close handshake follows the last
@@ -121,6 +121,7 @@ export function createInspector(url: string, options: InspectorOptions = {}): Ru
   let reconnectTimer: TimerHandle | null = null;
   let delay = baseReconnect;
   let sent = 0;
+  let failedConnects = 0;
   let dropped = 0;
   // Warn once per outage: set when a connection fails, cleared when one opens.
   let warned = false;
@@ -155,6 +156,7 @@ export function createInspector(url: string, options: InspectorOptions = {}): Ru
     });
     socket.on('close', () => {
       const wasOpen = open;
+      if (!wasOpen) failedConnects++;
       open = false;
       if (ws === socket) ws = null;
       notify();
@@ -214,7 +216,7 @@ export function createInspector(url: string, options: InspectorOptions = {}): Ru
       ...observer,
       forRollout: (rollout) => (chosen(rollout) ? observer : undefined),
     },
-    stats: () => ({ sent, dropped, deferred: deferred.length }),
+    stats: () => ({ sent, dropped, deferred: deferred.length, failedConnects }),
     async close(): Promise<void> {
       if (closing) return;
       closing = true;
