@@ -71,6 +71,7 @@ export const ERROR_CODES = {
   BAD_IMAGE_FIELD: { class: 'TaskError', retryable: false, means: 'instance.image is not the name or digest of an image' },
   BAD_REWARD: { class: 'TaskError', retryable: false, means: 'a handler returned a reward that is not a finite number' },
   BAD_TEST_PATCH: { class: 'TaskError', retryable: false, means: "a SWE task's test patch does not apply" },
+  CONTEXT_FULL: { class: 'TaskError', retryable: false, means: 'the server says the prompt is too long (the loop ends the rollout as truncated, still evaluated)' },
   BACKEND_REJECTED: { class: 'TaskError', retryable: false, means: 'a backend refused the request itself (4xx: the prompt, not the backend)' },
   HARNESS_ACT: { class: 'TaskError', retryable: false, means: "act was called on the harness family (its agent drives itself)" },
   READ_FAILED: { class: 'TaskError', retryable: false, means: 'a workspace file could not be read' },

@@ -102,8 +102,9 @@ describe('the error code catalogue', () => {
       const text = readFileSync(file, 'utf8');
       // `new SandboxError('…', { code: 'SANDBOX_LOST' … })`: the class, then the first code literal before the call closes.
       for (const m of text.matchAll(/new (\w+Error)\(((?:[^()]|\((?:[^()]|\([^()]*\))*\))*)\)/g)) {
-        const code = /code: '([A-Z][A-Z0-9_]*)'/.exec(m[2]!)?.[1];
-        if (code && m[1]! in make) thrown.push({ code, cls: m[1]!, file });
+        // A literal, or each side of a conditional (`code: full ? 'CONTEXT_FULL' : 'BACKEND_REJECTED'`).
+        const c = /code: (?:'([A-Z][A-Z0-9_]*)'|[\w.]+ \? '([A-Z][A-Z0-9_]*)' : '([A-Z][A-Z0-9_]*)')/.exec(m[2]!);
+        for (const code of c ? [c[1], c[2], c[3]] : []) if (code && m[1]! in make) thrown.push({ code, cls: m[1]!, file });
       }
       for (const m of text.matchAll(/image(Task|Infra)Error\('([A-Z][A-Z0-9_]*)'/g)) thrown.push({ code: m[2]!, cls: `${m[1]}Error`, file });
     }
