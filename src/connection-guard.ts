@@ -1,5 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { systemClock, unref, type Clock, type TimerHandle } from './clock.js';
 
 /** Limits of {@link guardConnections}. */
 export interface ConnectionLimits {
@@ -10,6 +11,8 @@ export interface ConnectionLimits {
   idleMs: number;
   /** HTTP connections held at once (WebSocket connections are counted by their own cap). */
   maxConnections: number;
+  /** The process's clock (the idle timers). Default the system clock. */
+  clock?: Clock | undefined;
 }
 
 /** What {@link guardConnections} reports, for metrics and tests. */
@@ -28,7 +31,7 @@ export interface ConnectionGuard {
 
 interface Tracked {
   active: number;
-  timer: NodeJS.Timeout | null;
+  timer: TimerHandle | null;
 }
 
 /**
@@ -48,18 +51,20 @@ export function guardConnections(server: Server, limits: ConnectionLimits): Conn
   // Insertion order is the order connections became idle: the first is the one idle longest.
   const idle = new Set<Socket>();
   const stats = { timedOut: 0, evicted: 0, refused: 0 };
+  const clock = limits.clock ?? systemClock;
   const markIdle = (sock: Socket, t: Tracked): void => {
     idle.add(sock);
-    t.timer = setTimeout(() => {
-      stats.timedOut++;
-      sock.destroy();
-    }, limits.idleMs);
-    t.timer.unref();
+    t.timer = unref(
+      clock.setTimeout(() => {
+        stats.timedOut++;
+        sock.destroy();
+      }, limits.idleMs),
+    );
   };
   const release = (sock: Socket): void => {
     const t = held.get(sock);
     if (!t) return;
-    if (t.timer) clearTimeout(t.timer);
+    if (t.timer) clock.clearTimeout(t.timer);
     held.delete(sock);
     idle.delete(sock);
   };
@@ -85,7 +90,7 @@ export function guardConnections(server: Server, limits: ConnectionLimits): Conn
     const t = held.get(sock);
     if (!t) return;
     t.active++;
-    if (t.timer) clearTimeout(t.timer);
+    if (t.timer) clock.clearTimeout(t.timer);
     t.timer = null;
     idle.delete(sock);
     res.once('close', () => {

@@ -10,6 +10,107 @@
  * - {@link CancelledError} → outcome `cancelled`.
  */
 
+/** The classes of the hierarchy, by name (as `RolloutError.name` and `SerializedError.name` carry them). */
+export type ErrorClassName =
+  | 'InfraError'
+  | 'SandboxError'
+  | 'BackendError'
+  | 'StaleRolloutError'
+  | 'TaskError'
+  | 'RolloutTimeoutError'
+  | 'CancelledError'
+  | 'ValidationError'
+  | 'QueueFullError'
+  | 'RuntimeClosedError'
+  | 'ProtocolError';
+
+/**
+ * Every error code the runtime throws: its class, whether the supervisor retries a rollout that
+ * failed with it, and what it means. One place to read them (Temporal's `TimeoutType`, BullMQ's
+ * error codes); `test/unit/errors.test.ts` fails when a `code: '…'` in src/ is missing here or
+ * thrown with another class, so a new code is added here first.
+ */
+export const ERROR_CODES = {
+  // InfraError: the infrastructure's fault, retried within the retry budget.
+  INFRA: { class: 'InfraError', retryable: true, means: 'an unexpected fault (anything thrown that is not a RolloutError)' },
+  CHANNEL_CLOSED: { class: 'InfraError', retryable: true, means: 'the IPC channel to a sandbox host closed under a request' },
+  CHANNEL_CONNECT: { class: 'InfraError', retryable: true, means: 'could not connect to a sandbox host socket' },
+  IPC_TIMEOUT: { class: 'InfraError', retryable: true, means: 'a sandbox host did not answer a request in time' },
+  CLUSTER_JOB_FAILED: { class: 'InfraError', retryable: true, means: 'a cluster job failed outside its rollout (the worker could not run it)' },
+  STALE_TOKENS: { class: 'InfraError', retryable: true, means: "the rollout's tokens are older than the staleness bound allows" },
+  ENGINE_NOT_INSTALLED: { class: 'InfraError', retryable: true, means: 'node-llama-cpp (the optional peer dependency of llm-serve) is not installed' },
+  IMAGE_DISK_FULL: { class: 'InfraError', retryable: true, means: 'the image store ran out of disk' },
+  IMAGE_IO: { class: 'InfraError', retryable: true, means: 'the image store hit an I/O error' },
+  // SandboxError (an InfraError): retried.
+  SANDBOX: { class: 'SandboxError', retryable: true, means: 'a sandbox fault' },
+  SANDBOX_START: { class: 'SandboxError', retryable: true, means: "the sandbox's shell did not start" },
+  SANDBOX_LOST: { class: 'SandboxError', retryable: true, means: 'the sandbox or its host died under the rollout' },
+  SANDBOX_CLOSED: { class: 'SandboxError', retryable: true, means: 'an operation on a closed sandbox' },
+  SANDBOX_EXISTS: { class: 'SandboxError', retryable: true, means: 'a sandbox id already in use on its host' },
+  SANDBOX_FS: { class: 'SandboxError', retryable: true, means: "a sandbox's file system could not be prepared" },
+  SANDBOX_NETWORK: { class: 'SandboxError', retryable: true, means: "a sandbox's network could not be set up" },
+  SANDBOX_LLM_PROXY: { class: 'SandboxError', retryable: true, means: "the sandbox's LLM proxy socket could not be reached" },
+  STATE_DIR_UNREACHABLE: { class: 'SandboxError', retryable: true, means: "the sandbox user cannot reach the runtime's state directory" },
+  PROVIDER_CLOSED: { class: 'SandboxError', retryable: true, means: 'the sandbox provider is closed' },
+  PYTHON_START: { class: 'SandboxError', retryable: true, means: 'the Python REPL did not start' },
+  OVERLAY_FAILED: { class: 'SandboxError', retryable: true, means: "an image sandbox's overlay could not be mounted" },
+  ACTION_TIMEOUT: { class: 'SandboxError', retryable: true, means: 'a tool action ran past its limit' },
+  ENOENT: { class: 'SandboxError', retryable: true, means: 'no such file in a memory sandbox (src/testing)' },
+  // BackendError (an InfraError): retried.
+  BACKEND: { class: 'BackendError', retryable: true, means: 'an inference backend failed (refused, 5xx, timeout, malformed)' },
+  BAD_RESPONSE: { class: 'BackendError', retryable: true, means: "a backend's answer does not fit the request (ids, logprobs)" },
+  LLM_TIMEOUT: { class: 'BackendError', retryable: true, means: 'an LLM call ran past llmTimeoutMs' },
+  CONTEXT_LIMIT: { class: 'BackendError', retryable: false, means: "the engine refused a call for its context, or the first prompt alone fills it: max_model_len / max_tokens do not fit the engine (a configuration mistake, never a truncated rollout)" },
+  NO_BACKEND: { class: 'BackendError', retryable: true, means: 'no backend is configured or healthy' },
+  // StaleRolloutError (an InfraError): retried.
+  STALE: { class: 'StaleRolloutError', retryable: true, means: 'no progress for staleAfterMs' },
+  // TaskError: the task is broken, never retried.
+  TASK: { class: 'TaskError', retryable: false, means: 'bad instance data' },
+  UNKNOWN_DATA_SOURCE: { class: 'TaskError', retryable: false, means: 'no handler serves the data_source' },
+  BAD_SPEC: { class: 'TaskError', retryable: false, means: 'a sandbox spec that cannot be honoured' },
+  BAD_FILES: { class: 'TaskError', retryable: false, means: "an instance's file path is outside the workspace or malformed" },
+  BAD_IMAGE_FIELD: { class: 'TaskError', retryable: false, means: 'instance.image is not the name or digest of an image' },
+  BAD_REWARD: { class: 'TaskError', retryable: false, means: 'a handler returned a reward that is not a finite number' },
+  BAD_TEST_PATCH: { class: 'TaskError', retryable: false, means: "a SWE task's test patch does not apply" },
+  CONTEXT_FULL: { class: 'TaskError', retryable: false, means: 'the server says the prompt is too long (the loops turn it into CONTEXT_LIMIT: runtime/context-limit.ts)' },
+  BAD_TEST_FILES: { class: 'TaskError', retryable: false, means: "a swe row's test file path is absolute or leaves the workspace" },
+  BACKEND_REJECTED: { class: 'TaskError', retryable: false, means: 'a backend refused the request itself (4xx: the prompt, not the backend)' },
+  HARNESS_ACT: { class: 'TaskError', retryable: false, means: "act was called on the harness family (its agent drives itself)" },
+  READ_FAILED: { class: 'TaskError', retryable: false, means: 'a workspace file could not be read' },
+  SEED_FAILED: { class: 'TaskError', retryable: false, means: "the instance's files could not be written into the sandbox" },
+  SETUP_FAILED: { class: 'TaskError', retryable: false, means: "the instance's setup commands failed" },
+  IMAGE_NOT_FOUND: { class: 'TaskError', retryable: false, means: 'the image is not in the store' },
+  IMAGE_CORRUPT: { class: 'TaskError', retryable: false, means: 'an image archive or layer is corrupt' },
+  IMAGE_DIGEST_MISMATCH: { class: 'TaskError', retryable: false, means: "a layer's content does not match its digest" },
+  IMAGE_UNSAFE_ENTRY: { class: 'TaskError', retryable: false, means: 'a layer entry would leave the image root' },
+  IMAGE_UNSUPPORTED: { class: 'TaskError', retryable: false, means: 'an image format or feature the store does not read' },
+  IMAGE_ENTRYPOINT_FAILED: { class: 'TaskError', retryable: false, means: "the image's entrypoint failed" },
+  IMAGE_USER_UNKNOWN: { class: 'TaskError', retryable: false, means: "the image's configured user does not exist in it" },
+  IMAGE_WORKDIR: { class: 'TaskError', retryable: false, means: "the image's WorkingDir cannot be made a directory inside the image" },
+  IMAGE_NO_SHELL: { class: 'TaskError', retryable: false, means: 'the image has no executable /bin/bash (the sandbox shell)' },
+  // RolloutTimeoutError: outcome timed-out, not retried.
+  TIMEOUT: { class: 'RolloutTimeoutError', retryable: false, means: 'a time limit ran out' },
+  BUDGET: { class: 'RolloutTimeoutError', retryable: false, means: "the rollout's time budget (budgetMs) ran out" },
+  WALL_CLOCK: { class: 'RolloutTimeoutError', retryable: false, means: "the rollout's wall-clock cap ran out" },
+  // The rest: never retried.
+  CANCELLED: { class: 'CancelledError', retryable: false, means: 'cancelled by its submitter or by shutdown' },
+  VALIDATION: { class: 'ValidationError', retryable: false, means: 'input failed validation (the issues name each field)' },
+  QUEUE_FULL: { class: 'QueueFullError', retryable: false, means: 'the admission queue is full (backpressure)' },
+  CLOSED: { class: 'RuntimeClosedError', retryable: false, means: 'the runtime is closing or closed' },
+  PROTOCOL: { class: 'ProtocolError', retryable: false, means: 'a peer broke the wire protocol' },
+  BAD_ENVELOPE: { class: 'ProtocolError', retryable: false, means: 'an IPC message without a valid type or id' },
+  BAD_ERROR_REPLY: { class: 'ProtocolError', retryable: false, means: 'an IPC error reply that does not parse' },
+  BAD_REQUEST: { class: 'ProtocolError', retryable: false, means: 'a sandbox host request that does not parse' },
+  FRAME_TOO_LARGE: { class: 'ProtocolError', retryable: false, means: 'an IPC frame over maxFrameBytes' },
+  NOT_A_MAP: { class: 'ProtocolError', retryable: false, means: 'an IPC frame whose body is not a map' },
+  UNDECODABLE: { class: 'ProtocolError', retryable: false, means: 'an IPC frame that is not msgpack' },
+  NO_HANDLER: { class: 'ProtocolError', retryable: false, means: 'an IPC request to a channel that answers none' },
+  NO_HELLO: { class: 'ProtocolError', retryable: false, means: 'a sandbox host request before the hello' },
+} as const satisfies Record<string, { class: ErrorClassName; retryable: boolean; means: string }>;
+
+/** A code of {@link ERROR_CODES}. */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
 /** Plain-object form of an error, as it crosses a process boundary. */
 export interface SerializedError {
   name: string;

@@ -7,11 +7,11 @@ export type { Runtime, RolloutHandle, GroupHandle, SubmitOptions, RuntimeStatus,
 export { RuntimeOptionsSchema, parseRuntimeOptions, type RuntimeOptions, type RuntimeOptionsInput } from './runtime/runtime-options.js';
 export { RolloutBuffer, type BufferedGroup, type BufferEvent, type BufferLease, type LeaseOutcome, type RolloutBufferStats } from './runtime/rollout-buffer.js';
 export { RolloutBufferOptionsSchema, type RolloutBufferOptions, type RolloutBufferOptionsInput } from './protocol/buffer.js';
-export { systemClock, type Clock } from './runtime/clock.js';
+export { systemClock, type Clock } from './clock.js';
 export type { EventGap, EventItem } from './runtime/event-hub.js';
 export * from './errors.js';
 export * from './protocol/index.js';
-export type { AgentHandler, HandlerContext, InitResult, ActContext, ActResult, EvalContext, EvalResult, Observation } from './handlers/agent-handler.js';
+export type { AgentHandler, HandlerContext, InitResult, ActContext, ActResult, EvalContext, EvalResult, Observation } from './proxy/agent-contract.js';
 export { HandlerRegistry } from './handlers/registry.js';
 export { defineToolAgent, toolAgentAct, type ToolAgentDefinition } from './handlers/tool-agent.js';
 export { TOOL_SCHEMAS, ALL_TOOLS, toolSchemas, type ToolName } from './handlers/tools.js';

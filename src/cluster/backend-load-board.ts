@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { SharedBackendLoad } from '../llm/shared-backend-load.js';
 import { ClusterBackendLoadSchema } from '../protocol/cluster.js';
 import type { ClusterKeys } from './cluster-keys.js';
+import { every, systemClock, type Clock } from '../clock.js';
 
 /**
  * One tick, atomically, on Redis's own clock (so clock skew between machines cannot keep a dead
@@ -58,7 +59,7 @@ export class BackendLoadBoard implements SharedBackendLoad {
   private readonly local = new Map<string, number>();
   private remoteLoads = new Map<string, number>();
   private readonly listeners: (() => void)[] = [];
-  private timer: NodeJS.Timeout | null = null;
+  private stopTicking: (() => void) | null = null;
   private ticking: Promise<void> | null = null;
   private stopped = false;
 
@@ -68,6 +69,7 @@ export class BackendLoadBoard implements SharedBackendLoad {
     private readonly nodeId: string,
     private readonly options: BackendLoadBoardOptions,
     private readonly log: (line: string) => void = () => undefined,
+    private readonly clock: Clock = systemClock,
   ) {
     if (!('rrLoadTick' in redis)) redis.defineCommand('rrLoadTick', { numberOfKeys: 1, lua: TICK_LUA });
   }
@@ -87,9 +89,8 @@ export class BackendLoadBoard implements SharedBackendLoad {
 
   /** Starts ticking; resolves after the first tick, so a new worker knows the others' load before its first pick. */
   start(): Promise<void> {
-    if (this.timer || this.stopped) return Promise.resolve();
-    this.timer = setInterval(() => void this.tick(), this.options.intervalMs);
-    this.timer.unref();
+    if (this.stopTicking || this.stopped) return Promise.resolve();
+    this.stopTicking = every(this.clock, this.options.intervalMs, () => void this.tick());
     return this.tick();
   }
 
@@ -132,10 +133,10 @@ export class BackendLoadBoard implements SharedBackendLoad {
 
   /** Stops ticking and withdraws this node's entry (a node that is killed instead just expires). */
   async close(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    this.stopTicking?.();
     await this.ticking;
     this.stopped = true;
+    // Best effort on the way out: a stale load entry ages out (readers ignore entries past their TTL).
     await this.redis.hdel(this.keys.load, this.nodeId).catch(() => undefined);
   }
 }

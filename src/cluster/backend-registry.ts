@@ -94,6 +94,7 @@ export class GatewayBackends implements BackendControl {
     const m = this.redis.multi();
     fn(m);
     if (notify) m.publish(this.keys.control, JSON.stringify({ type: 'backends' } satisfies ClusterControl));
+    // The chain must survive one failed write; the registry is re-read whole on every notice.
     this.writes = this.writes.then(() => m.exec()).catch(() => undefined);
   }
 }

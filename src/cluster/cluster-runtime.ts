@@ -3,7 +3,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { builtinHandlers } from '../handlers/builtin.js';
 import { HandlerRegistry } from '../handlers/registry.js';
-import type { AgentHandler } from '../handlers/agent-handler.js';
+import type { AgentHandler } from '../proxy/agent-contract.js';
 import { InfraError, QueueFullError, RuntimeClosedError, ValidationError } from '../errors.js';
 import { InstanceSchema, SamplingParamsSchema, type Instance } from '../protocol/instance.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
@@ -18,6 +18,7 @@ import { cancelledResult } from './cancelled-result.js';
 import { EventFanout } from './event-fanout.js';
 import { NodeStatusBoard } from './node-status.js';
 import { redisConnection } from './redis-connection.js';
+import { every, systemClock, type Clock } from '../clock.js';
 
 /** What the gateway needs besides cluster options. */
 export interface ClusterGatewayParts {
@@ -26,8 +27,8 @@ export interface ClusterGatewayParts {
   builtinHandlers?: boolean | undefined;
   /** Finished rollouts this gateway keeps in memory for `get`/`list` (Redis keeps every result for its TTL). */
   retainResults?: number | undefined;
-  /** Wall clock (ms since the epoch). */
-  now?: (() => number) | undefined;
+  /** The clock of timestamps and the heartbeat. Default the system clock. */
+  clock?: Clock | undefined;
 }
 
 /** A handle whose submission is durable in Redis once `accepted` resolves. */
@@ -59,7 +60,8 @@ export class ClusterRuntime implements ServiceRuntime {
   private readonly now: () => number;
   private readonly retainResults: number;
   private state: 'running' | 'closing' | 'closed' = 'running';
-  private timer: NodeJS.Timeout | null = null;
+  private stopTicking: (() => void) | null = null;
+  private readonly clock: Clock;
   private sweeping = false;
 
   private constructor(
@@ -73,7 +75,8 @@ export class ClusterRuntime implements ServiceRuntime {
   ) {
     this.options = options;
     this.keys = store.keys;
-    this.now = parts.now ?? Date.now;
+    this.clock = parts.clock ?? systemClock;
+    this.now = () => this.clock.now();
     this.retainResults = parts.retainResults ?? 10_000;
     const registry = new HandlerRegistry(parts.builtinHandlers === false ? [] : builtinHandlers);
     for (const h of parts.handlers ?? []) registry.register(h);
@@ -95,17 +98,17 @@ export class ClusterRuntime implements ServiceRuntime {
       await Promise.all([redis.ping(), tail.ping()]);
       const store = new ClusterStore(redis, keys, options);
       queue = new Queue(keys.queue, { connection: redis, prefix: options.prefix });
-      const fanout = new EventFanout(store, tail);
-      const board = new NodeStatusBoard(redis, keys, queue, options);
+      const fanout = new EventFanout(store, tail, undefined, parts.clock);
+      const board = new NodeStatusBoard(redis, keys, queue, options, () => (parts.clock ?? systemClock).now());
       const rt = new ClusterRuntime(options, parts, redis, store, queue, fanout, board);
       await rt.backends.load();
       fanout.onEvent((e) => rt.onEvent(e));
       await fanout.start();
       await board.refresh();
-      rt.timer = setInterval(() => rt.tick(), options.heartbeatMs);
-      rt.timer.unref();
+      rt.stopTicking = every(rt.clock, options.heartbeatMs, () => rt.tick());
       return rt;
     } catch (err) {
+      // Start-up failed: `err` is what the caller must see, not a close error after it.
       await queue?.close().catch(() => undefined);
       redis.disconnect();
       tail.disconnect();
@@ -252,13 +255,14 @@ export class ClusterRuntime implements ServiceRuntime {
   async close(): Promise<void> {
     if (this.state !== 'running') return;
     this.state = 'closing';
-    if (this.timer) clearInterval(this.timer);
+    this.stopTicking?.();
     await this.backends.flush();
     for (const t of this.tracked.values()) {
       t.waiter?.reject(new RuntimeClosedError('the gateway closed; the rollout goes on in the cluster and its result stays fetchable'));
       t.waiter = null;
     }
     await this.fanout.close();
+    // Closing: a lost connection leaves nothing to release.
     await this.queue.close().catch(() => undefined);
     await this.redis.quit().catch(() => this.redis.disconnect());
     this.state = 'closed';
@@ -351,6 +355,7 @@ export class ClusterRuntime implements ServiceRuntime {
       cancel: async (reason?: string) => {
         if (this.state !== 'running') return;
         await this.cancel(id, reason);
+        // Its rejection is its waiter's to report; here only its end matters.
         await w.promise.catch(() => undefined);
       },
     };
@@ -401,6 +406,7 @@ export class ClusterRuntime implements ServiceRuntime {
 
   /** Heartbeat: node board refresh, and a sweep for results whose stream signal was missed. */
   private tick(): void {
+    // A failed refresh keeps the last board; the next tick retries.
     void this.board.refresh().catch(() => undefined);
     if (this.sweeping) return;
     const ids: string[] = [];
@@ -414,6 +420,7 @@ export class ClusterRuntime implements ServiceRuntime {
         rs.forEach((r, j) => r && this.finish(chunk[j]!, r));
       }
     })()
+      // The sweep is a safety net for missed stream signals: a failed one is retried next tick.
       .catch(() => undefined)
       .finally(() => {
         this.sweeping = false;

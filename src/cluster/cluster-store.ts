@@ -53,6 +53,11 @@ interface Scripts {
   rrCommit(...args: (string | number)[]): Promise<number>;
 }
 
+/** The same scripts queued on a pipeline: a call returns the pipeline; results come from `exec()`. */
+interface PipelineScripts {
+  rrAppend(...args: (string | number)[]): unknown;
+}
+
 /** One event read back from the stream, with its group for filtering. */
 export interface StoredEvent {
   ev: RolloutEvent;
@@ -127,7 +132,7 @@ export class ClusterStore {
       const state = ev.type === 'rollout.state' ? ev.state : '';
       const turn = ev.type === 'rollout.state' ? ev.turn : 0;
       const attempt = ev.type === 'rollout.submitted' ? ev.attempt : 0;
-      (p as unknown as Scripts).rrAppend(
+      (p as unknown as PipelineScripts).rrAppend(
         k.events, k.seq, k.rseq(ev.rolloutId), k.summary(ev.rolloutId),
         JSON.stringify(rest), this.opts.eventsMaxLen, this.opts.resultTtlSec, ev.type, state, turn, groupId ?? '', attempt,
       );

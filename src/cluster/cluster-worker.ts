@@ -15,6 +15,7 @@ import { ClusterStore } from './cluster-store.js';
 import { EventSink } from './event-sink.js';
 import { NodeHealth, sandboxFault } from './node-health.js';
 import { redisConnection } from './redis-connection.js';
+import { every, systemClock, type Clock, type TimerHandle } from '../clock.js';
 
 /** What a worker node is made of besides cluster options. */
 export interface ClusterWorkerParts {
@@ -29,8 +30,8 @@ export interface ClusterWorkerParts {
   capacity: number;
   /** Default: `<hostname>-<pid>-<random>`. */
   nodeId?: string | undefined;
-  /** Wall clock (ms since the epoch). */
-  now?: (() => number) | undefined;
+  /** The clock of timestamps, the heartbeat and the load board. Default the system clock. */
+  clock?: Clock | undefined;
   /** Called for what the node wants an operator to know (lost Redis, a bad control message). */
   log?: ((line: string) => void) | undefined;
   /**
@@ -71,7 +72,8 @@ export class ClusterWorker {
   private readonly cancels = new Map<string, string>();
   private readonly applied = new Map<string, ClusterBackend>();
   private worker: Worker | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private stopBeating: (() => void) | null = null;
+  private readonly clock: Clock;
   private forward: Promise<void> = Promise.resolve();
   private readonly stopEvents = new AbortController();
   private closing: Promise<void> | null = null;
@@ -93,16 +95,18 @@ export class ClusterWorker {
     private readonly load: BackendLoadBoard,
   ) {
     this.nodeId = parts.nodeId!;
-    this.now = parts.now ?? Date.now;
+    this.clock = parts.clock ?? systemClock;
+    this.now = () => this.clock.now();
     this.log = parts.log ?? (() => undefined);
     this.sink = new EventSink(store, this.log);
     this.health = parts.probeSandbox
       ? new NodeHealth({
           probe: parts.probeSandbox,
-          pause: () => void this.worker?.pause(true),
+          pause: () => void this.worker?.pause(true).catch((err: Error) => this.log(`pause: ${err.message}`)),
           resume: () => this.resumeIfAllowed(),
           probeMs: parts.healthProbeMs ?? 5_000,
           log: this.log,
+          clock: this.clock,
         })
       : null;
   }
@@ -116,8 +120,10 @@ export class ClusterWorker {
   private resumeIfAllowed(): void {
     const w = this.worker;
     if (!w || this.closing || this.clusterPaused || this.unhealthy !== null) return;
-    w.resume();
-    if (!w.isRunning()) void w.run().catch(() => undefined);
+    // resume() restarts the main loop itself when it stopped; run() again only if it did not.
+    w.resume()
+      .then(() => (w.isRunning() ? undefined : w.run()))
+      .catch((err: Error) => this.log(`resume: ${err.message}`));
   }
 
   /** The node's runtime as its operational log reads it: status and backends, nothing to drive. */
@@ -135,7 +141,7 @@ export class ClusterWorker {
     const nodeId = parts.nodeId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
     const log = parts.log ?? (() => undefined);
     // A TTL shorter than two periods would let a live node's load blink out between its ticks.
-    const load = new BackendLoadBoard(redis, keys, nodeId, { intervalMs: options.loadShareMs, ttlMs: Math.max(options.loadTtlMs, 2 * options.loadShareMs) }, log);
+    const load = new BackendLoadBoard(redis, keys, nodeId, { intervalMs: options.loadShareMs, ttlMs: Math.max(options.loadTtlMs, 2 * options.loadShareMs) }, log, parts.clock);
     let runtime: ServiceRuntime | null = null;
     try {
       await Promise.all([redis.ping(), sub.ping()]);
@@ -144,6 +150,7 @@ export class ClusterWorker {
       await node.begin();
       return node;
     } catch (err) {
+      // Start-up failed: `err` is what the caller must see, not a close error after it.
       await runtime?.close().catch(() => undefined);
       redis.disconnect();
       sub.disconnect();
@@ -189,8 +196,8 @@ export class ClusterWorker {
       if (job?.id) void this.commitFailed(job.id, job.data as ClusterJobData, err.message, job.attemptsStarted);
     });
     await this.heartbeat();
-    this.timer = setInterval(() => void this.heartbeat().catch(() => undefined), this.options.heartbeatMs);
-    this.timer.unref();
+    // A missed beat is retried by the next one; the board expires a node only after several.
+    this.stopBeating = every(this.clock, this.options.heartbeatMs, () => void this.heartbeat().catch(() => undefined));
   }
 
   /** Rollouts running on this node now. */
@@ -222,11 +229,12 @@ export class ClusterWorker {
       const marker = this.cancels.get(id) || cancelMark;
       if (!marker && paused === '1') {
         // Paused while this job was already on its way here: hand it back untouched.
-        void this.worker?.pause(true);
+        this.worker?.pause(true).catch((err: Error) => this.log(`pause: ${err.message}`));
         return this.handBack(job, token);
       }
       if (marker) return { committed: await this.store.commit(cancelledResult(id, data, marker, this.now()), this.now()) };
       // Backend and weight-version notices that arrived before this job are applied first.
+      // A failed sync was logged where it failed; the job runs on the registry as last applied.
       await this.registryChain.catch(() => undefined);
       let h = this.live.get(id);
       const seen = new Promise<void>((r) => this.resultSeen.set(id, r));
@@ -238,6 +246,7 @@ export class ClusterWorker {
       }
       const late = this.cancels.get(id);
       this.cancels.delete(id);
+      // cancel() settles the rollout's result; its own rejection (runtime closing) changes nothing here.
       if (late) void h.cancel(late).catch(() => undefined);
       const result = await h.result;
       this.live.delete(id);
@@ -274,12 +283,12 @@ export class ClusterWorker {
    * committed result event follows them. Bounded: a dropped event must not hold a result back.
    */
   private eventsWritten(id: string, seen: Promise<void>): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
+    let timer: TimerHandle | undefined;
     const cap = new Promise<void>((r) => {
-      timer = setTimeout(r, 2000);
+      timer = this.clock.setTimeout(r, 2000);
     });
     return Promise.race([seen, cap]).then(() => {
-      clearTimeout(timer);
+      this.clock.clearTimeout(timer);
       this.resultSeen.delete(id);
       return this.sink.drained();
     });
@@ -300,6 +309,7 @@ export class ClusterWorker {
         const h = this.live.get(msg.id);
         if (h) {
           this.cancelledHere.add(msg.id);
+          // The rollout's end reaches the store through its result; a rejected cancel (runtime closing) has nothing to add.
           void h.cancel(msg.reason).catch(() => undefined);
         }
         return;
@@ -316,7 +326,7 @@ export class ClusterWorker {
         return;
       case 'pause':
         this.clusterPaused = true;
-        void this.worker?.pause(true);
+        this.worker?.pause(true).catch((err: Error) => this.log(`pause: ${err.message}`));
         return;
       case 'resume':
         this.clusterPaused = false;
@@ -387,16 +397,18 @@ export class ClusterWorker {
    */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      if (this.timer) clearInterval(this.timer);
+      this.stopBeating?.();
       this.health?.close();
       const w = this.worker;
       const stopped = w?.close() ?? Promise.resolve();
       await this.runtime.close({ drain: false });
+      // Closing: the worker's close error (a lost connection) cannot be acted on; its jobs are recovered as stalled.
       await stopped.catch(() => undefined);
       this.stopEvents.abort();
       await this.forward;
       await this.sink.drained();
       await this.load.close();
+      // Best effort on the way out: a node entry left behind expires with its heartbeat.
       await this.redis.hdel(this.keys.nodes, this.nodeId).catch(() => undefined);
       await Promise.all([this.redis.quit().catch(() => undefined), this.sub.quit().catch(() => undefined)]);
     })();

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { EventSubscriber, type EventItem } from '../runtime/event-subscriber.js';
 import type { EventsOptions } from '../runtime/runtime-api.js';
 import { readAfter, type ClusterStore, type StoredEvent } from './cluster-store.js';
+import { sleep, systemClock, type Clock } from '../clock.js';
 
 /**
  * The gateway's view of the cluster's event stream. One loop tails the Redis stream (XREAD
@@ -25,6 +26,7 @@ export class EventFanout {
     /** A connection of its own: XREAD BLOCK holds it. */
     private readonly tailConn: Redis,
     private readonly defaultBuffer = 10_000,
+    private readonly clock: Clock = systemClock,
   ) {}
 
   /** The last seq the tail has delivered. */
@@ -51,7 +53,7 @@ export class EventFanout {
       } catch {
         if (this.stopped) return;
         // Redis restarting: ioredis reconnects; try again shortly.
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(this.clock, 200);
         continue;
       }
       for (const e of batch) {
@@ -117,6 +119,7 @@ export class EventFanout {
     for (const s of [...this.subs]) s.end();
     // XREAD BLOCK returns within its block time; disconnecting cuts it short.
     this.tailConn.disconnect();
+    // The tail loop ends by the disconnect above; its error is that disconnect.
     await this.loop?.catch(() => undefined);
   }
 }

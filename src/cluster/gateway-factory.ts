@@ -1,4 +1,4 @@
-import type { AgentHandler } from '../handlers/agent-handler.js';
+import type { AgentHandler } from '../proxy/agent-contract.js';
 import type { RuntimeFactory } from '../server/service-runtime.js';
 import type { ClusterOptionsInput } from './cluster-options.js';
 import { ClusterRuntime } from './cluster-runtime.js';

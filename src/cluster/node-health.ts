@@ -1,3 +1,4 @@
+import { systemClock, unref, type Clock, type TimerHandle } from '../clock.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
 
 /** Sandbox error codes that say nothing about this node's health (it is closing). */
@@ -25,6 +26,8 @@ export interface NodeHealthDeps {
   /** The period of the probe while unhealthy. */
   probeMs: number;
   log: (line: string) => void;
+  /** The node's clock (the probe period). Default the system clock. */
+  clock?: Clock | undefined;
 }
 
 /**
@@ -38,10 +41,14 @@ export interface NodeHealthDeps {
 export class NodeHealth {
   private reason: string | null = null;
   private probing: Promise<boolean> | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private timer: TimerHandle | null = null;
   private closed = false;
 
-  constructor(private readonly deps: NodeHealthDeps) {}
+  private readonly clock: Clock;
+
+  constructor(private readonly deps: NodeHealthDeps) {
+    this.clock = deps.clock ?? systemClock;
+  }
 
   /** Why the node takes no jobs, or null while it is healthy. */
   get unhealthy(): string | null {
@@ -74,7 +81,7 @@ export class NodeHealth {
   /** Stops probing. */
   close(): void {
     this.closed = true;
-    if (this.timer) clearTimeout(this.timer);
+    if (this.timer) this.clock.clearTimeout(this.timer);
     this.timer = null;
   }
 
@@ -96,7 +103,7 @@ export class NodeHealth {
 
   private schedule(): void {
     if (this.closed) return;
-    this.timer = setTimeout(() => {
+    this.timer = unref(this.clock.setTimeout(() => {
       this.timer = null;
       void this.probeOnce().then((ok) => {
         if (this.closed) return;
@@ -105,7 +112,6 @@ export class NodeHealth {
         this.deps.log('healthy again: a probe sandbox started; taking jobs');
         this.deps.resume();
       });
-    }, this.deps.probeMs);
-    this.timer.unref();
+    }, this.deps.probeMs));
   }
 }

@@ -4,6 +4,7 @@ import { ClusterNodeStatusSchema, type ClusterNodeStatus } from '../protocol/clu
 import type { RuntimeStatus } from '../runtime/runtime-api.js';
 import type { ClusterKeys } from './cluster-keys.js';
 import type { ClusterOptions } from './cluster-options.js';
+import { systemClock } from '../clock.js';
 
 /**
  * The gateway's picture of the cluster for `status()`: the queue's job counts plus the workers'
@@ -19,7 +20,7 @@ export class NodeStatusBoard {
     private readonly keys: ClusterKeys,
     private readonly queue: Queue,
     private readonly opts: ClusterOptions,
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = () => systemClock.now(),
   ) {}
 
   /** Jobs waiting for a worker. */

@@ -1,4 +1,4 @@
-import type { AgentHandler } from './agent-handler.js';
+import type { AgentHandler } from '../proxy/agent-contract.js';
 import { codeHandler } from './tasks/code.js';
 import { harnessHandler } from './tasks/harness.js';
 import { mathHandler } from './tasks/math.js';

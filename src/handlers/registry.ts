@@ -1,5 +1,5 @@
 import { TaskError } from '../errors.js';
-import type { AgentHandler } from './agent-handler.js';
+import type { AgentHandler } from '../proxy/agent-contract.js';
 
 /**
  * Routes `instance.data_source` to an {@link AgentHandler}, by name or alias. Registering a name

@@ -1,4 +1,4 @@
-import type { ActContext, ActResult, AgentHandler, EvalContext, EvalResult, HandlerContext, InitResult, Observation } from './agent-handler.js';
+import type { ActContext, ActResult, AgentHandler, EvalContext, EvalResult, HandlerContext, InitResult, Observation } from '../proxy/agent-contract.js';
 import type { Message, ToolCall, ToolSchema } from '../protocol/messages.js';
 import { runToolCall } from './tools.js';
 import { withInstanceImage } from '../sandbox/images/instance-image.js';

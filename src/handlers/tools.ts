@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import type { ToolCall, ToolSchema } from '../protocol/messages.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
-import type { Clock } from '../runtime/clock.js';
-import type { Observation } from './agent-handler.js';
+import type { Clock } from '../clock.js';
+import type { Observation } from '../proxy/agent-contract.js';
 
 /**
  * The tools of the shared tool agent, with the names and arguments of OpenHands / ProRL Agent

@@ -1,5 +1,6 @@
 import net from 'node:net';
 import { once } from 'node:events';
+import { systemClock, unref, type Clock, type TimerHandle } from '../clock.js';
 import { CancelledError, InfraError, ProtocolError, deserializeError, serializeError, toRolloutError } from '../errors.js';
 import { IpcErrorReplySchema } from '../protocol/ipc.js';
 import { DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encodeFrame } from './frame-codec.js';
@@ -18,6 +19,8 @@ export interface ChannelOptions {
    * `<type>.result` reply; a throw becomes an `error` reply carrying `serializeError()`.
    */
   onRequest?: (msg: WireMessage & { id: number }) => Promise<Record<string, unknown>> | Record<string, unknown>;
+  /** The clock of request timeouts and the close grace. Default the system clock. */
+  clock?: Clock;
   /** Receives messages without an `id`. Must not throw. */
   onNotification?: (msg: WireMessage) => void;
   /** Called once when the channel closes; `err` is null on a clean close. */
@@ -27,7 +30,7 @@ export interface ChannelOptions {
 interface Pending {
   resolve: (msg: WireMessage) => void;
   reject: (err: Error) => void;
-  timer: NodeJS.Timeout | undefined;
+  timer: TimerHandle | undefined;
   cleanup: () => void;
 }
 
@@ -50,6 +53,7 @@ export class UdsChannel {
   private readonly pending = new Map<number, Pending>();
   private readonly maxFrameBytes: number;
   private readonly requestTimeoutMs: number;
+  private readonly clock: Clock;
   private nextId = 1;
   private closeError: Error | null = null;
   private isClosed = false;
@@ -64,6 +68,7 @@ export class UdsChannel {
   ) {
     this.maxFrameBytes = opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
     this.requestTimeoutMs = opts.requestTimeoutMs ?? 60_000;
+    this.clock = opts.clock ?? systemClock;
     this.decoder = new FrameDecoder(this.maxFrameBytes);
     this.closed = new Promise((r) => (this.resolveClosed = r));
     socket.setNoDelay?.(true);
@@ -132,7 +137,7 @@ export class UdsChannel {
         },
         timer: undefined,
         cleanup: () => {
-          clearTimeout(p.timer);
+          if (p.timer !== undefined) this.clock.clearTimeout(p.timer);
           signal?.removeEventListener('abort', onAbort);
           this.pending.delete(id);
         },
@@ -144,7 +149,7 @@ export class UdsChannel {
       // The frame goes out first: the timer and the abort listener are armed while the peer
       // works. No reply can be handled before this function returns (same tick).
       this.write(frame);
-      p.timer = setTimeout(() => settle(new InfraError(`request ${msg.type} timed out after ${timeoutMs} ms`, { code: 'IPC_TIMEOUT' })), timeoutMs);
+      p.timer = this.clock.setTimeout(() => settle(new InfraError(`request ${msg.type} timed out after ${timeoutMs} ms`, { code: 'IPC_TIMEOUT' })), timeoutMs);
       signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
@@ -163,8 +168,7 @@ export class UdsChannel {
     if (!this.isClosed) {
       this.socket.end();
       // A peer that never half-closes must not keep us waiting.
-      const t = setTimeout(() => this.socket.destroy(), 1000);
-      t.unref();
+      unref(this.clock.setTimeout(() => this.socket.destroy(), 1000));
       this.shutdown(null);
     }
     await this.closed;

@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { Heap } from 'heap-js';
 import { createActor, fromCallback, type Actor } from 'xstate';
 import { backendMachine, type BackendMachineEvent, type BackendStateName } from '../../machines/backend.machine.js';
+import { systemClock } from '../clock.js';
 import { BackendError, CancelledError, RolloutError, ValidationError } from '../errors.js';
 import { parseBackendPoolOptions, type BackendPoolOptions, type BackendPoolOptionsInput } from './backend-pool-options.js';
 import { HttpBackend, realTimers, type Timers } from './http-backend.js';
@@ -87,7 +88,7 @@ export class BackendPool implements ManagedLlmClient {
   constructor(options: BackendPoolOptionsInput = {}, deps: BackendPoolDeps = {}) {
     this.options = parseBackendPoolOptions(options);
     this.timers = deps.timers ?? realTimers;
-    this.now = deps.now ?? (() => performance.now());
+    this.now = deps.now ?? (() => systemClock.now());
     this.warn = deps.warn ?? ((m) => process.emitWarning(m, { code: 'ROLLOUT_BACKEND' }));
     this.shared = deps.sharedLoad;
     this.shared?.onRemoteChange(() => this.rekeyRemote());

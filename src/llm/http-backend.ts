@@ -1,20 +1,15 @@
 import http from 'node:http';
 import https from 'node:https';
+import { systemClock, type Clock } from '../clock.js';
 import { BackendError, CancelledError, TaskError } from '../errors.js';
 import type { BackendSpec, GenerateRequest, LogprobSemantics } from './llm-client.js';
 import { protocols, type ParsedGeneration, type ProtocolAdapter } from './protocols/index.js';
 
-/** Timer functions, injectable so tests drive time. */
-export interface Timers {
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
+/** The timer half of the runtime's {@link Clock}, injectable so tests drive time. */
+export type Timers = Pick<Clock, 'setTimeout' | 'clearTimeout'>;
 
-/** The global timers. */
-export const realTimers: Timers = {
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
-};
+/** The system clock's timers. */
+export const realTimers: Timers = systemClock;
 
 /** Why a call failed, as the pool needs to know it: retry elsewhere or not. */
 export type FailureKind = 'unreachable' | 'http-5xx' | 'timeout' | 'malformed' | 'removed' | 'degraded';

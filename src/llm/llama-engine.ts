@@ -1,4 +1,5 @@
 import { EngineHttpError, type Engine, type EngineRequest, type EngineResult } from './llm-http-server.js';
+import { InfraError } from '../errors.js';
 
 /** Options of {@link createLlamaEngine}. */
 export interface LlamaEngineOptions {
@@ -33,6 +34,26 @@ export interface LlamaEngine extends Engine {
   close(): Promise<void>;
 }
 
+/** What to do when node-llama-cpp is missing: it is an optional peer dependency (README, Dependencies). */
+export const LLAMA_INSTALL_HINT =
+  'node-llama-cpp is not installed. It is an optional peer dependency of rollout-runtime, needed only by `rollout llm-serve` ' +
+  '(its prebuilt CPU/CUDA/Vulkan binaries take ~700 MB, so a plain install leaves it out). Install it beside rollout-runtime: ' +
+  'npm install --save-exact node-llama-cpp@3.21.1';
+
+/**
+ * Imports node-llama-cpp, loaded only here so nothing else pays for it.
+ * @throws InfraError `ENGINE_NOT_INSTALLED` (saying how to install it) when the package is absent.
+ */
+async function loadNodeLlamaCpp(): Promise<typeof import('node-llama-cpp')> {
+  try {
+    return await import('node-llama-cpp');
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'ERR_MODULE_NOT_FOUND' && e.message.includes("'node-llama-cpp'")) throw new InfraError(LLAMA_INSTALL_HINT, { code: 'ENGINE_NOT_INSTALLED', cause: err });
+    throw err;
+  }
+}
+
 /**
  * Serves a GGUF model with node-llama-cpp 3.21.1 from its prebuilt CPU binary (`build: 'never'`,
  * nothing downloaded). Each request takes a free context sequence (waiting in arrival order when
@@ -41,10 +62,11 @@ export interface LlamaEngine extends Engine {
  * logprob is its log). Generation stops after an end-of-generation token (kept in the output,
  * as the chat codec expects) or at `max_tokens`. A prompt that does not fit is a 400.
  *
- * @throws Error when the binary cannot load or the model file is not a valid GGUF.
+ * @throws InfraError `ENGINE_NOT_INSTALLED` when node-llama-cpp is not installed; Error when the
+ * binary cannot load or the model file is not a valid GGUF.
  */
 export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<LlamaEngine> {
-  const { getLlama, TokenBias } = await import('node-llama-cpp');
+  const { getLlama, TokenBias } = await loadNodeLlamaCpp();
   const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, logLevel: 'error' as never });
   const model = await llama.loadModel({ modelPath: opts.modelPath });
   const parallel = opts.parallel ?? 4;

@@ -1,4 +1,4 @@
-import type { ExternalAgent } from '../handlers/agent-handler.js';
+import type { ExternalAgent } from './agent-contract.js';
 import type { ProxyChatCall } from './llm-proxy.js';
 import type { SegmentedTrajectory } from './segmented-trajectory.js';
 

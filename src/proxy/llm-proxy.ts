@@ -5,7 +5,7 @@ import type { Server as NetServer, Socket } from 'node:net';
 import type { OpenAiChatRequest } from '../llm/openai-chat-route.js';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import { acceptLlmListeners } from '../sandbox/llm-listener-handoff.js';
-import { jsonDepth } from '../server/body.js';
+import { jsonDepth } from '../json-depth.js';
 import { createDialects, type Dialect, type DialectName, type DialectRoute, type InternalRequest } from './dialects/index.js';
 import { routeFromBody, routeOf } from './dialects/detect.js';
 import { sendJson } from './dialects/dialect.js';

@@ -1,5 +1,5 @@
-import type { ExternalAgent, ExternalAgentEvent } from '../handlers/agent-handler.js';
-import { sleep, systemClock, type Clock } from '../runtime/clock.js';
+import type { ExternalAgent, ExternalAgentEvent } from './agent-contract.js';
+import { sleep, systemClock, type Clock } from '../clock.js';
 import { withoutShellNote } from '../sandbox/output.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import type { LlmProxy } from './llm-proxy.js';

@@ -51,6 +51,7 @@ export class AttemptSandboxes {
    */
   closeAll(): Promise<void> | null {
     if (this.open.size === 0 && this.pending.size === 0) return null;
+    // Sandbox.close never throws by contract; a start still pending rejected to its own caller.
     const closes: Promise<unknown>[] = [...this.open].map((sb) => sb.close().catch(() => {}));
     this.open.clear();
     for (const p of this.pending) closes.push(p.catch(() => {}));

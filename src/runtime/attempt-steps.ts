@@ -1,13 +1,13 @@
 import { fromCallback } from 'xstate';
 import type { ActOutput, CallLlmOutput, InitOutput, Stage, StageInput, StepCommand, StepEvent } from '../../machines/rollout.machine.js';
 import { BackendError, CancelledError, TaskError } from '../errors.js';
-import type { ActContext, EvalContext, Observation } from '../handlers/agent-handler.js';
+import type { ActContext, EvalContext, Observation } from '../proxy/agent-contract.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
 import type { GenerateRequest, GenerateResult, LlmClient } from '../llm/llm-client.js';
 import { joinPartial, segmented, type SegmentedResult } from '../llm/partial-generation.js';
 import type { RolloutEventInput } from '../protocol/events.js';
 import type { Message } from '../protocol/messages.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../clock.js';
 import { HarnessSteps } from './harness-steps.js';
 import type { EventHub } from './event-hub.js';
 import type { Attempt, RolloutSession } from './rollout-session.js';

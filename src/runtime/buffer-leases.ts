@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { BufferedGroup } from './buffer-types.js';
-import type { Clock, TimerHandle } from './clock.js';
+import type { Clock, TimerHandle } from '../clock.js';
 
 /**
  * The groups a rollout buffer has handed out on a lease. Each lease's expiry is data

@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from './clock.js';
+import type { Clock, TimerHandle } from '../clock.js';
 import { DeadlineIndex } from './deadline-index.js';
 import type { RolloutSession } from './rollout-session.js';
 

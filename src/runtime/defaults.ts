@@ -7,7 +7,7 @@ import { isOracleAddress, OracleBackend } from '../llm/oracle-backend.js';
 import { codecFor, type CodecSpec } from '../llm/codec-registry.js';
 import { createSandboxProvider } from '../sandbox/index.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../clock.js';
 
 let announced = false;
 

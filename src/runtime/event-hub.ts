@@ -1,5 +1,5 @@
 import type { RolloutEvent, RolloutEventInput } from '../protocol/events.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../clock.js';
 import { EventSubscriber, type EventItem } from './event-subscriber.js';
 
 export type { EventGap, EventItem } from './event-subscriber.js';

@@ -1,6 +1,6 @@
 import type { ActOutput, CallLlmOutput, Stage } from '../../machines/rollout.machine.js';
 import { BackendError, CancelledError } from '../errors.js';
-import type { ExternalAgent } from '../handlers/agent-handler.js';
+import type { ExternalAgent } from '../proxy/agent-contract.js';
 import type { GenerateRequest, GenerateResult, LlmClient } from '../llm/llm-client.js';
 import type { SegmentedResult } from '../llm/partial-generation.js';
 import { chatCompletion } from '../llm/openai-chat-route.js';
@@ -11,7 +11,7 @@ import { HarnessRun } from '../proxy/harness-run.js';
 import type { ProxyChatCall } from '../proxy/llm-proxy.js';
 import { ProxyRefusal } from '../proxy/openai-error.js';
 import { SegmentedTrajectory } from '../proxy/segmented-trajectory.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../clock.js';
 import type { EventHub } from './event-hub.js';
 import type { Attempt, RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';

@@ -1,6 +1,7 @@
 import { createInspector as createStatelyInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
 import type { InspectionEvent, Observer } from 'xstate';
 import { WebSocket } from 'ws';
+import { afterQueuedTimers, systemClock, unref, type Clock, type TimerHandle } from '../clock.js';
 
 /** Options of {@link createInspector}; every field has a default. */
 export interface InspectorOptions {
@@ -36,6 +37,8 @@ export interface InspectorOptions {
    * reached and lost). Default: one line on stderr.
    */
   onWarning?: (message: string) => void;
+  /** The clock of the reconnect, flush and close timers. Default the system clock. */
+  clock?: Clock;
 }
 
 /** The rollouts an inspector watches (see {@link InspectorOptions.only}). */
@@ -69,8 +72,8 @@ export interface RuntimeInspector {
    * without an observer.
    */
   readonly inspect: RolloutInspectObserver;
-  /** Counts, for tests and the health route. */
-  stats(): { sent: number; dropped: number; deferred: number };
+  /** Counts, for tests and the health route; `failedConnects`: connections that closed before they opened. */
+  stats(): { sent: number; dropped: number; deferred: number; failedConnects: number };
   /**
    * Flushes, then closes: events already observed are converted and sent (waiting up to
    * `flushTimeoutMs` for a connection still being made), the close handshake follows the last
@@ -108,15 +111,17 @@ export function createInspector(url: string, options: InspectorOptions = {}): Ru
   const baseReconnect = options.reconnectMs ?? 1_000;
   const depthLimit = options.serializationDepthLimit ?? 10;
   const flushTimeout = options.flushTimeoutMs ?? 5_000;
+  const clock = options.clock ?? systemClock;
   const warn = options.onWarning ?? ((m: string) => void process.stderr.write(`warning: ${m}\n`));
   const chosen = selection(options.only);
 
   let ws: WebSocket | null = null;
   let open = false;
   let closed = false;
-  let reconnectTimer: NodeJS.Timeout | null = null;
+  let reconnectTimer: TimerHandle | null = null;
   let delay = baseReconnect;
   let sent = 0;
+  let failedConnects = 0;
   let dropped = 0;
   // Warn once per outage: set when a connection fails, cleared when one opens.
   let warned = false;
@@ -151,6 +156,7 @@ export function createInspector(url: string, options: InspectorOptions = {}): Ru
     });
     socket.on('close', () => {
       const wasOpen = open;
+      if (!wasOpen) failedConnects++;
       open = false;
       if (ws === socket) ws = null;
       notify();
@@ -160,11 +166,12 @@ export function createInspector(url: string, options: InspectorOptions = {}): Ru
         warn(`inspector at ${url} ${why}; retrying in the background, keeping the last ${maxDeferred} events meanwhile`);
       }
       if (closed) return;
-      reconnectTimer = setTimeout(() => {
-        reconnectTimer = null;
-        connect();
-      }, delay);
-      reconnectTimer.unref();
+      reconnectTimer = unref(
+        clock.setTimeout(() => {
+          reconnectTimer = null;
+          connect();
+        }, delay),
+      );
       delay = Math.min(delay * 2, 30_000);
     });
   };
@@ -209,27 +216,27 @@ export function createInspector(url: string, options: InspectorOptions = {}): Ru
       ...observer,
       forRollout: (rollout) => (chosen(rollout) ? observer : undefined),
     },
-    stats: () => ({ sent, dropped, deferred: deferred.length }),
+    stats: () => ({ sent, dropped, deferred: deferred.length, failedConnects }),
     async close(): Promise<void> {
       if (closing) return;
       closing = true;
       // @statelyai/inspect converts each event on a setTimeout(0); timers of equal delay run in
       // the order they were set, so one more setTimeout(0) runs after every queued conversion.
-      await new Promise((resolve) => setTimeout(resolve, 0));
+      await afterQueuedTimers();
       // A short run ends before the lazy connection opens: wait for it (bounded), so its frames
       // are sent — the deferred buffer is flushed on 'open'. A refused connection ends the wait.
       if (!open && deferred.length > 0 && ws !== null) {
         await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, flushTimeout);
+          const t = clock.setTimeout(resolve, flushTimeout);
           settled.push(() => {
-            clearTimeout(t);
+            clock.clearTimeout(t);
             resolve();
           });
         });
       }
       closed = true;
       settled = [];
-      if (reconnectTimer !== null) clearTimeout(reconnectTimer);
+      if (reconnectTimer !== null) clock.clearTimeout(reconnectTimer);
       reconnectTimer = null;
       dropped += deferred.length;
       deferred.length = 0;
@@ -241,9 +248,9 @@ export function createInspector(url: string, options: InspectorOptions = {}): Ru
       // all; then wait for the handshake so no handle outlives the runtime.
       await new Promise<void>((resolve) => {
         if (socket.readyState === WebSocket.CLOSED) return resolve();
-        const force = setTimeout(() => socket.terminate(), 1_000);
+        const force = clock.setTimeout(() => socket.terminate(), 1_000);
         socket.once('close', () => {
-          clearTimeout(force);
+          clock.clearTimeout(force);
           resolve();
         });
         if (socket.readyState === WebSocket.CONNECTING) socket.terminate();

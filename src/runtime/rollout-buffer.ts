@@ -5,7 +5,7 @@ import type { WeightVersion } from '../llm/weight-versions.js';
 import { RolloutBufferOptionsSchema, type RolloutBufferOptions, type RolloutBufferOptionsInput } from '../protocol/buffer.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
-import { systemClock, type Clock } from './clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { LeaseTable } from './buffer-leases.js';
 import { allRewardsEqual, groupStaleness, groupVersion, pickNext } from './buffer-policy.js';
 import type { BufferedGroup, BufferEvent, BufferLease, LeaseOutcome, RolloutBufferStats } from './buffer-types.js';
@@ -318,7 +318,7 @@ export class RolloutBuffer {
     } catch (err) {
       // All or nothing, as submitGroup: withdraw what was admitted and retry when a group ends.
       g.settled = true;
-      for (const m of g.members) void m.h.cancel('buffer could not start the whole group').catch(() => undefined);
+      for (const m of g.members) void m.h.cancel('buffer could not start the whole group').catch(() => undefined); // ends reach onResult
       this.stall = toRolloutError(err);
       this.wake();
       return false;
@@ -326,7 +326,7 @@ export class RolloutBuffer {
     this.stall = null;
     this.counts.started++;
     this.running.set(g.groupId, g);
-    for (const m of g.members) void m.h.result.then((r) => this.onResult(g, m, r), () => undefined);
+    for (const m of g.members) void m.h.result.then((r) => this.onResult(g, m, r), () => undefined); // rejects only when the runtime (and so this buffer) closes
     return true;
   }
 
@@ -350,7 +350,7 @@ export class RolloutBuffer {
     const rest = g.members.filter((m) => !m.done);
     g.cancelled += rest.length;
     this.counts.cancelledMembers += rest.length;
-    await Promise.all(rest.map((m) => m.h.cancel(reason).catch(() => undefined)));
+    await Promise.all(rest.map((m) => m.h.cancel(reason).catch(() => undefined))); // ends reach onResult
   }
 
   /** Hands a settled group out, or drops it (dynamic sampling, or nothing kept) and starts the next prompt. */

@@ -1,6 +1,6 @@
 import type { Actor } from 'xstate';
 import type { RolloutMachine, Stage } from '../../machines/rollout.machine.js';
-import type { AgentHandler, EvalResult, HandlerContext } from '../handlers/agent-handler.js';
+import type { AgentHandler, EvalResult, HandlerContext } from '../proxy/agent-contract.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
 import type { TrajectoryBuilder } from '../llm/trajectory-builder.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
@@ -9,7 +9,7 @@ import type { RolloutState } from '../protocol/events.js';
 import type { FinishReason, RolloutResult } from '../protocol/trajectory.js';
 import type { Sandbox, SandboxProvider } from '../sandbox/sandbox.js';
 import { AttemptSandboxes } from './attempt-sandboxes.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../clock.js';
 import type { RolloutSummary } from './runtime-api.js';
 import type { RolloutError } from '../errors.js';
 import type { HarnessRun } from '../proxy/harness-run.js';

@@ -3,8 +3,8 @@ import { ValidationError } from '../errors.js';
 import type { LlmClient } from '../llm/llm-client.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
-import type { AgentHandler } from '../handlers/agent-handler.js';
-import type { Clock } from './clock.js';
+import type { AgentHandler } from '../proxy/agent-contract.js';
+import type { Clock } from '../clock.js';
 
 const limit = z.number().int().positive().max(1_000_000);
 const ms = z.number().int().nonnegative();

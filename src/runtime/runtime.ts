@@ -6,7 +6,7 @@ import { memberSeed } from '../llm/member-seed.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
 import { ValidationError } from '../errors.js';
-import { systemClock } from './clock.js';
+import { systemClock } from '../clock.js';
 import { defaults } from './defaults.js';
 import type { EventsOptions, GroupHandle, RolloutHandle, RolloutSummary, Runtime, RuntimeStatus, SubmitOptions } from './runtime-api.js';
 import { parseRuntimeOptions, type RuntimeOptions, type RuntimeOptionsInput } from './runtime-options.js';
@@ -92,6 +92,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     sandboxes = options.sandboxes ?? defaults.sandboxes(options.sandboxDriver);
   } catch (err) {
     // The pool made above would keep its probe timers alive.
+    // Creation failed: `err` is what the caller must see; the pool's close only stops its timers.
     if (ownsLlm) void llm.close?.().catch(() => undefined);
     throw err;
   }
@@ -170,6 +171,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
       closing ??= (async () => {
         await sup.shutdown(opts.drain ?? false);
         const closes: Promise<unknown>[] = [];
+        // Both are closed whatever the other does; neither close has anything left to release on error.
         if (ownsLlm && llm.close) closes.push(llm.close().catch(() => {}));
         if (ownsSandboxes) closes.push(sandboxes.close().catch(() => {}));
         await Promise.all(closes);

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { systemClock, type Clock } from '../clock.js';
 import { CancelledError, SandboxError, TaskError } from '../errors.js';
 import { UdsChannel } from '../ipc/uds-channel.js';
 import { SandboxCreateResultSchema, SandboxLostSchema, SandboxSpecSchema } from '../protocol/sandbox.js';
@@ -61,7 +62,8 @@ export interface HostSandboxProvider extends SandboxProvider {
  *
  * @throws ValidationError on bad options.
  */
-export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSandboxProvider {
+/** `clock` times the host start-up limit and the kill grace at close. Default the system clock. */
+export function createSandboxProvider(input: SandboxOptionsInput = {}, clock: Clock = systemClock): HostSandboxProvider {
   const options = parseSandboxOptions(input);
   if (options.rootfs !== null) checkRootfs(options.rootfs);
   const driver = detectDriver(options.driver);
@@ -91,16 +93,16 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
     let stderr = '';
     proc.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     const ready = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new SandboxError(`sandbox host did not start in ${options.timeouts.hostStartMs} ms: ${stderr}`)), options.timeouts.hostStartMs);
+      const timer = clock.setTimeout(() => reject(new SandboxError(`sandbox host did not start in ${options.timeouts.hostStartMs} ms: ${stderr}`)), options.timeouts.hostStartMs);
       const rl = readline.createInterface({ input: proc.stdout! });
       rl.on('line', (line) => {
         if (line.startsWith('ready ')) {
-          clearTimeout(timer);
+          clock.clearTimeout(timer);
           resolve();
         }
       });
       proc.once('exit', (code) => {
-        clearTimeout(timer);
+        clock.clearTimeout(timer);
         reject(new SandboxError(`sandbox host exited with ${code} before it was ready: ${stderr.trim()}`));
       });
     });
@@ -248,9 +250,9 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}): HostSand
           if (!proc) return;
           const exited = proc.exitCode !== null || proc.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => proc.once('exit', () => r()));
           if (h.channel?.isOpen) await h.channel.close();
-          const t = setTimeout(() => proc.kill('SIGKILL'), 5000);
+          const t = clock.setTimeout(() => proc.kill('SIGKILL'), 5000);
           await exited;
-          clearTimeout(t);
+          clock.clearTimeout(t);
         }),
       );
       hosts.length = 0;

@@ -1,3 +1,4 @@
+import { every, systemClock, type Clock } from '../clock.js';
 import { CancelledError } from '../errors.js';
 import type { Sandbox, SandboxProvider, SandboxSpec } from './sandbox.js';
 
@@ -48,7 +49,8 @@ export type WithWarmPools<P> = P & { warmPoolStats(): WarmPoolStats[] };
  * With no pools configured the provider is returned unchanged. `close()` closes the pooled
  * sandboxes, then the provider.
  */
-export function withWarmPools<P extends SandboxProvider>(inner: P, options: WarmPoolOptions, now: () => number = Date.now): WithWarmPools<P> {
+export function withWarmPools<P extends SandboxProvider>(inner: P, options: WarmPoolOptions, clock: Clock = systemClock): WithWarmPools<P> {
+  const now = (): number => clock.now();
   const configured = Object.entries(options.warmPools).filter(([, k]) => k > 0);
   if (configured.length === 0) return Object.assign(inner, { warmPoolStats: () => [] });
   const targets = new Map(configured);
@@ -80,12 +82,11 @@ export function withWarmPools<P extends SandboxProvider>(inner: P, options: Warm
     for (const sb of all) void sb.close();
   };
 
-  // One sweep for every pool; unref'd so it never keeps a process alive.
-  const sweep = setInterval(() => {
+  // One sweep for every pool; every() unrefs it, so it never keeps a process alive.
+  const stopSweep = every(clock, Math.max(1000, Math.floor(options.warmPoolIdleMs / 4)), () => {
     const t = now();
     for (const pool of pools.values()) if (!pool.drained && t - pool.lastTakeAt > options.warmPoolIdleMs) drain(pool);
-  }, Math.max(1000, Math.floor(options.warmPoolIdleMs / 4)));
-  sweep.unref();
+  });
 
   const wrapped = Object.create(inner) as WithWarmPools<P>;
   wrapped.create = async (spec: SandboxSpec, opts: { rolloutId: string; signal?: AbortSignal | undefined }): Promise<Sandbox> => {
@@ -113,7 +114,7 @@ export function withWarmPools<P extends SandboxProvider>(inner: P, options: Warm
   };
   wrapped.close = async (): Promise<void> => {
     closed = true;
-    clearInterval(sweep);
+    stopSweep();
     await Promise.all([...pools.values()].flatMap((p) => p.ready.splice(0).map((sb) => sb.close())));
     await inner.close();
   };

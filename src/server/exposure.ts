@@ -6,6 +6,8 @@ import { BlockList, isIP } from 'node:net';
  * non-loopback bind needs `--token`; `--insecure` overrides the refusal and keeps reminding.
  */
 
+import { every, systemClock, type Clock } from '../clock.js';
+
 /** 127.0.0.0/8 and ::1; node's BlockList also matches IPv4-mapped IPv6 (`::ffff:127.0.0.1`, `::ffff:7f00:1`) against the IPv4 rule. */
 const LOOPBACK = (() => {
   const list = new BlockList();
@@ -61,28 +63,12 @@ export function checkExposure(host: string, token: string | undefined, insecure:
   };
 }
 
-/** The timer functions {@link repeatWarning} uses (injected in tests). */
-export interface IntervalTimers {
-  setInterval(fn: () => void, ms: number): unknown;
-  clearInterval(handle: unknown): void;
-}
-
-const realTimers: IntervalTimers = {
-  setInterval: (fn, ms) => {
-    const t = setInterval(fn, ms);
-    // A reminder must never keep a closing process alive.
-    t.unref();
-    return t;
-  },
-  clearInterval: (h) => clearInterval(h as NodeJS.Timeout),
-};
-
 /**
  * Writes `warning` now and every `everyMs` (default one minute) until the returned stop function
  * is called: an exposed service should not be forgotten in a scroll-back.
  */
-export function repeatWarning(warning: string, write: (line: string) => void, timers: IntervalTimers = realTimers, everyMs = 60_000): () => void {
+export function repeatWarning(warning: string, write: (line: string) => void, clock: Clock = systemClock, everyMs = 60_000): () => void {
   write(`${warning}\n`);
-  const handle = timers.setInterval(() => write(`${warning}\n`), everyMs);
-  return () => timers.clearInterval(handle);
+  // every() unrefs its timer: a reminder never keeps a closing process alive.
+  return every(clock, everyMs, () => write(`${warning}\n`));
 }

@@ -1,7 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { isAuthorized, isHostAllowed, isOriginAllowed } from './auth.js';
 import { readJsonBody } from './body.js';
-import { systemClock, type Clock } from '../runtime/clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { HttpError, sendError, sendJson, toHttpError } from './http-error.js';
 import type { Router } from './router.js';
 import type { ServiceContext } from './service-context.js';

@@ -81,6 +81,7 @@ export function nativeRoutes(service: ServiceContext): Route[] {
         confineInstancePaths(body.instance, service.options.pathRoots, 'instance');
         confineSamplingPaths(body.sampling_params, service.options.pathRoots, 'sampling_params');
         const handle = rt.submit(body.instance, body.sampling_params ?? {}, { id: body.id, groupId: body.group_id });
+        // /v1 submit answers with the id; the result is read later (its failure is a result field).
         handle.result.catch(() => undefined);
         await (handle as AcceptedHandle).accepted;
         return { status: 202, body: { id: handle.id, group_id: body.group_id ?? null, state: rt.get(handle.id)?.state ?? 'queued' } };
@@ -111,7 +112,7 @@ export function nativeRoutes(service: ServiceContext): Route[] {
             g.results.catch(() => undefined);
             groups.push(g);
           }
-          await Promise.all(groups.map((g) => (g as AcceptedHandle).accepted));
+          await Promise.all(groups.flatMap((g) => (g as AcceptedHandle).accepted ?? []));
         } catch (err) {
           // All or nothing: what was admitted before the refusal is withdrawn.
           await Promise.all(groups.map((g) => g.cancel('batch refused').catch(() => undefined)));

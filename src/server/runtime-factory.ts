@@ -1,10 +1,10 @@
-import type { AgentHandler } from '../handlers/agent-handler.js';
+import type { AgentHandler } from '../proxy/agent-contract.js';
 import { BackendPool } from '../llm/backend-pool.js';
 import type { BackendPoolOptionsInput } from '../llm/backend-pool-options.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
 import type { SharedBackendLoad } from '../llm/shared-backend-load.js';
 import { OracleBackend } from '../llm/oracle-backend.js';
-import { systemClock, type Clock } from '../runtime/clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { createRuntime } from '../runtime/runtime.js';
 import type { RuntimeOptionsInput } from '../runtime/runtime-options.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
@@ -75,6 +75,7 @@ export function serviceRuntimeFactory(parts: ServiceRuntimeParts): RuntimeFactor
         try {
           await close(opts);
         } finally {
+          // Both are closed whatever the other does; neither has anything left to release on error.
           await Promise.all([llm.close().catch(() => undefined), sandboxes.close().catch(() => undefined)]);
         }
       },

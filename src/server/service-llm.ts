@@ -1,5 +1,5 @@
 import { BackendError } from '../errors.js';
-import { systemClock, type Clock } from '../runtime/clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import type { BackendInfo, BackendSpec, GenerateRequest, GenerateResult, LlmClient, ManagedLlmClient } from '../llm/llm-client.js';
 
 import { ORACLE_ADDRESS, ORACLE_URL } from '../llm/oracle-backend.js';

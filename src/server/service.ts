@@ -17,7 +17,7 @@ import type { BackendRegistration, ServiceContext } from './service-context.js';
 import { parseServiceOptions, type ServiceOptions, type ServiceOptionsInput } from './service-options.js';
 import type { RuntimeFactory, ServiceRuntime } from './service-runtime.js';
 import { WsEventHub } from './ws-events.js';
-import { systemClock, type Clock } from '../runtime/clock.js';
+import { systemClock, type Clock } from '../clock.js';
 
 /** What {@link createService} needs besides options. */
 export interface ServiceDeps {
@@ -259,6 +259,7 @@ export class RolloutService implements ServiceContext {
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
     const next = this.lock.then(fn, fn);
+    // The caller of fn sees its rejection through `next`; the lock only orders calls.
     this.lock = next.catch(() => undefined);
     return next;
   }

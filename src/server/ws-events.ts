@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { every, systemClock, type Clock } from '../runtime/clock.js';
+import { every, systemClock, unref, type Clock } from '../clock.js';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, WebSocket, type RawData } from 'ws';
 import { WsClientMessageSchema, type WsServerMessage } from '../protocol/http.js';
@@ -121,7 +121,7 @@ export class WsEventHub {
     for (const c of this.conns) {
       for (const s of c.subs.values()) s.abort.abort();
       c.ws.close(1001, 'server closing');
-      setTimeout(() => c.ws.terminate(), 1000).unref();
+      unref(this.clock.setTimeout(() => c.ws.terminate(), 1000));
     }
     this.wss.close();
   }
@@ -164,7 +164,7 @@ export class WsEventHub {
       this.service.metrics.wsDropped.inc({ reason: 'rate' });
       conn.inbox.length = 0;
       conn.ws.close(1008, 'message rate exceeded');
-      setTimeout(() => conn.ws.terminate(), 1000).unref();
+      unref(this.clock.setTimeout(() => conn.ws.terminate(), 1000));
       return;
     }
     conn.tokens -= 1;
@@ -336,7 +336,7 @@ export class WsEventHub {
         if (now - c.slowSince >= o.wsSlowCloseMs) {
           this.service.metrics.wsDropped.inc({ reason: 'closed' });
           c.ws.close(1008, 'slow consumer');
-          setTimeout(() => c.ws.terminate(), 1000).unref();
+          unref(this.clock.setTimeout(() => c.ws.terminate(), 1000));
         }
         continue;
       }

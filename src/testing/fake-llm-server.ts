@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { sleep, systemClock, type Clock } from '../clock.js';
 import type http from 'node:http';
 import { InstanceSchema, type Instance } from '../protocol/instance.js';
 import type { HfChatCodec } from '../llm/hf-codec.js';
@@ -25,6 +26,8 @@ export interface FakeLlmServerOptions {
   policy?: 'scripted' | 'random' | Engine | undefined;
   /** Fixed latency per request. */
   latencyMs?: number | undefined;
+  /** The clock of the latencies. Default the system clock. */
+  clock?: Clock | undefined;
   /** Latency per output token, added to `latencyMs`. */
   perTokenMs?: number | undefined;
   /**
@@ -55,6 +58,14 @@ export interface FakeLlmServer {
   /** Generation requests received. */
   readonly requests: number;
   weightVersion: string | number | null;
+  /**
+   * When set, a generation longer than this many tokens samples that many (after its latency)
+   * and then holds until `/abort_request` (or its client leaves): a test's abort lands at a known
+   * token instead of a guessed time. null (default): no hold.
+   */
+  holdAtTokens: number | null;
+  /** Generations held at `holdAtTokens` right now: what a test waits on before it aborts. */
+  readonly held: number;
   close(): Promise<void>;
 }
 
@@ -82,12 +93,22 @@ export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promi
   const inner: Engine = typeof policy === 'object' ? policy : policy === 'scripted' ? scriptedEngine(codec, byId) : randomEngine(codec, { seed: opts.seed ?? 0 });
   const latencyMs = opts.latencyMs ?? 0;
   const perTokenMs = opts.perTokenMs ?? 0;
+  const clock = opts.clock ?? systemClock;
   const maxConcurrent = opts.maxConcurrent ?? Infinity;
   /** Partial outputs of aborted generations, by instance, turn and the prompt length a continuation will have. */
   const partials = new Map<string, { ids: number[] }>();
   let active = 0;
+  let holdAtTokens: number | null = null;
+  let held = 0;
   const waiting: (() => void)[] = [];
   let waitHead = 0;
+
+  /** The answer of a generation aborted after `k` tokens, kept for its continuation. */
+  const abortedAt = (req: EngineRequest, out: EngineResult, k: number): EngineResult => {
+    const ids = out.outputIds.slice(0, k);
+    partials.set(`${req.instanceId}|${req.turn}|${req.promptIds.length + k}`, { ids });
+    return { outputIds: ids, logprobs: out.logprobs.slice(0, k), finishReason: 'abort' };
+  };
 
   const engine: Engine = {
     decode: inner.decode ?? ((ids) => codec.decode(ids)),
@@ -107,15 +128,25 @@ export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promi
         if (resumed) partials.delete(key);
         const full = await inner.generate(given ? { ...req, promptIds: req.promptIds.slice(0, -given), maxTokens: req.maxTokens + given } : req);
         const out: EngineResult = given ? { ...full, outputIds: full.outputIds.slice(given), logprobs: full.logprobs.slice(given) } : full;
+        const hold = holdAtTokens;
+        if (hold !== null && hold < out.outputIds.length && req.engineAbort) {
+          const signal = AbortSignal.any([req.signal, req.engineAbort]);
+          await sleep(clock, latencyMs + perTokenMs * hold, signal).catch(() => undefined);
+          if (!signal.aborted) {
+            held++;
+            await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+            held--;
+          }
+          if (!req.engineAbort.aborted || req.signal.aborted) return out;
+          return abortedAt(req, out, hold);
+        }
         const ms = latencyMs + perTokenMs * out.outputIds.length;
-        const t0 = Date.now();
-        if (ms > 0) await delay(ms, req.engineAbort ? AbortSignal.any([req.signal, req.engineAbort]) : req.signal);
+        const t0 = clock.now();
+        // An abort ends the latency early: the partial answer below is what was sampled by then.
+        if (ms > 0) await sleep(clock, ms, req.engineAbort ? AbortSignal.any([req.signal, req.engineAbort]) : req.signal).catch(() => undefined);
         if (!req.engineAbort?.aborted || req.signal.aborted) return out;
         // Aborted by /abort_request: what was sampled by now (perTokenMs per token after latencyMs).
-        const k = perTokenMs > 0 ? Math.max(0, Math.min(out.outputIds.length - 1, Math.floor((Date.now() - t0 - latencyMs) / perTokenMs))) : 0;
-        const ids = out.outputIds.slice(0, k);
-        partials.set(`${req.instanceId}|${req.turn}|${req.promptIds.length + k}`, { ids });
-        return { outputIds: ids, logprobs: out.logprobs.slice(0, k), finishReason: 'abort' };
+        return abortedAt(req, out, perTokenMs > 0 ? Math.max(0, Math.min(out.outputIds.length - 1, Math.floor((clock.now() - t0 - latencyMs) / perTokenMs))) : 0);
       } finally {
         if (waitHead < waiting.length) {
           waiting[waitHead++]!();
@@ -171,6 +202,15 @@ export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promi
     set weightVersion(v) {
       s.weightVersion = v;
     },
+    get holdAtTokens() {
+      return holdAtTokens;
+    },
+    set holdAtTokens(n) {
+      holdAtTokens = n;
+    },
+    get held() {
+      return held;
+    },
     close: () => s.close(),
   };
 }
@@ -181,14 +221,3 @@ function sameTail(prompt: readonly number[], tail: readonly number[]): boolean {
   return true;
 }
 
-function delay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-    function done(): void {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-  });
-}

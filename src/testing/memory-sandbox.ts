@@ -1,5 +1,5 @@
 import { CancelledError, SandboxError } from '../errors.js';
-import { abortReason, sleep, systemClock, type Clock } from '../runtime/clock.js';
+import { abortReason, sleep, systemClock, type Clock } from '../clock.js';
 import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult, Sandbox, SandboxProvider, SandboxSpec } from '../sandbox/sandbox.js';
 
 /** Which sandbox operation a fault or latency applies to. */

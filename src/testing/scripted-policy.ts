@@ -1,5 +1,5 @@
 import { BackendError, CancelledError, TaskError } from '../errors.js';
-import { abortReason, sleep, systemClock, type Clock } from '../runtime/clock.js';
+import { abortReason, sleep, systemClock, type Clock } from '../clock.js';
 import type { GenerateRequest, GenerateResult } from '../llm/llm-client.js';
 import { OracleBackend, type OracleBackendOptions } from '../llm/oracle-backend.js';
 

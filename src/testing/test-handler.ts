@@ -1,4 +1,4 @@
-import type { AgentHandler } from '../handlers/agent-handler.js';
+import type { AgentHandler } from '../proxy/agent-contract.js';
 import { defineToolAgent } from '../handlers/tool-agent.js';
 import { toolSchemas } from '../handlers/tools.js';
 

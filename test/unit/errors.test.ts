@@ -1,3 +1,6 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
   BackendError,
@@ -13,7 +16,9 @@ import {
   TaskError,
   ValidationError,
   deserializeError,
+  ERROR_CODES,
   serializeError,
+  type ErrorClassName,
 } from '../../src/errors.js';
 
 const details = { kind: 'http-5xx', nested: { a: [1, 2] } };
@@ -47,7 +52,7 @@ const view = (e: RolloutError): unknown => ({
 describe('error serialization', () => {
   it('covers every error class the module exports', async () => {
     const mod = await import('../../src/errors.js');
-    const classes = Object.values(mod).filter((v) => typeof v === 'function' && v.prototype instanceof RolloutError);
+    const classes = Object.values(mod).filter((v): v is typeof RolloutError => typeof v === 'function' && v.prototype instanceof RolloutError);
     expect(classes.map((c) => c.name).sort()).toEqual(cases.map(([n]) => n).sort());
   });
 
@@ -69,5 +74,54 @@ describe('error serialization', () => {
     const back = deserializeError({ name: 'GpuOnFireError', code: 'GPU', message: 'hot', retryable: true, details: { t: 99 } });
     expect(back).toBeInstanceOf(RolloutError);
     expect({ name: back.name, code: back.code, retryable: back.retryable, details: back.details }).toEqual({ name: 'GpuOnFireError', code: 'GPU', retryable: true, details: { t: 99 } });
+  });
+});
+
+describe('the error code catalogue', () => {
+  /**
+   * Makes an error of `cls` carrying `code` (classes with one fixed code ignore it). An infra
+   * code listed as not retryable (a configuration mistake: CONTEXT_LIMIT) is thrown with
+   * `retryable: false` at its one place; the others take their class's default.
+   */
+  const fixed = (code: string) => ((ERROR_CODES as Record<string, { class: string; retryable: boolean }>)[code]?.retryable === false ? { retryable: false } : {});
+  const make: Record<ErrorClassName, (code: string) => RolloutError> = {
+    InfraError: (code) => new InfraError('x', { code, ...fixed(code) }),
+    SandboxError: (code) => new SandboxError('x', { code }),
+    BackendError: (code) => new BackendError('x', { code, ...fixed(code) }),
+    StaleRolloutError: () => new StaleRolloutError('x'),
+    TaskError: (code) => new TaskError('x', { code }),
+    RolloutTimeoutError: (code) => new RolloutTimeoutError('x', { code }),
+    CancelledError: () => new CancelledError(),
+    ValidationError: () => new ValidationError('x'),
+    QueueFullError: () => new QueueFullError('x'),
+    RuntimeClosedError: () => new RuntimeClosedError(),
+    ProtocolError: (code) => new ProtocolError('x', { code }),
+  };
+
+  it('gives every code the class and the retry decision that class makes', () => {
+    for (const [code, entry] of Object.entries(ERROR_CODES)) {
+      const e = make[entry.class](code);
+      expect([e.name, e.code, e.retryable], code).toEqual([entry.class, code, entry.retryable]);
+    }
+  });
+
+  it('lists every code thrown in src/, with the class that throws it', () => {
+    const root = fileURLToPath(new URL('../../src/', import.meta.url));
+    const files = (dir: string): string[] =>
+      readdirSync(dir).flatMap((f) => (statSync(join(dir, f)).isDirectory() ? files(join(dir, f)) : f.endsWith('.ts') ? [join(dir, f)] : []));
+    const thrown: { code: string; cls: string; file: string }[] = [];
+    for (const file of files(root)) {
+      const text = readFileSync(file, 'utf8');
+      // `new SandboxError('…', { code: 'SANDBOX_LOST' … })`: the class, then the first code literal before the call closes.
+      for (const m of text.matchAll(/new (\w+Error)\(((?:[^()]|\((?:[^()]|\([^()]*\))*\))*)\)/g)) {
+        // A literal, or each side of a conditional (`code: full ? 'CONTEXT_FULL' : 'BACKEND_REJECTED'`).
+        const c = /code: (?:'([A-Z][A-Z0-9_]*)'|[\w.]+ \? '([A-Z][A-Z0-9_]*)' : '([A-Z][A-Z0-9_]*)')/.exec(m[2]!);
+        for (const code of c ? [c[1], c[2], c[3]] : []) if (code && m[1]! in make) thrown.push({ code, cls: m[1]!, file });
+      }
+      for (const m of text.matchAll(/image(Task|Infra)Error\('([A-Z][A-Z0-9_]*)'/g)) thrown.push({ code: m[2]!, cls: `${m[1]}Error`, file });
+    }
+    expect(thrown.length).toBeGreaterThan(40);
+    const wrong = thrown.filter((t) => (ERROR_CODES as Record<string, { class: string }>)[t.code]?.class !== t.cls);
+    expect(wrong.map((t) => `${t.cls} ${t.code} in ${t.file.slice(root.length)}`)).toEqual([]);
   });
 });

@@ -1,4 +1,5 @@
 import { choiceFlag, numberFlag, parseFlags, UsageError } from '../args.js';
+import { InfraError } from '../../errors.js';
 import { ensureTinyGguf } from '../../llm/gguf-writer.js';
 import type { ChatCodec } from '../../llm/chat-codec.js';
 import { checkEngineTokenizer, codecFor, tinyVocabFor } from '../../llm/codec-registry.js';
@@ -83,7 +84,15 @@ export async function run(argv: string[]): Promise<number> {
   }
   // createLlamaEngine's defaults, stated here for /props and the banner.
   const slots = n.parallel ?? 4;
-  const engine = await createLlamaEngine({ modelPath, parallel: n.parallel, contextSize: n.contextSize, threads: n.threads });
+  let engine: Awaited<ReturnType<typeof createLlamaEngine>>;
+  try {
+    engine = await createLlamaEngine({ modelPath, parallel: n.parallel, contextSize: n.contextSize, threads: n.threads });
+  } catch (e) {
+    // The engine is an optional peer dependency: say how to install it, not a stack trace.
+    if (!(e instanceof InfraError && e.code === 'ENGINE_NOT_INSTALLED')) throw e;
+    process.stderr.write(`rollout llm-serve: ${e.message}\n`);
+    return 1;
+  }
   const bad = v.tokenizer ? checkEngineTokenizer({ tokenizer: v.tokenizer, toolParser: v['tool-parser'] }, engine.tokenize, modelPath) : null;
   if (bad) {
     process.stderr.write(`rollout llm-serve: ${bad}\n`);

@@ -42,6 +42,7 @@ export async function openRunEnvironment(
     runtime,
     description,
     async close() {
+      // The command is exiting; its exit code already says how the run went.
       await runtime.close({ drain: false }).catch(() => undefined);
     },
   };

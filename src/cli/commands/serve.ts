@@ -16,7 +16,8 @@ import { clusterRuntimeFactory } from '../../cluster/gateway-factory.js';
 import { createService } from '../../server/service.js';
 import { serveVisualizer } from '../../server/visualizer-assets.js';
 import type { ServiceOptionsInput } from '../../server/service-options.js';
-import { checkExposure, repeatWarning, type IntervalTimers } from '../../server/exposure.js';
+import { checkExposure, repeatWarning } from '../../server/exposure.js';
+import type { Clock } from '../../clock.js';
 import { isOracleAddress } from '../../llm/oracle-backend.js';
 import type { BackendProbe } from '../../llm/backend-probe.js';
 import { detectDriver } from '../../sandbox/index.js';
@@ -111,7 +112,7 @@ const SERVE_FLAGS = {
 /** What `rollout serve` runs on besides its flags (injected in tests). */
 export interface ServeDeps {
   /** Timers of the `--insecure` reminder. Default: real, unref'd intervals. */
-  timers?: IntervalTimers | undefined;
+  clock?: Clock | undefined;
 }
 
 /**
@@ -221,9 +222,9 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     });
     const url = await service.listen();
     process.stdout.write(`listening on ${url}\n`);
-    opsLog = new OpsLog({ source: opsSnapshotOf(() => service.runtime), write: (l) => process.stderr.write(`${logFormat === 'json' ? '' : 'rollout serve: '}${l}\n`), format: logFormat, clock: systemClock, statsMs: statsEvery * 1000 });
+    opsLog = new OpsLog({ source: opsSnapshotOf(() => service.runtime), write: (l) => process.stderr.write(`${logFormat === 'json' ? '' : 'rollout serve: '}${l}\n`), format: logFormat, clock: deps.clock ?? systemClock, statsMs: statsEvery * 1000 });
     opsLog.start();
-    if (exposure.kind === 'insecure') stopWarning = repeatWarning(exposure.warning, (l) => process.stderr.write(l), deps.timers);
+    if (exposure.kind === 'insecure') stopWarning = repeatWarning(exposure.warning, (l) => process.stderr.write(l), deps.clock);
     // The same backend checks as `rollout run` (src/cli/preflight.ts), after listening so a dead
     // backend delays nothing: a failing one gets a line on stderr and shows `down` in /status.
     const probes = await probeBackends(backends.map((b) => b.address).filter((a) => !isOracleAddress(a)), { timeoutMs: 3000 });

@@ -142,6 +142,7 @@ export async function run(argv: string[]): Promise<number> {
     await node.close();
     return 0;
   } catch (err) {
+    // Start-up failed: `err` is what the user must see, not a close error after it.
     opsLog?.stop();
     await node?.close().catch(() => undefined);
     const e = err as Error & { issues?: { path: string; message: string }[] };

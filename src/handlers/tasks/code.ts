@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CancelledError, InfraError, SandboxError } from '../../errors.js';
-import type { AgentHandler } from '../agent-handler.js';
+import type { AgentHandler } from '../../proxy/agent-contract.js';
 import { CODE_RUNNER_PY } from './code-runner.js';
 import { GroundTruthError, testsFromGroundTruth, type CodeTest } from './code-ground-truth.js';
 import { ChatPromptSchema, clip, firstMessages, parseInstance, runToEnd } from './task-kit.js';

@@ -7,7 +7,7 @@ import { SandboxError, TaskError } from '../../errors.js';
 import { LlmProxy } from '../../proxy/llm-proxy.js';
 import { SandboxHarness } from '../../proxy/sandbox-harness.js';
 import type { SandboxSpec } from '../../sandbox/sandbox.js';
-import type { AgentHandler } from '../agent-handler.js';
+import type { AgentHandler } from '../../proxy/agent-contract.js';
 import { clip, freshShellForEval, parseInstance, runToEnd } from './task-kit.js';
 
 /**

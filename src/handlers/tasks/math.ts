@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { AgentHandler } from '../agent-handler.js';
+import type { AgentHandler } from '../../proxy/agent-contract.js';
 import { extractMathAnswer, mathAnswersMatch } from './answer-check.js';
 import { ChatPromptSchema, findAnswer, firstMessages, parseInstance } from './task-kit.js';
 import type { TaskPrompt } from './task-kit.js';

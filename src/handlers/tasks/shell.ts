@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { SandboxError } from '../../errors.js';
-import type { AgentHandler } from '../agent-handler.js';
+import type { AgentHandler } from '../../proxy/agent-contract.js';
 import { clip, freshShellForEval, parseInstance, runToEnd } from './task-kit.js';
 import { defineToolAgent } from '../tool-agent.js';
 import { toolSchemas } from '../tools.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { AgentHandler } from '../agent-handler.js';
+import type { AgentHandler } from '../../proxy/agent-contract.js';
 import { choiceLetters, extractChoice } from './answer-check.js';
 import { findAnswer, parseInstance } from './task-kit.js';
 import { defineToolAgent } from '../tool-agent.js';

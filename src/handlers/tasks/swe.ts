@@ -1,16 +1,16 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { SandboxError, TaskError } from '../../errors.js';
-import type { HandlerContext } from '../agent-handler.js';
+import type { HandlerContext } from '../../proxy/agent-contract.js';
 import { gradeTests, parseTestLog, type TestStatusMap } from './swe-log-parsers.js';
 import { derivedImageName, patchFiles, R2eRowSchema, rowKind, runnerOf, SweBenchRowSchema, sweTestCommand, type R2eRow, type SweBenchRow } from './swe-rows.js';
-import type { AgentHandler } from '../agent-handler.js';
+import type { AgentHandler } from '../../proxy/agent-contract.js';
 import type { Sandbox, SandboxSpec } from '../../sandbox/sandbox.js';
 import { clip, freshShellForEval, parseInstance, runToEnd, shellQuote } from './task-kit.js';
 import { evalFault, faultMessage } from './eval-fault.js';
 import { defineToolAgent } from '../tool-agent.js';
 import { toolSchemas } from '../tools.js';
-import type { Clock } from '../../runtime/clock.js';
+import type { Clock } from '../../clock.js';
 
 /**
  * A software-engineering instance: a small repository with a bug and tests that fail on it.

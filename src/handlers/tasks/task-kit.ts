@@ -4,7 +4,7 @@ import type { Instance } from '../../protocol/instance.js';
 import type { Message } from '../../protocol/messages.js';
 import type { BashResult, Sandbox } from '../../sandbox/sandbox.js';
 import { withoutShellNote } from '../../sandbox/output.js';
-import type { Clock } from '../../runtime/clock.js';
+import type { Clock } from '../../clock.js';
 
 /**
  * Small helpers every built-in task handler shares: instance validation that names the bad

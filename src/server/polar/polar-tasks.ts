@@ -128,7 +128,7 @@ export class PolarTasks {
         // All or nothing: the sessions already admitted are withdrawn.
         for (const x of rec.sessions) this.live.delete(x.id);
         this.unfollowIfIdle();
-        await Promise.all(rec.sessions.map((x) => x.handle?.cancel('task refused').catch(() => undefined)));
+        await Promise.all(rec.sessions.flatMap((x) => (x.handle ? [x.handle.cancel('task refused').catch(() => undefined)] : [])));
         throw err;
       }
       rec.sessions.push(s);
@@ -171,7 +171,7 @@ export class PolarTasks {
     rec.status = 'cancelling';
     rec.updatedAt = this.clock.now();
     this.tombstones.set(taskId, this.clock.now() + TOMBSTONE_MS);
-    await Promise.all(rec.sessions.map((s) => (s.result ? undefined : s.handle?.cancel('cancelled by DELETE /rollout/task').catch(() => undefined))));
+    await Promise.all(rec.sessions.flatMap((s) => (s.result || !s.handle ? [] : [s.handle.cancel('cancelled by DELETE /rollout/task').catch(() => undefined)])));
     await rec.settled.catch(() => undefined);
     return this.statusOf(rec);
   }

@@ -25,7 +25,7 @@ afterEach(async () => {
 
 async function setUp(): Promise<void> {
   const codec = createQwen3Codec();
-  // 40 ms per token (a turn takes ~1 s): an abort 150 ms into a turn lands mid-generation.
+  // 40 ms per token; the abort below lands at a held token (holdAtTokens), not at a guessed time.
   fake = await startFakeLlmServer({ tasks: [instance], protocol: 'sglang', perTokenMs: 40, weightVersion: 1, codec });
   sandboxes = new MemorySandboxProvider();
   rt = createRuntime({ backends: [`sglang+${fake.url}`], codec, sandboxes, handlers: [createTestHandler()], sandboxDriver: 'none' });
@@ -40,9 +40,10 @@ describe('abort and resume against fake-llm (SGLang protocol, real HTTP)', () =>
 
     // The trainer's update in `abort` mode: pause new calls, abort the engines' generations,
     // load the weights (version 2), resume.
+    fake!.holdAtTokens = 3;
     const h = rt!.submit(instance);
-    for (let i = 0; i < 2000 && fake!.requests === sent; i++) await new Promise((r) => setTimeout(r, 5));
-    await new Promise((r) => setTimeout(r, 150));
+    await expect.poll(() => fake!.held, { timeout: 30_000 }).toBe(1);
+    fake!.holdAtTokens = null;
     rt!.pauseGeneration();
     const ab = await fetch(`${fake!.url}/abort_request`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ abort_all: true }) });
     expect(((await ab.json()) as { aborted: number }).aborted).toBe(1);
@@ -58,8 +59,9 @@ describe('abort and resume against fake-llm (SGLang protocol, real HTTP)', () =>
     expect(res.trajectory.turns[0]!.outputIds).toEqual(reference.trajectory.turns[0]!.outputIds);
     const runs = res.trajectory.weightVersions!;
     expect(runs[0]!.version).toBe(1);
-    expect(runs[0]!.tokens).toBeGreaterThan(0);
-    expect(runs[0]!.tokens).toBeLessThan(reference.trajectory.turns[0]!.outputIds.length);
+    // Exactly the tokens sampled before the hold, then the rest on version 2.
+    expect(runs[0]!.tokens).toBe(3);
+    expect(reference.trajectory.turns[0]!.outputIds.length).toBeGreaterThan(3);
     expect(runs.slice(1).every((x) => x.version === 2)).toBe(true);
     expect(runs.reduce((a, x) => a + x.tokens, 0)).toBe(res.trajectory.lossMask.filter((m) => m === 1).length);
     expect(res.trajectory.turns.map((t) => t.weightVersion)).toEqual([2, 2, 2]);
@@ -82,12 +84,11 @@ describe('POST /v1/weights/abort (the service relays the abort to its engines)',
     return { status: res.status, body: await res.json() };
   };
   const resultOf = async (url: string, id: string): Promise<any> => {
-    for (let i = 0; i < 2000; i++) {
-      const b = (await (await fetch(`${url}/v1/rollouts/${id}`)).json()) as { result: unknown };
-      if (b.result) return b.result;
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    throw new Error(`rollout ${id} did not finish`);
+    let result: unknown = null;
+    await expect
+      .poll(async () => (result = ((await (await fetch(`${url}/v1/rollouts/${id}`)).json()) as { result: unknown }).result) ?? null, { timeout: 30_000, interval: 10 })
+      .not.toBeNull();
+    return result;
   };
 
   it('pause → abort → update → resume: the aborted turn resumes on version 2 with its partial kept', async () => {
@@ -112,10 +113,10 @@ describe('POST /v1/weights/abort (the service relays the abort to its engines)',
     );
     const url = await service.listen();
     const ref = await resultOf(url, (await post(`${url}/v1/rollouts`, { instance })).body.id);
-    const sent = fake.requests;
+    fake.holdAtTokens = 3;
     const id = (await post(`${url}/v1/rollouts`, { instance })).body.id as string;
-    for (let i = 0; i < 2000 && fake.requests === sent; i++) await new Promise((r) => setTimeout(r, 5));
-    await new Promise((r) => setTimeout(r, 150));
+    await expect.poll(() => fake!.held, { timeout: 30_000 }).toBe(1);
+    fake.holdAtTokens = null;
     expect((await post(`${url}/v1/weights/pause`)).body.paused).toBe(true);
     const ab = await post(`${url}/v1/weights/abort`);
     expect(ab.status).toBe(200);
@@ -127,7 +128,7 @@ describe('POST /v1/weights/abort (the service relays the abort to its engines)',
     expect(res.outcome).toBe('completed');
     expect(res.trajectory.tokens).toEqual(ref.trajectory.tokens);
     expect(res.trajectory.weightVersions[0].version).toBe(1);
-    expect(res.trajectory.weightVersions[0].tokens).toBeGreaterThan(0);
+    expect(res.trajectory.weightVersions[0].tokens).toBe(3);
     expect(res.trajectory.maxWeightVersion).toBe(2);
     expect(res.trajectory.staleness).toBe(0);
     await service.close();

@@ -152,7 +152,8 @@ describe('startFakeLlmServer', () => {
   it.each(['prorl', 'sglang'] as const)('%s: answers a generation with the version it was sampled at, not one set while it ran', async (protocol) => {
     const s = await serve({ weightVersion: 'v1', latencyMs: 300 });
     const pending = backend(s.url, protocol).generate(request(), 5_000);
-    await new Promise((r) => setTimeout(r, 100));
+    // Arrived (its version is taken as it arrives); it answers only after its 300 ms latency.
+    await expect.poll(() => s.requests).toBe(1);
     await fetch(`${s.url}/update_weight_version`, { method: 'POST', body: JSON.stringify({ weight_version: 'v2' }) });
     expect((await pending).weightVersion).toBe('v1');
     expect((await backend(s.url, protocol).generate(request(), 5_000)).weightVersion).toBe('v2');

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AgentHandler } from '../../../src/handlers/agent-handler.js';
+import type { AgentHandler } from '../../../src/proxy/agent-contract.js';
 import { BackendPool } from '../../../src/llm/backend-pool.js';
 import { ensureTinyGguf } from '../../../src/llm/gguf-writer.js';
 import type { LlamaSample } from '../../../src/llm/llama-engine.js';

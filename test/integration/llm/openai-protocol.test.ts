@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AgentHandler } from '../../../src/handlers/agent-handler.js';
+import type { AgentHandler } from '../../../src/proxy/agent-contract.js';
 import { parseBackendAddress } from '../../../src/llm/backend-address.js';
 import { BackendPool } from '../../../src/llm/backend-pool.js';
 import { HttpBackend } from '../../../src/llm/http-backend.js';

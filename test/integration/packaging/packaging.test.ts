@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,8 +20,10 @@ function readmeExample(): string {
 
 // A plain-Node consumer of the packed package: `npm pack` (its prepack builds dist/ with tsc),
 // the tarball unpacked as node_modules/rollout-runtime of a fresh project, and the package's
-// dependencies linked from this clone's node_modules (the test runs offline; `npm install
-// ./rollout-runtime-x.tgz` would fetch the same packages from the registry).
+// runtime dependencies (and only those: no tsx, no node-llama-cpp, no dev tools) linked from this
+// clone's node_modules (the test runs offline; `npm install ./rollout-runtime-x.tgz` would fetch
+// the same packages from the registry). Node resolves a linked package's own dependencies from
+// its real place in the clone.
 describe('the packed package under plain Node', { timeout: 600_000 }, () => {
   let dir: string;
   let consumer: string;
@@ -39,8 +41,10 @@ describe('the packed package under plain Node', { timeout: 600_000 }, () => {
     writeFileSync(join(consumer, 'package.json'), '{ "name": "consumer", "private": true, "type": "module" }\n');
     await run('tar', ['-xzf', join(dir, packed[0]!.filename), '-C', modules]);
     renameSync(join(modules, 'package'), join(modules, 'rollout-runtime'));
-    for (const name of readdirSync(join(root, 'node_modules'))) {
-      if (name === '.bin' || name === 'rollout-runtime' || name.startsWith('.')) continue;
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    // @types/node: the consumer's own, for the TypeScript consumer below.
+    for (const name of [...Object.keys(pkg.dependencies), '@types/node']) {
+      mkdirSync(dirname(join(modules, name)), { recursive: true });
       symlinkSync(join(root, 'node_modules', name), join(modules, name));
     }
   }, 600_000);
@@ -80,6 +84,15 @@ describe('the packed package under plain Node', { timeout: 600_000 }, () => {
   it('runs the rollout command without tsx or sources', async () => {
     const { stdout } = await run(process.execPath, [join(consumer, 'node_modules/rollout-runtime/bin/rollout.js'), '--version'], { cwd: consumer });
     expect(stdout.trim()).toBe(`rollout-runtime ${JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).version}`);
+  });
+
+  it('says how to install node-llama-cpp when llm-serve needs it and it is not there (an optional peer)', async () => {
+    const r = await run(process.execPath, [join(consumer, 'node_modules/rollout-runtime/bin/rollout.js'), 'llm-serve', '--tiny', '--port', '0'], { cwd: consumer }).then(
+      () => ({ code: 0, stderr: '' }),
+      (e: { code: number; stderr: string }) => e,
+    );
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/node-llama-cpp is not installed.*npm install --save-exact node-llama-cpp@3\.21\.1/s);
   });
 
   it('gives TypeScript consumers the types through the exports', async () => {

@@ -106,16 +106,18 @@ describe.skipIf(!haveTools('python3'))('the harness loop', () => {
     } finally {
       await rt.close();
     }
-    await new Promise((r) => setTimeout(r, 200));
+    // The killed agent's exit is the thing to wait for (afterEach then finds no live child).
+    await expect.poll(() => liveChildren.size).toBe(0);
   });
 
   it('cancels a working agent and kills its process group', async () => {
     const h = runtime.submit({ data_source: 'host-harness', instance_id: 'cancel', mode: 'silent' });
-    while (runtime.get(h.id)?.state !== 'llmCalling') await new Promise((r) => setTimeout(r, 20));
+    await expect.poll(() => runtime.get(h.id)?.state, { timeout: 20_000 }).toBe('llmCalling');
+    expect(liveChildren.size).toBe(1);
     await h.cancel('test');
     const r = await h.result;
     expect(r.outcome).toBe('cancelled');
-    await new Promise((r) => setTimeout(r, 200));
+    await expect.poll(() => liveChildren.size).toBe(0);
   });
 
   it('answers a generation still cut by an abort (a chat backend cannot continue it) as finish_reason length, and records abort', async () => {

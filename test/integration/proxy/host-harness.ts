@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AgentHandler, ExternalAgent, ExternalAgentEvent } from '../../../src/handlers/agent-handler.js';
+import type { AgentHandler, ExternalAgent, ExternalAgentEvent } from '../../../src/proxy/agent-contract.js';
 import { LlmProxy } from '../../../src/proxy/llm-proxy.js';
 
 const AGENT = join(import.meta.dirname, 'host-agent.py');

@@ -89,14 +89,12 @@ describe('sandbox lifecycle', () => {
       await until(() => hoppers().length > 0);
       // They run, and hop.
       const grown = (await sb.readFile('hop.txt')).length;
-      await new Promise((r) => setTimeout(r, 200));
-      expect((await sb.readFile('hop.txt')).length).toBeGreaterThan(grown);
+      await expect.poll(async () => (await sb.readFile('hop.txt')).length).toBeGreaterThan(grown);
       // SIGINT, sent once, does not stop them: they trap it. (Its count may be 0: every hopper
       // listed may have hopped on to a new pid before the signal, which is what the sweep is for.)
       await sb.signalProcesses!('SIGINT');
       const afterInt = (await sb.readFile('hop.txt')).length;
-      await new Promise((r) => setTimeout(r, 200));
-      expect((await sb.readFile('hop.txt')).length).toBeGreaterThan(afterInt);
+      await expect.poll(async () => (await sb.readFile('hop.txt')).length).toBeGreaterThan(afterInt);
       expect(await sb.signalProcesses!('SIGKILL')).toBeGreaterThan(0);
       expect(hoppers()).toEqual([]);
       const size = (await sb.readFile('hop.txt')).length;

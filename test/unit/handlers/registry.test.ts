@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { HandlerRegistry } from '../../../src/handlers/registry.js';
 import { TaskError } from '../../../src/errors.js';
-import type { AgentHandler } from '../../../src/handlers/agent-handler.js';
+import type { AgentHandler } from '../../../src/proxy/agent-contract.js';
 
 const h = (name: string, aliases?: string[]): AgentHandler => ({
   name,

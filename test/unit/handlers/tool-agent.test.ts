@@ -1,6 +1,6 @@
-import { systemClock } from '../../../src/runtime/clock.js';
+import { systemClock } from '../../../src/clock.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ActContext } from '../../../src/handlers/agent-handler.js';
+import type { ActContext } from '../../../src/proxy/agent-contract.js';
 import { defineToolAgent, toolAgentAct } from '../../../src/handlers/tool-agent.js';
 import { toolSchemas } from '../../../src/handlers/tools.js';
 import type { ToolCall } from '../../../src/protocol/messages.js';

@@ -2,9 +2,9 @@ import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { TaskError } from '../../../src/errors.js';
-import type { HandlerContext } from '../../../src/handlers/agent-handler.js';
+import type { HandlerContext } from '../../../src/proxy/agent-contract.js';
 import { harnessHandler } from '../../../src/handlers/tasks/harness.js';
-import { systemClock } from '../../../src/runtime/clock.js';
+import { systemClock } from '../../../src/clock.js';
 import type { Sandbox, SandboxSpec } from '../../../src/sandbox/sandbox.js';
 
 function ctx(instance: Record<string, unknown>, signal: AbortSignal, specs: SandboxSpec[] = []): HandlerContext {

@@ -5,7 +5,7 @@ import { BackendPool } from '../../../src/llm/backend-pool.js';
 import { defaults } from '../../../src/runtime/defaults.js';
 import { OracleBackend } from '../../../src/llm/oracle-backend.js';
 import { TestCodec } from '../../../src/testing/test-codec.js';
-import { systemClock } from '../../../src/runtime/clock.js';
+import { systemClock } from '../../../src/clock.js';
 
 describe('runtime defaults', () => {
   it('uses the oracle backend when no backend is given, and says so once', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { EventHub } from '../../../src/runtime/event-hub.js';
-import { ManualClock } from '../../../src/runtime/clock.js';
+import { ManualClock } from '../../../src/clock.js';
 
 const state = (rolloutId: string) => ({ type: 'rollout.state' as const, rolloutId, state: 'queued' as const, prev: null, turn: 0 });
 

@@ -1,5 +1,5 @@
 import { createRuntime, type AgentHandler, type EmbeddedRuntime, type RuntimeOptionsInput } from '../../../src/index.js';
-import { sleep } from '../../../src/runtime/clock.js';
+import { sleep } from '../../../src/clock.js';
 import { createTestHandler, ManualClock, MemorySandboxProvider, ScriptedPolicy, TestCodec, type MemorySandboxOptions, type ScriptedPolicyOptions } from '../../../src/testing/index.js';
 
 /** A runtime on a manual clock with the in-memory fakes, and handles on each fake. */

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createRuntime, type AgentHandler } from '../../../src/index.js';
-import { sleep } from '../../../src/runtime/clock.js';
+import { sleep } from '../../../src/clock.js';
 import { createTestHandler, ManualClock, MemorySandboxProvider, ScriptedPolicy, TestCodec } from '../../../src/testing/index.js';
 import { threeTurns } from './helpers.js';
 

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import type { AgentHandler } from '../../../src/handlers/agent-handler.js';
+import type { AgentHandler } from '../../../src/proxy/agent-contract.js';
 import { createService, type RolloutService } from '../../../src/server/service.js';
 import { serviceRuntimeFactory } from '../../../src/server/runtime-factory.js';
 import { createTestHandler, MemorySandboxProvider, TestCodec } from '../../../src/testing/index.js';

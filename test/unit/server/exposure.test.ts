@@ -1,29 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { checkExposure, isLoopbackHost, repeatWarning, type IntervalTimers } from '../../../src/server/exposure.js';
-
-/** Hand-driven interval timers: `tick()` fires every armed interval once. */
-function manualTimers(): IntervalTimers & { tick(): void; armed: number; everyMs: number[] } {
-  const fns = new Map<number, () => void>();
-  let next = 0;
-  const t = {
-    armed: 0,
-    everyMs: [] as number[],
-    setInterval(fn: () => void, ms: number) {
-      fns.set(++next, fn);
-      t.armed = fns.size;
-      t.everyMs.push(ms);
-      return next;
-    },
-    clearInterval(h: unknown) {
-      fns.delete(h as number);
-      t.armed = fns.size;
-    },
-    tick() {
-      for (const fn of fns.values()) fn();
-    },
-  };
-  return t;
-}
+import { ManualClock } from '../../../src/clock.js';
+import { checkExposure, isLoopbackHost, repeatWarning } from '../../../src/server/exposure.js';
 
 describe('exposure of rollout serve (#9.6)', () => {
   it('takes 127.0.0.0/8, ::1 and localhost for loopback, and 0.0.0.0, :: and other names not', () => {
@@ -42,21 +19,22 @@ describe('exposure of rollout serve (#9.6)', () => {
     expect(checkExposure('127.0.0.1', undefined, false)).toEqual({ kind: 'ok' });
   });
 
-  it('allows it with --insecure and repeats the warning every minute until stopped', () => {
+  it('allows it with --insecure and repeats the warning every minute until stopped', async () => {
     const d = checkExposure('0.0.0.0', undefined, true);
     expect(d.kind).toBe('insecure');
     const lines: string[] = [];
-    const timers = manualTimers();
-    const stop = repeatWarning(d.kind === 'insecure' ? d.warning : '', (l) => lines.push(l), timers);
+    const clock = new ManualClock();
+    const stop = repeatWarning(d.kind === 'insecure' ? d.warning : '', (l) => lines.push(l), clock);
     expect(lines).toHaveLength(1);
-    expect(timers.everyMs).toEqual([60_000]);
-    timers.tick();
-    timers.tick();
+    await clock.advance(59_999);
+    expect(lines).toHaveLength(1);
+    await clock.advance(1);
+    await clock.advance(60_000);
     expect(lines).toHaveLength(3);
     expect(lines[2]).toMatch(/WARNING: serving 0\.0\.0\.0 without a token/);
     stop();
-    expect(timers.armed).toBe(0);
-    timers.tick();
+    expect(clock.pending).toBe(0);
+    await clock.advance(120_000);
     expect(lines).toHaveLength(3);
   });
 });

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import net from 'node:net';
 import { startHarness, post, get, task, heldTask, type Harness } from './harness.js';
-import { jsonDepth } from '../../../src/server/body.js';
+import { jsonDepth } from '../../../src/json-depth.js';
 
 let h: Harness;
 afterEach(async () => {

@@ -1,8 +1,8 @@
 import { SandboxError } from '../../../src/errors.js';
-import type { AgentHandler } from '../../../src/handlers/agent-handler.js';
+import type { AgentHandler } from '../../../src/proxy/agent-contract.js';
 import { defineToolAgent } from '../../../src/handlers/tool-agent.js';
 import { toolSchemas } from '../../../src/handlers/tools.js';
-import { ManualClock, type Clock } from '../../../src/runtime/clock.js';
+import { ManualClock, type Clock } from '../../../src/clock.js';
 import { serviceRuntimeFactory } from '../../../src/server/runtime-factory.js';
 import { createService, type RolloutService } from '../../../src/server/service.js';
 import type { ServiceOptionsInput } from '../../../src/server/service-options.js';

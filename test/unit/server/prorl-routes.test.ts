@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import { createService } from '../../../src/server/service.js';
-import { ManualClock } from '../../../src/runtime/clock.js';
+import { ManualClock } from '../../../src/clock.js';
 import { startHarness, harnessRuntimeFactory, post, get, task, heldTask, evalFaultTask, type Harness } from './harness.js';
 
 let h: Harness;

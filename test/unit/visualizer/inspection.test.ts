@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { createActor, createMachine } from 'xstate';
+import { afterQueuedTimers } from '../../../src/clock.js';
 import { createInspector, type RuntimeInspector } from '../../../src/runtime/inspection.js';
 import { createRuntime } from '../../../src/index.js';
 import { createTestHandler, ManualClock, MemorySandboxProvider, ScriptedPolicy, TestCodec } from '../../../src/testing/index.js';
@@ -87,7 +88,7 @@ describe('createInspector', () => {
     for (let i = 0; i < 10; i++) actor.send({ type: 'FLIP' });
     actor.stop();
     // @statelyai/inspect converts on a setTimeout(0); let those run.
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await afterQueuedTimers();
     const stats = inspector.stats();
     expect(stats.deferred).toBe(3);
     expect(stats.dropped).toBeGreaterThan(0);
@@ -103,10 +104,10 @@ describe('createInspector', () => {
     const count = received.length;
     actor.send({ type: 'FLIP' });
     actor.stop();
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The conversions of those events run on @statelyai/inspect's setTimeout(0): after them, nothing was sent.
+    await afterQueuedTimers();
     expect(received.length).toBe(count);
-    while (server!.clients.size > 0) await new Promise((resolve) => setTimeout(resolve, 5));
-    expect(server!.clients.size).toBe(0);
+    await expect.poll(() => server!.clients.size).toBe(0);
   });
 
   it('refuses a URL that is not ws: or wss:', () => {
@@ -164,7 +165,7 @@ describe('createInspector', () => {
     await rt.close();
     await inspector.close();
     // The receiver has every frame once the close handshake is done (frames precede the close frame).
-    while (server!.clients.size > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    await expect.poll(() => server!.clients.size).toBe(0);
     expect(observed).toBeGreaterThan(20);
     expect(received.length).toBe(observed);
     expect(inspector.stats()).toMatchObject({ sent: observed, dropped: 0, deferred: 0 });
@@ -235,12 +236,12 @@ describe('createInspector', () => {
 
   it('warns once when the inspector cannot be reached, however often it retries', async () => {
     const warnings: string[] = [];
-    // Port 9 refuses; a 5 ms backoff makes several attempts within the wait.
+    // Port 9 refuses; a 5 ms backoff makes several attempts: wait for three.
     inspector = createInspector('ws://127.0.0.1:9', { reconnectMs: 5, onWarning: (m) => warnings.push(m) });
     const actor = createActor(toggle, { inspect: inspector.inspect }).start();
     actor.send({ type: 'FLIP' });
     actor.stop();
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await expect.poll(() => inspector!.stats().failedConnects).toBeGreaterThanOrEqual(3);
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatch(/inspector at ws:\/\/127\.0\.0\.1:9 cannot be reached/);
     // close() does not wait for an inspector that refused: it returns promptly and drops the frames.

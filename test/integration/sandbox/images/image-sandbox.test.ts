@@ -163,13 +163,13 @@ describe.skipIf(why !== null)(`image sandboxes${why ? ` (skipped: ${why})` : ''}
     const first = await provider.create(spec, { rolloutId: 'r-pool-0' }); // cold: starts the pool
     const stats = () => provider.warmPoolStats().find((s) => s.image === 'fixture-pooled')!;
     await until(() => stats().ready === 2, 50);
-    const t0 = performance.now();
     const a = await provider.create(spec, { rolloutId: 'r-pool-1' });
-    const takeMs = performance.now() - t0;
+    // Handed out of the pool, not started for the call (its speed is bench/images.ts's figure):
+    // a hit, one fewer ready, its replacement only starting (a start takes an IPC round trip).
+    expect(stats()).toMatchObject({ hits: 1, ready: 1 });
     const b = await provider.create(spec, { rolloutId: 'r-pool-2' });
     expect(a.id).not.toBe(b.id);
     expect(stats().hits).toBe(2);
-    expect(takeMs).toBeGreaterThanOrEqual(0); // the figure itself is bench/images.ts's
     await a.bash({ command: 'echo used > /app/used' });
     expect((await b.bash({ command: 'cat /app/used 2>&1; echo $POOL' })).output).toMatch(/No such file[\s\S]*1\n$/);
     await until(() => stats().ready === 2, 50); // refilled in the background

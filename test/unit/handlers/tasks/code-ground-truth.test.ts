@@ -1,4 +1,4 @@
-import { systemClock } from '../../../../src/runtime/clock.js';
+import { systemClock } from '../../../../src/clock.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

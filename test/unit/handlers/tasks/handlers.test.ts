@@ -1,11 +1,11 @@
-import { systemClock } from '../../../../src/runtime/clock.js';
+import { systemClock } from '../../../../src/clock.js';
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TaskError } from '../../../../src/errors.js';
-import type { HandlerContext } from '../../../../src/handlers/agent-handler.js';
+import type { HandlerContext } from '../../../../src/proxy/agent-contract.js';
 import { builtinHandlers } from '../../../../src/handlers/builtin.js';
 import { codeHandler } from '../../../../src/handlers/tasks/code.js';
 import { mathHandler } from '../../../../src/handlers/tasks/math.js';

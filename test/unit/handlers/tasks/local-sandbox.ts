@@ -1,10 +1,10 @@
-import { systemClock } from '../../../../src/runtime/clock.js';
+import { systemClock } from '../../../../src/clock.js';
 import { spawn } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { TaskError } from '../../../../src/errors.js';
-import type { AgentHandler, HandlerContext } from '../../../../src/handlers/agent-handler.js';
-import type { EvalResult } from '../../../../src/handlers/agent-handler.js';
+import type { AgentHandler, HandlerContext } from '../../../../src/proxy/agent-contract.js';
+import type { EvalResult } from '../../../../src/proxy/agent-contract.js';
 import type { Instance } from '../../../../src/protocol/instance.js';
 import type { Message } from '../../../../src/protocol/messages.js';
 import type { BashResult, Sandbox, SandboxSpec } from '../../../../src/sandbox/sandbox.js';

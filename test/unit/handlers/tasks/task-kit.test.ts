@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { answerTexts, runToEnd } from '../../../../src/handlers/tasks/task-kit.js';
-import { ManualClock } from '../../../../src/runtime/clock.js';
+import { ManualClock } from '../../../../src/clock.js';
 import { HINT_TIMEOUT } from '../../../../src/sandbox/output.js';
 import type { BashRequest, BashResult, Sandbox } from '../../../../src/sandbox/sandbox.js';
 

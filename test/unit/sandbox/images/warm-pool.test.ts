@@ -1,4 +1,5 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../../src/clock.js';
 import { withWarmPools } from '../../../../src/sandbox/warm-pool.js';
 import type { Sandbox, SandboxProvider, SandboxSpec } from '../../../../src/sandbox/sandbox.js';
 
@@ -24,10 +25,6 @@ function fakeProvider(opts: { fail?: () => boolean } = {}) {
 const flush = async (): Promise<void> => {
   for (let i = 0; i < 10; i++) await Promise.resolve();
 };
-
-afterEach(() => {
-  vi.useRealTimers();
-});
 
 describe('withWarmPools', () => {
   it('returns the provider unchanged when no pool is configured', () => {
@@ -57,15 +54,16 @@ describe('withWarmPools', () => {
   });
 
   it('drains an idle pool (closing its sandboxes) and fills it again on the next take', async () => {
-    vi.useFakeTimers();
-    let now = 0;
+    const clock = new ManualClock(0);
     const { provider, made } = fakeProvider();
-    const p = withWarmPools(provider, { warmPools: { img: 3 }, warmPoolIdleMs: 10_000 }, () => now);
+    const p = withWarmPools(provider, { warmPools: { img: 3 }, warmPoolIdleMs: 10_000 }, clock);
     await p.create({ image: 'img' }, { rolloutId: 'r0' });
     await flush();
     expect(p.warmPoolStats()[0]!.ready).toBe(3);
-    now = 20_000;
-    await vi.advanceTimersByTimeAsync(5_000);
+    // Sweeps every 2.5 s: at 10 s the pool is exactly at its idle limit, at 12.5 s past it.
+    await clock.advance(10_000);
+    expect(p.warmPoolStats()[0]).toMatchObject({ ready: 3, drained: false });
+    await clock.advance(2_500);
     expect(p.warmPoolStats()[0]).toMatchObject({ ready: 0, drained: true });
     expect(made.filter((m) => m.rolloutId.startsWith('warm-pool') && m.closed)).toHaveLength(3);
     await p.create({ image: 'img' }, { rolloutId: 'r1' });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { jsonDepth } from '../../../src/server/body.js';
+import { jsonDepth } from '../../src/json-depth.js';
 
 /** The reference: one character at a time (the scan jsonDepth replaced; strings skipped). */
 function slowDepth(text: string): number {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { every, ManualClock, sleep } from '../../../src/runtime/clock.js';
+import { every, ManualClock, sleep } from '../../src/clock.js';
 
 describe('ManualClock', () => {
   it('fires timers in deadline order as time advances, including timers set by timers', async () => {
