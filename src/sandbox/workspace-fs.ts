@@ -213,7 +213,13 @@ export class WorkspaceFs {
     const parts = this.parts(p);
     if (parts.length === 0) throw new WorkspaceFsError('The path /workspace is a directory, not a file.', 'EISDIR');
     const at = this.locate(parts, true);
-    const shownParts = [...at.parts, at.name!];
+    // A link whose text ends at a directory (`tests -> .`) leaves no name to write: refuse it
+    // rather than write a file called "null" in that directory.
+    if (at.name === null) {
+      closeFd(at.dirFd);
+      throw new WorkspaceFsError(`The path ${brief(toWorkspacePath(parts))} is a directory, not a file.`, 'EISDIR');
+    }
+    const shownParts = [...at.parts, at.name];
     const shown = toWorkspacePath(shownParts);
     let fd: number;
     let created = false;
