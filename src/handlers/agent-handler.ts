@@ -1,3 +1,4 @@
+import type { IntegrityDefaults } from '../protocol/integrity.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { Message, ToolCall, ToolSchema } from '../protocol/messages.js';
 import type { Sandbox, SandboxSpec } from '../sandbox/sandbox.js';
@@ -122,4 +123,9 @@ export interface AgentHandler {
   init(ctx: HandlerContext): Promise<InitResult>;
   act(ctx: ActContext): Promise<ActResult>;
   eval(ctx: EvalContext): Promise<EvalResult>;
+  /**
+   * The family's default integrity policy for `instance` (#27; docs/integrity.md), or null.
+   * Pure and never throws: a row it cannot read gets null (its init refuses it anyway).
+   */
+  integrityDefaults?(instance: Record<string, unknown>): IntegrityDefaults | null;
 }

@@ -130,6 +130,12 @@ export const IntegrityPolicySchema = z
   .strict();
 export type IntegrityPolicy = z.output<typeof IntegrityPolicySchema>;
 
+/** A task family's default policy (SWE: the test files, conftest.py, `.git` as secret): literal workspace paths or globs. */
+export interface IntegrityDefaults {
+  protect: string[];
+  secret: string[];
+}
+
 /** The kinds of violation the monitor reports. */
 export const ViolationKindSchema = z.enum(['edit-protected', 'delete-protected', 'create-protected', 'symlink-protected', 'read-secret', 'exec-denied']);
 export type ViolationKind = z.infer<typeof ViolationKindSchema>;
@@ -159,3 +165,31 @@ export const IntegrityReportSchema = z.object({
   monitorMs: z.number().optional(),
 });
 export type IntegrityReport = z.infer<typeof IntegrityReportSchema>;
+
+// ---- the sandbox host's monitor (runtime → host) ----
+
+/**
+ * Starts (`start`: the baseline, with the protect globs) or runs (`observe`: one scan at `turn`)
+ * the file monitor of a sandbox on its host. See src/sandbox/integrity/.
+ */
+export const SandboxIntegritySchema = z.object({
+  type: z.literal('sandbox.integrity'),
+  id: z.number().int(),
+  sandboxId: z.string(),
+  op: z.enum(['start', 'observe']),
+  protect: z.array(z.string()).max(2 * MAX_INTEGRITY_GLOBS).optional(),
+  turn: z.number().int().optional(),
+});
+
+/** What one start or observation of a sandbox's file monitor found. */
+export const FileObservationSchema = z.object({
+  violations: z.array(IntegrityViolationSchema),
+  created: z.number().int(),
+  modified: z.number().int(),
+  deleted: z.number().int(),
+  entries: z.number().int(),
+  truncated: z.boolean(),
+  ms: z.number(),
+});
+export type FileObservationResult = z.infer<typeof FileObservationSchema>;
+export const SandboxIntegrityResultSchema = z.object({ type: z.literal('sandbox.integrity.result'), id: z.number().int(), result: FileObservationSchema });
