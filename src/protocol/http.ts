@@ -1,3 +1,4 @@
+import { IntegrityReportSchema } from './integrity.js';
 import { z } from 'zod';
 import { LeaseIdsSchema } from './buffer.js';
 import { InstanceSchema, SamplingParamsSchema } from './instance.js';
@@ -115,6 +116,8 @@ export const ProcessResponseSchema = z.object({
   }),
   outcome: OutcomeSchema,
   attempts: z.number().int(),
+  /** Evidence beside the reference's fields: `integrity`, the monitor's report (#27), when the rollout had a policy. */
+  metadata: z.object({ integrity: IntegrityReportSchema.optional() }).passthrough().optional(),
 });
 /** The `/process` answer. */
 export type ProcessResponse = z.infer<typeof ProcessResponseSchema>;

@@ -150,6 +150,13 @@ export const IntegrityViolationSchema = z.object({
 });
 export type IntegrityViolation = z.infer<typeof IntegrityViolationSchema>;
 
+/** Violations by kind (kind → count), as events and summaries carry them. */
+export function violationCounts(violations: readonly Pick<IntegrityViolation, 'kind'>[]): Partial<Record<ViolationKind, number>> {
+  const out: Partial<Record<ViolationKind, number>> = {};
+  for (const v of violations) out[v.kind] = (out[v.kind] ?? 0) + 1;
+  return out;
+}
+
 /**
  * A rollout's integrity report. `mode: degraded` when the monitor could not observe all it was
  * asked to (no monitor in this sandbox, the scan bound reached): violations may be missing.
