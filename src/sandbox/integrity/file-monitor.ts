@@ -39,17 +39,25 @@ export interface FileObservation {
 }
 
 /**
- * Watches a workspace directory for changes to protected paths, by scanning it: a baseline at
- * {@link start} (after the sandbox's setup, before the agent's first action), then one scan
- * per action that diffs lstat records against the previous scan and hashes the protected
- * regular files whose record changed. Never follows a link: entries are lstat'ed, directories
- * are descended only when they are real directories, and a protected file is opened with
- * O_NOFOLLOW and checked to be a regular file after the open. `.git` directories are not
- * descended (git rewrites its index on every `git status`; `.git` is a secret, not protected).
- * The work is bounded by `maxEntries` per scan and `maxHashBytes` per hashed file.
+ * Watches a workspace directory for changes to protected paths: a baseline at {@link start}
+ * (after the sandbox's setup, before the agent's first action), then one incremental scan per
+ * action. A directory's mtime changes exactly when an entry is added, removed or renamed in it,
+ * so a scan lstat's every known directory and lists again only those whose record changed
+ * (new entries are created, missing ones deleted, a new directory is scanned whole), then
+ * lstat's the protected entries and hashes those whose record changed. The work per action is
+ * O(directories + protected paths + entries of the changed directories), not O(files): measured
+ * in bench/integrity.ts on a 5,000-file workspace. Never follows a link: entries are lstat'ed,
+ * directories are descended only when they are real directories, and a protected file is
+ * opened with O_NOFOLLOW and checked to be a regular file after the open. `.git` directories are
+ * not descended (git rewrites its index on every `git status`; `.git` is a secret, not protected).
+ * The work is bounded by `maxEntries` known entries and `maxHashBytes` per hashed file.
  */
 export class FileMonitor {
-  private prev = new Map<string, Entry>();
+  /** Every known entry (workspace-relative path → record). */
+  private entries = new Map<string, Entry>();
+  /** The names listed in each known directory ('' is the root). */
+  private listings = new Map<string, Set<string>>();
+  private truncated = false;
   private started = false;
 
   constructor(
@@ -58,90 +66,142 @@ export class FileMonitor {
     private readonly opts: FileMonitorOptions = DEFAULT_FILE_MONITOR_OPTIONS,
   ) {}
 
-  /** Takes the baseline. @returns whether it covered the whole workspace (false: truncated). */
+  /** Takes the baseline. @returns the entries it knows and whether it stopped at `maxEntries`. */
   start(): { entries: number; truncated: boolean; ms: number } {
     const t0 = performance.now();
-    const { map, truncated } = this.scan();
-    for (const [rel, e] of map) if (e.type === 'file' && this.protect.matches(rel)) e.sha = this.hash(rel, e);
-    this.prev = map;
+    const rootSt = this.lstat('');
+    if (rootSt) this.entries.set('', rootSt);
+    this.walk('', () => undefined);
+    for (const [rel, e] of this.entries) if (e.type === 'file' && rel !== '' && this.protect.matches(rel)) e.sha = this.hash(rel, e);
     this.started = true;
-    return { entries: map.size, truncated, ms: performance.now() - t0 };
+    return { entries: this.entries.size - 1, truncated: this.truncated, ms: performance.now() - t0 };
   }
 
   /** Scans once more and reports the violations since the last scan, at `turn`. */
   observe(turn: number): FileObservation {
     if (!this.started) throw new Error('FileMonitor.observe before start');
     const t0 = performance.now();
-    const { map, truncated } = this.scan();
     const violations: IntegrityViolation[] = [];
-    let created = 0;
-    let modified = 0;
-    let deleted = 0;
-    for (const [rel, e] of map) {
-      const before = this.prev.get(rel);
-      const isProtected = this.protect.matches(rel);
-      if (!before) {
-        created++;
-        if (isProtected) {
-          if (e.type === 'file') e.sha = this.hash(rel, e);
-          violations.push(e.type === 'link' ? { kind: 'symlink-protected', turn, path: rel, detail: `created as a link to ${this.linkTarget(rel)}` } : { kind: 'create-protected', turn, path: rel, detail: `created (${e.type}, ${e.size} bytes${e.sha ? `, sha256 ${e.sha}` : ''})` });
+    const counts = { created: 0, modified: 0, deleted: 0 };
+    const touched = new Set<string>();
+    const created = (rel: string, e: Entry): void => {
+      counts.created++;
+      touched.add(rel);
+      if (!this.protect.matches(rel)) return;
+      if (e.type === 'file') e.sha = this.hash(rel, e);
+      violations.push(e.type === 'link' ? { kind: 'symlink-protected', turn, path: rel, detail: `created as a link to ${this.linkTarget(rel)}` } : { kind: 'create-protected', turn, path: rel, detail: `created (${e.type}, ${e.size} bytes${e.sha ? `, sha256 ${e.sha}` : ''})` });
+    };
+    for (const [dir, names] of this.listings) {
+      if (!this.listings.has(dir)) continue; // removed with its parent during this scan
+      const before = this.entries.get(dir);
+      const now = this.lstat(dir);
+      if (!before || !now || now.type !== 'dir' || sameRecord(before, now)) continue;
+      this.entries.set(dir, now);
+      let list: string[];
+      try {
+        list = fs.readdirSync(dir === '' ? this.root : path.join(this.root, dir));
+      } catch {
+        continue;
+      }
+      const current = new Set(list);
+      for (const name of names) {
+        if (current.has(name)) continue;
+        names.delete(name);
+        this.forget(dir === '' ? name : `${dir}/${name}`, (rel, e) => {
+          counts.deleted++;
+          touched.add(rel);
+          if (this.protect.matches(rel)) violations.push({ kind: 'delete-protected', turn, path: rel, detail: `deleted (${e.type}, ${e.size} bytes${e.sha ? `, sha256 ${e.sha}` : ''})` });
+        });
+      }
+      for (const name of list) {
+        if (names.has(name) || this.entries.size >= this.opts.maxEntries) continue;
+        const rel = dir === '' ? name : `${dir}/${name}`;
+        const e = this.lstat(rel);
+        if (!e) continue;
+        names.add(name);
+        this.entries.set(rel, e);
+        created(rel, e);
+        if (e.type === 'dir' && name !== '.git') {
+          this.listings.set(rel, new Set());
+          this.walk(rel, created);
         }
-        continue;
       }
-      if (sameRecord(before, e)) {
-        e.sha = before.sha;
-        continue;
-      }
-      modified++;
-      if (!isProtected) continue;
+    }
+    // Protected entries that stayed: an edit, or a link put in place of the file.
+    for (const [rel, before] of this.entries) {
+      if (rel === '' || touched.has(rel) || before.type === 'dir' || !this.protect.matches(rel)) continue;
+      const e = this.lstat(rel);
+      if (!e || sameRecord(before, e)) continue;
+      counts.modified++;
+      this.entries.set(rel, e);
       if (e.type === 'link' && before.type !== 'link') {
         violations.push({ kind: 'symlink-protected', turn, path: rel, detail: `replaced by a link to ${this.linkTarget(rel)}` });
-        continue;
-      }
-      if (e.type === 'file') {
+      } else if (e.type === 'file') {
         e.sha = this.hash(rel, e);
         if (before.type !== 'file' || e.sha !== before.sha || (e.sha === null && (e.size !== before.size || e.mtimeMs !== before.mtimeMs))) {
           violations.push({ kind: 'edit-protected', turn, path: rel, detail: `size ${before.size} → ${e.size}; sha256 ${before.sha ?? '?'} → ${e.sha ?? '?'}` });
         }
       }
     }
-    for (const [rel, before] of this.prev) {
-      if (map.has(rel)) continue;
-      deleted++;
-      if (this.protect.matches(rel)) {
-        violations.push({ kind: 'delete-protected', turn, path: rel, detail: `deleted (${before.type}, ${before.size} bytes${before.sha ? `, sha256 ${before.sha}` : ''})` });
-      }
-    }
-    this.prev = map;
-    return { violations, created, modified, deleted, entries: map.size, truncated, ms: performance.now() - t0 };
+    return { violations, ...counts, entries: this.entries.size - 1, truncated: this.truncated, ms: performance.now() - t0 };
   }
 
-  private scan(): { map: Map<string, Entry>; truncated: boolean } {
-    const map = new Map<string, Entry>();
-    const stack: string[] = [''];
+  /** Lists `dir` and everything under it into the maps, calling `onEntry` for each new entry. */
+  private walk(dir: string, onEntry: (rel: string, e: Entry) => void): void {
+    const stack = [dir];
+    if (!this.listings.has(dir)) this.listings.set(dir, new Set());
     while (stack.length > 0) {
-      const dir = stack.pop()!;
-      let names: fs.Dirent[];
+      const d = stack.pop()!;
+      const names = this.listings.get(d)!;
+      let list: fs.Dirent[];
       try {
-        names = fs.readdirSync(dir === '' ? this.root : path.join(this.root, dir), { withFileTypes: true });
+        list = fs.readdirSync(d === '' ? this.root : path.join(this.root, d), { withFileTypes: true });
       } catch {
-        continue; // removed meanwhile, or unreadable: seen as gone by the diff
+        continue;
       }
-      for (const d of names) {
-        if (map.size >= this.opts.maxEntries) return { map, truncated: true };
-        const rel = dir === '' ? d.name : `${dir}/${d.name}`;
-        let st: fs.Stats;
-        try {
-          st = fs.lstatSync(path.join(this.root, rel));
-        } catch {
-          continue;
+      for (const ent of list) {
+        if (this.entries.size >= this.opts.maxEntries) {
+          this.truncated = true;
+          return;
         }
-        const type = st.isFile() ? 'file' : st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'link' : 'other';
-        map.set(rel, { type, size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino });
-        if (type === 'dir' && d.name !== '.git') stack.push(rel);
+        const rel = d === '' ? ent.name : `${d}/${ent.name}`;
+        const e = this.lstat(rel);
+        if (!e) continue;
+        names.add(ent.name);
+        this.entries.set(rel, e);
+        onEntry(rel, e);
+        if (e.type === 'dir' && ent.name !== '.git') {
+          this.listings.set(rel, new Set());
+          stack.push(rel);
+        }
       }
     }
-    return { map, truncated: false };
+  }
+
+  /** Drops `rel` and everything under it, calling `onGone` for each, the path itself first. */
+  private forget(rel: string, onGone: (rel: string, e: Entry) => void): void {
+    const e = this.entries.get(rel);
+    if (!e) return;
+    this.entries.delete(rel);
+    onGone(rel, e);
+    if (!this.listings.has(rel)) return;
+    const prefix = `${rel}/`;
+    for (const [k, v] of this.entries) {
+      if (!k.startsWith(prefix)) continue;
+      this.entries.delete(k);
+      onGone(k, v);
+    }
+    for (const k of this.listings.keys()) if (k === rel || k.startsWith(prefix)) this.listings.delete(k);
+  }
+
+  private lstat(rel: string): Entry | null {
+    try {
+      const st = fs.lstatSync(rel === '' ? this.root : path.join(this.root, rel));
+      const type = st.isFile() ? 'file' : st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'link' : 'other';
+      return { type, size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino };
+    } catch {
+      return null;
+    }
   }
 
   /** sha256 of a regular file opened without following a link, or null when it is not one, too large or unreadable. */

@@ -24,12 +24,12 @@ const monitor = (opts?: { maxEntries: number; maxHashBytes: number }) => {
 const w = (rel: string, s: string) => fs.writeFileSync(path.join(root, rel), s);
 
 describe('FileMonitor', () => {
-  it('reports nothing for changes to unprotected files, counting them', () => {
+  it('reports nothing for changes to unprotected files, counting the new ones', () => {
     const m = monitor();
     w('src.py', 'x = 2\n');
     w('new.py', '');
     const o = m.observe(0);
-    expect([o.violations, o.created, o.modified]).toEqual([[], 1, 1]);
+    expect([o.violations, o.created, o.modified]).toEqual([[], 1, 0]);
   });
 
   it('reports an edit of a protected file by its hash, not by its timestamp', () => {
@@ -48,8 +48,8 @@ describe('FileMonitor', () => {
     fs.rmSync(path.join(root, 'tests/test_a.py'));
     w('tests/conftest.py', 'x');
     expect(m.observe(3).violations.map((v) => [v.kind, v.path])).toEqual([
-      ['create-protected', 'tests/conftest.py'],
       ['delete-protected', 'tests/test_a.py'],
+      ['create-protected', 'tests/conftest.py'],
     ]);
     fs.symlinkSync('/etc/passwd', path.join(root, 'tests/test_a.py'));
     expect(m.observe(4).violations.map((v) => [v.kind, v.path, v.detail])).toEqual([['symlink-protected', 'tests/test_a.py', 'created as a link to /etc/passwd']]);
@@ -60,6 +60,17 @@ describe('FileMonitor', () => {
     w('.git/index', 'changed');
     w('.git/conftest.py', 'x');
     expect(m.observe(0)).toMatchObject({ violations: [], created: 0 });
+  });
+
+  it('sees a protected file in a directory created in one action, and edits in directories it did not list again', () => {
+    const m = monitor();
+    fs.mkdirSync(path.join(root, 'pkg/sub'), { recursive: true });
+    w('pkg/sub/conftest.py', 'x');
+    expect(m.observe(0).violations.map((v) => [v.kind, v.path])).toEqual([['create-protected', 'pkg/sub/conftest.py']]);
+    w('pkg/sub/conftest.py', 'y');
+    expect(m.observe(1).violations.map((v) => [v.kind, v.path])).toEqual([['edit-protected', 'pkg/sub/conftest.py']]);
+    fs.rmSync(path.join(root, 'pkg'), { recursive: true });
+    expect(m.observe(2).violations.map((v) => [v.kind, v.path])).toEqual([['delete-protected', 'pkg/sub/conftest.py']]);
   });
 
   it('stops a scan at maxEntries and says so', () => {
