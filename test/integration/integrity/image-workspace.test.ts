@@ -52,4 +52,26 @@ describe.skipIf(why !== null)(`the file monitor in an image sandbox${why ? ` (sk
       await sb.close();
     }
   });
+
+  it("reports a sitecustomize.py and a .pth file in the user's site-packages and a pytest put on PATH, outside the workspace", async () => {
+    const sb = await provider.create({ image: 'py' }, { rolloutId: 'integrity-img-root' });
+    try {
+      await sb.integrity!({ op: 'start', protect: [] });
+      // The image's own site-packages is root's; the user's site directory (in HOME, in the overlay) is the agent's.
+      const site = (await sb.bash({ command: 'python3 -m site --user-site' })).output.trim();
+      const w = await sb.bash({ command: `mkdir -p ${site} && printf 'import sys\\nsys.exit = lambda *a: None\\n' > ${site}/sitecustomize.py && echo 'import os' > ${site}/hack.pth && echo ok` });
+      expect(w.output.trim()).toBe('ok');
+      expect((await sb.integrity!({ op: 'observe', turn: 0 })).violations.map((v) => [v.kind, v.turn, v.path]).sort()).toEqual([
+        ['create-protected', 0, `${site}/hack.pth`],
+        ['create-protected', 0, `${site}/sitecustomize.py`],
+      ]);
+      const home = (await sb.bash({ command: 'echo $HOME' })).output.trim();
+      await sb.bash({ command: "mkdir -p ~/.local/bin && printf '#!/bin/sh\\nexit 0\\n' > ~/.local/bin/pytest && chmod +x ~/.local/bin/pytest" });
+      expect((await sb.integrity!({ op: 'observe', turn: 1 })).violations.map((v) => [v.kind, v.turn, v.path])).toEqual([['create-protected', 1, `${home}/.local/bin/pytest`]]);
+      await sb.bash({ command: 'touch /tmp/x notes.txt' });
+      expect((await sb.integrity!({ op: 'observe', turn: 2 })).violations).toEqual([]);
+    } finally {
+      await sb.close();
+    }
+  });
 });
