@@ -60,7 +60,8 @@ export default tseslint.config(
     // can run on ManualClock. Outside that rule: the clock itself, the CLI (a process's edge), the
     // sandbox host process (its own process on its own clock: host-sandbox, pty-session,
     // python-repl, cgroup, network, sandbox-host, the in-sandbox forwarder and its listener
-    // hand-off), lease.ts (compares a file's mtime, which is wall-clock by nature), remove-tree.ts
+    // hand-off, and the integrity monitor it runs per action), lease.ts (compares a file's mtime,
+    // which is wall-clock by nature), remove-tree.ts
     // (a unique name suffix, not a time), and the image store (src/sandbox/images/, which takes an
     // injected `now` and is kept by its own owner).
     files: ['src/**/*.ts'],
@@ -69,6 +70,7 @@ export default tseslint.config(
       'src/cli/**',
       'src/sandbox/{sandbox-host,host-sandbox,pty-session,python-repl,cgroup,network,llm-proxy-forwarder,llm-listener-handoff,lease,remove-tree}.ts',
       'src/sandbox/images/**',
+      'src/sandbox/integrity/**',
     ],
     rules: {
       'no-restricted-globals': ['error', ...['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'].map((name) => ({ name, message: 'time goes through the injected Clock (src/clock.ts: clock.setTimeout, every, sleep)' }))],

@@ -1,3 +1,4 @@
+import { violationCounts } from '../protocol/integrity.js';
 import { Redis } from 'ioredis';
 import type { RolloutEvent, RolloutState } from '../protocol/events.js';
 import { RolloutResultSchema, type RolloutResult } from '../protocol/trajectory.js';
@@ -102,6 +103,7 @@ export function resultEvent(r: RolloutResult, ts: number): Omit<Extract<RolloutE
     timing: r.timing,
     tokens: r.trajectory.tokens.length,
     turns: r.trajectory.turns.length,
+    ...(r.integrity?.violations.length ? { violations: violationCounts(r.integrity.violations) } : {}),
   };
 }
 

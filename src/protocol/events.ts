@@ -81,6 +81,8 @@ export const RolloutEventSchema = z.discriminatedUnion('type', [
     timing: TimingSchema,
     tokens: z.number().int(),
     turns: z.number().int(),
+    /** The integrity monitor's violations by kind (#27), when the rollout had a policy and any was found. */
+    violations: z.record(z.string(), z.number().int()).optional(),
   }),
 ]);
 export type RolloutEvent = z.infer<typeof RolloutEventSchema>;

@@ -1,3 +1,4 @@
+import { IntegrityReportSchema } from './integrity.js';
 import { z } from 'zod';
 import { LeaseIdsSchema } from './buffer.js';
 import { InstanceSchema, SamplingParamsSchema } from './instance.js';
@@ -144,11 +145,12 @@ export const ProcessResponseSchema = z.object({
   outcome: OutcomeSchema,
   attempts: z.number().int(),
   /**
-   * What the client should know about how its job ran, when anything: `custom_tokenizer_fallback`
+   * What the client should know beside the reference's fields: `custom_tokenizer_fallback`
    * (`{custom_tokenizer, used, reason}`) when the job's `custom_tokenizer` was not in the local
-   * cache and the runtime's tokenizer ran it instead (#28).
+   * cache and the runtime's tokenizer ran it instead (#28); `integrity`, the monitor's report
+   * (#27), when the rollout had a policy.
    */
-  metadata: z.record(z.string(), z.unknown()).optional(),
+  metadata: z.object({ integrity: IntegrityReportSchema.optional() }).passthrough().optional(),
 });
 /** The `/process` answer. */
 export type ProcessResponse = z.infer<typeof ProcessResponseSchema>;

@@ -1,5 +1,6 @@
 export * from './messages.js';
 export * from './instance.js';
+export * from './integrity.js';
 export * from './trajectory.js';
 export * from './events.js';
 export * from './http.js';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { IntegrityPolicySchema } from './integrity.js';
 import { OracleTurnSchema } from './messages.js';
 
 // eslint-disable-next-line no-control-regex
@@ -28,6 +29,8 @@ export const InstanceSchema = z
     trajectory_id: z.union([z.string().max(1000), z.number()]).transform(String).optional(),
     /** Assistant turns for the scripted policy. */
     oracle: z.array(OracleTurnSchema).optional(),
+    /** The reward-hack monitor's policy (#27): protected / secret paths, denied programs, what a violation costs. See docs/integrity.md. */
+    integrity: IntegrityPolicySchema.optional(),
   })
   .passthrough();
 export type Instance = z.infer<typeof InstanceSchema>;

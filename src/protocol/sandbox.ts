@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { SandboxIntegritySchema } from './integrity.js';
 import { ResolvedImageSchema } from './image.js';
 
 /**
@@ -191,6 +192,7 @@ export const HostRequestSchema = z.discriminatedUnion('type', [
   SandboxInterruptSchema,
   SandboxResetSchema,
   SandboxCloseSchema,
+  SandboxIntegritySchema,
 ]);
 export type HostRequest = z.infer<typeof HostRequestSchema>;
 

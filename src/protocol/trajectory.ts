@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { IntegrityReportSchema } from './integrity.js';
 import { MessageSchema, ToolSchemaSchema } from './messages.js';
 
 /** How a rollout ended. Exactly one per rollout. */
@@ -110,5 +111,7 @@ export const RolloutResultSchema = z.object({
   attempts: z.number().int(),
   trajectory: TrajectorySchema,
   timing: TimingSchema,
+  /** The reward-hack monitor's report (#27), present when the instance or its family has an integrity policy. */
+  integrity: IntegrityReportSchema.optional(),
 });
 export type RolloutResult = z.infer<typeof RolloutResultSchema>;

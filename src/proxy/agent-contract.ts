@@ -1,3 +1,4 @@
+import type { IntegrityDefaults } from '../protocol/integrity.js';
 /**
  * The handler contract: what the runtime asks of a task family ({@link AgentHandler}) and of an
  * agent it does not drive ({@link ExternalAgent}), with their context types. It lives here, in
@@ -129,4 +130,9 @@ export interface AgentHandler {
   init(ctx: HandlerContext): Promise<InitResult>;
   act(ctx: ActContext): Promise<ActResult>;
   eval(ctx: EvalContext): Promise<EvalResult>;
+  /**
+   * The family's default integrity policy for `instance` (#27; docs/integrity.md), or null.
+   * Pure and never throws: a row it cannot read gets null (its init refuses it anyway).
+   */
+  integrityDefaults?(instance: Record<string, unknown>): IntegrityDefaults | null;
 }

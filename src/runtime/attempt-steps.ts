@@ -16,6 +16,8 @@ import type { StagePool } from './stage-pool.js';
 import type { WeightControl } from './weight-control.js';
 import { checkTokenAge, observeTurn } from './token-age.js';
 import { contextLimitError, isEngineLengthRefusal } from './context-limit.js';
+import { integrityError } from './integrity-cost.js';
+import { effectivePolicy, RolloutIntegrity } from './integrity-monitor.js';
 
 /** What the steps see of their owner (the supervisor). */
 export interface StepsContext {
@@ -62,6 +64,13 @@ export class AttemptSteps {
     if (r.sandbox) att.sandboxes.adopt(r.sandbox);
     att.sandbox = r.sandbox;
     att.handlerState = r.state;
+    const policy = effectivePolicy(s.instance.integrity, handler.integrityDefaults?.(s.instance));
+    if (policy) {
+      // The baseline after the sandbox's setup, before the agent's first action.
+      att.integrity = new RolloutIntegrity(policy);
+      await att.integrity.start(r.sandbox);
+      if (att.ended) return { runSlot: false };
+    }
     if (r.external) {
       this.harness.start(s, att, r.external);
       return { runSlot: this.ctx.pools.run.tryTake(id) };
@@ -157,7 +166,12 @@ export class AttemptSteps {
     const { ctx } = this;
     const s = ctx.live(id);
     const att = s.attempt!;
-    if (att.harness) return this.harness.act(s, att);
+    if (att.harness) {
+      const out = await this.harness.act(s, att);
+      // The harness' work between two LLM calls is one action.
+      if (att.integrity) await this.observeIntegrity(att, turn);
+      return out;
+    }
     const handler = att.handler!;
     this.startCall(s, att, 'action', ctx.opts.actionTimeoutMs);
     // A fresh context per turn, with hooks bound to this attempt and turn: a handler may keep,
@@ -175,6 +189,7 @@ export class AttemptSteps {
     actx.onToolResult = (o) => this.toolReturned(s, att, turn, o);
     const res = await handler.act(actx);
     if (att.ended) throw new CancelledError('rollout ended during the action');
+    if (att.integrity) await this.observeIntegrity(att, turn);
     att.callAt = Infinity;
     if (res.state !== undefined) att.handlerState = res.state;
     const b = att.builder;
@@ -212,6 +227,13 @@ export class AttemptSteps {
       throw new TaskError(`handler ${att.handler!.name} returned a non-numeric reward`, { code: 'BAD_REWARD', stage: 'eval' });
     }
     att.evalResult = r;
+  }
+
+  /** Observes the action of `turn`; under `on_violation: fail` a violation ends the attempt as a task error. */
+  private async observeIntegrity(att: Attempt, turn: number): Promise<void> {
+    const found = await att.integrity!.observe(att.sandbox, turn);
+    if (att.ended) throw new CancelledError('rollout ended during the action');
+    if (found.length > 0 && att.integrity!.policy.action === 'fail') throw integrityError(found);
   }
 
   private toolCalled(s: RolloutSession, att: Attempt, turn: number, c: { callId: string; name: string; arguments: Record<string, unknown> }): void {

@@ -3,6 +3,7 @@ import { CancelledError, InfraError, RolloutTimeoutError, TaskError, ValidationE
 import type { FinishReason, Outcome, RolloutResult, Trajectory } from '../protocol/trajectory.js';
 import { staleness, type WeightVersion } from '../llm/weight-versions.js';
 import { staleFlag } from './token-age.js';
+import { withIntegrity } from './integrity-monitor.js';
 import type { Attempt, RolloutSession } from './rollout-session.js';
 
 /** What ended an attempt, as the decision needs it. */
@@ -105,7 +106,7 @@ export function buildResult(s: RolloutSession, att: Attempt | null, outcome: Out
   const counted = s.timing.initMs + s.timing.runMs + s.timing.evalMs;
   const wallMs = now - s.submittedAt;
   const ev = outcome === 'completed' || outcome === 'truncated' ? (att?.evalResult ?? null) : null;
-  return {
+  const result: RolloutResult = {
     id: s.id,
     instanceId: s.instanceId,
     trajectoryId: s.trajectoryId,
@@ -129,4 +130,5 @@ export function buildResult(s: RolloutSession, att: Attempt | null, outcome: Out
       timeoutTriggered: outcome === 'timed-out',
     },
   };
+  return att?.integrity ? withIntegrity(result, att.integrity) : result;
 }

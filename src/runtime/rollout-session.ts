@@ -13,6 +13,7 @@ import type { Clock } from '../clock.js';
 import type { RolloutSummary } from './runtime-api.js';
 import type { RolloutError } from '../errors.js';
 import type { HarnessRun } from '../proxy/harness-run.js';
+import type { RolloutIntegrity } from './integrity-monitor.js';
 
 /**
  * One attempt of a rollout: everything a retry starts afresh (actor, sandbox, tokens). The
@@ -46,6 +47,8 @@ export class Attempt {
   lastBackendId: string | undefined = undefined;
   /** Set when the handler's agent runs on its own (the `harness` family): its loop state and token record. */
   harness: HarnessRun | null = null;
+  /** The reward-hack monitor of this attempt (#27), when the rollout has an integrity policy. */
+  integrity: RolloutIntegrity | null = null;
 
   constructor(
     readonly builder: TrajectoryBuilder,

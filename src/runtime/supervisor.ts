@@ -1,3 +1,4 @@
+import { violationCounts } from '../protocol/integrity.js';
 import { randomUUID } from 'node:crypto';
 import { createActor, fromPromise } from 'xstate';
 import { rolloutMachine, type FinalState, type InitOutput, type Stage, type StageInput } from '../../machines/rollout.machine.js';
@@ -320,6 +321,7 @@ export class Supervisor {
         timing: result.timing,
         tokens: result.trajectory.tokens.length,
         turns: result.trajectory.turns.length,
+        ...(result.integrity?.violations.length ? { violations: violationCounts(result.integrity.violations) } : {}),
       });
     }
     void closing.then(() => {

@@ -412,6 +412,16 @@ export class HostSandbox {
     return this.repl.run(code, timeoutMs ?? this.req.tools.pythonTimeoutMs);
   }
 
+  /**
+   * An image sandbox's overlay upper dir as this process reaches it (what the sandbox changed in
+   * its root) and the workspace's path in that root; null for a host-root sandbox. For the
+   * integrity monitor (#27, src/sandbox/integrity/).
+   */
+  get overlayChanges(): { upper: string; workspace: string } | null {
+    if (!this.imageMount || !this.req.image) return null;
+    return { upper: (this.imageMount.via ?? '') + overlayDirs(this.dir).upper, workspace: imageCwd(this.req.image) };
+  }
+
   /** Runs an editor command on the workspace (link-safe, bounded: editor.ts). */
   editorOp(req: EditorRequest): Promise<EditorResult> {
     this.alive();

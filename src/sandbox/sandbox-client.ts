@@ -9,6 +9,7 @@ import {
   SandboxPythonResultSchema,
   SandboxReadResultSchema,
 } from '../protocol/sandbox.js';
+import { SandboxIntegrityResultSchema, type FileObservationResult } from '../protocol/integrity.js';
 import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult, Sandbox } from './sandbox.js';
 
 /** Timeouts the client needs to bound its requests to the host. */
@@ -133,6 +134,10 @@ export class SandboxClient implements Sandbox {
   async resetShell(): Promise<void> {
     // A shell start (bounded by the host's start timeout) plus the channel's grace.
     await this.call({ type: 'sandbox.reset' }, 4 * GRACE_MS);
+  }
+
+  async integrity(req: { op: 'start'; protect: string[] } | { op: 'observe'; turn: number }): Promise<FileObservationResult> {
+    return SandboxIntegrityResultSchema.parse(await this.call({ ...req, type: 'sandbox.integrity' }, GRACE_MS)).result;
   }
 
   /** Kills every process of the sandbox, removes its workdir. Idempotent; never throws. */

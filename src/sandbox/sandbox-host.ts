@@ -6,6 +6,7 @@ import { ProtocolError, SandboxError } from '../errors.js';
 import { UdsChannel, type WireMessage } from '../ipc/uds-channel.js';
 import { HostRequestSchema, type HostRequest } from '../protocol/sandbox.js';
 import { HostSandbox, type HostOwner } from './host-sandbox.js';
+import { handleIntegrity } from './integrity/host-integrity.js';
 
 /** Options of {@link runSandboxHost}. */
 export interface SandboxHostOptions {
@@ -112,6 +113,8 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
       case 'sandbox.reset':
         await sb.resetShell();
         return {};
+      case 'sandbox.integrity':
+        return { result: handleIntegrity(sb, req) };
     }
   };
 

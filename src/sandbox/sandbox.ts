@@ -111,6 +111,13 @@ export interface Sandbox {
    * @throws SandboxError when the sandbox is lost or closed, or the new shell does not start.
    */
   resetShell?(): Promise<void>;
+  /**
+   * The reward-hack monitor's file observation (#27, src/sandbox/integrity/): `start` takes the
+   * workspace's baseline with the `protect` globs, `observe` reports the violations since the
+   * last scan at `turn`. Optional: a sandbox without one (a test double) runs the monitor degraded.
+   * @throws SandboxError when the sandbox is lost or closed.
+   */
+  integrity?(req: { op: 'start'; protect: string[] } | { op: 'observe'; turn: number }): Promise<import('../protocol/integrity.js').FileObservationResult>;
   /** Kills every process of the sandbox and removes its workdir. Idempotent; never throws. */
   close(): Promise<void>;
 }

@@ -31,6 +31,7 @@ export class ServiceMetrics {
   private readonly groups: Counter<'signal'>;
   private readonly tokensPerTurn: Histogram;
   private readonly truncations: Counter<'finish'>;
+  private readonly violations: Counter<'kind' | 'data_source'>;
   /** Live rollouts' data source and group, from `rollout.submitted` (results do not carry them). */
   private readonly live = new Map<string, { dataSource: string; groupId: string | null }>();
   /** Open groups: members submitted, members ended, and whether the ended rewards still agree. */
@@ -52,6 +53,7 @@ export class ServiceMetrics {
     this.groups = new Counter({ name: 'rollout_groups_total', help: 'Ended GRPO groups by learning signal: none (every reward equal, advantage 0) or some', labelNames: ['signal'], registers });
     this.tokensPerTurn = new Histogram({ name: 'rollout_tokens_per_turn', help: 'Tokens sampled per assistant turn', buckets: TOKEN_BUCKETS, registers });
     this.truncations = new Counter({ name: 'rollout_truncations_total', help: 'Truncated rollouts by why (max_iterations, context_full, length)', labelNames: ['finish'], registers });
+    this.violations = new Counter({ name: 'rollout_integrity_violations_total', help: 'Integrity monitor violations (#27) by kind and data source', labelNames: ['kind', 'data_source'], registers });
     this.httpRequests = new Counter({ name: 'rollout_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['route', 'status'], registers });
     this.wsConnections = new Gauge({ name: 'rollout_ws_connections', help: 'Open WebSocket connections', registers });
     this.wsDropped = new Counter({ name: 'rollout_ws_dropped_total', help: 'Events not sent to slow WebSocket clients, and clients closed', labelNames: ['reason'], registers });
@@ -146,6 +148,10 @@ export class ServiceMetrics {
         this.actionSeconds.observe({ tool: ev.name }, ev.latencyMs / 1000);
         break;
       case 'rollout.result':
+        if (ev.violations) {
+          const dataSource = this.live.get(ev.rolloutId)?.dataSource ?? 'unknown';
+          for (const [kind, n] of Object.entries(ev.violations)) this.violations.inc({ kind, data_source: dataSource }, n);
+        }
         this.ended(ev.rolloutId, ev.reward);
         if (ev.outcome === 'truncated') this.truncations.inc({ finish: ev.finish ?? 'unknown' });
         this.outcomes.inc({ outcome: ev.outcome });

@@ -94,6 +94,7 @@ export function toProrlResult(r: RolloutResult, ctx: ProrlResultContext = {}): P
     attempts: r.attempts,
   };
   if (swe) out.git_patch = typeof patch === 'string' ? patch : '';
+  if (r.integrity) out.metadata = { integrity: r.integrity };
   return out;
 }
 

@@ -1,3 +1,4 @@
+import { violationCounts } from '../../protocol/integrity.js';
 import type { RolloutResult } from '../../protocol/trajectory.js';
 
 /**
@@ -74,6 +75,8 @@ export interface RunSummary {
   errors: { error: string; count: number }[];
   /** Per task family (the handler's name, so `deepscaler` counts as `math`): rollouts, resolved, mean reward. */
   byDataSource: Record<string, { rollouts: number; resolved: number; meanReward: number | null }>;
+  /** Rollouts the integrity monitor flagged (#27), and per violation kind how many rollouts had one; absent when none was. */
+  flagged?: { rollouts: number; byKind: Record<string, number> };
 }
 
 function stage(values: number[]): StageTiming {
@@ -100,6 +103,8 @@ export interface SummaryRow {
   turns: number;
   timing: RolloutResult['timing'];
   error: string | null;
+  /** The integrity monitor's violations by kind (#27), when it found any. */
+  violations?: Record<string, number> | undefined;
 }
 
 /** Reduces a result to its {@link SummaryRow}. */
@@ -117,6 +122,7 @@ export function toSummaryRow(taskKey: string, r: RolloutResult): SummaryRow {
     turns: r.trajectory.turns.length,
     timing: r.timing,
     error: r.error ? `${r.error.code}: ${r.error.message.slice(0, 200)}` : null,
+    ...(r.integrity?.violations.length ? { violations: violationCounts(r.integrity.violations) } : {}),
   };
 }
 
@@ -164,7 +170,9 @@ export function summarize(rows: SummaryRow[], n: number, elapsedMs: number, fami
   const tasks = [...perTask.values()];
   const finishedRows = rows.filter((r) => r.outcome !== 'cancelled');
   const total = finishedRows.length;
+  const flagged = flaggedOf(rows);
   return {
+    ...(flagged ? { flagged } : {}),
     rollouts: rows.length,
     finished: total,
     tasks: tasks.length,
@@ -204,6 +212,27 @@ export function summarize(rows: SummaryRow[], n: number, elapsedMs: number, fami
   };
 }
 
+function flaggedOf(rows: SummaryRow[]): RunSummary['flagged'] {
+  let rollouts = 0;
+  const byKind: Record<string, number> = {};
+  for (const r of rows) {
+    if (!r.violations) continue;
+    rollouts++;
+    for (const kind of Object.keys(r.violations)) byKind[kind] = (byKind[kind] ?? 0) + 1;
+  }
+  return rollouts > 0 ? { rollouts, byKind } : undefined;
+}
+
+/** How the summary line names a violation kind. */
+const KIND_WORDS: Record<string, string> = {
+  'edit-protected': 'edited protected files',
+  'delete-protected': 'deleted protected files',
+  'create-protected': 'created protected files (conftest.py, sitecustomize.py...)',
+  'symlink-protected': 'linked over protected files',
+  'read-secret': 'read secrets',
+  'exec-denied': 'ran denied programs',
+};
+
 /** Bin counts as block characters, tallest = the largest bin. */
 function sparkline(bins: number[]): string {
   const max = Math.max(1, ...bins);
@@ -227,6 +256,10 @@ export function formatSummary(s: RunSummary): string {
   row('pass@1', fmtNum(s.passAt1));
   if (s.n > 1) row(`pass@${s.n}`, fmtNum(s.passAtN));
   if (s.groups.total > 0) row('groups with no signal', `${s.groups.noSignal}/${s.groups.total} (all rewards equal: GRPO advantage 0)`);
+  if (s.flagged) {
+    const kinds = Object.entries(s.flagged.byKind).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${n} ${KIND_WORDS[k] ?? k}`);
+    row('integrity', `${s.flagged.rollouts} rollout${s.flagged.rollouts === 1 ? '' : 's'} flagged: ${kinds.join(', ')}`);
+  }
   if (s.truncated > 0) row('truncated', `${s.truncated} (max turns, full context or cut by the token limit)`);
   row('tokens', `${s.tokens.total} total, ${s.tokens.sampled} sampled, ${fmtNum(s.tokens.perRollout, 0)} per rollout, ${fmtNum(s.tokensPerTurn, 0)} sampled per turn`);
   row('turns', `${s.turns.total} total, ${fmtNum(s.turns.perRollout, 1)} per rollout`);

@@ -6,6 +6,7 @@ import { gradeTests, parseTestLog, type TestStatusMap } from './swe-log-parsers.
 import { derivedImageName, patchFiles, R2eRowSchema, rowKind, runnerOf, SweBenchRowSchema, sweTestCommand, type R2eRow, type SweBenchRow } from './swe-rows.js';
 import type { AgentHandler } from '../../proxy/agent-contract.js';
 import type { Sandbox, SandboxSpec } from '../../sandbox/sandbox.js';
+import { sweIntegrityDefaults } from './integrity-defaults.js';
 import { clip, freshShellForEval, parseInstance, runToEnd, shellQuote } from './task-kit.js';
 import { evalFault, faultMessage } from './eval-fault.js';
 import { defineToolAgent } from '../tool-agent.js';
@@ -137,7 +138,7 @@ async function initSweBench(ctx: HandlerContext, row: SweBenchRow): Promise<{ sa
  * patch touches run, the log is parsed per test (pytest, Django) and the row is resolved iff every
  * FAIL_TO_PASS passes and every PASS_TO_PASS still passes; the per-test report is in the details.
  */
-export const sweHandler: AgentHandler = defineToolAgent({
+export const sweHandler: AgentHandler = withIntegrityDefaults(sweIntegrityDefaults, defineToolAgent({
   name: 'swe',
   aliases: ['swebench'],
   tools: toolSchemas(['execute_bash', 'str_replace_editor', 'think', 'finish']),
@@ -190,7 +191,12 @@ export const sweHandler: AgentHandler = defineToolAgent({
     if (state.kind === 'bundled') return evalBundled(ctx, state.inst, patch);
     return evalGraded(ctx, state, patch);
   },
-});
+}));
+
+/** The handler with the family's default integrity policy (#27). */
+function withIntegrityDefaults(defaults: NonNullable<AgentHandler['integrityDefaults']>, h: AgentHandler): AgentHandler {
+  return Object.assign(h, { integrityDefaults: defaults });
+}
 
 /** Applies the agent's patch in a fresh sandbox; null when it applied, else the 0-reward result. */
 async function applyPatch(sb: Sandbox, patch: string, ctx: { signal: AbortSignal; clock: Clock }): Promise<{ reward: number; resolved: boolean; details: Record<string, unknown> } | null> {
