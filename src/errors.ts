@@ -88,6 +88,9 @@ export const ERROR_CODES = {
   IMAGE_USER_UNKNOWN: { class: 'TaskError', retryable: false, means: "the image's configured user does not exist in it" },
   IMAGE_WORKDIR: { class: 'TaskError', retryable: false, means: "the image's WorkingDir cannot be made a directory inside the image" },
   IMAGE_NO_SHELL: { class: 'TaskError', retryable: false, means: 'the image has no executable /bin/bash (the sandbox shell)' },
+  INTEGRITY_VIOLATION: { class: 'TaskError', retryable: false, means: "the policy broke the rollout's integrity policy under on_violation: fail (details.cause 'integrity')" },
+  INTEGRITY_POLICY: { class: 'TaskError', retryable: false, means: 'an integrity glob the sandbox host cannot read (validated at submit; only a client that skipped it)' },
+  INTEGRITY_NOT_STARTED: { class: 'TaskError', retryable: false, means: 'an integrity observation was asked of a sandbox whose monitor was never started' },
   // RolloutTimeoutError: outcome timed-out, not retried.
   TIMEOUT: { class: 'RolloutTimeoutError', retryable: false, means: 'a time limit ran out' },
   BUDGET: { class: 'RolloutTimeoutError', retryable: false, means: "the rollout's time budget (budgetMs) ran out" },
