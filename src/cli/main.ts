@@ -11,6 +11,7 @@ const commands: Record<string, { summary: string; load: () => Promise<{ run(argv
   run: { summary: 'run a task file end to end and print a summary (the main job)', load: () => import('./commands/run.js') },
   serve: { summary: 'HTTP + WebSocket service (ProRL-compatible)', load: () => import('./commands/serve.js') },
   image: { summary: 'import, list, remove and prune task images (OCI layouts, docker archives)', load: () => import('./commands/image.js') },
+  harness: { summary: 'install, list and remove agent CLIs for harness presets (codex, claude-code, …)', load: () => import('./commands/harness.js') },
   worker: { summary: 'a cluster node running rollouts from Redis (with serve --redis)', load: () => import('./commands/worker.js') },
   'sandbox-host': { summary: 'a process that owns many sandboxes (started by the runtime)', load: () => import('./commands/sandbox-host.js') },
   'fake-llm': { summary: 'a fake inference server with the real tokenizer', load: () => import('./commands/fake-llm.js') },
