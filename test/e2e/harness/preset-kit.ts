@@ -1,7 +1,13 @@
 import { spawn } from 'node:child_process';
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OracleBackend } from '../../../src/llm/oracle-backend.js';
+import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
+import { createSandboxProvider } from '../../../src/sandbox/index.js';
+import type { SandboxProvider } from '../../../src/sandbox/sandbox.js';
+import { TestCodec } from '../../../src/testing/test-codec.js';
 import { defaultHarnessStoreDir, HARNESS_PRESETS, HarnessStore, type PresetName } from '../../../src/handlers/tasks/harness-presets/index.js';
 import type { RolloutResult } from '../../../src/protocol/trajectory.js';
 
@@ -66,4 +72,58 @@ export function expectTokenExact(r: RolloutResult): void {
     }
   }
   expect(r.evalDetails?.proxy_requests, 'every request answered').toEqual({ '200': t.turns.length });
+}
+
+/** The small task every preset solves: write a file, run a command, read its output, finish. */
+export const TASK = {
+  instruction: 'Write answer.py that prints 6*7, run it into out.txt, and tell me what it printed.',
+  eval_command: 'test "$(python3 answer.py)" = 42 && test "$(cat out.txt)" = 42',
+};
+
+/** A tool call of the oracle's turns. */
+type Call = { name: string; arguments: Record<string, unknown> };
+
+/**
+ * One e2e suite for `preset`: the CLI at its default version (installed from the npm registry
+ * first), unchanged, in a real sandbox, its proxy answered by the oracle backend replaying
+ * `turns` (the CLI's own tool names and argument shapes): it must solve {@link TASK}, leave a
+ * token-exact trajectory and answered requests, and leave nothing running.
+ */
+export function describePreset(preset: PresetName, turns: { write: Call; run: Call; read: Call }): void {
+  const codec = new TestCodec();
+  let root: string;
+  let provider: SandboxProvider;
+  let runtime: EmbeddedRuntime;
+  beforeAll(async () => {
+    await install(preset);
+    root = await mkdtemp(join(tmpdir(), `preset-${preset}-`));
+    provider = createSandboxProvider({ stateDir: root, hosts: 1 });
+    // The CLIs' system prompts and tool schemas are tens of thousands of characters: the test codec's tokens are characters.
+    runtime = createRuntime({ codec, llm: new OracleBackend({ codec }), sandboxes: provider, retries: { max: 0 }, budgetMs: 180_000, maxModelLen: 1_000_000 });
+  }, 600_000);
+  afterAll(async () => {
+    await runtime?.close();
+    await provider?.close();
+    if (root) await rm(root, { recursive: true, force: true });
+  });
+
+  describe(`the ${preset} preset: the CLI unchanged in a real sandbox`, { timeout: 240_000 }, () => {
+    it(`solves the task with its own tools (${turns.write.name}, ${turns.run.name}, ${turns.read.name}), and the trajectory is token-exact`, async () => {
+      const r = await runtime.submit({
+        data_source: 'harness',
+        instance_id: `${preset}-42`,
+        preset,
+        ...TASK,
+        oracle: [{ tool_calls: [turns.write] }, { tool_calls: [turns.run] }, { tool_calls: [turns.read] }, { content: 'It printed 42.' }],
+      }).result;
+      const why = JSON.stringify({ e: r.error, d: r.evalDetails });
+      expect([r.outcome, r.reward, r.evalDetails?.harness_exit_code], why).toEqual(['completed', 1, 0]);
+      expect(r.evalDetails?.preset).toBe(`${preset}@${HARNESS_PRESETS[preset].defaultVersion}`);
+      expect(r.trajectory.turns, why).toHaveLength(4);
+      // Its tools ran: what the command printed came back to the model as a tool result.
+      expect(r.trajectory.messages.filter((m) => m.role === 'tool').map((m) => m.content).join('\n')).toMatch(/42/);
+      expectTokenExact(r);
+      expect(await presetProcesses(preset)).toEqual([]);
+    });
+  });
 }
