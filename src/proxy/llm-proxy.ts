@@ -6,15 +6,19 @@ import type { OpenAiChatRequest } from '../llm/openai-chat-route.js';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import { acceptLlmListeners } from '../sandbox/llm-listener-handoff.js';
 import { jsonDepth } from '../server/body.js';
-import { ChatRequestReader } from './chat-request-reader.js';
+import { createDialects, type Dialect, type DialectName, type DialectRoute, type InternalRequest } from './dialects/index.js';
+import { routeFromBody, routeOf } from './dialects/detect.js';
+import { sendJson } from './dialects/dialect.js';
 import { ProxyRefusal, sendRefusal } from './openai-error.js';
-import { writeCompletionStream } from './sse.js';
 
 /** Options of {@link LlmProxy.listen}. */
 export interface LlmProxyOptions {
   /** Host path of the Unix socket to listen on (its directory must exist; a stale file is replaced). */
   socketPath: string;
-  /** The rollout's bearer token: a request without `Authorization: Bearer <token>` is 401. */
+  /**
+   * The rollout's key, accepted from `Authorization: Bearer`, `x-api-key` or `x-goog-api-key`
+   * (or Google's `?key=`): a key never issued is 401, another rollout's key (live or ended) 403.
+   */
   token: string;
   /** The model name `GET /v1/models` lists and answers carry. Default `rollout-policy`. */
   model?: string | undefined;
@@ -22,45 +26,67 @@ export interface LlmProxyOptions {
   maxBodyBytes?: number | undefined;
   /** Deepest JSON nesting accepted (400 beyond, before `JSON.parse`). Default 64. */
   maxDepth?: number | undefined;
+  /**
+   * Counts a conversation's prompt tokens for the token-count routes (Anthropic's
+   * `/v1/messages/count_tokens`, Google's `:countTokens`): the rollout's codec, given by the
+   * handler. Without it the count is an estimate (UTF-8 bytes / 4), said so in docs/proxy.md.
+   */
+  countTokens?: ((messages: Message[], tools: ToolSchema[]) => number) | undefined;
 }
 
 /** One chat request of the harness, handed to the rollout's loop by {@link LlmProxy.next}. */
 export interface ProxyChatCall {
   /** 1-based number of the chat request on this proxy. */
   readonly seq: number;
-  /** The request as validated. */
+  /** The API dialect the request came in (its answer goes out in the same). */
+  readonly dialect: DialectName;
+  /**
+   * The request's sampling fields in chat-completions form: the request itself for `chat`; for
+   * the other dialects its `messages` is empty (the conversation is {@link messages}).
+   */
   readonly body: OpenAiChatRequest;
   /** Its conversation in the runtime's message form. */
   readonly messages: Message[];
   readonly tools: ToolSchema[];
   /** `stream: true`: the answer goes out as server-sent events. */
   readonly stream: boolean;
-  /** `max_completion_tokens ?? max_tokens` of the request. */
+  /** The request's own output cap (`max_completion_tokens ?? max_tokens`, `max_output_tokens`, `maxOutputTokens`). */
   readonly maxTokens: number | undefined;
+  /** The request's switch of the template's thinking (chat_template_kwargs, Anthropic `thinking`, Google `thinkingConfig`); undefined: not said. */
+  readonly enableThinking: boolean | undefined;
   /** True once the harness hung up (an answer is then dropped). */
   readonly closed: boolean;
-  /** Sends a finished `chat.completion` (as JSON, or as SSE chunks when streaming). Later calls are no-ops. */
+  /**
+   * Sends a finished `chat.completion` — the one internal answer — in the request's dialect (as
+   * JSON, or as that dialect's stream), with the model name the request asked for. Later calls are no-ops.
+   */
   answer(completion: Record<string, unknown>): void;
-  /** Sends an OpenAI-style error. Later calls are no-ops. */
+  /** Sends the refusal in the request's dialect's error shape. Later calls are no-ops. */
   refuse(refusal: ProxyRefusal): void;
 }
 
 const DEFAULT_MAX_BODY = 16 * 1024 * 1024;
 
 /**
- * The per-rollout OpenAI-compatible endpoint: an HTTP server on a Unix socket serving
- * `GET /v1/models` and `POST /v1/chat/completions` (JSON or `stream: true` SSE). It checks the
- * rollout's token, validates each request and hands it to the rollout's loop ({@link next}); it
- * never talks to an engine itself — rendering, sampling and the token record are the loop's
- * (`src/runtime/harness-steps.ts`). Policy, as docs/proxy.md explains:
+ * The per-rollout LLM endpoint: an HTTP server on a Unix socket serving `GET /v1/models` and four
+ * API dialects, each JSON or streamed (src/proxy/dialects/): OpenAI chat completions
+ * (`POST /v1/chat/completions`), OpenAI Responses (`POST /v1/responses`), Anthropic Messages
+ * (`POST /v1/messages`, `/v1/messages/count_tokens`) and Google (`POST …/models/{model}:generateContent`,
+ * `:streamGenerateContent`, `:countTokens`) — told apart by path, then the `anthropic-version`
+ * header, then the body. It checks the rollout's key, reads each request into the one internal
+ * chat form and hands it to the rollout's loop ({@link next}); it never talks to an engine itself
+ * — rendering, sampling and the token record are the loop's (`src/runtime/harness-steps.ts`),
+ * the same whatever the dialect. Policy, as docs/proxy.md explains:
  *
  * - one chat request at a time: a second one while the first is unanswered is 409
  *   (`request_in_flight`); a trajectory is a sequence, and queueing parallel calls would record
  *   them in an order the harness never chose;
  * - after {@link end} every chat request is 410 (`rollout_ended`); after {@link close} the
  *   socket is gone;
- * - errors are OpenAI-style bodies: 400 malformed JSON / bad fields (naming `param`), 401 bad
- *   token, 404 unknown path, 405 wrong method, 413 body over `maxBodyBytes`.
+ * - errors are in the request's dialect's shape: 400 malformed JSON / bad fields (naming the
+ *   field) / a feature not served (images, server-side tools) / an unknown dialect (naming the
+ *   known ones), 401 unknown key, 403 another rollout's key, 404 unknown path, 405 wrong method,
+ *   413 body over `maxBodyBytes`.
  */
 export class LlmProxy {
   private readonly sockets = new Set<Socket>();
@@ -73,8 +99,11 @@ export class LlmProxy {
   private ended: string | null = null;
   private closed = false;
   private seq = 0;
-  /** Validates requests, reusing the re-sent history's validation (chat-request-reader.ts). */
-  private readonly reader = new ChatRequestReader();
+  /** The dialects' readers and writers (the chat one keeps the re-sent history's validation). */
+  private readonly dialects = createDialects();
+  private readonly warned = new Set<string>();
+  /** Warnings about requests, each once per rollout (a Responses tool of a type not served, …). */
+  readonly warnings: string[] = [];
   /** Listeners in sandboxes' network namespaces this proxy serves itself (llm-listener-handoff.ts). */
   private readonly listeners = new Set<NetServer>();
   private unregister: () => void = () => undefined;
@@ -89,6 +118,7 @@ export class LlmProxy {
   ) {
     this.token = Buffer.from(opts.token);
     this.model = opts.model ?? 'rollout-policy';
+    issueKey(opts.token);
   }
 
   /** Starts a proxy listening on `opts.socketPath` (mode 0666: the sandbox's uid connects; the token is the gate). */
@@ -205,6 +235,7 @@ export class LlmProxy {
     this.end('closed');
     if (this.closed) return;
     this.closed = true;
+    retireKey(this.opts.token);
     this.unregister();
     for (const l of this.listeners) l.close();
     this.listeners.clear();
@@ -217,45 +248,58 @@ export class LlmProxy {
   private route(req: IncomingMessage, res: ServerResponse): void {
     this.stats.requests++;
     res.on('finish', () => this.stats.byStatus.set(res.statusCode, (this.stats.byStatus.get(res.statusCode) ?? 0) + 1));
-    const path = (req.url ?? '/').split('?')[0]!.replace(/\/+$/, '');
-    if (!this.authorized(req)) {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = (q < 0 ? url : url.slice(0, q)).replace(/\/+$/, '');
+    const query = q < 0 ? '' : url.slice(q + 1);
+    const route = routeOf(path, query, req.headers);
+    const shape = route ? this.dialects[route.dialect] : this.dialects.chat;
+    const denied = this.denied(req, query);
+    if (denied) {
       req.resume();
-      return sendRefusal(res, new ProxyRefusal(401, 'invalid_request_error', 'invalid_api_key', 'missing or wrong API key: use the OPENAI_API_KEY this sandbox was given'));
+      return sendRefusal(res, denied, shape.errorBody(denied));
     }
     if (path === '/v1/models') {
       req.resume();
       if (req.method !== 'GET') return sendRefusal(res, methodNotAllowed(req.method, 'GET'));
       return sendJson(res, 200, { object: 'list', data: [{ id: this.model, object: 'model', created: 0, owned_by: 'rollout-runtime' }] });
     }
-    if (path === '/v1/chat/completions') {
-      if (req.method !== 'POST') {
-        req.resume();
-        return sendRefusal(res, methodNotAllowed(req.method, 'POST'));
-      }
-      void this.chat(req, res);
-      return;
+    if (req.method !== 'POST') {
+      req.resume();
+      if (!route) return sendRefusal(res, new ProxyRefusal(404, 'invalid_request_error', 'unknown_url', `unknown path ${JSON.stringify(path.slice(0, 200))}: this endpoint serves GET /v1/models and POST /v1/chat/completions, /v1/responses, /v1/messages, /v1beta/models/{model}:generateContent`));
+      const r = methodNotAllowed(req.method, 'POST');
+      return sendRefusal(res, r, shape.errorBody(r));
     }
-    req.resume();
-    sendRefusal(res, new ProxyRefusal(404, 'invalid_request_error', 'unknown_url', `unknown path ${JSON.stringify(path.slice(0, 200))}: this endpoint serves /v1/models and /v1/chat/completions`));
+    void this.chat(req, res, route);
   }
 
-  private async chat(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (this.ended !== null) {
+  private async chat(req: IncomingMessage, res: ServerResponse, pathRoute: DialectRoute | null): Promise<void> {
+    let route = pathRoute;
+    const refuse = (r: ProxyRefusal): void => sendRefusal(res, r, this.dialects[route?.dialect ?? 'chat'].errorBody(r));
+    const counting = route?.op === 'count_tokens';
+    if (!counting && this.ended !== null) {
       req.resume();
-      return sendRefusal(res, new ProxyRefusal(410, 'invalid_request_error', 'rollout_ended', `this rollout has ended (${this.ended}); no more LLM calls are taken`));
+      return refuse(new ProxyRefusal(410, 'invalid_request_error', 'rollout_ended', `this rollout has ended (${this.ended}); no more LLM calls are taken`));
     }
-    if (this.busy) {
+    if (!counting && this.busy) {
       req.resume();
-      return sendRefusal(res, new ProxyRefusal(409, 'invalid_request_error', 'request_in_flight', 'another chat request of this rollout is still unanswered; send one request at a time'));
+      return refuse(new ProxyRefusal(409, 'invalid_request_error', 'request_in_flight', 'another chat request of this rollout is still unanswered; send one request at a time'));
     }
-    this.busy = true;
+    if (!counting) this.busy = true;
     let call: ChatCall;
     try {
-      call = this.parse(await this.readBody(req), res);
+      const json = this.parseJson(await this.readBody(req));
+      route ??= routeFromBody(json);
+      const dialect = this.dialects[route.dialect];
+      const internal = dialect.read(json, route, { warn: (m) => this.warn(m) });
+      if (route.op === 'count_tokens') {
+        const n = this.opts.countTokens ? this.opts.countTokens(internal.messages, internal.tools) : estimateTokens(internal.messages, internal.tools);
+        return sendJson(res, 200, dialect.countBody(n));
+      }
+      call = new ChatCall(++this.seq, dialect, internal, res, () => this.settled(call));
     } catch (err) {
-      this.busy = false;
-      const refusal = err instanceof ProxyRefusal ? err : new ProxyRefusal(400, 'invalid_request_error', 'bad_request', (err as Error).message);
-      return sendRefusal(res, refusal);
+      if (!counting) this.busy = false;
+      return refuse(err instanceof ProxyRefusal ? err : new ProxyRefusal(400, 'invalid_request_error', 'bad_request', (err as Error).message));
     }
     if (this.ended !== null) return call.refuse(new ProxyRefusal(410, 'invalid_request_error', 'rollout_ended', `this rollout has ended (${this.ended})`));
     const w = this.waiter;
@@ -269,21 +313,21 @@ export class LlmProxy {
     }
   }
 
-  private parse(raw: Buffer, res: ServerResponse): ChatCall {
+  private parseJson(raw: Buffer): unknown {
     const text = raw.toString('utf8');
     const maxDepth = this.opts.maxDepth ?? 64;
     if (jsonDepth(text) > maxDepth) throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', `JSON nested deeper than ${maxDepth}`);
-    let json: unknown;
     try {
-      json = JSON.parse(text);
+      return JSON.parse(text);
     } catch (err) {
       throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', `malformed JSON: ${(err as Error).message.slice(0, 200)}`);
     }
-    const raw2 = json as { stream?: unknown; n?: unknown };
-    const { body, messages, tools } = this.reader.read(json);
-    if (raw2.n !== undefined && raw2.n !== 1) throw new ProxyRefusal(400, 'invalid_request_error', 'unsupported_value', 'n: only one choice per request is sampled (n = 1)', 'n');
-    const call: ChatCall = new ChatCall(++this.seq, body, messages, tools, raw2.stream === true, body.max_completion_tokens ?? body.max_tokens, res, () => this.settled(call));
-    return call;
+  }
+
+  private warn(message: string): void {
+    if (this.warned.has(message) || this.warned.size >= 32) return;
+    this.warned.add(message);
+    this.warnings.push(message);
   }
 
   private settled(call: ChatCall): void {
@@ -292,11 +336,15 @@ export class LlmProxy {
     this.busy = false;
   }
 
-  private authorized(req: IncomingMessage): boolean {
-    const h = req.headers.authorization;
-    if (typeof h !== 'string' || !h.startsWith('Bearer ')) return false;
-    const given = Buffer.from(h.slice(7).trim());
-    return given.length === this.token.length && timingSafeEqual(given, this.token);
+  /** Null when the request carries this rollout's key; else the 401 (no key, or one never issued) or 403 (another rollout's). */
+  private denied(req: IncomingMessage, query: string): ProxyRefusal | null {
+    const key = keyOf(req, query);
+    if (key !== undefined) {
+      const given = Buffer.from(key);
+      if (given.length === this.token.length && timingSafeEqual(given, this.token)) return null;
+      if (issuedKeys.has(key)) return new ProxyRefusal(403, 'invalid_request_error', 'wrong_rollout_key', "this key belongs to another rollout (live or ended), not to this sandbox's");
+    }
+    return new ProxyRefusal(401, 'invalid_request_error', 'invalid_api_key', 'missing or wrong API key: use the key this sandbox was given (OPENAI_API_KEY)');
   }
 
   /** The body, bounded: 413 on a declared or streamed size over the limit, never buffered past it. */
@@ -341,17 +389,28 @@ export class LlmProxy {
 class ChatCall implements ProxyChatCall {
   private done = false;
   private hungUp = false;
+  readonly dialect: DialectName;
+  readonly body: OpenAiChatRequest;
+  readonly messages: Message[];
+  readonly tools: ToolSchema[];
+  readonly stream: boolean;
+  readonly maxTokens: number | undefined;
+  readonly enableThinking: boolean | undefined;
 
   constructor(
     readonly seq: number,
-    readonly body: OpenAiChatRequest,
-    readonly messages: Message[],
-    readonly tools: ToolSchema[],
-    readonly stream: boolean,
-    readonly maxTokens: number | undefined,
+    private readonly writer: Dialect,
+    private readonly req: InternalRequest,
     private readonly res: ServerResponse,
     private readonly onSettled: () => void,
   ) {
+    this.dialect = writer.name;
+    this.body = req.body;
+    this.messages = req.messages;
+    this.tools = req.tools;
+    this.stream = req.stream;
+    this.maxTokens = req.maxTokens;
+    this.enableThinking = req.enableThinking;
     res.on('close', () => {
       if (!res.writableFinished) this.hungUp = true;
     });
@@ -366,25 +425,56 @@ class ChatCall implements ProxyChatCall {
     this.done = true;
     this.onSettled();
     if (this.hungUp) return;
-    if (this.stream) writeCompletionStream(this.res, completion);
-    else sendJson(this.res, 200, completion);
+    this.writer.write(this.res, completion, this.req);
   }
 
   refuse(refusal: ProxyRefusal): void {
     if (this.done) return;
     this.done = true;
     this.onSettled();
-    sendRefusal(this.res, refusal);
+    sendRefusal(this.res, refusal, this.writer.errorBody(refusal));
   }
+}
+
+/**
+ * Keys of the proxies of this process, live and ended (the last {@link KEEP_KEYS}): a request
+ * with one of them at another rollout's proxy is 403 rather than 401, so a misrouted harness is
+ * told apart from one with no key at all.
+ */
+const issuedKeys = new Set<string>();
+const KEEP_KEYS = 100_000;
+
+function issueKey(key: string): void {
+  issuedKeys.add(key);
+  if (issuedKeys.size > KEEP_KEYS) issuedKeys.delete(issuedKeys.values().next().value!);
+}
+
+function retireKey(key: string): void {
+  // Kept (as ended): a late request with it is still another rollout's key.
+  issuedKeys.delete(key);
+  issueKey(key);
+}
+
+/** The request's key: `Authorization: Bearer`, `x-api-key` (Anthropic), `x-goog-api-key` or `?key=` (Google). */
+function keyOf(req: IncomingMessage, query: string): string | undefined {
+  const h = req.headers.authorization;
+  if (typeof h === 'string' && h.startsWith('Bearer ')) return h.slice(7).trim();
+  const x = req.headers['x-api-key'] ?? req.headers['x-goog-api-key'];
+  if (typeof x === 'string') return x.trim();
+  if (query) {
+    const k = new URLSearchParams(query).get('key');
+    if (k) return k;
+  }
+  return undefined;
+}
+
+/** A token count without the codec: UTF-8 bytes of the text / 4, the usual rule of thumb. */
+function estimateTokens(messages: Message[], tools: ToolSchema[]): number {
+  let bytes = Buffer.byteLength(JSON.stringify(tools));
+  for (const m of messages) bytes += Buffer.byteLength(m.content) + (m.tool_calls ? Buffer.byteLength(JSON.stringify(m.tool_calls)) : 0) + 4;
+  return Math.ceil(bytes / 4);
 }
 
 function methodNotAllowed(method: string | undefined, allowed: string): ProxyRefusal {
   return new ProxyRefusal(405, 'invalid_request_error', 'method_not_allowed', `${method ?? '?'} is not allowed here; use ${allowed}`);
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  if (res.headersSent || res.destroyed) return;
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
 }

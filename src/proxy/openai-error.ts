@@ -28,10 +28,18 @@ export class ProxyRefusal extends Error {
   }
 }
 
-/** Writes `refusal` as a JSON response (a no-op when the response already started). */
-export function sendRefusal(res: ServerResponse, refusal: ProxyRefusal): void {
+/**
+ * Writes `refusal` as a JSON response (a no-op when the response already started): `body` is the
+ * dialect's error shape (default OpenAI's). The official SDKs retry 409, 429 and 5xx on their own;
+ * `x-should-retry` (read by `openai` and `@anthropic-ai/sdk`) says which of ours to retry: a
+ * request sent while another is in flight, soon; a used-up budget or an ended rollout, never.
+ */
+export function sendRefusal(res: ServerResponse, refusal: ProxyRefusal, body: unknown = refusal.body): void {
   if (res.headersSent || res.writableEnded || res.destroyed) return;
-  const text = JSON.stringify(refusal.body);
-  res.writeHead(refusal.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  const text = JSON.stringify(body);
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) };
+  if (refusal.code === 'request_in_flight') Object.assign(headers, { 'x-should-retry': 'true', 'retry-after-ms': '100' });
+  else if (refusal.status === 410 || (refusal.status === 429 && refusal.type === 'insufficient_quota')) headers['x-should-retry'] = 'false';
+  res.writeHead(refusal.status, headers);
   res.end(text);
 }

@@ -5,10 +5,11 @@ import type { Socket } from 'node:net';
 const quieted = new WeakSet<Socket>();
 
 /** One HTTP exchange over a Unix socket: status, headers and body text. */
-export function udsRequest(socketPath: string, method: string, path: string, opts: { token?: string; body?: string | Buffer; agent?: Agent } = {}): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
+export function udsRequest(socketPath: string, method: string, path: string, opts: { token?: string; body?: string | Buffer; agent?: Agent; headers?: Record<string, string> } = {}): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
+    Object.assign(headers, opts.headers);
     const req = request({ socketPath, method, path, headers, ...(opts.agent ? { agent: opts.agent } : {}) }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
