@@ -169,7 +169,8 @@ const geminiCli: HarnessPreset = {
       security: { auth: { selectedType: 'gemini-api-key' } },
     }),
   }),
-  env: (r) => ({ GOOGLE_GEMINI_BASE_URL: r.origin, GEMINI_API_KEY: r.apiKey, GEMINI_MODEL: r.model }),
+  // Headless runs refuse an untrusted folder (exit 55); /workspace is the task's own.
+  env: (r) => ({ GOOGLE_GEMINI_BASE_URL: r.origin, GEMINI_API_KEY: r.apiKey, GEMINI_MODEL: r.model, GEMINI_CLI_TRUST_WORKSPACE: 'true' }),
   argv: (r) => ['--approval-mode', 'yolo', '--model', r.model, '--prompt', r.instruction],
 };
 
