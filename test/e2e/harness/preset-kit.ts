@@ -51,7 +51,7 @@ export async function presetProcesses(preset: PresetName): Promise<number[]> {
  * Every sampled token is in the trajectory where the mask is 1, with its logprob, in order, in
  * each segment; and every request the CLI made was answered (200s only, one per turn).
  */
-export function expectTokenExact(r: RolloutResult): void {
+export function expectTokenExact(r: RolloutResult, opts: { answeredOnly?: boolean } = {}): void {
   const t = r.trajectory;
   expect(t.tokens.length).toBe(t.lossMask.length);
   expect(t.logprobs.length).toBe(t.lossMask.length);
@@ -71,7 +71,10 @@ export function expectTokenExact(r: RolloutResult): void {
       expect(tokens.slice(at, at + turn.outputIds.length)).toEqual(turn.outputIds);
     }
   }
-  expect(r.evalDetails?.proxy_requests, 'every request answered').toEqual({ '200': t.turns.length });
+  const statuses = r.evalDetails?.proxy_requests as Record<string, number>;
+  // A request refused by a limit (429 past max_llm_calls) was answered, with an error; none may be lost.
+  if (opts.answeredOnly === false) expect(statuses['200'], JSON.stringify(statuses)).toBe(t.turns.length);
+  else expect(statuses, 'every request answered').toEqual({ '200': t.turns.length });
 }
 
 /** The small task every preset solves: write a file, run a command, read its output, finish. */

@@ -1,3 +1,5 @@
+import { HARNESS_PRESET_NAMES } from '../../../protocol/instance.js';
+
 /**
  * The agent CLIs a `harness` instance may name as its `preset`: data (the npm package, its
  * binary, the tested version, the dialect it speaks) plus a small adapter writing the CLI's own
@@ -199,16 +201,16 @@ const opencode: HarnessPreset = {
   argv: (r) => ['run', '--format', 'json', '--model', `rollout/${r.model}`, '--', r.instruction],
 };
 
-/** The presets by name. */
-export const HARNESS_PRESETS = {
+/** The presets by name (the names are the protocol's, checked at submit). */
+export const HARNESS_PRESETS: Record<PresetName, HarnessPreset> = {
   codex,
   'claude-code': claudeCode,
   'qwen-code': qwenCode,
   pi,
   'gemini-cli': geminiCli,
   opencode,
-} as const satisfies Record<string, HarnessPreset>;
+};
 
-export type PresetName = keyof typeof HARNESS_PRESETS;
+export type PresetName = (typeof HARNESS_PRESET_NAMES)[number];
 /** The preset names, as the schema and the errors list them. */
-export const PRESET_NAMES = Object.keys(HARNESS_PRESETS) as [PresetName, ...PresetName[]];
+export const PRESET_NAMES = HARNESS_PRESET_NAMES;
