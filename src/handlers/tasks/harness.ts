@@ -14,7 +14,9 @@ import { clip, freshShellForEval, parseInstance, runToEnd } from './task-kit.js'
 /**
  * The `harness` task: `{data_source: "harness", instance_id, command, files?, setup?,
  * eval_command, eval_timeout_s?, max_llm_calls?, max_tokens_total?, oracle?}`. `files` seed
- * `/workspace` and `setup` runs there, as in the `shell` family; `command` is the agent program.
+ * `/workspace` and `setup` runs there, as in the `shell` family; `command` is the agent program,
+ * or `preset` + `instruction` name an agent CLI run from the harness store
+ * (docs/harness-presets.md; `version`, `args`, `env`, `model` tune it).
  */
 export const HarnessInstanceSchema = z.object({
   /** The agent program (a shell command); or name a `preset` instead. */
