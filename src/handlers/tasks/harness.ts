@@ -47,7 +47,8 @@ export const HarnessInstanceSchema = z.object({
   if (v.preset === undefined) {
     for (const k of ['version', 'args', 'env', 'instruction', 'model'] as const) if (v[k] !== undefined) ctx.addIssue({ code: 'custom', path: [k], message: 'only with a preset' });
   }
-});
+  // Also when another field failed: an error names every problem at once.
+}, { when: (p) => typeof p.value === 'object' && p.value !== null });
 
 interface HarnessState {
   evalCommand: string;
