@@ -2,7 +2,22 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { SandboxError, TaskError } from '../errors.js';
+import type { SandboxLimits } from '../protocol/sandbox.js';
 import { isRoot } from './sandbox-user.js';
+
+/**
+ * The address-space limit (RLIMIT_AS) of a sandbox running an agent CLI from the store, at least.
+ * The engines inside reserve far more virtual memory than they use: OpenCode's and Claude Code's
+ * compiled Bun binaries start at ~3.3 GB of address space, and OpenCode died with JSC's
+ * "MemoryExhaustion" under the default 4 GiB after its first tool call (measured here). Real
+ * memory stays bounded by the sandbox's memory cgroup (`totalMemoryBytes`) where there is one.
+ */
+export const HARNESS_ADDRESS_SPACE_BYTES = 16 * 1024 ** 3;
+
+/** `limits` for a sandbox with the harness store: the address space raised to {@link HARNESS_ADDRESS_SPACE_BYTES}. */
+export function harnessLimits(limits: SandboxLimits): SandboxLimits {
+  return { ...limits, memoryBytes: Math.max(limits.memoryBytes, HARNESS_ADDRESS_SPACE_BYTES) };
+}
 
 /** Where a sandbox sees the harness store (read-only): `<store>/<preset>/<version>/node_modules/…`. */
 export const HARNESS_STORE_INSIDE = '/run/rollout/harness';

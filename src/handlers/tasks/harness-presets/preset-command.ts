@@ -36,10 +36,11 @@ export interface PresetInvocation {
 export function presetCommand(inv: PresetInvocation): string {
   const p = HARNESS_PRESETS[inv.preset];
   const lines = [`export PATH=${HARNESS_NODE_DIR_INSIDE}:"$PATH"`];
-  // A sandbox's processes have an address-space limit (SandboxLimits.memoryBytes, 4 GiB by
-  // default) below the ~10 GiB V8 reserves per Wasm memory for its guard regions, and Node's
-  // fetch parses HTTP in Wasm (undici's llhttp): every request of a Node CLI failed with "fetch
-  // failed" (Out of memory: Cannot allocate Wasm memory). Explicit bounds checks need no guard.
+  // A sandbox's processes have an address-space limit (SandboxLimits.memoryBytes: 4 GiB by
+  // default, 16 GiB with the store: harness-mount.ts), and V8 reserves ~10 GiB per Wasm memory
+  // for its guard regions; Node's fetch parses HTTP in Wasm (undici's llhttp). Under 4 GiB every
+  // request of a Node CLI failed with "fetch failed" (Cannot allocate Wasm memory), and 16 GiB
+  // would hold one such memory only. Explicit bounds checks need no reservation.
   if (process.allowedNodeEnvironmentFlags.has('--disable-wasm-trap-handler')) lines.push('export NODE_OPTIONS="--disable-wasm-trap-handler${NODE_OPTIONS:+ $NODE_OPTIONS}"');
   for (const [rel, content] of Object.entries(p.files(inv.run))) {
     const dir = path.posix.dirname(rel);

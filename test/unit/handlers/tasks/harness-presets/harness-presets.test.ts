@@ -7,6 +7,7 @@ import { TaskError, ValidationError } from '../../../../../src/errors.js';
 import { HARNESS_PRESETS, HarnessStore, parseHarnessRef, PRESET_NAMES, presetCommand, defaultHarnessStoreDir } from '../../../../../src/handlers/tasks/harness-presets/index.js';
 import { HarnessInstanceSchema } from '../../../../../src/handlers/tasks/harness.js';
 import { validateSubmission } from '../../../../../src/runtime/submission.js';
+import { harnessLimits } from '../../../../../src/sandbox/harness-mount.js';
 
 const run = { baseUrl: 'http://127.0.0.1:18400/v1', origin: 'http://127.0.0.1:18400', apiKey: 'rk-abc', model: 'policy', instruction: 'fix it' };
 const dirs: string[] = [];
@@ -81,6 +82,12 @@ describe('harness presets', () => {
     expect(store.remove('pi', '0.72.0').map((r) => r.version)).toEqual(['0.72.0']);
     expect(store.remove('pi').map((r) => r.version)).toEqual(['0.73.1']);
     expect(store.list().map((r) => r.preset)).toEqual(['codex']);
+  });
+
+  it('raises only the address-space limit of a sandbox with the store, and never lowers it', () => {
+    const limits = { memoryBytes: 4 * 1024 ** 3, fileSizeBytes: 1, cpuSeconds: 2, maxProcesses: 3, tmpBytes: 4, totalMemoryBytes: 5, workdirBytes: 6 };
+    expect(harnessLimits(limits)).toEqual({ ...limits, memoryBytes: 16 * 1024 ** 3 });
+    expect(harnessLimits({ ...limits, memoryBytes: 64 * 1024 ** 3 }).memoryBytes).toBe(64 * 1024 ** 3);
   });
 
   it('defaults the store beside the image store, or to ROLLOUT_HARNESS_DIR', () => {
