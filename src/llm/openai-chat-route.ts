@@ -22,22 +22,9 @@ const ChatToolCallIn = z.object({
   function: z.object({ name: z.string().min(1), arguments: z.union([z.string(), z.record(z.string(), z.unknown())]).optional() }),
 });
 
-/**
- * Content as OpenAI's array of parts (agent CLIs send `[{type: "text", text}]`): the texts are
- * joined. Any other part (an image, audio, a file) is a model feature we do not serve: refused.
- */
-const ChatContentIn = z.union([
-  z.string(),
-  z.array(
-    z.object({ type: z.string(), text: z.string().optional() }).passthrough().refine((p) => p.type === 'text' && typeof p.text === 'string', {
-      message: 'only text content parts are served (images, audio and files are not)',
-    }),
-  ).transform((parts) => parts.map((p) => p.text as string).join('')),
-]);
-
 const ChatMessageIn = z.object({
   role: z.enum(['system', 'user', 'assistant', 'tool']),
-  content: ChatContentIn.nullable().optional(),
+  content: z.string().nullable().optional(),
   tool_calls: z.array(ChatToolCallIn).nullable().optional(),
   tool_call_id: z.string().optional(),
   name: z.string().optional(),

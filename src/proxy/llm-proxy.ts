@@ -338,12 +338,12 @@ export class LlmProxy {
 
   /** Null when the request carries this rollout's key; else the 401 (no key, or one never issued) or 403 (another rollout's). */
   private denied(req: IncomingMessage, query: string): ProxyRefusal | null {
-    const key = keyOf(req, query);
-    if (key !== undefined) {
+    const keys = keysOf(req, query);
+    for (const key of keys) {
       const given = Buffer.from(key);
       if (given.length === this.token.length && timingSafeEqual(given, this.token)) return null;
-      if (issuedKeys.has(key)) return new ProxyRefusal(403, 'invalid_request_error', 'wrong_rollout_key', "this key belongs to another rollout (live or ended), not to this sandbox's");
     }
+    if (keys.some((k) => issuedKeys.has(k))) return new ProxyRefusal(403, 'invalid_request_error', 'wrong_rollout_key', "this key belongs to another rollout (live or ended), not to this sandbox's");
     return new ProxyRefusal(401, 'invalid_request_error', 'invalid_api_key', 'missing or wrong API key: use the key this sandbox was given (OPENAI_API_KEY)');
   }
 
@@ -455,17 +455,24 @@ function retireKey(key: string): void {
   issueKey(key);
 }
 
-/** The request's key: `Authorization: Bearer`, `x-api-key` (Anthropic), `x-goog-api-key` or `?key=` (Google). */
-function keyOf(req: IncomingMessage, query: string): string | undefined {
+/**
+ * The keys a request presents: `Authorization: Bearer`, `x-api-key` (Anthropic), `x-goog-api-key`
+ * and `?key=` (Google). Any of them may be ours: a CLI can send a key of its own configuration in
+ * one header and the one it was given in another.
+ */
+function keysOf(req: IncomingMessage, query: string): string[] {
+  const keys: string[] = [];
   const h = req.headers.authorization;
-  if (typeof h === 'string' && h.startsWith('Bearer ')) return h.slice(7).trim();
-  const x = req.headers['x-api-key'] ?? req.headers['x-goog-api-key'];
-  if (typeof x === 'string') return x.trim();
-  if (query) {
-    const k = new URLSearchParams(query).get('key');
-    if (k) return k;
+  if (typeof h === 'string' && h.startsWith('Bearer ')) keys.push(h.slice(7).trim());
+  for (const name of ['x-api-key', 'x-goog-api-key']) {
+    const x = req.headers[name];
+    if (typeof x === 'string') keys.push(x.trim());
   }
-  return undefined;
+  if (query.includes('key=')) {
+    const k = new URLSearchParams(query).get('key');
+    if (k) keys.push(k);
+  }
+  return keys;
 }
 
 /** A token count without the codec: UTF-8 bytes of the text / 4, the usual rule of thumb. */

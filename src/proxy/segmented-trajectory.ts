@@ -9,116 +9,153 @@ import type { Trajectory } from '../protocol/trajectory.js';
 export type Placement =
   /** The first request: a segment starts. */
   | { kind: 'first' }
-  /** It extends the previous prompt + output: only the new messages' templated ids were appended (mask 0). */
-  | { kind: 'extend'; via: 'messages' | 'tokens' }
-  /** It rewrote history: a new segment starts, and `finding` says where the tokens first differ. */
+  /**
+   * It extends a sequence's previous prompt + output: only the new messages' templated ids were
+   * appended (mask 0). `resumed`: that sequence is not the one the previous call was placed on
+   * (the main conversation again after a sub-agent's or a side call).
+   */
+  | { kind: 'extend'; via: 'messages' | 'tokens'; resumed?: true }
+  /** It extends no sequence (history rewritten, compacted, a sub-agent's first call): a new segment starts, and `finding` says where the tokens first leave the last call's. */
   | { kind: 'rewrite'; finding: DriftFinding };
 
 /** What the builders are made with. */
 export interface SegmentOptions {
   codec: ChatCodec;
   detectDrift?: boolean | undefined;
+  /** The rollout's thinking switch: when set, it wins over what a request asks. */
   enableThinking?: boolean | undefined;
+}
+
+/** How a rollout's calls merged: `calls` placed on `sequences` segments, `callsPerSequence` in segment order. */
+export interface MergeReport {
+  calls: number;
+  sequences: number;
+  callsPerSequence: number[];
+}
+
+/** One sequence of the record and what its last call looked like, to tell whether the next extends it. */
+interface Segment {
+  readonly b: TrajectoryBuilder;
+  readonly thinking: { enableThinking: boolean } | undefined;
+  /** The last request's messages and the assistant message answered to it (the echo to expect). */
+  lastMessages: Message[];
+  lastAssistant: Message | null;
+  lastTools: string;
+  calls: number;
 }
 
 /**
  * The token record of a `harness` rollout, where the agent — not the runtime — owns the
- * conversation and sends all of it with every request. Each request is placed on the record
- * ({@link place}) before it is sampled:
+ * conversation and sends all of it with every request, in whichever API dialect. Each request is
+ * placed on the record ({@link place}) before it is sampled:
  *
- * 1. its messages are the previous request's + the assistant message the proxy answered + new
- *    ones: the new ones are templated with `codec.encodeContinuation` after the sampled ids, as
- *    the runtime's own loop does — the sampled ids are never re-tokenized;
- * 2. else its full render starts with the previous prompt + output token for token: the tail is
- *    appended;
- * 3. else the agent rewrote its history (summarised, dropped, edited): the current segment is
- *    closed and a new one starts from the full render; the drift detector's finding (first
- *    differing position) is kept in `diagnostics.rewrites`.
+ * 1. its messages are a sequence's last request's + the assistant message the proxy answered +
+ *    new ones: the new ones are templated with `codec.encodeContinuation` after the sampled ids,
+ *    as the runtime's own loop does — the sampled ids are never re-tokenized;
+ * 2. else its full render starts with a sequence's last prompt + output token for token: the
+ *    tail is appended;
+ * 3. else it extends no sequence — the agent rewrote or compacted its history, or a sub-agent (a
+ *    side call: a title, a summary) started its own conversation — and a new segment starts from
+ *    the full render; the drift detector's finding against the last call's sequence is kept in
+ *    `diagnostics.rewrites`.
  *
- * {@link build} gives one token-exact trajectory when no rewrite happened, else the segments one
- * after another with an explicit `segments` list. Nothing is ever silently re-tokenized.
+ * Every sequence stays open: the current one is tried first, then the others, latest first, so
+ * the main conversation resumes its own sequence after a sub-agent's calls (Polar's prefix
+ * merging routes each completion to the chain it extends the same way). {@link build} gives one
+ * token-exact trajectory when all calls merged into one, else the segments one after another
+ * with an explicit `segments` list; `diagnostics.merge` says how many calls went into how many
+ * sequences. Nothing is ever silently re-tokenized.
  */
 export class SegmentedTrajectory {
-  private readonly done: TrajectoryBuilder[] = [];
-  private current: TrajectoryBuilder | null = null;
-  /** The last request's messages and the assistant message answered to it (the echo to expect). */
-  private lastMessages: Message[] = [];
-  private lastAssistant: Message | null = null;
-  private lastTools = '';
+  /** Every segment, in the order they started. */
+  private readonly segs: Segment[] = [];
+  private current: Segment | null = null;
   private readonly rewrites: DriftFinding[] = [];
   private turns = 0;
+  private calls = 0;
 
   constructor(private readonly opts: SegmentOptions) {}
 
   /** Segments so far (0 before the first request). */
   get segmentCount(): number {
-    return this.done.length + (this.current ? 1 : 0);
+    return this.segs.length;
   }
 
   /** Tokens over every segment. */
   get totalTokens(): number {
-    let n = this.current?.length ?? 0;
-    for (const b of this.done) n += b.length;
+    let n = 0;
+    for (const s of this.segs) n += s.b.length;
     return n;
   }
 
   /** The prompt to sample next (a live view; valid until the next call). */
   get promptIds(): readonly number[] {
-    return this.current?.promptIds ?? [];
+    return this.current?.b.promptIds ?? [];
   }
 
   /** The current segment's conversation (what `GenerateRequest.chat` and the eval read). */
   get messages(): readonly Message[] {
-    return this.current?.messageView ?? [];
+    return this.current?.b.messageView ?? [];
   }
 
-  /** Places a request on the record (see the class comment) and says how. */
-  place(messages: Message[], tools: ToolSchema[]): Placement {
+  /** How the calls so far merged into sequences. */
+  get merge(): MergeReport {
+    return { calls: this.calls, sequences: this.segs.length, callsPerSequence: this.segs.map((s) => s.calls) };
+  }
+
+  /**
+   * Places a request on the record (see the class comment) and says how. `enableThinking` is the
+   * request's own thinking switch, used when the rollout sets none.
+   */
+  place(messages: Message[], tools: ToolSchema[], enableThinking?: boolean): Placement {
     const { codec } = this.opts;
-    const thinking = this.opts.enableThinking === undefined ? undefined : { enableThinking: this.opts.enableThinking };
+    const on = this.opts.enableThinking ?? enableThinking;
+    const thinking = on === undefined ? undefined : { enableThinking: on };
     const toolsKey = JSON.stringify(tools);
+    this.calls++;
     const cur = this.current;
     if (!cur) {
-      this.startSegment(messages, tools, codec.encodePrompt(messages, tools, thinking));
-      this.remember(messages, toolsKey);
+      this.startSegment(messages, tools, toolsKey, codec.encodePrompt(messages, tools, thinking), thinking);
       return { kind: 'first' };
     }
-    const prev = this.lastMessages;
-    const k = prev.length + 1;
-    if (toolsKey === this.lastTools && this.lastAssistant && messages.length > k && prefixMatches(messages, prev) && sameMessage(messages[prev.length]!, this.lastAssistant)) {
-      const added = messages.slice(k);
-      cur.addContinuation(added, codec.encodeContinuation(added, cur.lastOutputIds, thinking));
-      this.remember(messages, toolsKey);
-      return { kind: 'extend', via: 'messages' };
+    const order = this.segs.length === 1 ? [cur] : [cur, ...this.segs.filter((s) => s !== cur).reverse()];
+    for (const seg of order) {
+      if (!echoes(seg, messages, toolsKey)) continue;
+      const added = messages.slice(seg.lastMessages.length + 1);
+      seg.b.addContinuation(added, codec.encodeContinuation(added, seg.b.lastOutputIds, seg.thinking));
+      return this.extended(seg, messages, toolsKey, 'messages');
     }
     const full = codec.encodePrompt(messages, tools, thinking);
-    const rel = continuationOf(this.turns, cur.promptIds, full);
-    if (rel.kind === 'extends' && toolsKey === this.lastTools) {
-      cur.addContinuation(messages.slice(Math.min(messages.length, k)), full.slice(cur.length));
-      this.remember(messages, toolsKey);
-      return { kind: 'extend', via: 'tokens' };
+    let finding: DriftFinding | null = null;
+    for (const seg of order) {
+      if (seg.lastTools !== toolsKey && seg !== cur) continue;
+      const rel = continuationOf(this.turns, seg.b.promptIds, full);
+      if (rel.kind === 'extends' && seg.lastTools === toolsKey) {
+        seg.b.addContinuation(messages.slice(Math.min(messages.length, seg.lastMessages.length + 1)), full.slice(seg.b.length));
+        return this.extended(seg, messages, toolsKey, 'tokens');
+      }
+      if (seg === cur && rel.kind === 'rewrite') finding = rel.finding;
     }
-    const finding = rel.kind === 'rewrite' ? rel.finding : { turn: this.turns, position: cur.length, expected: full[cur.length] ?? null, actual: null };
+    finding ??= { turn: this.turns, position: cur.b.length, expected: full[cur.b.length] ?? null, actual: null };
     this.rewrites.push(finding);
-    this.done.push(cur);
-    this.startSegment(messages, tools, full);
-    this.remember(messages, toolsKey);
+    this.startSegment(messages, tools, toolsKey, full, thinking);
     return { kind: 'rewrite', finding };
   }
 
   /** Records the sampled turn and the assistant message the proxy answered with. */
   addTurn(turn: SampledTurn, assistant: Message): void {
-    this.current!.addTurn(turn, assistant);
-    this.lastAssistant = assistant;
+    const seg = this.current!;
+    seg.b.addTurn(turn, assistant);
+    seg.lastAssistant = assistant;
     this.turns++;
   }
 
   /** The rollout's trajectory: one sequence, or the segments with `segments` (see the class comment). */
   build(): Trajectory {
-    const all = this.current ? [...this.done, this.current] : this.done;
-    if (all.length === 0) return withContinuity(new TrajectoryBuilder().build(), [], 'token-exact');
-    const built = all.map((b) => b.build());
-    if (built.length === 1) return withContinuity(built[0]!, [], 'token-exact');
+    const merge = this.merge;
+    if (this.segs.length === 0) return withContinuity(new TrajectoryBuilder().build(), [], 'token-exact', merge);
+    const built = this.segs.map((s) => s.b.build());
+    if (built.length === 1) return withContinuity(built[0]!, [], 'token-exact', merge);
     const out: Trajectory = {
       turns: [],
       tokens: [],
@@ -150,24 +187,36 @@ export class SegmentedTrajectory {
     const range = versionRange(out.weightVersions!);
     out.minWeightVersion = range.min;
     out.maxWeightVersion = range.max;
-    return withContinuity(out, this.rewrites, 'segmented');
+    return withContinuity(out, this.rewrites, 'segmented', merge);
   }
 
-  private startSegment(messages: Message[], tools: ToolSchema[], ids: number[]): void {
-    const b = new TrajectoryBuilder({ codec: this.opts.codec, detectDrift: this.opts.detectDrift, enableThinking: this.opts.enableThinking });
+  private extended(seg: Segment, messages: Message[], toolsKey: string, via: 'messages' | 'tokens'): Placement {
+    const resumed = seg !== this.current;
+    this.current = seg;
+    seg.lastMessages = messages;
+    seg.lastTools = toolsKey;
+    seg.calls++;
+    return resumed ? { kind: 'extend', via, resumed: true } : { kind: 'extend', via };
+  }
+
+  private startSegment(messages: Message[], tools: ToolSchema[], toolsKey: string, ids: number[], thinking: { enableThinking: boolean } | undefined): void {
+    const b = new TrajectoryBuilder({ codec: this.opts.codec, detectDrift: this.opts.detectDrift, enableThinking: thinking?.enableThinking });
     b.start(messages, tools, ids);
-    this.current = b;
-  }
-
-  private remember(messages: Message[], toolsKey: string): void {
-    this.lastMessages = messages;
-    this.lastTools = toolsKey;
+    const seg: Segment = { b, thinking, lastMessages: messages, lastAssistant: null, lastTools: toolsKey, calls: 1 };
+    this.segs.push(seg);
+    this.current = seg;
   }
 }
 
-/** Adds the drift detector's verdict: `continuity` (`token-exact` / `segmented`) and the rewrites found. */
-function withContinuity(t: Trajectory, rewrites: DriftFinding[], continuity: 'token-exact' | 'segmented'): Trajectory {
-  t.diagnostics = { ...t.diagnostics, continuity, rewrites };
+/** Whether `messages` are `seg`'s last request + the answer it got (as echoed) + new messages. */
+function echoes(seg: Segment, messages: readonly Message[], toolsKey: string): boolean {
+  const prev = seg.lastMessages;
+  return toolsKey === seg.lastTools && seg.lastAssistant !== null && messages.length > prev.length + 1 && prefixMatches(messages, prev) && sameMessage(messages[prev.length]!, seg.lastAssistant);
+}
+
+/** Adds the drift detector's verdict — `continuity` (`token-exact` / `segmented`) and the rewrites found — and the merge report. */
+function withContinuity(t: Trajectory, rewrites: DriftFinding[], continuity: 'token-exact' | 'segmented', merge: MergeReport): Trajectory {
+  t.diagnostics = { ...t.diagnostics, continuity, rewrites, merge };
   return t;
 }
 

@@ -71,7 +71,7 @@ export class HarnessSteps {
       if (typeof next === 'string') return { contextFull: true, evalSlot: await this.endLoop(s, att, run, next) };
       call = next;
     }
-    run.traj.place(call.messages, call.tools);
+    run.traj.place(call.messages, call.tools, call.enableThinking);
     // A live view of the record: it grows by the output once the turn is added, so its length is read now.
     const promptIds = run.traj.promptIds;
     const promptLen = promptIds.length;

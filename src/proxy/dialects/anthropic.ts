@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Message, ToolCall, ToolSchema } from '../../protocol/messages.js';
+import { jsonEqual } from '../chat-request-reader.js';
 import type { ProxyRefusal } from '../openai-error.js';
 import { answerOf, badRequest, field, sendEventStream, sendJson, sseEvent, unsupported, type Dialect, type DialectRoute, type InternalRequest, type ReadContext } from './dialect.js';
 
@@ -29,6 +30,13 @@ const STOP_REASON = { stop: 'end_turn', tool_calls: 'tool_use', length: 'max_tok
  */
 export class AnthropicDialect implements Dialect {
   readonly name = 'anthropic' as const;
+  /**
+   * The previous request's messages as sent and as read. A harness re-sends its whole history
+   * each call; a message equal (as JSON) to the previous request's at the same index was read
+   * then, so its messages are reused — the same objects, which the token record then compares by
+   * identity — and only the rest is read (chat-request-reader.ts does the same for chat).
+   */
+  private prev: { raw: readonly unknown[]; read: Message[][] } | null = null;
 
   read(json: unknown, route: DialectRoute, _ctx?: ReadContext): InternalRequest {
     const b = field.object(json, 'body');
@@ -39,7 +47,22 @@ export class AnthropicDialect implements Dialect {
     }
     const list = field.array(b.messages, 'messages');
     if (list.length === 0 && route.op === 'generate') throw badRequest('messages', 'at least one message is required');
-    list.forEach((m, i) => readMessage(m, `messages.${i}`, messages));
+    const read: Message[][] = [];
+    const prev = this.prev;
+    let k = 0;
+    if (prev) {
+      const n = Math.min(list.length, prev.raw.length);
+      while (k < n && jsonEqual(list[k], prev.raw[k])) {
+        read.push(prev.read[k]!);
+        k++;
+      }
+    }
+    for (let i = k; i < list.length; i++) {
+      const out: Message[] = [];
+      readMessage(list[i], `messages.${i}`, out);
+      read.push(out);
+    }
+    for (const group of read) for (const m of group) messages.push(m);
     const tools = readTools(b.tools);
     const maxTokens = field.optPositiveInt(b.max_tokens, 'max_tokens');
     field.optNumber(b.temperature, 'temperature', 0, 1);
@@ -54,6 +77,7 @@ export class AnthropicDialect implements Dialect {
       else if (type === 'disabled') enableThinking = false;
       else throw badRequest('thinking.type', `expected enabled, adaptive or disabled, got ${JSON.stringify(type).slice(0, 40)}`);
     }
+    if (route.op === 'generate') this.prev = { raw: list, read };
     return { body: { messages: [], ...(maxTokens !== undefined ? { max_tokens: maxTokens } : {}) }, messages, tools, stream, maxTokens, model, enableThinking, route };
   }
 

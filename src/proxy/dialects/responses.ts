@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
-import type { Message, ToolSchema } from '../../protocol/messages.js';
+import type { Message, ToolCall, ToolSchema } from '../../protocol/messages.js';
+import { jsonEqual } from '../chat-request-reader.js';
 import type { ProxyRefusal } from '../openai-error.js';
 import { answerOf, argumentsOf, badRequest, field, sendEventStream, sendJson, sseEvent, unsupported, type Dialect, type DialectRoute, type InternalAnswer, type InternalRequest, type ReadContext } from './dialect.js';
 
@@ -23,6 +24,12 @@ import { answerOf, argumentsOf, badRequest, field, sendEventStream, sendJson, ss
  */
 export class ResponsesDialect implements Dialect {
   readonly name = 'responses' as const;
+  /**
+   * The previous request's input items as sent and as read: an item equal (as JSON) to the
+   * previous request's at the same index is not read again (Codex re-sends its whole history each
+   * call; chat-request-reader.ts does the same for chat).
+   */
+  private prev: { raw: readonly unknown[]; read: Fragment[] } | null = null;
 
   read(json: unknown, route: DialectRoute, ctx: ReadContext): InternalRequest {
     const b = field.object(json, 'body');
@@ -33,7 +40,22 @@ export class ResponsesDialect implements Dialect {
     const instructions = field.optString(b.instructions, 'instructions');
     if (instructions) messages.push({ role: 'system', content: instructions });
     if (typeof b.input === 'string') messages.push({ role: 'user', content: b.input });
-    else field.array(b.input, 'input').forEach((item, i) => readItem(item, `input.${i}`, messages));
+    else {
+      const list = field.array(b.input, 'input');
+      const read: Fragment[] = [];
+      const prev = this.prev;
+      let k = 0;
+      if (prev) {
+        const n = Math.min(list.length, prev.raw.length);
+        while (k < n && jsonEqual(list[k], prev.raw[k])) {
+          read.push(prev.read[k]!);
+          k++;
+        }
+      }
+      for (let i = k; i < list.length; i++) read.push(readItem(list[i], `input.${i}`));
+      assemble(read, messages);
+      this.prev = { raw: list, read };
+    }
     if (messages.length === 0) throw badRequest('input', 'the conversation is empty');
     const tools: ToolSchema[] = [];
     if (b.tools !== undefined && b.tools !== null) {
@@ -156,31 +178,44 @@ function textOf(v: unknown, param: string): string {
   return out;
 }
 
-function readItem(item: unknown, p: string, out: Message[]): void {
+/** What one input item contributes: a message, a call of the assistant turn it follows, or nothing. */
+type Fragment = { message: Message } | { call: ToolCall } | null;
+
+/**
+ * The messages of the read items. A turn's calls follow its message (or each other) as items of
+ * their own: they join the assistant message before them — as a new object, since a reused
+ * message from the previous request must stay as it was.
+ */
+function assemble(read: readonly Fragment[], out: Message[]): void {
+  for (const f of read) {
+    if (f === null) continue;
+    if ('message' in f) {
+      out.push(f.message);
+      continue;
+    }
+    const last = out.at(-1);
+    if (last && last.role === 'assistant') out[out.length - 1] = { ...last, tool_calls: [...(last.tool_calls ?? []), f.call] };
+    else out.push({ role: 'assistant', content: '', tool_calls: [f.call] });
+  }
+}
+
+function readItem(item: unknown, p: string): Fragment {
   const o = field.object(item, p);
   const type = o.type ?? 'message';
   switch (type) {
     case 'message': {
       const role = o.role;
       if (role !== 'user' && role !== 'assistant' && role !== 'system' && role !== 'developer') throw badRequest(`${p}.role`, `expected user, assistant, system or developer, got ${JSON.stringify(role)?.slice(0, 40)}`);
-      out.push({ role: role === 'developer' ? 'system' : role, content: textOf(o.content, `${p}.content`) });
-      return;
+      return { message: { role: role === 'developer' ? 'system' : role, content: textOf(o.content, `${p}.content`) } };
     }
-    case 'function_call': {
-      const call = { id: field.string(o.call_id, `${p}.call_id`), name: field.string(o.name, `${p}.name`), arguments: argumentsOf(o.arguments ?? {}, `${p}.arguments`) };
-      const last = out.at(-1);
-      // A turn's calls follow its message (or each other) as items of their own: one assistant message again.
-      if (last && last.role === 'assistant') (last.tool_calls ??= []).push(call);
-      else out.push({ role: 'assistant', content: '', tool_calls: [call] });
-      return;
-    }
+    case 'function_call':
+      return { call: { id: field.string(o.call_id, `${p}.call_id`), name: field.string(o.name, `${p}.name`), arguments: argumentsOf(o.arguments ?? {}, `${p}.arguments`) } };
     case 'function_call_output': {
       const output = o.output;
-      out.push({ role: 'tool', content: typeof output === 'string' ? output : textOf(output, `${p}.output`), tool_call_id: field.string(o.call_id, `${p}.call_id`) });
-      return;
+      return { message: { role: 'tool', content: typeof output === 'string' ? output : textOf(output, `${p}.output`), tool_call_id: field.string(o.call_id, `${p}.call_id`) } };
     }
     case 'reasoning':
-      return;
+      return null;
     case 'web_search_call':
     case 'file_search_call':
     case 'computer_call':

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { chatCompletion } from '../../../src/llm/openai-chat-route.js';
 import { LlmProxy, type ProxyChatCall } from '../../../src/proxy/llm-proxy.js';
+import { ProxyRefusal } from '../../../src/proxy/openai-error.js';
 import { TestCodec } from '../../../src/testing/test-codec.js';
 import { forwardTcp } from './tcp-forward.js';
 import { udsRequest } from './http.js';
@@ -247,5 +248,41 @@ describe('OpenAI chat completions through the proxy (openai)', () => {
     expect(done.choices[0]!.message.tool_calls![0]).toMatchObject({ type: 'function', function: { name: 'run_shell_command', arguments: '{"command":"ls"}' } });
     expect(usages.at(-1)).toMatchObject({ prompt_tokens: 4 });
     expect(usages.slice(0, -1).every((u) => u === null)).toBe(true);
+  });
+});
+
+describe('retry hints the SDKs read', () => {
+  it('a request sent while another is unanswered is 409 that the SDK retries until it is served', async () => {
+    const client = new Anthropic({ apiKey: TOKEN, baseURL: fwd.url, maxRetries: 8 });
+    const a = client.messages.create({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'first' }] });
+    const callA = await proxy.next(new AbortController().signal);
+    const before = proxy.stats.byStatus.get(409) ?? 0;
+    const b = client.messages.create({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'second' }] });
+    await expect.poll(() => proxy.stats.byStatus.get(409) ?? 0).toBeGreaterThan(before);
+    const outputIds = codec.encodeAssistant({ content: 'one' });
+    callA.answer(chatCompletion(codec, callA.body, { promptIds: [1], outputIds, logprobs: outputIds.map(() => -1), finishReason: 'stop' }, { model: 'x', n: 1, returnTokenIds: false }));
+    const [, msgA, msgB] = await Promise.all([serve({ content: 'two' }), a, b]);
+    expect([msgA.content[0], msgB.content[0]]).toMatchObject([{ text: 'one' }, { text: 'two' }]);
+  });
+
+  it('a used-up budget (429) is not retried', async () => {
+    const client = new Anthropic({ apiKey: TOKEN, baseURL: fwd.url, maxRetries: 8 });
+    const p = client.messages.create({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    const call = await proxy.next(new AbortController().signal);
+    call.refuse(new ProxyRefusal(429, 'insufficient_quota', 'max_llm_calls', 'this rollout\'s max_llm_calls of 1 is used up'));
+    const e = await p;
+    expect(e).toBeInstanceOf(Anthropic.RateLimitError);
+    expect(proxy.stats.requests).toBe(1);
+  });
+});
+
+describe('keys', () => {
+  it('accepts this rollout\'s key in any of the headers, even beside another', async () => {
+    for (const headers of [{ 'x-goog-api-key': TOKEN }, { authorization: 'Bearer sk-something-else', 'x-api-key': TOKEN }] as Record<string, string>[]) {
+      const r = await udsRequest(proxy.socketPath, 'GET', '/v1/models', { headers });
+      expect(r.status).toBe(200);
+    }
+    expect((await udsRequest(proxy.socketPath, 'GET', '/v1/models?key=' + TOKEN)).status).toBe(200);
+    expect((await udsRequest(proxy.socketPath, 'GET', '/v1/models', { headers: { 'x-api-key': 'sk-nope' } })).status).toBe(401);
   });
 });

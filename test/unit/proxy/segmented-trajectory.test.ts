@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { continuationOf } from '../../../src/llm/drift-detector.js';
+import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
 import type { Message } from '../../../src/protocol/messages.js';
 import { SegmentedTrajectory } from '../../../src/proxy/segmented-trajectory.js';
 import { TestCodec } from '../../../src/testing/test-codec.js';
@@ -97,5 +98,54 @@ describe('SegmentedTrajectory', () => {
   it('builds an empty token-exact trajectory when the agent never called the model', () => {
     const traj = new SegmentedTrajectory({ codec }).build();
     expect([traj.tokens.length, traj.turns.length, traj.diagnostics.continuity]).toEqual([0, 0, 'token-exact']);
+  });
+});
+
+describe('SegmentedTrajectory across sub-agent calls', () => {
+  it('resumes the main sequence after a sub-agent\'s calls and reports calls merged per sequence', () => {
+    const t = new SegmentedTrajectory({ codec });
+    t.place([sys, user], []);
+    const a = sample(t, { tool_calls: [{ name: 'bash', arguments: { command: 'ls' } }] });
+    const mainLen = t.totalTokens;
+    // A sub-agent's own conversation: a segment of its own.
+    const sub: Message = { role: 'user', content: 'sub-task: summarise a.txt' };
+    expect(t.place([sys, sub], []).kind).toBe('rewrite');
+    const s1 = sample(t, { content: 'It says x.' });
+    // The main agent again, with the sub-agent's answer as its tool result: its own sequence, resumed.
+    const obs: Message = { role: 'tool', content: 'It says x.', tool_call_id: 'call-0' };
+    expect(t.place([sys, user, a, obs], [])).toEqual({ kind: 'extend', via: 'messages', resumed: true });
+    expect(t.promptIds.slice(0, mainLen)).toEqual(codec.encodePrompt([sys, user], []).concat(codec.encodeAssistant({ tool_calls: [{ name: 'bash', arguments: { command: 'ls' } }] })));
+    sample(t, { content: 'done' });
+    // The sub-agent continues too.
+    expect(t.place([sys, sub, s1, { role: 'user', content: 'shorter' }], []).kind).toBe('extend');
+    sample(t, { content: 'x.' });
+    const traj = t.build();
+    expect(traj.diagnostics.merge).toEqual({ calls: 4, sequences: 2, callsPerSequence: [2, 2] });
+    expect(traj.segments).toHaveLength(2);
+    expect(traj.turns).toHaveLength(4);
+    // Every sampled token is in the record with mask 1, the rest 0.
+    expect(traj.lossMask.filter((m) => m === 1)).toHaveLength(traj.turns.reduce((n, x) => n + x.outputIds.length, 0));
+  });
+
+  it('reports one sequence for calls that all merged', () => {
+    const t = new SegmentedTrajectory({ codec });
+    t.place([sys, user], []);
+    const a = sample(t, { content: 'hi' });
+    t.place([sys, user, a, { role: 'user', content: 'more' }], []);
+    sample(t, { content: 'ok' });
+    expect(t.build().diagnostics.merge).toEqual({ calls: 2, sequences: 1, callsPerSequence: [2] });
+  });
+
+  it('renders with the request\'s thinking switch when the rollout sets none, and the rollout\'s when it does', () => {
+    const qwen = createQwen3Codec();
+    const off = qwen.encodePrompt([sys, user], [], { enableThinking: false });
+    const on = qwen.encodePrompt([sys, user], [], { enableThinking: true });
+    expect(off).not.toEqual(on);
+    const free = new SegmentedTrajectory({ codec: qwen });
+    free.place([sys, user], [], false);
+    expect([...free.promptIds]).toEqual(off);
+    const fixed = new SegmentedTrajectory({ codec: qwen, enableThinking: true });
+    fixed.place([sys, user], [], false);
+    expect([...fixed.promptIds]).toEqual(on);
   });
 });

@@ -124,3 +124,22 @@ describe('AnthropicDialect.write', () => {
     expect(d.errorBody(new ProxyRefusal(429, 'insufficient_quota', 'max_llm_calls', 'used up'))).toEqual({ type: 'error', error: { type: 'rate_limit_error', message: 'used up' } });
   });
 });
+
+describe('AnthropicDialect over a growing history', () => {
+  it('hands the re-sent messages back as the same objects and reads only the new ones', () => {
+    const dd = new AnthropicDialect();
+    const m0 = { role: 'user', content: [{ type: 'text', text: 'task' }] };
+    const m1 = { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'Bash', input: { command: 'ls' } }] };
+    const first = dd.read({ system: 'S', messages: [m0, m1, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'a' }] }] }, route, ctx);
+    // Re-sent as fresh JSON (what a harness does), plus a new turn.
+    const again = JSON.parse(JSON.stringify([m0, m1, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'a' }] }])) as unknown[];
+    const second = dd.read({ system: 'S', messages: [...again, { role: 'assistant', content: 'done' }, { role: 'user', content: 'thanks' }] }, route, ctx);
+    expect(second.messages.slice(0, 4)).toEqual(first.messages);
+    for (let i = 1; i < 4; i++) expect(second.messages[i]).toBe(first.messages[i]);
+    expect(second.messages.slice(4)).toEqual([{ role: 'assistant', content: 'done' }, { role: 'user', content: 'thanks' }]);
+    // A changed message is read again, and a bad new one is still named by its index.
+    const third = dd.read({ messages: [m0, { role: 'assistant', content: 'edited' }] }, route, ctx);
+    expect(third.messages[1]).toEqual({ role: 'assistant', content: 'edited' });
+    expect(refusalOf(() => dd.read({ messages: [m0, { role: 'assistant', content: 'edited' }, { role: 'bogus', content: 'x' }] }, route, ctx)).param).toBe('messages.2.role');
+  });
+});

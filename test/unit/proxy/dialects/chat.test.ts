@@ -34,3 +34,20 @@ describe('ChatDialect', () => {
     expect(chunks.slice(0, -1).every((c) => c.usage === undefined)).toBe(true);
   });
 });
+
+describe('ChatDialect content parts', () => {
+  it('joins text parts and reads developer as system', () => {
+    const r = new ChatDialect().read({ messages: [{ role: 'developer', content: 'rules' }, { role: 'system', content: [{ type: 'text', text: 'You are Qwen Code.', cache_control: { type: 'ephemeral' } }, { type: 'text', text: 'Be brief.' }] }, { role: 'user', content: 'hi' }] }, route, ctx);
+    expect(r.messages).toEqual([{ role: 'system', content: 'rules' }, { role: 'system', content: 'You are Qwen Code.\nBe brief.' }, { role: 'user', content: 'hi' }]);
+  });
+
+  it('refuses an image part with a 400 naming it', () => {
+    let err: unknown;
+    try {
+      new ChatDialect().read({ messages: [{ role: 'user', content: [{ type: 'text', text: 'see' }, { type: 'image_url', image_url: { url: 'data:' } }] }] }, route, ctx);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ status: 400, code: 'unsupported_feature', param: 'messages.0.content.1.type' });
+  });
+});

@@ -119,3 +119,31 @@ describe('ResponsesDialect.write', () => {
     expect(ev.at(-1)!.data).toMatchObject({ response: { status: 'completed', usage: { input_tokens: 5, output_tokens: expect.any(Number) } } });
   });
 });
+
+describe('ResponsesDialect over a growing history', () => {
+  it('reuses the re-sent items and joins each turn\'s calls without touching the previous request\'s messages', () => {
+    const dd = new ResponsesDialect();
+    const items = [
+      { role: 'user', content: 'task' },
+      { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Looking.' }] },
+      { type: 'function_call', call_id: 'c1', name: 'exec_command', arguments: '{"cmd":"ls"}' },
+      { type: 'function_call_output', call_id: 'c1', output: 'a' },
+    ];
+    const first = dd.read({ input: items }, route, ctx);
+    const second = dd.read({ input: [...(JSON.parse(JSON.stringify(items)) as unknown[]), { type: 'function_call', call_id: 'c2', name: 'exec_command', arguments: '{"cmd":"pwd"}' }, { type: 'function_call_output', call_id: 'c2', output: 'b' }] }, route, ctx);
+    const third = dd.read({ input: [...(JSON.parse(JSON.stringify(items)) as unknown[]), { type: 'function_call', call_id: 'c2', name: 'exec_command', arguments: '{"cmd":"pwd"}' }, { type: 'function_call_output', call_id: 'c2', output: 'b' }] }, route, ctx);
+    const expected = [
+      { role: 'user', content: 'task' },
+      { role: 'assistant', content: 'Looking.', tool_calls: [{ id: 'c1', name: 'exec_command', arguments: { cmd: 'ls' } }] },
+      { role: 'tool', content: 'a', tool_call_id: 'c1' },
+      { role: 'assistant', content: '', tool_calls: [{ id: 'c2', name: 'exec_command', arguments: { cmd: 'pwd' } }] },
+      { role: 'tool', content: 'b', tool_call_id: 'c2' },
+    ];
+    expect(first.messages).toEqual(expected.slice(0, 3));
+    expect(second.messages).toEqual(expected);
+    expect(third.messages).toEqual(expected);
+    expect(second.messages[0]).toBe(first.messages[0]);
+    expect(second.messages[2]).toBe(first.messages[2]);
+    expect(first.messages[1]!.tool_calls).toHaveLength(1);
+  });
+});

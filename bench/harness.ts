@@ -1,0 +1,214 @@
+/**
+ * The harness benchmark (issue #24). Sections, each adding its figures to one report:
+ *
+ * 1. **Dialects** (`proxy_over_floor_<dialect>`, target ≤ 1.5 each): per API dialect — chat,
+ *    responses, anthropic, google — streaming, the per-call overhead of a `harness` rollout's
+ *    proxy (this process's HTTP client on a keep-alive connection → the proxy's Unix socket →
+ *    the dialect's reader → the rollout loop → backend pool → a fake token-level backend in this
+ *    process, fixed 24-token answer → the dialect's stream back), i.e. the proxied call's p50
+ *    minus a direct `HttpBackend.generate` with the same prompt ids, divided by the same
+ *    difference for bench/_proxy-floor.ts speaking that dialect (a bare node:http server that
+ *    only parses the body, renders the new messages' ids, calls the backend and writes the
+ *    dialect's stream by hand), with the same client in the same run. The conversation grows by
+ *    the echoed answer and a user message each call, as an agent's does. Also per dialect:
+ *    `<dialect>_proxied_p50_ms`, `<dialect>_floor_p50_ms` and both overheads.
+ * 2. (Per preset — rollouts/s on the scripted task, the CLI's start-up share — is added by the
+ *    presets work as a section of its own: push a function onto `sections`.)
+ *
+ * The rollouts run in real sandboxes (the agent command only sleeps: this process is the client).
+ * `cpu_over_floor_<dialect>` is the same ratio in this process's CPU time per call (client,
+ * proxy, loop and fake backend all run here): on a loaded shared machine latencies move with
+ * other processes' load, CPU time much less.
+ *
+ * Run: npx tsx bench/harness.ts   (HARNESS_BENCH_CALLS, default 200; HARNESS_BENCH_DIALECTS=chat,google to pick)
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { HttpBackend } from '../src/llm/http-backend.js';
+import { createQwen3Codec } from '../src/llm/qwen3-codec.js';
+import { LlmProxy } from '../src/proxy/llm-proxy.js';
+import { createRuntime } from '../src/runtime/runtime.js';
+import { createSandboxProvider } from '../src/sandbox/index.js';
+import { startFakeLlmServer } from '../src/testing/fake-llm-server.js';
+import { fixedAnswerEngine } from './_proxy-engine.js';
+import { startFloorServer, type FloorDialect } from './_proxy-floor.js';
+import { median, report, round } from './stats.js';
+
+const CALLS = Number(process.env.HARNESS_BENCH_CALLS ?? 200);
+const WARMUP = 30;
+const DIALECTS = (process.env.HARNESS_BENCH_DIALECTS?.split(',') ?? ['chat', 'responses', 'anthropic', 'google']) as FloorDialect[];
+const figures: Record<string, number | string | boolean> = {};
+const codec = createQwen3Codec();
+const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-harness-'));
+fs.chmodSync(stateDir, 0o711);
+
+type Loose = Record<string, unknown>;
+
+/** How the client speaks a dialect: path, the first request body, the body grown by an answer, the answer's text from the stream. */
+interface DialectClient {
+  path: string;
+  first(): Loose;
+  grow(body: Loose, answer: string): Loose;
+  text(events: Loose[]): string;
+}
+
+const SYSTEM = 'You are a benchmark agent.';
+const clients: Record<FloorDialect, DialectClient> = {
+  chat: {
+    path: '/v1/chat/completions',
+    first: () => ({ model: 'bench', stream: true, stream_options: { include_usage: true }, max_tokens: 64, messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'Answer with a fixed sentence.' }] }),
+    grow: (b, a) => ({ ...b, messages: [...(b.messages as Loose[]), { role: 'assistant', content: a }, { role: 'user', content: 'Again.' }] }),
+    text: (ev) => ev.map((e) => ((e.choices as { delta?: { content?: string } }[] | undefined)?.[0]?.delta?.content ?? '')).join(''),
+  },
+  responses: {
+    path: '/v1/responses',
+    first: () => ({ model: 'bench', stream: true, store: false, max_output_tokens: 64, instructions: SYSTEM, input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Answer with a fixed sentence.' }] }] }),
+    grow: (b, a) => ({ ...b, input: [...(b.input as Loose[]), { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: a }] }, { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Again.' }] }] }),
+    text: (ev) => ev.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta as string).join(''),
+  },
+  anthropic: {
+    path: '/v1/messages?beta=true',
+    first: () => ({ model: 'bench', stream: true, max_tokens: 64, system: [{ type: 'text', text: SYSTEM }], messages: [{ role: 'user', content: [{ type: 'text', text: 'Answer with a fixed sentence.' }] }] }),
+    grow: (b, a) => ({ ...b, messages: [...(b.messages as Loose[]), { role: 'assistant', content: [{ type: 'text', text: a }] }, { role: 'user', content: [{ type: 'text', text: 'Again.' }] }] }),
+    text: (ev) => ev.filter((e) => e.type === 'content_block_delta').map((e) => (e.delta as { text?: string }).text ?? '').join(''),
+  },
+  google: {
+    path: '/v1beta/models/bench:streamGenerateContent?alt=sse',
+    first: () => ({ systemInstruction: { parts: [{ text: SYSTEM }] }, generationConfig: { maxOutputTokens: 64 }, contents: [{ role: 'user', parts: [{ text: 'Answer with a fixed sentence.' }] }] }),
+    grow: (b, a) => ({ ...b, contents: [...(b.contents as Loose[]), { role: 'model', parts: [{ text: a }] }, { role: 'user', parts: [{ text: 'Again.' }] }] }),
+    text: (ev) => ev.map((e) => ((e.candidates as { content: { parts: { text?: string }[] } }[] | undefined)?.[0]?.content.parts.map((p) => p.text ?? '').join('') ?? '')).join(''),
+  },
+};
+
+/** The `data:` payloads of an event stream, parsed. */
+function eventsOf(text: string): Loose[] {
+  const out: Loose[] = [];
+  for (const block of text.split(/\r?\n\r?\n/)) {
+    const line = block.split('\n').find((l) => l.startsWith('data: '));
+    if (line && line !== 'data: [DONE]') out.push(JSON.parse(line.slice(6)) as Loose);
+  }
+  return out;
+}
+
+const cpuMs = (): number => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+
+/** A run's latencies after the warm-up, and this process's CPU per call over them. */
+interface Run {
+  lat: number[];
+  cpu: number;
+}
+
+/** `CALLS` streamed calls in `dialect` on one keep-alive connection to `socketPath`. */
+async function drive(dialect: FloorDialect, socketPath: string, token: string): Promise<Run> {
+  const c = clients[dialect];
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  let body = c.first();
+  const lat: number[] = [];
+  let cpu0 = 0;
+  try {
+    for (let i = 0; i < CALLS; i++) {
+      if (i === WARMUP) cpu0 = cpuMs();
+      const text = JSON.stringify(body);
+      const t = performance.now();
+      const out = await new Promise<string>((resolve, reject) => {
+        const req = http.request({ socketPath, path: c.path, method: 'POST', agent, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
+          const parts: Buffer[] = [];
+          res.on('data', (d: Buffer) => parts.push(d));
+          res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(parts).toString()) : reject(new Error(`${dialect}: HTTP ${res.statusCode}: ${Buffer.concat(parts).toString().slice(0, 300)}`))));
+        });
+        req.on('error', reject);
+        req.end(text);
+      });
+      const answer = c.text(eventsOf(out));
+      if (i >= WARMUP) lat.push(performance.now() - t);
+      if (!answer) throw new Error(`${dialect}: no text in the answer: ${out.slice(0, 300)}`);
+      body = c.grow(body, answer);
+    }
+  } finally {
+    agent.destroy();
+  }
+  return { lat, cpu: (cpuMs() - cpu0) / (CALLS - WARMUP) };
+}
+
+/** This process → the backend, the recorded prompts in order: the direct token-level call. */
+async function direct(url: string, recorded: { promptIds: number[]; maxTokens: number }[]): Promise<Run> {
+  const backend = new HttpBackend({ id: 'direct', url, protocol: 'prorl' });
+  const lat: number[] = [];
+  let cpu0 = 0;
+  for (const [i, s] of recorded.entries()) {
+    if (i === WARMUP) cpu0 = cpuMs();
+    const t = performance.now();
+    await backend.generate({ rolloutId: 'direct', instance: { data_source: 'bench', instance_id: 'direct' }, turn: i, promptIds: s.promptIds, maxTokens: s.maxTokens, sampling: { temperature: 1 }, signal: new AbortController().signal }, 60_000);
+    if (i >= WARMUP) lat.push(performance.now() - t);
+  }
+  const cpu = (cpuMs() - cpu0) / (recorded.length - WARMUP);
+  backend.close();
+  return { lat, cpu };
+}
+
+/** The proxies harness rollouts start, with their keys, for the in-process client. */
+const proxies: { proxy: LlmProxy; token: string }[] = [];
+const listen = LlmProxy.listen.bind(LlmProxy);
+LlmProxy.listen = async (o) => {
+  const proxy = await listen(o);
+  proxies.push({ proxy, token: o.token });
+  return proxy;
+};
+
+const { engine, seen } = fixedAnswerEngine(codec);
+const server = await startFakeLlmServer({ policy: engine, codec });
+const provider = createSandboxProvider({ hosts: 1, stateDir: path.join(stateDir, 'p') });
+const rt = createRuntime({ codec, backends: [`prorl+${server.url}`], sandboxes: provider, maxIterations: CALLS + 10, retries: { max: 0 } });
+
+/** Section 1: each dialect through a harness rollout's proxy against the floor speaking it. */
+async function dialectSection(): Promise<void> {
+  for (const dialect of DIALECTS) {
+    seen.length = 0;
+    const n = proxies.length;
+    const handle = rt.submit({ data_source: 'harness', instance_id: `bench-${dialect}`, command: 'sleep 600', eval_command: 'true', max_llm_calls: CALLS + 1, max_tokens_total: 10_000_000 } as never);
+    while (proxies.length === n) await new Promise((r) => setTimeout(r, 20));
+    const { proxy, token } = proxies.at(-1)!;
+    const ours = await drive(dialect, proxy.socketPath, token);
+    const oursDirect = await direct(server.url, seen.slice());
+    await handle.cancel('measured');
+    await handle.result.catch(() => undefined);
+    const floorServer = await startFloorServer(server.url, codec, dialect);
+    let floor: Run;
+    let floorDirect: Run;
+    try {
+      floor = await drive(dialect, floorServer.socketPath, 'floor');
+      floorDirect = await direct(server.url, floorServer.recorded);
+    } finally {
+      await floorServer.close();
+    }
+    const over = median(ours.lat) - median(oursDirect.lat);
+    const floorOver = median(floor.lat) - median(floorDirect.lat);
+    figures[`${dialect}_proxied_p50_ms`] = round(median(ours.lat), 3);
+    figures[`${dialect}_floor_p50_ms`] = round(median(floor.lat), 3);
+    figures[`${dialect}_overhead_ms`] = round(over, 3);
+    figures[`${dialect}_floor_overhead_ms`] = round(floorOver, 3);
+    figures[`${dialect}_cpu_per_call_ms`] = round(ours.cpu, 3);
+    figures[`${dialect}_floor_cpu_per_call_ms`] = round(floor.cpu, 3);
+    figures[`cpu_over_floor_${dialect}`] = round((ours.cpu - oursDirect.cpu) / (floor.cpu - floorDirect.cpu), 2);
+    figures[`proxy_over_floor_${dialect}`] = round(over / floorOver, 2);
+  }
+}
+
+/** The sections, run in order; a later section (per preset) is pushed here. */
+const sections: (() => Promise<void>)[] = [dialectSection];
+
+try {
+  for (const section of sections) await section();
+  figures.load_avg_1m = round(os.loadavg()[0]!, 2);
+} finally {
+  await rt.close();
+  await provider.close();
+  await server.close();
+  fs.rmSync(stateDir, { recursive: true, force: true });
+}
+report('harness', figures);
