@@ -10,7 +10,7 @@ import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
 import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
 import { createSandboxProvider } from '../../../src/sandbox/index.js';
 import type { SandboxProvider } from '../../../src/sandbox/sandbox.js';
-import { install, presetProcesses } from './preset-kit.js';
+import { install, presetProcesses, testTag } from './preset-kit.js';
 
 const DIR = join(import.meta.dirname, '../../../examples/harness');
 const task = (preset: string): Record<string, unknown> => JSON.parse(readFileSync(join(DIR, 'presets', `${preset}.jsonl`), 'utf8')) as Record<string, unknown>;
@@ -39,10 +39,11 @@ describe('examples/harness/presets: the swe-sample bug per preset', () => {
     });
 
     it('pi fixes the bug with its own tools and the hidden test passes', async () => {
-      const r = await runtime.submit(task('pi')).result;
+      const { tag, env } = testTag('example-pi');
+      const r = await runtime.submit({ ...task('pi'), env }).result;
       expect([r.outcome, r.reward, r.evalDetails?.harness_exit_code], JSON.stringify(r.evalDetails)).toEqual(['completed', 1, 0]);
       expect(String(r.evalDetails?.output)).toMatch(/6 passed/);
-      expect(await presetProcesses('pi')).toEqual([]);
+      expect(await presetProcesses(tag)).toEqual([]);
     });
   });
 });

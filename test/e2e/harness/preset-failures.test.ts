@@ -7,7 +7,7 @@ import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtim
 import { createSandboxProvider } from '../../../src/sandbox/index.js';
 import type { SandboxProvider } from '../../../src/sandbox/sandbox.js';
 import { TestCodec } from '../../../src/testing/test-codec.js';
-import { install, presetProcesses, TASK } from './preset-kit.js';
+import { install, presetProcesses, TASK, testTag } from './preset-kit.js';
 
 /** How real CLIs fail: not installed, a non-zero exit, a hang. */
 const codec = new TestCodec();
@@ -44,26 +44,31 @@ describe('presets that fail', { timeout: 120_000 }, () => {
   });
 
   it('a CLI exiting non-zero: its exit code and log are in the result, and the eval still runs', async () => {
-    const r = await runtime.submit({ data_source: 'harness', instance_id: 'bad-flag', preset: 'codex', args: ['--no-such-flag'], ...TASK, eval_command: 'echo evaluated; false' }).result;
+    const { tag, env } = testTag('bad-flag');
+    const r = await runtime.submit({ data_source: 'harness', instance_id: 'bad-flag', preset: 'codex', env, args: ['--no-such-flag'], ...TASK, eval_command: 'echo evaluated; false' }).result;
     expect([r.outcome, r.reward], JSON.stringify(r.evalDetails)).toEqual(['completed', 0]);
     expect(r.evalDetails?.harness_exit_code).toBe(2);
     expect(String(r.evalDetails?.harness_output)).toMatch(/--no-such-flag/);
     expect([r.evalDetails?.exit_code, r.evalDetails?.output]).toEqual([1, 'evaluated\n']);
-    expect(await presetProcesses('codex')).toEqual([]);
+    expect(await presetProcesses(tag)).toEqual([]);
   });
 
   it('a CLI that hangs (its own tool never returns) is ended by the budget, with nothing left running', async () => {
-    const tag = `hang-${process.pid}-${Date.now()}`;
-    const r = await runtime.submit({
+    const { tag, env } = testTag('hang');
+    const h = runtime.submit({
       data_source: 'harness',
       instance_id: 'hang',
       preset: 'pi',
+      env,
       ...TASK,
-      oracle: [{ tool_calls: [{ name: 'bash', arguments: { command: `sleep 3600 # ${tag}` } }] }, { content: 'never' }],
-    }).result;
+      oracle: [{ tool_calls: [{ name: 'bash', arguments: { command: `sleep 3600; echo ${tag}` } }] }, { content: 'never' }],
+    });
+    // While it hangs, its processes are seen by their tag (so the check after the end can fail).
+    await expect.poll(async () => (await presetProcesses(tag)).length > 0 && (await processesWith(tag)).length > 0, { timeout: 20_000 }).toBe(true);
+    const r = await h.result;
     expect([r.outcome, r.finish]).toEqual(['timed-out', 'timeout']);
     expect(r.trajectory.turns).toHaveLength(1);
-    expect(await presetProcesses('pi')).toEqual([]);
+    expect(await presetProcesses(tag)).toEqual([]);
     expect(await processesWith(tag)).toEqual([]);
   });
 });

@@ -35,14 +35,24 @@ export async function install(preset: PresetName): Promise<string> {
   return version;
 }
 
-/** Host pids of processes started from `preset`'s directory of the store as the sandbox sees it (its CLI and children). */
-export async function presetProcesses(preset: PresetName): Promise<number[]> {
+/**
+ * A tag for one rollout's processes: passed as the preset's `env` (`ROLLOUT_TEST_TAG`), so the
+ * CLI and everything it starts (daemons included) carry it, and suites running at once in other
+ * test workers do not see each other's.
+ */
+export function testTag(name: string): { tag: string; env: Record<string, string> } {
+  const tag = `${name}-${process.pid}-${Date.now()}`;
+  return { tag, env: { ROLLOUT_TEST_TAG: tag } };
+}
+
+/** Host pids of processes (the sandbox's are host processes too) whose environment has `ROLLOUT_TEST_TAG=tag`. */
+export async function presetProcesses(tag: string): Promise<number[]> {
   const out: number[] = [];
-  const tag = `/run/rollout/harness/${preset}/`;
+  const needle = `ROLLOUT_TEST_TAG=${tag}\0`;
   for (const p of await readdir('/proc')) {
     if (!/^\d+$/.test(p)) continue;
-    const cmd = await readFile(`/proc/${p}/cmdline`, 'utf8').catch(() => '');
-    if (cmd.includes(tag)) out.push(Number(p));
+    const env = await readFile(`/proc/${p}/environ`, 'utf8').catch(() => '');
+    if (`${env}\0`.includes(needle)) out.push(Number(p));
   }
   return out;
 }
@@ -112,10 +122,12 @@ export function describePreset(preset: PresetName, turns: { write: Call; run: Ca
 
   describe(`the ${preset} preset: the CLI unchanged in a real sandbox`, { timeout: 240_000 }, () => {
     it(`solves the task with its own tools (${turns.write.name}, ${turns.run.name}, ${turns.read.name}), and the trajectory is token-exact`, async () => {
+      const { tag, env } = testTag(preset);
       const r = await runtime.submit({
         data_source: 'harness',
         instance_id: `${preset}-42`,
         preset,
+        env,
         ...TASK,
         oracle: [{ tool_calls: [turns.write] }, { tool_calls: [turns.run] }, { tool_calls: [turns.read] }, { content: 'It printed 42.' }],
       }).result;
@@ -126,7 +138,7 @@ export function describePreset(preset: PresetName, turns: { write: Call; run: Ca
       // Its tools ran: what the command printed came back to the model as a tool result.
       expect(r.trajectory.messages.filter((m) => m.role === 'tool').map((m) => m.content).join('\n')).toMatch(/42/);
       expectTokenExact(r);
-      expect(await presetProcesses(preset)).toEqual([]);
+      expect(await presetProcesses(tag)).toEqual([]);
     });
   });
 }

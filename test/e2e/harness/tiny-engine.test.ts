@@ -11,7 +11,7 @@ import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtim
 import { createSandboxProvider } from '../../../src/sandbox/index.js';
 import type { SandboxProvider } from '../../../src/sandbox/sandbox.js';
 import { startLlmServeProcess, stopServerProcesses, type ServerProcess } from '../../helpers/server-process.js';
-import { expectTokenExact, install, presetProcesses, TASK } from './preset-kit.js';
+import { expectTokenExact, install, presetProcesses, TASK, testTag } from './preset-kit.js';
 
 /**
  * Two presets against a real engine emitting garbage (`rollout llm-serve` with the tiny random
@@ -46,7 +46,8 @@ afterAll(async () => {
 describe('presets against llm-serve --tiny (a real engine emitting garbage)', { timeout: 200_000 }, () => {
   for (const preset of PRESETS) {
     it(`${preset}: the CLI ends by itself within its budget and the trajectory is the engine's, token for token`, async () => {
-      const r = await runtime.submit({ data_source: 'harness', instance_id: `tiny-${preset}`, preset, ...TASK, max_llm_calls: 4 }, { max_output_tokens: 24, temperature: 1, seed: 7 }).result;
+      const { tag, env } = testTag(`tiny-${preset}`);
+      const r = await runtime.submit({ data_source: 'harness', instance_id: `tiny-${preset}`, preset, env, ...TASK, max_llm_calls: 4 }, { max_output_tokens: 24, temperature: 1, seed: 7 }).result;
       const why = JSON.stringify({ o: r.outcome, f: r.finish, e: r.error, d: r.evalDetails, turns: r.trajectory.turns.map((t) => [t.promptIds.length, t.outputIds.length, t.finishReason, t.latencyMs]) });
       // Garbage solves nothing; the eval still ran in the sandbox.
       expect([r.reward, r.evalDetails?.exit_code], why).toEqual([0, 1]);
@@ -57,7 +58,7 @@ describe('presets against llm-serve --tiny (a real engine emitting garbage)', { 
       const samples = ((await (await fetch(`${server.url}/debug/samples`)).json()) as { samples: LlamaSample[] }).samples.filter((s) => s.instanceId === r.instanceId);
       expect(r.trajectory.turns.map((t) => [t.promptIds, t.outputIds, t.logprobs])).toEqual(samples.map((s) => [s.promptIds, s.outputIds, s.logprobs]));
       expectTokenExact(r, { answeredOnly: false });
-      expect(await presetProcesses(preset)).toEqual([]);
+      expect(await presetProcesses(tag)).toEqual([]);
     });
   }
 });
