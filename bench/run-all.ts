@@ -15,8 +15,8 @@ const files = readdirSync(here)
   .sort();
 const only = process.argv.slice(2);
 const results: unknown[] = [];
-/** Benches that need longer than the default 180 s (cluster: three steady-state scaling runs, then dispatch and failover; harness: four dialects, each proxied and against its floor, then the presets). */
-const timeoutMs: Record<string, number> = { 'cluster.ts': 600_000, 'harness.ts': 1_200_000 };
+/** Benches that need longer than the default 180 s (cluster: three steady-state scaling runs, then dispatch and failover; harness: four dialects, each proxied and against its floor; harness-presets: six real agent CLIs, a few rollouts each). */
+const timeoutMs: Record<string, number> = { 'cluster.ts': 600_000, 'harness.ts': 1_200_000, 'harness-presets.ts': 1_200_000 };
 let failed = 0;
 for (const f of files) {
   if (only.length && !only.some((o) => f.includes(o))) continue;

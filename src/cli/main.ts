@@ -12,6 +12,7 @@ const commands: Record<string, { summary: string; load: () => Promise<{ run(argv
   serve: { summary: 'HTTP + WebSocket service (ProRL-compatible)', load: () => import('./commands/serve.js') },
   view: { summary: "open a finished run's output directory in the visualizer (read-only)", load: () => import('./commands/view.js') },
   image: { summary: 'import, list, remove and prune task images (OCI layouts, docker archives)', load: () => import('./commands/image.js') },
+  harness: { summary: 'install, list and remove agent CLIs for harness presets (codex, claude-code, …)', load: () => import('./commands/harness.js') },
   worker: { summary: 'a cluster node running rollouts from Redis (with serve --redis)', load: () => import('./commands/worker.js') },
   'sandbox-host': { summary: 'a process that owns many sandboxes (started by the runtime)', load: () => import('./commands/sandbox-host.js') },
   'fake-llm': { summary: 'a fake inference server with the real tokenizer', load: () => import('./commands/fake-llm.js') },

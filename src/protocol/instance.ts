@@ -32,7 +32,18 @@ export const InstanceSchema = z
     /** The reward-hack monitor's policy (#27): protected / secret paths, denied programs, what a violation costs. See docs/integrity.md. */
     integrity: IntegrityPolicySchema.optional(),
   })
-  .passthrough();
+  .passthrough()
+  // A `harness` instance's `preset` is checked at submit, so an unknown one is a 400 naming the
+  // known ones rather than a task-error found once a sandbox was made (the rest is the handler's).
+  .superRefine((v, ctx) => {
+    const preset = (v as { preset?: unknown }).preset;
+    if (v.data_source === 'harness' && preset !== undefined && !(HARNESS_PRESET_NAMES as readonly unknown[]).includes(preset)) {
+      ctx.addIssue({ code: 'custom', path: ['preset'], message: `unknown preset: known ones are ${HARNESS_PRESET_NAMES.join(', ')}` });
+    }
+  });
+
+/** The agent CLIs a `harness` instance may name as `preset` (src/handlers/tasks/harness-presets/presets.ts). */
+export const HARNESS_PRESET_NAMES = ['codex', 'claude-code', 'qwen-code', 'pi', 'gemini-cli', 'opencode'] as const;
 export type Instance = z.infer<typeof InstanceSchema>;
 
 /**

@@ -30,6 +30,8 @@ export const SandboxSpecSchema = z.object({
     })
     .strict()
     .optional(),
+  /** The host's harness store directory (absolute), shown read-only at /run/rollout/harness with a Node binary (src/sandbox/harness-mount.ts). */
+  harnessStore: z.string().min(2).max(4096).refine((p) => p.startsWith('/'), { message: 'must be an absolute path' }).optional(),
 });
 
 export const BashResultSchema = z.object({

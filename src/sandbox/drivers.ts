@@ -80,6 +80,8 @@ export interface LaunchPlan {
    * or already mounted into the control dir by a root host: llm-proxy-forwarder.ts).
    */
   llmSocket?: string | null | undefined;
+  /** Read-only binds (host path, path inside) under the control dir, whose mount points exist there: the harness store of a non-root host (harness-mount.ts). bwrap only. */
+  roBinds?: Array<[string, string]> | undefined;
   /**
    * The sandbox's own PATH (the image's Env, the task's env), applied only at the last step
    * before its program: every host tool and every exec inside the root done with privileges or
@@ -414,6 +416,7 @@ export function buildLaunch(plan: LaunchPlan, hostPython: string | null = truste
     ctlInside = '/run/rollout';
     driverArgs.push('--ro-bind', plan.ctlDir, ctlInside);
     if (plan.llmSocket) driverArgs.push('--bind', plan.llmSocket, `${ctlInside}/llm.sock`);
+    for (const [src, dest] of plan.roBinds ?? []) driverArgs.push('--ro-bind', src, dest);
     // bwrap finds the command on the sandbox's PATH, unprivileged and under the filter by then.
     driverArgs.push('--setenv', 'PATH', plan.sandboxPath);
     driverArgs.push('--bind', plan.workdir, '/workspace', '--hostname', 'sandbox', ...(plan.imageRoot ? [] : ['--remount-ro', '/']), '--chdir', plan.imageRoot?.cwd ?? '/workspace', '--');

@@ -14,6 +14,7 @@ import { PtySession } from './pty-session.js';
 import { PythonRepl, REPL_DRIVER, REPL_PYTHON_FLAGS } from './python-repl.js';
 import { SANDBOX_DNS, UserNet } from './network.js';
 import { LLM_PROXY_URL, LlmProxyForwarder, checkProxySocket, mountProxySocket } from './llm-proxy-forwarder.js';
+import { mountHarnessStore } from './harness-mount.js';
 import { chownTree, makeSandboxFs, pinDir, removeSandboxFs, unpinDir, type SandboxFs } from './sandbox-fs.js';
 import { isRoot } from './sandbox-user.js';
 import { writeSeccompFilter } from './seccomp.js';
@@ -52,6 +53,8 @@ export class HostSandbox {
   private forwarder: LlmProxyForwarder | null = null;
   /** True when the proxy socket was bind-mounted into the control dir by this (root) host. */
   private proxyMounted = false;
+  /** The harness store's binds for the driver (non-root; as root they are mounted into the control dir): harness-mount.ts. */
+  private harnessBinds: Array<[string, string]> = [];
   /** An image sandbox's mounted root and its user inside (images/image-root.ts). */
   private imageMount: ImageMount | null = null;
   /** Exit code when the shell exited on its own (`exit`), until it is restarted. */
@@ -151,6 +154,10 @@ export class HostSandbox {
         checkProxySocket(req.spec.llmProxy.socketPath);
         if (req.driver !== 'none') sb.proxyMounted = mountProxySocket(req.spec.llmProxy.socketPath, ctlDir);
       }
+      if (req.spec.harnessStore) {
+        if (req.driver === 'none') throw new TaskError('harnessStore needs a sandbox driver (bwrap or unshare), not none', { code: 'BAD_SPEC', stage: 'init' });
+        sb.harnessBinds = mountHarnessStore(req.spec.harnessStore, ctlDir);
+      }
       await sb.startShell().catch((err: unknown) => {
         throw entrypointFailed(req.image, err);
       });
@@ -191,6 +198,7 @@ export class HostSandbox {
       // Not root: bwrap binds the socket itself (as root the host mounted it into the control dir).
       llmSocket: this.req.spec.llmProxy && !this.proxyMounted ? this.req.spec.llmProxy.socketPath : null,
       sandboxPath: this.sandboxPath(),
+      roBinds: this.harnessBinds,
       // The image's Entrypoint runs the shell as Docker runs a command (`docker run IMAGE bash`):
       // once per shell, so an entrypoint that prepares the environment and `exec "$@"` does so.
       // The shell by its absolute path, never looked up on the sandbox's PATH: a `bash` the

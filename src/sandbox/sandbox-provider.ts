@@ -7,6 +7,7 @@ import { systemClock, type Clock } from '../clock.js';
 import { CancelledError, SandboxError, TaskError } from '../errors.js';
 import { UdsChannel } from '../ipc/uds-channel.js';
 import { SandboxCreateResultSchema, SandboxLostSchema, SandboxSpecSchema } from '../protocol/sandbox.js';
+import { harnessLimits } from './harness-mount.js';
 import { detectDriver, type DriverDetection } from './drivers.js';
 import { ImageStore } from './images/image-store.js';
 import { withWarmPools } from './warm-pool.js';
@@ -198,7 +199,7 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}, clock: Cl
         driver: driver.driver,
         rootfs: options.rootfs,
         image,
-        limits: options.limits,
+        limits: parsed.data.harnessStore ? harnessLimits(options.limits) : options.limits,
         sandboxUid: sandboxUidFor(sandboxId, options.sandboxUids),
         tools: {
           bashTimeoutMs: options.timeouts.bashMs,

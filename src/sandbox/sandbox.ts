@@ -36,6 +36,12 @@ export interface SandboxSpec {
    * See llm-proxy-forwarder.ts.
    */
   llmProxy?: { socketPath: string; token: string } | undefined;
+  /**
+   * The host's harness store (an absolute directory): shown read-only at /run/rollout/harness,
+   * with this runtime's Node binary at /run/rollout/harness-node/node (harness-mount.ts). Agent
+   * CLIs run from it; nothing is downloaded in the sandbox.
+   */
+  harnessStore?: string | undefined;
 }
 
 export interface BashRequest {

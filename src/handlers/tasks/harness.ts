@@ -8,15 +8,31 @@ import { LlmProxy } from '../../proxy/llm-proxy.js';
 import { SandboxHarness } from '../../proxy/sandbox-harness.js';
 import type { SandboxSpec } from '../../sandbox/sandbox.js';
 import type { AgentHandler } from '../../proxy/agent-contract.js';
+import { HarnessStore, HARNESS_PRESETS, PRESET_NAMES, presetCommand } from './harness-presets/index.js';
 import { clip, freshShellForEval, parseInstance, runToEnd } from './task-kit.js';
 
 /**
  * The `harness` task: `{data_source: "harness", instance_id, command, files?, setup?,
  * eval_command, eval_timeout_s?, max_llm_calls?, max_tokens_total?, oracle?}`. `files` seed
- * `/workspace` and `setup` runs there, as in the `shell` family; `command` is the agent program.
+ * `/workspace` and `setup` runs there, as in the `shell` family; `command` is the agent program,
+ * or `preset` + `instruction` name an agent CLI run from the harness store
+ * (docs/harness-presets.md; `version`, `args`, `env`, `model` tune it).
  */
 export const HarnessInstanceSchema = z.object({
-  command: z.string().min(1),
+  /** The agent program (a shell command); or name a `preset` instead. */
+  command: z.string().min(1).optional(),
+  /** An agent CLI run unchanged from the harness store (docs/harness-presets.md); needs `instruction`. */
+  preset: z.enum(PRESET_NAMES, { message: `unknown preset: known ones are ${PRESET_NAMES.join(', ')}` }).optional(),
+  /** The preset's version in the store (default: its tested one). */
+  version: z.string().regex(/^[0-9A-Za-z][0-9A-Za-z.+-]{0,63}$/, { message: 'must be an npm version (letters, digits, . + -)' }).optional(),
+  /** Extra arguments appended to the preset's command line. */
+  args: z.array(z.string().max(10_000)).max(100).optional(),
+  /** Extra environment of the preset's CLI (over what the preset sets). */
+  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: 'must be a shell variable name' }), z.string().max(100_000)).optional(),
+  /** The task given to the preset's CLI (its prompt). */
+  instruction: z.string().min(1).max(1_000_000).optional(),
+  /** The model name the preset's CLI asks for (echoed back; default: the preset's). */
+  model: z.string().min(1).max(200).regex(/^[\x21-\x7e]+$/, { message: 'must be printable ASCII without spaces' }).optional(),
   files: z.record(z.string().min(1), z.string()).optional(),
   setup: z.array(z.string()).optional(),
   eval_command: z.string().min(1),
@@ -27,12 +43,21 @@ export const HarnessInstanceSchema = z.object({
   max_tokens_total: z.number().int().positive().optional(),
   /** The proxy's API key (the agent's `OPENAI_API_KEY`); default a fresh random one. Polar sets its session id here. */
   api_key: z.string().regex(/^[A-Za-z0-9_-]{16,200}$/, 'must be 16 to 200 characters of [A-Za-z0-9_-]').optional(),
-});
+}).superRefine((v, ctx) => {
+  if ((v.command === undefined) === (v.preset === undefined)) ctx.addIssue({ code: 'custom', path: ['command'], message: 'give exactly one of command and preset' });
+  if (v.preset !== undefined && v.instruction === undefined) ctx.addIssue({ code: 'custom', path: ['instruction'], message: 'required with a preset' });
+  if (v.preset === undefined) {
+    for (const k of ['version', 'args', 'env', 'instruction', 'model'] as const) if (v[k] !== undefined) ctx.addIssue({ code: 'custom', path: [k], message: 'only with a preset' });
+  }
+  // Also when another field failed: an error names every problem at once.
+}, { when: (p) => typeof p.value === 'object' && p.value !== null });
 
 interface HarnessState {
   evalCommand: string;
   evalTimeoutMs: number;
   agent: SandboxHarness;
+  proxy: LlmProxy;
+  preset: string | null;
 }
 
 /**
@@ -62,10 +87,22 @@ export const harnessHandler: AgentHandler = {
       // Bound to the attempt: aborted when it ends on any path (done, failed, timed out, cancelled).
       if (ctx.signal.aborted) throw new SandboxError('harness init: the rollout ended', { stage: 'init' });
       ctx.signal.addEventListener('abort', () => void cleanup(), { once: true });
-      const spec: SandboxSpec = { files: inst.files, setup: inst.setup, network: false, llmProxy: { socketPath: proxy.socketPath, token } };
+      // A preset's CLI must already be in the store: never a download at rollout time.
+      const preset = inst.preset;
+      const version = preset ? (inst.version ?? HARNESS_PRESETS[preset].defaultVersion) : '';
+      const store = preset ? new HarnessStore() : null;
+      if (preset) store!.require(preset, version);
+      const spec: SandboxSpec = { files: inst.files, setup: inst.setup, network: false, llmProxy: { socketPath: proxy.socketPath, token }, ...(store ? { harnessStore: store.dir } : {}) };
       const sandbox = await ctx.createSandbox(spec);
-      const agent = new SandboxHarness(sandbox, inst.command, proxy, { maxLlmCalls: inst.max_llm_calls, maxTokensTotal: inst.max_tokens_total }, ctx.clock);
-      const state: HarnessState = { evalCommand: inst.eval_command, evalTimeoutMs: (inst.eval_timeout_s ?? 60) * 1000, agent };
+      let command = inst.command ?? '';
+      if (preset) {
+        const baseUrl = sandbox.llmProxyUrl;
+        if (!baseUrl) throw new SandboxError('harness init: the sandbox has no LLM proxy URL', { stage: 'init' });
+        const run = { baseUrl, origin: baseUrl.replace(/\/v1$/, ''), apiKey: token, model: inst.model ?? HARNESS_PRESETS[preset].defaultModel, instruction: inst.instruction! };
+        command = presetCommand({ preset, version, run, args: inst.args, env: inst.env });
+      }
+      const agent = new SandboxHarness(sandbox, command, proxy, { maxLlmCalls: inst.max_llm_calls, maxTokensTotal: inst.max_tokens_total }, ctx.clock);
+      const state: HarnessState = { evalCommand: inst.eval_command, evalTimeoutMs: (inst.eval_timeout_s ?? 60) * 1000, agent, proxy, preset: preset ? `${preset}@${version}` : null };
       return { sandbox, messages: [], tools: [], external: agent, state };
     } catch (err) {
       if (!ctx.signal.aborted) await cleanup();
@@ -85,7 +122,12 @@ export const harnessHandler: AgentHandler = {
     return {
       reward: resolved ? 1 : 0,
       resolved,
-      details: { exit_code: r.exitCode, timed_out: r.timedOut, output: clip(r.output), harness_exit_code: st.agent.exitCode, harness_output: clip(st.agent.output) },
+      details: { exit_code: r.exitCode, timed_out: r.timedOut, output: clip(r.output), harness_exit_code: st.agent.exitCode,
+        harness_output: clip(st.agent.output),
+        // The HTTP status of every request the harness made to its proxy, counted: an unanswered or refused call shows here.
+        proxy_requests: Object.fromEntries([...st.proxy.stats.byStatus].map(([k, v]) => [String(k), v])),
+        ...(st.preset ? { preset: st.preset } : {}),
+      },
     };
   },
 };
