@@ -1,4 +1,4 @@
-import { every, type Clock } from '../runtime/clock.js';
+import { every, type Clock } from '../clock.js';
 
 /** What the operational log reads from the service at each look. */
 export interface OpsSnapshot {

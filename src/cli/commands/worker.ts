@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { choiceFlag, numberFlag, parseFlags, UsageError } from '../args.js';
 import { OpsLog, opsSnapshotOf } from '../../server/ops-log.js';
-import { systemClock } from '../../runtime/clock.js';
+import { systemClock } from '../../clock.js';
 import { ClusterWorker } from '../../cluster/cluster-worker.js';
 import { withRedisPassword } from '../../cluster/redis-connection.js';
 import { RolloutError } from '../../errors.js';

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { Clock, TimerHandle } from '../../runtime/clock.js';
+import type { Clock, TimerHandle } from '../../clock.js';
 
 /** Events one SSE subscriber may hold before the oldest are dropped (Polar's `_MAX_QUEUE_SIZE`). */
 const MAX_QUEUE = 256;

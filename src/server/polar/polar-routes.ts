@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { hostname } from 'node:os';
-import { sleep, type Clock } from '../../runtime/clock.js';
+import { sleep, type Clock } from '../../clock.js';
 import { isAuthorized } from '../auth.js';
 import { fastApiError } from '../fastapi-error.js';
 import { HttpError, parseOr400 } from '../http-error.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { RolloutHandle } from '../../runtime/runtime-api.js';
-import type { Clock, TimerHandle } from '../../runtime/clock.js';
+import type { Clock, TimerHandle } from '../../clock.js';
 import type { RolloutState } from '../../protocol/events.js';
 import { checkCapacity } from '../capacity.js';
 import { checkDataSource } from '../data-source.js';

@@ -1,4 +1,4 @@
-import { sleep, type Clock } from '../../runtime/clock.js';
+import { sleep, type Clock } from '../../clock.js';
 import type { TaskStatus } from './polar-models.js';
 
 /** Attempts, spacing and retried statuses of the callback POST (the contract). */

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AgentHandler } from '../../../src/handlers/agent-handler.js';
+import type { AgentHandler } from '../../../src/proxy/agent-contract.js';
 import { codecFor } from '../../../src/llm/codec-registry.js';
 import type { HfChatCodec } from '../../../src/llm/hf-codec.js';
 import type { Engine } from '../../../src/llm/llm-http-server.js';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AgentHandler, ExternalAgent, ExternalAgentEvent } from '../../../src/handlers/agent-handler.js';
+import type { AgentHandler, ExternalAgent, ExternalAgentEvent } from '../../../src/proxy/agent-contract.js';
 import { OracleBackend } from '../../../src/llm/oracle-backend.js';
 import { LlmProxy } from '../../../src/proxy/llm-proxy.js';
 import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';

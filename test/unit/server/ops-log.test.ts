@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../../src/runtime/clock.js';
+import { ManualClock } from '../../../src/clock.js';
 import { OpsLog, type OpsSnapshot } from '../../../src/server/ops-log.js';
 
 function rig(format: 'text' | 'json' = 'text') {

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ManualClock, type Clock } from '../../../../src/runtime/clock.js';
+import { ManualClock, type Clock } from '../../../../src/clock.js';
 import { serviceRuntimeFactory } from '../../../../src/server/runtime-factory.js';
 import { createService, type RolloutService } from '../../../../src/server/service.js';
 import type { ServiceRuntime } from '../../../../src/server/service-runtime.js';
