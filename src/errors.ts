@@ -44,6 +44,7 @@ export const ERROR_CODES = {
   // SandboxError (an InfraError): retried.
   SANDBOX: { class: 'SandboxError', retryable: true, means: 'a sandbox fault' },
   SANDBOX_START: { class: 'SandboxError', retryable: true, means: "the sandbox's shell did not start" },
+  SANDBOX_HARNESS_STORE: { class: 'SandboxError', retryable: true, means: 'the harness store could not be bound into the sandbox' },
   SANDBOX_LOST: { class: 'SandboxError', retryable: true, means: 'the sandbox or its host died under the rollout' },
   SANDBOX_CLOSED: { class: 'SandboxError', retryable: true, means: 'an operation on a closed sandbox' },
   SANDBOX_EXISTS: { class: 'SandboxError', retryable: true, means: 'a sandbox id already in use on its host' },
@@ -88,6 +89,7 @@ export const ERROR_CODES = {
   IMAGE_USER_UNKNOWN: { class: 'TaskError', retryable: false, means: "the image's configured user does not exist in it" },
   IMAGE_WORKDIR: { class: 'TaskError', retryable: false, means: "the image's WorkingDir cannot be made a directory inside the image" },
   IMAGE_NO_SHELL: { class: 'TaskError', retryable: false, means: 'the image has no executable /bin/bash (the sandbox shell)' },
+  HARNESS_NOT_INSTALLED: { class: 'TaskError', retryable: false, means: "a harness preset's CLI (at that version) is not in the harness store: rollout harness install NAME[@VERSION]" },
   INTEGRITY_VIOLATION: { class: 'TaskError', retryable: false, means: "the policy broke the rollout's integrity policy under on_violation: fail (details.cause 'integrity')" },
   INTEGRITY_POLICY: { class: 'TaskError', retryable: false, means: 'an integrity glob the sandbox host cannot read (validated at submit; only a client that skipped it)' },
   INTEGRITY_NOT_STARTED: { class: 'TaskError', retryable: false, means: 'an integrity observation was asked of a sandbox whose monitor was never started' },

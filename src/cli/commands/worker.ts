@@ -126,11 +126,9 @@ export async function run(argv: string[]): Promise<number> {
         })(),
       },
     );
-    process.stdout.write(`worker ${node.nodeId} ready\n`);
-    const observed = node.observed;
-    opsLog = new OpsLog({ source: opsSnapshotOf(() => observed), write: (l) => process.stderr.write(`${logFormat === 'json' ? '' : 'rollout worker: '}${l}\n`), format: logFormat, clock: systemClock, statsMs: statsEvery * 1000 });
-    opsLog.start();
-    await new Promise<void>((resolve) => {
+    // The signal handlers go in before `ready` is printed: a supervisor that stops the worker as
+    // soon as it reads the line must reach them, not the signal's default death.
+    const stopped = new Promise<void>((resolve) => {
       const stop = (sig: string): void => {
         process.stderr.write(`rollout worker: ${sig}, handing jobs back\n`);
         resolve();
@@ -138,6 +136,11 @@ export async function run(argv: string[]): Promise<number> {
       process.once('SIGINT', () => stop('SIGINT'));
       process.once('SIGTERM', () => stop('SIGTERM'));
     });
+    const observed = node.observed;
+    opsLog = new OpsLog({ source: opsSnapshotOf(() => observed), write: (l) => process.stderr.write(`${logFormat === 'json' ? '' : 'rollout worker: '}${l}\n`), format: logFormat, clock: systemClock, statsMs: statsEvery * 1000 });
+    opsLog.start();
+    process.stdout.write(`worker ${node.nodeId} ready\n`);
+    await stopped;
     opsLog.stop();
     await node.close();
     return 0;
