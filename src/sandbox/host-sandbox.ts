@@ -363,6 +363,10 @@ export class HostSandbox {
 
   private async restartShell(): Promise<void> {
     this.selfExit = null;
+    // The policy may have taken its own workspace's rights away (`chmod 000 /workspace`): a new
+    // shell could not enter it, and the eval that follows would be an infra-error for what the
+    // policy did (#28 §5.5). Its owner gets them back; nothing else of its mode changes.
+    this.restoreWorkdirMode();
     // The old pid namespace died with its shell; the REPL (inside it) is gone too.
     this.repl?.dispose();
     this.repl = null;
@@ -387,6 +391,13 @@ export class HostSandbox {
     this.forwarder?.close();
     this.forwarder = null;
     await this.restartShell();
+  }
+
+  /** Gives the workspace root's owner rwx again through the fd held since start (never a path the sandbox could swap). */
+  private restoreWorkdirMode(): void {
+    if (this.workdirFd === null) return;
+    const mode = fs.fstatSync(this.workdirFd).mode & 0o7777;
+    if ((mode & 0o700) !== 0o700) fs.fchmodSync(this.workdirFd, mode | 0o700);
   }
 
   /** Set by {@link resetShell}: shells from then on get no LLM proxy listener. */

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { HttpError } from './http-error.js';
 import { systemClock, type Clock } from '../clock.js';
-import { jsonDepth } from '../json-depth.js';
+import { jsonDepth, stringEnd } from '../json-depth.js';
 
 /** Limits on a request body. */
 export interface BodyLimits {
@@ -108,14 +108,8 @@ function pythonConstants(text: string): string | null {
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === 34 /* " */) {
-      const open = i;
-      for (;;) {
-        i = text.indexOf('"', i + 1);
-        if (i < 0) return null;
-        let k = i - 1;
-        while (k > open && text.charCodeAt(k) === 92 /* \ */) k--;
-        if ((i - 1 - k) % 2 === 0) break;
-      }
+      i = stringEnd(text, i);
+      if (i < 0) return null;
     } else if (c === 78 /* N */ || c === 73 /* I */ || c === 45 /* - */) {
       PY_CONSTANT.lastIndex = i;
       const m = PY_CONSTANT.exec(text);

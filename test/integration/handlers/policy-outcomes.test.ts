@@ -101,8 +101,14 @@ describe('a policy cannot hide a losing episode (#28 §5.5)', () => {
     expect([r.outcome, r.reward, r.error?.message ?? null]).toEqual(['completed', 0, null]);
   });
 
-  // bwrap cannot chdir into a /workspace the policy made mode 000, so the eval's fresh shell does
-  // not start (SANDBOX_START → infra-error). The fix belongs to the sandbox's shell reset (restore
-  // the workspace root's mode, host-sandbox.ts), which this change does not own.
-  it.todo('shell: a policy that chmods its own /workspace to 000 is scored 0, not an infra error (#28)');
+  it('shell: a policy that chmods its own /workspace to 000 is scored 0, not an infra error: the eval\'s fresh shell gets the workspace back', async () => {
+    const r = await runtime.submit({
+      data_source: 'shell',
+      instance_id: 'shell-chmod-000',
+      prompt: 'Make done.txt.',
+      eval_command: 'test -f done.txt',
+      oracle: [bash('chmod 000 /workspace'), finish()],
+    } as never).result;
+    expect([r.outcome, r.reward, r.error?.message ?? null]).toEqual(['completed', 0, null]);
+  });
 });
