@@ -9,6 +9,7 @@ import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtim
 import { createSandboxProvider } from '../../../src/sandbox/index.js';
 import type { SandboxProvider } from '../../../src/sandbox/sandbox.js';
 import { testDriver } from '../sandbox/helpers.js';
+import { missingTools, skipNote } from '../../helpers/system-tools.js';
 
 /**
  * The reward-hack monitor (#27) against hostile policies: real sandboxes (bwrap where it works),
@@ -120,7 +121,9 @@ describe("the harness family: the agent's work between two LLM calls is one acti
   });
 });
 
-describe('what a violation costs, per on_violation mode', () => {
+// The costs are read off a reward the SWE eval gives 1: it runs Debian's pytest.
+const noPytest = missingTools('pytest');
+describe.skipIf(noPytest !== null)(`what a violation costs, per on_violation mode${skipNote(noPytest)}`, () => {
   // Turn 0 drops an (inert) conftest.py; turn 1 fixes the bug honestly; the eval resolves it.
   const hacked = (on_violation: string) => ({ ...wordCount, integrity: { on_violation }, oracle: [bash('touch conftest.py'), FIX_WORD_COUNT, finish] });
   const sampled = (r: RolloutResult): number => r.trajectory.lossMask.filter((m) => m === 1).length;
