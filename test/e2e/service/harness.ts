@@ -54,6 +54,10 @@ export async function serve(args: string[], env: Record<string, string> = {}): P
       clearTimeout(timer);
       rej(new Error(`serve exited ${code}: ${err}`));
     });
+  }).catch((e: unknown) => {
+    // A serve that never listened leaves no stop() to the caller: its state dir goes here.
+    rmSync(stateDir, { recursive: true, force: true });
+    throw e;
   });
   return {
     url,

@@ -66,9 +66,13 @@ async function start(opts: { token?: string; maxQueued?: number; stages?: { init
 }
 
 afterEach(async () => {
-  await service.close();
+  try {
+    await service.close();
+  } finally {
+    // Removed whatever the checks below say: a failing test must not leave its state dir.
+    rmSync(stateDir, { recursive: true, force: true });
+  }
   expect(providers.every((p) => p.live === 0)).toBe(true);
-  rmSync(stateDir, { recursive: true, force: true });
 });
 
 async function api(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
