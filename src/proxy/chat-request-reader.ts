@@ -82,3 +82,15 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
   for (const key in y) if (Object.hasOwn(y, key)) keys--;
   return keys === 0;
 }
+
+/**
+ * What an agent re-sent unchanged from its previous request, already read: the read forms of the
+ * longest prefix of `list` equal (as JSON) to `prev.raw`, so a dialect reads only the new items.
+ */
+export function reusedPrefix<T>(list: readonly unknown[], prev: { raw: readonly unknown[]; read: readonly T[] } | null): T[] {
+  const read: T[] = [];
+  if (!prev) return read;
+  const n = Math.min(list.length, prev.raw.length);
+  while (read.length < n && jsonEqual(list[read.length], prev.raw[read.length])) read.push(prev.read[read.length]!);
+  return read;
+}

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Message, ToolCall, ToolSchema } from '../../protocol/messages.js';
-import { jsonEqual } from '../chat-request-reader.js';
+import { reusedPrefix } from '../chat-request-reader.js';
 import type { ProxyRefusal } from '../openai-error.js';
 import { answerOf, badRequest, field, sendEventStream, sendJson, sseEvent, unsupported, type Dialect, type DialectRoute, type InternalRequest, type ReadContext } from './dialect.js';
 
@@ -47,17 +47,8 @@ export class AnthropicDialect implements Dialect {
     }
     const list = field.array(b.messages, 'messages');
     if (list.length === 0 && route.op === 'generate') throw badRequest('messages', 'at least one message is required');
-    const read: Message[][] = [];
-    const prev = this.prev;
-    let k = 0;
-    if (prev) {
-      const n = Math.min(list.length, prev.raw.length);
-      while (k < n && jsonEqual(list[k], prev.raw[k])) {
-        read.push(prev.read[k]!);
-        k++;
-      }
-    }
-    for (let i = k; i < list.length; i++) {
+    const read: Message[][] = reusedPrefix(list, this.prev);
+    for (let i = read.length; i < list.length; i++) {
       const out: Message[] = [];
       readMessage(list[i], `messages.${i}`, out);
       read.push(out);

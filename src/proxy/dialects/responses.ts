@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Message, ToolCall, ToolSchema } from '../../protocol/messages.js';
-import { jsonEqual } from '../chat-request-reader.js';
+import { reusedPrefix } from '../chat-request-reader.js';
 import type { ProxyRefusal } from '../openai-error.js';
 import { answerOf, argumentsOf, badRequest, field, sendEventStream, sendJson, sseEvent, unsupported, type Dialect, type DialectRoute, type InternalAnswer, type InternalRequest, type ReadContext } from './dialect.js';
 
@@ -42,17 +42,8 @@ export class ResponsesDialect implements Dialect {
     if (typeof b.input === 'string') messages.push({ role: 'user', content: b.input });
     else {
       const list = field.array(b.input, 'input');
-      const read: Fragment[] = [];
-      const prev = this.prev;
-      let k = 0;
-      if (prev) {
-        const n = Math.min(list.length, prev.raw.length);
-        while (k < n && jsonEqual(list[k], prev.raw[k])) {
-          read.push(prev.read[k]!);
-          k++;
-        }
-      }
-      for (let i = k; i < list.length; i++) read.push(readItem(list[i], `input.${i}`));
+      const read: Fragment[] = reusedPrefix(list, this.prev);
+      for (let i = read.length; i < list.length; i++) read.push(readItem(list[i], `input.${i}`));
       assemble(read, messages);
       this.prev = { raw: list, read };
     }
