@@ -124,8 +124,47 @@ export interface Sandbox {
    * @throws SandboxError when the sandbox is lost or closed.
    */
   integrity?(req: { op: 'start'; protect: string[] } | { op: 'observe'; turn: number }): Promise<import('../protocol/integrity.js').FileObservationResult>;
+  /**
+   * Tree rollouts (#26): forks this sandbox at a turn boundary into `n` branch sandboxes. Its
+   * processes are frozen (cgroup freezer) while the filesystem is captured copy-on-write and the
+   * shell's state (cwd, exported and shell variables, functions, aliases, umask, shell options)
+   * is read; then it is thawed (or, with `keepParent: false`, closed: its filesystem becomes the
+   * branches' lower layer without a copy). Each branch is a full {@link Sandbox} of its own (its
+   * own id, cgroup, shell and lease; `close()` ends it), started from the snapshot with the shell
+   * state restored. The snapshot is removed with its last branch (and by the start-up reap).
+   * Call it only between commands (at a turn boundary); a command running in the shell is a
+   * SandboxError `SANDBOX_BUSY`.
+   * Optional: a sandbox that cannot fork has none (the runtime answers a typed error).
+   * @throws SandboxError `FREEZE_UNAVAILABLE` (no freezer controller, or the `none` driver) or
+   *   `FORK_FAILED`, with this sandbox untouched and no branch left; CancelledError on `signal`.
+   */
+  fork?(req: SandboxForkRequest, signal?: AbortSignal): Promise<SandboxFork>;
   /** Kills every process of the sandbox and removes its workdir. Idempotent; never throws. */
   close(): Promise<void>;
+}
+
+/** What {@link Sandbox.fork} is asked. */
+export interface SandboxForkRequest {
+  /** One rollout id per branch (the branch sandboxes' leases name them); its length is the fork's width. */
+  rolloutIds: string[];
+  /** False: the parent sandbox ends at the fork (closed by the fork) and its files are shared without a copy. Default true. */
+  keepParent?: boolean | undefined;
+}
+
+/** What {@link Sandbox.fork} gives back. */
+export interface SandboxFork {
+  /** The branch sandboxes, in the order of `rolloutIds`, each ready for its first command. */
+  branches: Sandbox[];
+  /**
+   * What the branches did not get from the parent, in words for the policy's first observation
+   * (e.g. `2 background processes (sleep, python3)`, `the Python REPL's variables`); empty when
+   * nothing was lost.
+   */
+  lost: string[];
+  /** How long the parent's processes were frozen, ms. */
+  frozenMs: number;
+  /** Bytes copied to make the snapshot (0 when the parent's files were shared without a copy). */
+  copiedBytes: number;
 }
 
 /** Makes sandboxes. One per runtime. */
