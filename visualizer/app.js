@@ -9,7 +9,10 @@ import { renderTimeline } from './timeline.js';
 import { TerminalReplay, bashSteps } from './terminal.js';
 import { drawThroughput, drawBackends, drawSplitBar, drawRewardHistogram, drawRewardOverTime, outcomeCountsByReward, REWARD_OUTCOME_COLORS } from './charts.js';
 import { fmtElapsed, fmtReward } from './format.js';
-import { renderGroup, renderTokens, renderEval, toJsonl, download } from './panels.js';
+import { renderGroup, renderEval, toJsonl, download } from './panels.js';
+import { renderTokenView } from './tokens.js';
+import { createGroupsTable } from './groups-table.js';
+import { createTrends } from './trends.js';
 
 const params = new URLSearchParams(location.search);
 /** Where the HTTP API lives; the page's own origin unless `?api=` says otherwise. */
@@ -51,6 +54,8 @@ const ui = {
 };
 $('first-run-curl').textContent = `curl -X POST ${apiBase}/v1/rollouts -H 'content-type: application/json'${token ? ` -H 'authorization: Bearer …'` : ''} \\
   -d '{"instance": {"data_source": "math", "instance_id": "q1", "question": "1+1?", "answer": "2"}}'`;
+const groupsTable = createGroupsTable($('groups-table'));
+const trends = createTrends({ reward: /** @type {HTMLCanvasElement} */ ($('chart-trend-reward')), length: /** @type {HTMLCanvasElement} */ ($('chart-trend-length')), split: /** @type {HTMLSelectElement} */ ($('trend-split')), range: /** @type {HTMLSelectElement} */ ($('trend-range')), apiBase, headers: apiHeaders });
 for (const s of STATES) ui.filterState.append(new Option(s, s));
 for (const o of OUTCOMES) ui.filterOutcome.append(new Option(o, o));
 
@@ -354,6 +359,8 @@ function renderCharts() {
   $('chart-rewards').dataset.sources = JSON.stringify(hist.sources.map((x) => ({ name: x.name, n: x.n, mean: x.mean, counts: x.counts })));
   drawRewardOverTime($('chart-reward-time'), store.rewards.overTime());
   renderGroupsSummary();
+  trends.draw(store.rollouts, now);
+  groupsTable.update(store.rewards.groups, store.rewards.version);
 }
 
 function renderGroupsSummary() {
@@ -531,7 +538,7 @@ function renderDetail(ticked) {
     renderConversation(r);
     const res = resultOf(results.get(r.id));
     renderEval($('eval'), res);
-    renderTokens($('tokens'), res?.trajectory ?? null);
+    renderTokenView($('tokens'), res, r.id, { apiBase, headers: apiHeaders });
   }
   if (versionChanged || store.rewards.version !== seenGroupVersion) {
     seenGroupVersion = store.rewards.version;

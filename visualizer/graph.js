@@ -1,3 +1,4 @@
+// @ts-check
 // A small state-graph renderer: lays out the leaf states of /visualizer/graph.json and draws
 // them as SVG, with a box around the leaves of each compound state. The main flow runs left to
 // right in breadth-first layers from the initial state; final states sit on a row of their own
@@ -15,6 +16,18 @@ const GROUP_PAD = 18;
 // Room above the flow for back edges (acting -> llmCalling), which arc over it.
 const ARC_ROOM = 44;
 
+/**
+ * @typedef {{ id: string, key: string, parent: string|null, type: string, initial: string|null, invokes?: string[], description?: string|null }} GraphState
+ * @typedef {{ source: string, target: string|null, label: string, guard?: string|null }} GraphTransition
+ * @typedef {{ id?: string, initial: string|null, states: GraphState[], transitions: GraphTransition[] }} Graph
+ */
+
+/**
+ * An SVG element with attributes and optional text.
+ * @param {string} name
+ * @param {Record<string, string|number>} [attrs]
+ * @param {string} [text]
+ */
 function el(name, attrs = {}, text) {
   const node = document.createElementNS(SVG_NS, name);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
@@ -28,23 +41,25 @@ function el(name, attrs = {}, text) {
  * compound state lands on its initial leaf; one out of a compound state leaves from each of its
  * leaves; one defined on the machine root (source '') applies to every state and is listed in
  * `global` instead of drawn. Pure; exported for tests.
- * @param {{ initial: string|null, states: Array<{id:string,key:string,parent:string|null,type:string,initial:string|null}>, transitions: Array<{source:string,target:string|null,label:string}> }} graph
+ * @param {Graph} graph
  */
 export function layoutGraph(graph) {
   const byId = new Map(graph.states.map((s) => [s.id, s]));
+  /** @type {Map<string, string[]>} */
   const children = new Map();
   for (const s of graph.states) {
     if (s.parent === null) continue;
     if (!children.has(s.parent)) children.set(s.parent, []);
-    children.get(s.parent).push(s.id);
+    children.get(s.parent)?.push(s.id);
   }
-  const isLeaf = (id) => !children.has(id);
-  const entryLeaf = (id) => {
+  const isLeaf = (/** @type {string} */ id) => !children.has(id);
+  const entryLeaf = (/** @type {string} */ id) => {
     let cur = byId.get(id);
-    while (cur !== undefined && !isLeaf(cur.id)) cur = byId.get(cur.initial ?? children.get(cur.id)[0]);
+    while (cur !== undefined && !isLeaf(cur.id)) cur = byId.get(cur.initial ?? children.get(cur.id)?.[0] ?? '');
     return cur?.id;
   };
-  const leavesOf = (id) => (isLeaf(id) ? [id] : children.get(id).flatMap(leavesOf));
+  /** @type {(id: string) => string[]} */
+  const leavesOf = (id) => (isLeaf(id) ? [id] : (children.get(id) ?? []).flatMap(leavesOf));
   const leaves = graph.states.filter((s) => isLeaf(s.id));
 
   const edges = new Map();
@@ -71,7 +86,7 @@ export function layoutGraph(graph) {
     }
   }
 
-  const isFinal = (s) => s.type === 'final';
+  const isFinal = (/** @type {GraphState | undefined} */ s) => s?.type === 'final';
   const flow = leaves.filter((s) => !isFinal(s));
   const finals = leaves.filter(isFinal);
   const depth = new Map();
@@ -112,8 +127,8 @@ export function layoutGraph(graph) {
     const xs = [...edges.values()].filter((e) => e.target === s.id && pos.has(e.source)).map((e) => pos.get(e.source).x);
     return { s, x: xs.length > 0 ? xs.reduce((a, b) => a + b, 0) / xs.length : null };
   });
-  const byDemand = [...wanted.filter((w) => w.x !== null)].sort((a, b) => {
-    const spread = (w) => Math.min(...[...free].map((i) => Math.abs(slots[i] - w.x)));
+  const byDemand = /** @type {Array<{ s: GraphState, x: number }>} */ (wanted.filter((w) => w.x !== null)).sort((a, b) => {
+    const spread = (/** @type {{ x: number }} */ w) => Math.min(...[...free].map((i) => Math.abs(slots[i] - w.x)));
     return spread(a) - spread(b);
   });
   for (const w of byDemand) {
@@ -144,6 +159,13 @@ export function layoutGraph(graph) {
 }
 
 /** Where the segment from a box's centre towards (dx, dy) leaves the box. */
+/**
+ * @param {number} cx
+ * @param {number} cy
+ * @param {number} dx
+ * @param {number} dy
+ * @returns {[number, number]}
+ */
 function exitPoint(cx, cy, dx, dy) {
   const hw = NODE_W / 2 + 2;
   const hh = NODE_H / 2 + 2;
@@ -156,6 +178,7 @@ function exitPoint(cx, cy, dx, dy) {
  * Draws the graph into `svg` (replacing its content) and returns a handle whose `highlight`
  * marks the current state and the states visited before it.
  * @param {SVGSVGElement} svg
+ * @param {Graph} graph
  */
 export function renderGraph(svg, graph) {
   const layout = layoutGraph(graph);
@@ -181,6 +204,7 @@ export function renderGraph(svg, graph) {
   const nodes = new Map(layout.nodes.map((n) => [n.id, n]));
   const edgeLayer = el('g', { class: 'edges' });
   const labelLayer = el('g', { class: 'edge-labels' });
+  /** @type {SVGElement[]} */
   const edgeEls = [];
   for (const e of layout.edges) {
     const a = nodes.get(e.source);
@@ -239,7 +263,7 @@ export function renderGraph(svg, graph) {
   }
 
   // Events name states by their own key (`llmCalling`), the graph by path (`running.llmCalling`).
-  const resolveId = (name) => {
+  const resolveId = (/** @type {string} */ name) => {
     if (nodeEls.has(name)) return name;
     for (const n of layout.nodes) if (n.key === name) return n.id;
     return name;

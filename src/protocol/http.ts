@@ -215,6 +215,10 @@ export const RolloutSummaryResponseSchema = z.object({
   outcome: OutcomeSchema.nullable(),
   reward: z.number().nullable(),
   resolved: z.boolean().nullable(),
+  /** Tokens the policy sampled (loss mask 1), once ended; the visualizer's response-length chart. */
+  response_tokens: z.number().int().nullable().optional(),
+  /** The oldest weight version that sampled a token of it (the trajectory's minWeightVersion), once ended. */
+  weight_version: z.union([z.string(), z.number()]).nullable().optional(),
 });
 
 /** `POST /v1/backends`. */

@@ -43,7 +43,16 @@ export function summaryBody(s: RolloutSummary): Record<string, unknown> {
     outcome: s.result?.outcome ?? null,
     reward: s.result?.reward ?? null,
     resolved: s.result ? s.result.resolved : null,
+    response_tokens: s.result ? sampledTokens(s.result.trajectory.turns) : null,
+    weight_version: s.result ? (s.result.trajectory.minWeightVersion ?? s.result.trajectory.turns[0]?.weightVersion ?? null) : null,
   };
+}
+
+/** The sampled tokens of a trajectory, counted per turn (a listing of thousands must not walk every token). */
+function sampledTokens(turns: readonly { outputIds: readonly number[] }[]): number {
+  let n = 0;
+  for (const t of turns) n += t.outputIds.length;
+  return n;
 }
 
 /**

@@ -45,6 +45,7 @@ const OPS: Record<string, Op> = {
   'GET /v1/rollouts': { summary: 'List rollouts (query: state, outcome, group, limit)', response: z.object({ rollouts: z.array(RolloutSummaryResponseSchema), total: z.number().int() }) },
   'GET /v1/rollouts/:id': { summary: 'One rollout: state and result', response: RolloutSummaryResponseSchema.extend({ result: RolloutResultSchema.nullable() }) },
   'POST /v1/rollouts/:id/cancel': { summary: 'Cancel one rollout' },
+  'GET /v1/rollouts/:id/tokens': { summary: 'An ended rollout\'s token texts, aligned with result.trajectory.tokens (the visualizer\'s token view)', response: z.object({ id: z.string(), codec: z.string(), assumed: z.boolean(), text: z.array(z.string()) }) },
   'GET /v1/backends': { summary: 'Backends with health and load', response: z.object({ backends: z.array(BackendInfoSchema) }) },
   'POST /v1/backends': { summary: 'Add a backend', request: AddBackendRequestSchema, response: BackendInfoSchema, status: 201 },
   'POST /v1/backends/:id/drain': { summary: 'Drain a backend: no new calls, in-flight ones finish' },

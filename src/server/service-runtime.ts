@@ -43,9 +43,10 @@ export type ServiceRuntime = Runtime &
     /**
      * The codec rollouts are tokenized with on a backend registered without a `tokenizer`:
      * such a registration is checked against it (`backendCodecKey`). Absent where the runtime
-     * tokenizes nothing itself (a cluster gateway).
+     * tokenizes nothing itself (a cluster gateway). `decode`, when present, gives the
+     * visualizer's token view its text (`GET /v1/rollouts/:id/tokens`).
      */
-    readonly codec?: Pick<ChatCodec, 'name' | 'encode'>;
+    readonly codec?: Pick<ChatCodec, 'name' | 'encode'> & Partial<Pick<ChatCodec, 'decode'>>;
   };
 
 /** A handle whose submission is durable only once `accepted` resolves (the Redis cluster); answer 202 after it. */

@@ -7,6 +7,7 @@ import { ORACLE_URL } from '../llm/oracle-backend.js';
 import { createRequestListener, guardConnections, type ConnectionGuard, type VisualizerHook } from './http-server.js';
 import { ServiceMetrics } from './metrics.js';
 import { nativeRoutes } from './native-routes.js';
+import { tokenTextRoute } from './token-text.js';
 import { openapiRoute } from './openapi.js';
 import { prorlRoutes } from './prorl-routes.js';
 import { weightRoutes } from './weight-routes.js';
@@ -75,6 +76,7 @@ export class RolloutService implements ServiceContext {
     for (const r of nativeRoutes(this)) this.router.add(r);
     for (const r of weightRoutes(this)) this.router.add(r);
     for (const r of bufferRoutes(this)) this.router.add(r);
+    this.router.add(tokenTextRoute(this));
     this.polar = polarRoutes(this, { clock: deps.clock ?? systemClock, stateDir: deps.stateDir, fetch: deps.fetch });
     for (const r of this.polar.routes) this.router.add(r);
     this.router.add(openapiRoute(this.router));
