@@ -300,7 +300,7 @@ export function drawRewardOverTime(canvas, points) {
 }
 
 /**
- * Round tick values covering [lo, hi]: about `count` of them at a step of 1, 2 or 5 × 10^k. Pure.
+ * Round tick values inside [lo, hi]: about `count` of them at a step of 1, 2 or 5 × 10^k. Pure.
  * @param {number} lo
  * @param {number} hi
  * @param {number} [count]
@@ -311,7 +311,7 @@ export function niceTicks(lo, hi, count = 5) {
   const mag = 10 ** Math.floor(Math.log10(raw));
   const step = ([1, 2, 5, 10].find((m) => m * mag >= raw) ?? 10) * mag;
   const out = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Math.round(v / step) * step);
+  for (let k = Math.ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k++) out.push(Number((k * step).toPrecision(12)));
   return out;
 }
 

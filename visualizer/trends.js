@@ -61,8 +61,10 @@ export function trendSeries(points, opts) {
     const pts = [...s.sums].sort((a, b) => a[0] - b[0]).map(([k, b]) => ({ t: opts.t0 + (k + 0.5) * width, mean: b.sum / b.n, n: b.n }));
     out.push({ name, n: s.n, points: pts });
   }
-  const num = (/** @type {string} */ name) => Number(name.slice(1));
-  return out.sort((a, b) => (opts.split === 'version' && Number.isFinite(num(a.name)) && Number.isFinite(num(b.name)) ? num(a.name) - num(b.name) : a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  // Weight versions in numeric order where both are numbers, `unknown` last; names otherwise.
+  const num = (/** @type {string} */ name) => (opts.split === 'version' ? Number(name.slice(1)) : NaN);
+  const last = (/** @type {string} */ name) => (opts.split === 'version' && name === 'unknown' ? 1 : 0);
+  return out.sort((a, b) => last(a.name) - last(b.name) || (Number.isFinite(num(a.name)) && Number.isFinite(num(b.name)) ? num(a.name) - num(b.name) : a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 /**
