@@ -3,7 +3,8 @@
 // chosen time range: the trend charts an RL engineer reads a run by. The per-rollout figures come
 // from the page's store (end time, reward, data source; sampled tokens from its `llm.end`
 // events) and from the listing (`GET /v1/rollouts`: `response_tokens`, `weight_version`), which
-// is re-read at most every few seconds while ended rollouts lack them.
+// is re-read at most every 10 s while ended rollouts lack what is shown (weight versions when
+// split by them; the length of a rollout known without its events).
 
 import { drawSeries } from './charts.js';
 
@@ -25,7 +26,7 @@ export const RANGES = [
 ];
 /** Time buckets per chart: each point is the mean of the rollouts that ended in one. */
 export const TREND_BUCKETS = 40;
-const LISTING_EVERY_MS = 5000;
+const LISTING_EVERY_MS = 10_000;
 
 /**
  * Groups points into `buckets` equal time buckets over [t0, t1], one series per data source or
@@ -130,13 +131,17 @@ export function createTrends(ui) {
     lastNow = now;
     /** @type {TrendPoint[]} */
     const points = [];
+    const split = /** @type {Split} */ (ui.split.value);
     let missing = false;
     let first = Infinity;
     for (const r of rollouts.values()) {
       if (r.endTs === null || r.outcome === null) continue;
       const l = listed.get(r.id);
-      if (l === undefined) missing = true;
-      const length = eventLength(r) ?? l?.length ?? null;
+      const own = eventLength(r);
+      // The listing is re-read only for what the events lack: weight versions, or the length of
+      // a rollout known without its LLM events.
+      if (l === undefined && (split === 'version' || own === null)) missing = true;
+      const length = own ?? l?.length ?? null;
       points.push({ t: r.endTs, reward: typeof r.reward === 'number' ? r.reward : null, length, source: r.dataSource, version: l?.version ?? null });
       if (r.endTs < first) first = r.endTs;
     }
@@ -149,7 +154,6 @@ export function createTrends(ui) {
     // (`rollout view`), the page's clock is today while the run's rollouts ended long ago.
     const t1 = points.length > 0 ? points.reduce((m, p) => Math.max(m, p.t), -Infinity) : now;
     const t0 = span > 0 ? t1 - span : Number.isFinite(first) ? Math.min(first, t1 - 1000) : t1 - 60_000;
-    const split = /** @type {Split} */ (ui.split.value);
     const splitName = split === 'source' ? 'data source' : 'weight version';
     drawSeries(ui.reward, { title: `mean reward per ${splitName}`, yLabel: 'reward', xLabel: 'time (runtime clock)', t0, t1, series: trendSeries(points, { metric: 'reward', split, t0, t1 }) });
     drawSeries(ui.length, { title: `mean response length per ${splitName}`, yLabel: 'sampled tokens', xLabel: 'time (runtime clock)', t0, t1, series: trendSeries(points, { metric: 'length', split, t0, t1 }) });
