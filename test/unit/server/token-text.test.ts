@@ -64,6 +64,11 @@ describe('GET /v1/rollouts/:id/tokens', () => {
     await h.until(() => h!.rt().get(live.body.id as string)?.result !== undefined);
   });
 
+  // `rollout run` does not record its --tokenizer in summary.json yet, so `rollout view` decodes with
+  // the default codec and says `assumed: true`; a rollout with its own custom_tokenizer is decoded
+  // with the runtime's codec too.
+  it.todo("rollout view decodes the token text with the run's own --tokenizer, and a job's custom_tokenizer with its own codec (#30)");
+
   it('lists each ended rollout with its sampled tokens and weight version', async () => {
     h = await startHarness({}, { backends: [{ address: 'oracle', weightVersion: 7 }] });
     const sub = await post(`${h.url}/v1/rollouts`, { instance: task({ instance_id: 'wv' }) });
