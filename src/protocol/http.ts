@@ -215,6 +215,10 @@ export const RolloutSummaryResponseSchema = z.object({
   outcome: OutcomeSchema.nullable(),
   reward: z.number().nullable(),
   resolved: z.boolean().nullable(),
+  /** The result's wall time in ms, once it ended (the visualizer's elapsed column). */
+  wall_ms: z.number().nullable(),
+  /** Integrity violations by kind (#27), or null when the result has none. */
+  violations: z.record(z.string(), z.number().int()).nullable(),
 });
 
 /** `POST /v1/backends`. */

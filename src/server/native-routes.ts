@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { violationCounts } from '../protocol/integrity.js';
 import { AddBackendRequestSchema, EmptyBodySchema, BatchRequestSchema, ListQuerySchema, SubmitRequestSchema } from '../protocol/http.js';
 import { backendCodecKey } from '../llm/codec-registry.js';
 import type { RolloutSummary } from '../runtime/runtime-api.js';
@@ -43,6 +44,9 @@ export function summaryBody(s: RolloutSummary): Record<string, unknown> {
     outcome: s.result?.outcome ?? null,
     reward: s.result?.reward ?? null,
     resolved: s.result ? s.result.resolved : null,
+    // For the visualizer's rows seeded from the listing: the elapsed time and the integrity flag (#27, #30).
+    wall_ms: s.result?.timing.wallMs ?? null,
+    violations: s.result?.integrity?.violations.length ? violationCounts(s.result.integrity.violations) : null,
   };
 }
 
