@@ -118,22 +118,29 @@ describe.skipIf(missing)('visualizer page: views you can trust (#30)', () => {
     ]);
     server.push(syntheticRollout('live-0', T0 + 600, { finish: false }));
     const p = await open(server);
-    await p.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '14');
-    // 3 listed + 5 + 2 retried then completed + 1 cancelled in its backoff + 1 failed twice + 1 cancelled = 13 ended.
-    await expect.poll(() => p.getAttribute('#counts', 'data-ended')).toBe('13');
+    // Many more end while the page watches: plain, retried (each way) and with both interleaved.
+    const more: EventInput[][] = [];
+    for (let i = 0; i < 90; i++) {
+      const t = T0 + 10_000 + i * 50;
+      more.push(i % 3 === 0 ? syntheticRollout(`more-${i}`, t, { reward: i % 2 }) : retriedRollout(`more-${i}`, t, (['failed', 'completed', 'cancelled-in-backoff'] as const)[i % 3]!));
+    }
+    for (let k = 0; more.some((e) => e.length > 0); k++) for (const events of more) if (events.length > 0) server.push(events.splice(0, 1 + (k % 3)));
+    await p.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '104');
+    // 3 listed + 5 + 2 retried then completed + 1 cancelled in its backoff + 1 failed twice + 1 cancelled + 90 = 103 ended.
+    await expect.poll(() => p.getAttribute('#counts', 'data-ended')).toBe('103');
     expect(await p.getAttribute('#counts', 'data-live')).toBe('1');
     const sum = (json: string | null, keys?: string[]) => Object.entries(JSON.parse(json ?? '{}') as Record<string, number>).reduce((a, [k, n]) => a + (keys === undefined || keys.includes(k) ? n : 0), 0);
-    await expect.poll(async () => sum(await p.getAttribute('#chart-outcomes', 'data-counts'))).toBe(13);
-    await expect.poll(async () => sum(await p.getAttribute('#chart-states', 'data-counts'), ['done', 'failed', 'timedOut', 'cancelled'])).toBe(13);
-    expect(sum(await p.getAttribute('#chart-states', 'data-counts'))).toBe(14);
+    await expect.poll(async () => sum(await p.getAttribute('#chart-outcomes', 'data-counts'))).toBe(103);
+    await expect.poll(async () => sum(await p.getAttribute('#chart-states', 'data-counts'), ['done', 'failed', 'timedOut', 'cancelled'])).toBe(103);
+    expect(sum(await p.getAttribute('#chart-states', 'data-counts'))).toBe(104);
     await p.selectOption('#filter-state', 'ended');
-    await expect.poll(() => p.getAttribute('#row-count', 'data-shown')).toBe('13');
+    await expect.poll(() => p.getAttribute('#row-count', 'data-shown')).toBe('103');
     await p.selectOption('#filter-state', 'live');
     await expect.poll(() => p.getAttribute('#row-count', 'data-shown')).toBe('1');
     // The rollout cancelled while waiting for its retry is cancelled, not left as failed.
     await p.selectOption('#filter-state', 'cancelled');
-    await expect.poll(() => p.getAttribute('#row-count', 'data-shown')).toBe('2');
-    expect(await p.innerText('#counts')).toMatch(/^1 live · 13 ended/);
+    await expect.poll(() => p.getAttribute('#row-count', 'data-shown')).toBe(String(2 + 30));
+    expect(await p.innerText('#counts')).toMatch(/^1 live · 103 ended/);
   });
 
   it('shows a failed, retried rollout’s elapsed time as its timeline does, and – when the time is unknown', async () => {
