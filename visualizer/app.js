@@ -324,11 +324,12 @@ function renderWindow() {
     w.textContent = '';
     return;
   }
-  const parts = [`${shown === total ? `all ${total}` : `${shown} of ${total}`} rollouts`];
-  if (store.evicted > 0) parts[0] += ` (the ${store.evicted} oldest ended ones dropped by this page)`;
+  const n = (x) => x.toLocaleString('en-US');
+  const parts = [`${shown === total ? `all ${n(total)}` : `${n(shown)} of ${n(total)}`} rollouts`];
+  if (store.evicted > 0) parts[0] += ` (the ${n(store.evicted)} oldest ended ones dropped by this page)`;
   if (eventsTotal > 0) {
-    const past = store.windowFrom > 1 ? ` (#1–#${store.windowFrom - 1} are past the server's event retention)` : '';
-    parts.push(`events ${store.eventsApplied === eventsTotal ? `all ${eventsTotal}` : `${store.eventsApplied} of ${eventsTotal}`}${past}`);
+    const past = store.windowFrom > 1 ? ` (#1–#${n(store.windowFrom - 1)} are past the server's event retention)` : '';
+    parts.push(`events ${store.eventsApplied === eventsTotal ? `all ${n(eventsTotal)}` : `${n(store.eventsApplied)} of ${n(eventsTotal)}`}${past}`);
   }
   if (store.firstTs !== null) parts.push(`since ${fmtClock(store.firstTs)}`);
   w.textContent = `showing ${parts.join(' · ')}`;
