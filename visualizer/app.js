@@ -436,7 +436,8 @@ function renderRows(ticked) {
       flag.textContent = `⚑${violationTotal(r.violations)}`;
       flag.title = `integrity violations: ${fmtViolations(r.violations)}`;
       c[6].title = flag.title;
-      c[6].append(' ', flag);
+      // First, so a narrow column clips the outcome's text rather than the flag.
+      c[6].prepend(flag, ' ');
     }
     c[7].textContent = fmtReward(r.reward);
   }
