@@ -3,12 +3,12 @@
 // last frame (the expensive part), so a burst of events from 1,000 live rollouts costs one
 // render per frame, not one per event. The table is virtualized: only the rows in view exist.
 
-import { Store, FINAL_STATES, OUTCOMES, STATES } from './store.js';
+import { Store, OUTCOMES, STATES } from './store.js';
 import { renderGraph } from './graph.js';
 import { renderTimeline } from './timeline.js';
 import { TerminalReplay, bashSteps } from './terminal.js';
 import { drawThroughput, drawBackends, drawSplitBar, drawRewardHistogram, drawRewardOverTime, outcomeCountsByReward, REWARD_OUTCOME_COLORS } from './charts.js';
-import { fmtElapsed, fmtReward } from './format.js';
+import { fmtElapsed, fmtReward, fmtViolations, violationTotal } from './format.js';
 import { renderGroup, renderEval, toJsonl, download } from './panels.js';
 import { renderTokenView } from './tokens.js';
 import { createGroupsTable } from './groups-table.js';
@@ -51,7 +51,31 @@ const ui = {
   filterOutcome: /** @type {HTMLSelectElement} */ ($('filter-outcome')),
   filterTask: /** @type {HTMLInputElement} */ ($('filter-task')),
   firstRun: $('first-run'),
+  window: addWindowLine(),
+  filterFlagged: addFlaggedFilter(),
 };
+
+/** The line saying which part of the run the page covers (#30: never a silent recent window). */
+function addWindowLine() {
+  const span = document.createElement('span');
+  span.id = 'window';
+  span.className = 'window';
+  $('counts').after(span);
+  return span;
+}
+
+/** "show flagged rollouts": only rollouts whose result has integrity violations (#27). */
+function addFlaggedFilter() {
+  const label = document.createElement('label');
+  label.className = 'flag-filter';
+  label.title = 'rollouts whose result.integrity lists violations (tampering with tests, reading secrets, denied programs)';
+  const box = document.createElement('input');
+  box.type = 'checkbox';
+  box.id = 'filter-flagged';
+  label.append(box, ' show flagged rollouts');
+  $('row-count').before(label);
+  return box;
+}
 $('first-run-curl').textContent = `curl -X POST ${apiBase}/v1/rollouts -H 'content-type: application/json'${token ? ` -H 'authorization: Bearer …'` : ''} \\
   -d '{"instance": {"data_source": "math", "instance_id": "q1", "question": "1+1?", "answer": "2"}}'`;
 const groupsTable = createGroupsTable($('groups-table'));
@@ -85,10 +109,33 @@ const runtimeNow = () => Date.now() + clockOffset;
 let ws = null;
 let backoffMs = 500;
 let subN = 0;
+/** What the server says the page shows (/visualizer/info.json): live, or a replay of a finished run. */
+let info = { mode: 'live', run: null };
 function setConn(state) {
   ui.conn.dataset.state = state;
-  ui.conn.className = `conn conn-${state}`;
-  ui.conn.textContent = state === 'open' ? 'live' : state;
+  ui.conn.dataset.mode = info.mode;
+  const replay = info.mode === 'replay';
+  ui.conn.className = `conn conn-${state}${replay ? ' conn-replay' : ''}`;
+  // A finished run's replay (`rollout view DIR`) is not live: say so, and which run it is.
+  const label = replay ? `replay${info.run?.name ? ` · ${info.run.name}` : ''}` : 'live';
+  ui.conn.textContent = state === 'open' ? label : state;
+  ui.conn.title = replay ? `a finished run, read-only${info.run ? ` (${info.run.rollouts} rollouts, ${info.run.events} events)` : ''}` : state === 'open' ? 'live: events stream in as they happen' : '';
+}
+
+async function loadInfo() {
+  try {
+    const res = await fetch('/visualizer/info.json');
+    if (!res.ok) return;
+    const body = await res.json();
+    info = { mode: body.mode === 'replay' ? 'replay' : 'live', run: body.run ?? null };
+    // Merge data-source aliases as `rollout run`'s summary does (the server's own table).
+    store.rewards.setFamilies(body.dataSourceFamilies ?? {});
+    store.chartVersion++;
+    setConn(ui.conn.dataset.state ?? 'connecting');
+    schedule();
+  } catch {
+    // An older server without info.json: a live page without alias merging.
+  }
 }
 function subscribe(socket) {
   subN += 1;
@@ -152,6 +199,7 @@ function handle(msg, socket) {
     // The runtime restarted: its seq numbers start over, so our cursor means nothing.
     store.reset();
     store.epoch = msg.epoch;
+    if (typeof msg.seq === 'number') store.serverSeq = msg.seq;
     selectedVersion = -1;
     if (socket.readyState === WebSocket.OPEN) {
       socket.send(JSON.stringify({ type: 'unsubscribe', sub: `viz-${subN}` }));
@@ -204,7 +252,7 @@ function frame() {
   let rowsDirty = ticked;
   // Sorting by elapsed depends on the clock, so it is redone on each tick too.
   if (store.version !== seenVersion || filtersChanged || (ticked && sortKey === 'elapsed')) {
-    filtered = store.filter({ state: ui.filterState.value, outcome: ui.filterOutcome.value, task: ui.filterTask.value });
+    filtered = store.filter({ state: ui.filterState.value, outcome: ui.filterOutcome.value, task: ui.filterTask.value, flagged: ui.filterFlagged.checked });
     if (sortKey !== null) Store.sort(filtered, sortKey, sortDir, runtimeNow());
     seenVersion = store.version;
     filtersChanged = false;
@@ -238,25 +286,66 @@ function frame() {
 }
 
 function renderCounts() {
-  let live = 0;
-  for (const s of STATES) if (!FINAL_STATES.has(s)) live += store.stateCounts[s] ?? 0;
-  const ended = store.rollouts.size - live;
+  // One source for every count on the screen: a rollout has ended when it has an outcome
+  // (Store#endedCount is the sum of the outcome counts the outcome chart draws).
+  const ended = store.endedCount;
+  const live = store.rollouts.size - ended;
   const now = store.latestTs;
   let recent = 0;
   for (let k = Math.floor(now / store.bucketMs) - 9; k <= Math.floor(now / store.bucketMs); k++) {
     const b = store.buckets.get(k);
     if (b) for (const n of Object.values(b.outcomes)) recent += n;
   }
-  ui.counts.textContent = `${live} live · ${ended} ended · ${(recent / 10).toFixed(1)} ended/s`;
+  ui.counts.textContent = `${live} live · ${ended} ended · ${(recent / 10).toFixed(1)} ended/s${store.flaggedCount > 0 ? ` · ${store.flaggedCount} flagged` : ''}`;
+  ui.counts.dataset.live = String(live);
+  ui.counts.dataset.ended = String(ended);
+  ui.counts.dataset.flagged = String(store.flaggedCount);
+  renderWindow();
   ui.rowCount.textContent = `${filtered.length} of ${store.rollouts.size} rollouts`;
   // A first-run hint on an empty page: how to get work onto it.
   ui.firstRun.hidden = store.rollouts.size > 0;
   ui.rowCount.dataset.shown = String(filtered.length);
   ui.rowCount.dataset.total = String(store.rollouts.size);
-  if (store.gaps > 0) {
-    ui.gaps.hidden = false;
-    ui.gaps.textContent = `${store.gaps} gap(s): some events were not delivered`;
+  // Amber only for events this page lost; the server's retention window is said by renderWindow.
+  ui.gaps.hidden = store.gaps === 0;
+  ui.gaps.dataset.count = String(store.gaps);
+  if (store.gaps > 0) ui.gaps.textContent = `${store.gaps} gap(s): ${store.lostEvents} events were not delivered (reconnected past the server's retention)`;
+}
+
+/** How much of the run the page covers: rollouts and events shown out of how many, since when. */
+function renderWindow() {
+  const shown = store.rollouts.size;
+  const total = Math.max(shown + store.evicted, store.serverTotal ?? 0);
+  const eventsTotal = Math.max(store.serverSeq, store.lastSeq);
+  const from = store.firstSeq ?? store.windowFrom;
+  const w = ui.window;
+  w.dataset.rollouts = String(shown);
+  w.dataset.rolloutsTotal = String(total);
+  w.dataset.events = String(store.eventsApplied);
+  w.dataset.eventsTotal = String(eventsTotal);
+  w.dataset.eventsFrom = String(from);
+  w.dataset.since = store.firstTs === null ? '' : String(store.firstTs);
+  if (shown === 0 && eventsTotal === 0) {
+    w.textContent = '';
+    return;
   }
+  const n = (x) => x.toLocaleString('en-US');
+  const parts = [`${shown === total ? `all ${n(total)}` : `${n(shown)} of ${n(total)}`} rollouts`];
+  if (store.evicted > 0) parts[0] += ` (the ${n(store.evicted)} oldest ended ones dropped by this page)`;
+  if (eventsTotal > 0) {
+    const past = store.windowFrom > 1 ? ` (#1–#${n(store.windowFrom - 1)} are past the server's event retention)` : '';
+    parts.push(`events ${store.eventsApplied === eventsTotal ? `all ${n(eventsTotal)}` : `${n(store.eventsApplied)} of ${n(eventsTotal)}`}${past}`);
+  }
+  if (store.firstTs !== null) parts.push(`since ${fmtClock(store.firstTs)}`);
+  w.textContent = `showing ${parts.join(' · ')}`;
+  w.classList.toggle('partial', shown < total || store.eventsApplied < eventsTotal);
+}
+
+/** A runtime timestamp as a local clock time, with the date when it is not today. */
+function fmtClock(ts) {
+  const d = new Date(ts);
+  const time = d.toLocaleTimeString([], { hour12: false });
+  return d.toDateString() === new Date().toDateString() ? time : `${d.toLocaleDateString()} ${time}`;
 }
 
 function renderStuck() {
@@ -323,7 +412,7 @@ function renderRows(ticked) {
     const elapsed = (r.endTs ?? now) - r.submittedTs;
     const stuck = r.endTs === null && now - r.stateTs > STUCK_MS;
     // Only rewrite a row when something it shows changed: its rollout, position or elapsed.
-    const key = `${r.id}|${r.version}|${first + j}|${r.endTs === null ? Math.floor(elapsed / 100) : 'end'}|${r.id === selectedId}|${stuck}`;
+    const key = `${r.id}|${r.version}|${first + j}|${r.endTs === null ? Math.floor(elapsed / 100) : 'end'}|${r.id === selectedId}|${stuck}|${r.elapsedKnown}`;
     if (row._key === key) continue;
     row._key = key;
     row.classList.toggle('stuck', stuck);
@@ -339,9 +428,22 @@ function renderRows(ticked) {
     c[2].title = r.endTs === null ? `${r.state} for ${fmtElapsed(now - r.stateTs)}` : r.state;
     c[3].textContent = String(r.turn);
     c[4].textContent = String(r.tokens);
-    c[5].textContent = fmtElapsed(elapsed);
+    // From the first submission to the end, across retries; unknown (seeded without a wall time) is –.
+    c[5].textContent = r.elapsedKnown ? fmtElapsed(elapsed) : '–';
+    c[5].title = r.elapsedKnown ? (r.retries > 0 ? `${fmtElapsed(elapsed)} over ${r.retries + 1} attempts` : '') : 'elapsed time unknown: the rollout is known only from the server listing';
     c[6].textContent = r.outcome ?? '';
     c[6].className = r.outcome ? `outcome-${r.outcome}` : '';
+    c[6].title = '';
+    if (r.violations !== null) {
+      // Integrity violations (#27): a badge with the count, the kinds in its tooltip.
+      const flag = document.createElement('span');
+      flag.className = 'flag';
+      flag.textContent = `⚑${violationTotal(r.violations)}`;
+      flag.title = `integrity violations: ${fmtViolations(r.violations)}`;
+      c[6].title = flag.title;
+      // First, so a narrow column clips the outcome's text rather than the flag.
+      c[6].prepend(flag, ' ');
+    }
     c[7].textContent = fmtReward(r.reward);
   }
   stats.renderedRows = count;
@@ -353,7 +455,10 @@ function renderCharts() {
   drawThroughput($('chart-throughput'), store.buckets, store.bucketMs, now, 60);
   drawBackends($('chart-backends'), store.backendHistory, store.backends);
   drawSplitBar($('chart-states'), store.stateCounts, STATE_COLORS, 'rollouts by state');
-  drawSplitBar($('chart-outcomes'), outcomeCountsByReward(store.outcomeCounts, store.rewards.completedZero), REWARD_OUTCOME_COLORS, 'outcomes');
+  const outcomeSplit = outcomeCountsByReward(store.outcomeCounts, store.rewards.completedZero);
+  drawSplitBar($('chart-outcomes'), outcomeSplit, REWARD_OUTCOME_COLORS, 'outcomes');
+  $('chart-outcomes').dataset.counts = JSON.stringify(outcomeSplit);
+  $('chart-states').dataset.counts = JSON.stringify(store.stateCounts);
   const hist = store.rewards.histogram();
   drawRewardHistogram($('chart-rewards'), hist);
   $('chart-rewards').dataset.sources = JSON.stringify(hist.sources.map((x) => ({ name: x.name, n: x.n, mean: x.mean, counts: x.counts })));
@@ -388,7 +493,7 @@ function renderGroupsSummary() {
 // ---------------------------------------------------------------------------------------------
 // Filters and selection.
 
-for (const input of [ui.filterState, ui.filterOutcome, ui.filterTask]) {
+for (const input of [ui.filterState, ui.filterOutcome, ui.filterTask, ui.filterFlagged]) {
   input.addEventListener('input', () => {
     filtersChanged = true;
     ui.rows.scrollTop = 0;
@@ -465,6 +570,8 @@ async function seedFromListing() {
     if (!res.ok) return;
     const body = await res.json();
     for (const s of body.rollouts ?? []) store.seed(s);
+    if (typeof body.total === 'number') store.serverTotal = body.total;
+    store.version++;
     schedule();
   } catch {
     // The listing is an optional extra; the event stream is the source of truth.
@@ -499,8 +606,14 @@ function renderDetail(ticked) {
   const r = store.rollouts.get(selectedId);
   if (r === undefined) return;
   const live = r.endTs === null;
-  if (r.version === selectedVersion && !(ticked && live)) return;
   const versionChanged = r.version !== selectedVersion;
+  // The group panel follows its other members whether or not the selected rollout changes: it
+  // ends before the others, and they go on ending (#30: it froze on a stale "no signal").
+  if (versionChanged || store.rewards.version !== seenGroupVersion) {
+    seenGroupVersion = store.rewards.version;
+    renderGroup($('group'), r.groupId ? store.rewards.group(r.groupId) : null, r.id, (id) => select(id, true));
+  }
+  if (!versionChanged && !(ticked && live)) return;
   selectedVersion = r.version;
 
   $('detail-title').textContent = r.id;
@@ -518,6 +631,7 @@ function renderDetail(ticked) {
     r.finish ? `finish ${r.finish}` : '',
     r.error ? `error ${r.error.name ?? ''}: ${r.error.message ?? ''}` : '',
     r.droppedEvents > 0 ? `${r.droppedEvents} early events not kept` : '',
+    r.violations !== null ? `⚑ integrity: ${fmtViolations(r.violations)}` : '',
   ];
   $('detail-summary').textContent = parts.filter(Boolean).join(' · ');
 
@@ -539,10 +653,6 @@ function renderDetail(ticked) {
     const res = resultOf(results.get(r.id));
     renderEval($('eval'), res);
     renderTokenView($('tokens'), res, r.id, { apiBase, headers: apiHeaders });
-  }
-  if (versionChanged || store.rewards.version !== seenGroupVersion) {
-    seenGroupVersion = store.rewards.version;
-    renderGroup($('group'), r.groupId ? store.rewards.group(r.groupId) : null, r.id, (id) => select(id, true));
   }
 }
 
@@ -655,6 +765,7 @@ function selectFromHash() {
 }
 window.addEventListener('hashchange', selectFromHash);
 selectFromHash();
+loadInfo();
 loadGraph();
 connect();
 seedFromListing();

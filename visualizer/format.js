@@ -27,3 +27,24 @@ export function fmtReward(x) {
 export function backendStateLabel(state) {
   return state === 'degraded' ? 'down' : state;
 }
+
+/**
+ * Integrity violations by kind (#27) for a tooltip: `2 edit-protected, 1 read-secret`, most
+ * frequent first; '' when there are none.
+ * @param {Record<string, number> | null | undefined} violations
+ */
+export function fmtViolations(violations) {
+  if (!violations) return '';
+  return Object.entries(violations)
+    .filter(([, n]) => n > 0)
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+    .map(([kind, n]) => `${n} ${kind}`)
+    .join(', ');
+}
+
+/** The number of violations in a kind → count record. */
+export function violationTotal(violations) {
+  let n = 0;
+  for (const v of Object.values(violations ?? {})) n += v;
+  return n;
+}

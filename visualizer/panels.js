@@ -1,12 +1,8 @@
-// The reward-first panels of the rollout view: the GRPO group (members side by side), the token
-// view (loss mask and logprob heat map, per-turn finish reason, backend and weight version) and
-// the eval panel (per-test report, eval output, the git patch as a diff). Each renders into its
-// root from plain data; the DOM they build is bounded whatever the rollout's size.
+// The reward-first panels of the rollout view: the GRPO group (members side by side) and the
+// eval panel (per-test report, eval output, the git patch as a diff); the token view is tokens.js.
+// Each renders into its root from plain data; the DOM they build is bounded whatever the rollout's size.
 
 import { fmtReward } from './format.js';
-
-/** Token cells drawn at most; a longer trajectory shows its tail and says how much is hidden. */
-export const MAX_TOKEN_CELLS = 6000;
 
 function el(tag, className, text) {
   const e = document.createElement(tag);
@@ -52,69 +48,6 @@ export function renderGroup(root, group, selectedId, onSelect) {
   root.append(cards);
   root.dataset.members = String(group.members.length);
   root.dataset.noSignal = String(group.noSignal);
-}
-
-/** A logprob as a background: sure tokens cool, unlikely ones hot. */
-function heat(logprob) {
-  const p = Math.exp(Math.max(-20, Math.min(0, logprob)));
-  // hue 0 (red, p≈0) … 210 (blue, p≈1)
-  return `hsl(${Math.round(210 * p)}, 70%, ${Math.round(28 + 10 * p)}%)`;
-}
-
-/**
- * The token view: every turn's header (finish reason, a mark when the token limit cut it,
- * backend, weight version, token source), then the tokens as cells — prompt and tool tokens
- * grey (loss mask 0), sampled tokens coloured by their logprob (mask 1). Hover a cell for its
- * position, id, mask and logprob.
- * @param {HTMLElement} root
- * @param {any} trajectory the result's `trajectory` (tokens, lossMask, logprobs, turns)
- */
-export function renderTokens(root, trajectory) {
-  root.replaceChildren();
-  if (!trajectory || !Array.isArray(trajectory.tokens)) {
-    root.append(el('div', 'muted', 'no token trajectory (the rollout has not ended, or its result is not available)'));
-    return;
-  }
-  const { tokens, lossMask = [], logprobs = [], turns = [] } = trajectory;
-  let sampled = 0;
-  for (const m of lossMask) sampled += m;
-  root.append(el('div', 'muted', `${tokens.length} tokens · ${sampled} sampled (loss mask 1) · ${tokens.length - sampled} prompt/tool (mask 0)`));
-  const turnList = el('ol', 'turns');
-  turns.forEach((t, i) => {
-    const cut = t.finishReason === 'length';
-    const parts = [
-      `turn ${i}`,
-      `${t.outputIds?.length ?? 0} tokens`,
-      `finish ${t.finishReason}${cut ? ' (cut by the token limit)' : ''}`,
-      `backend ${t.backendId}`,
-      `weights ${t.weightVersion ?? '–'}`,
-      t.tokenSource ? `tokens from ${t.tokenSource}` : '',
-    ];
-    const li = el('li', cut ? 'turn cut' : 'turn', parts.filter(Boolean).join(' · '));
-    li.dataset.finish = t.finishReason;
-    turnList.append(li);
-  });
-  root.append(turnList);
-  // Where each turn's sampled span starts, to mark turn boundaries in the cells.
-  const turnStart = new Map();
-  turns.forEach((t, i) => turnStart.set(t.promptIds?.length ?? -1, i));
-  const strip = el('div', 'token-strip');
-  const from = Math.max(0, tokens.length - MAX_TOKEN_CELLS);
-  if (from > 0) strip.append(el('span', 'muted', `… ${from} earlier tokens not drawn `));
-  const frag = document.createDocumentFragment();
-  for (let i = from; i < tokens.length; i++) {
-    const mask = lossMask[i] ?? 0;
-    const cell = document.createElement('span');
-    cell.className = mask === 1 ? 'tok tok-sampled' : 'tok tok-prompt';
-    if (turnStart.has(i)) cell.classList.add('tok-turn');
-    if (mask === 1) cell.style.background = heat(logprobs[i] ?? 0);
-    cell.title = `#${i} id ${tokens[i]} · mask ${mask}${mask === 1 ? ` · logprob ${Number(logprobs[i] ?? 0).toFixed(3)}` : ''}`;
-    frag.append(cell);
-  }
-  strip.append(frag);
-  root.append(strip);
-  root.dataset.tokens = String(tokens.length);
-  root.dataset.sampled = String(sampled);
 }
 
 /** A unified diff with added, removed and hunk lines coloured. */

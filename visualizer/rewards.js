@@ -17,12 +17,20 @@ export class RewardStats {
     this.maxBuckets = opts.maxBuckets ?? 360;
     // Groups beyond this are forgotten oldest-first, so a long-lived tab stays bounded.
     this.maxGroups = opts.maxGroups ?? 5000;
+    /**
+     * data_source alias -> the family it is counted under, as `rollout run`'s summary merges
+     * them (served by the page's server at /visualizer/info.json; see setFamilies).
+     * @type {Map<string, string>}
+     */
+    this.families = new Map();
     this.reset();
   }
 
   reset() {
-    /** data source -> { n, sum, values: number[] } (values feed the histogram). */
+    /** data source family -> { n, sum, values: Map<rolloutId, reward> } (values feed the histogram). */
     this.bySource = new Map();
+    /** What add() counted per rollout record, for remove(). Weak: a forgotten record costs nothing. */
+    this.counted = new WeakMap();
     /** time bucket -> { t, n, sum } (mean reward over time). */
     this.buckets = new Map();
     /** group id -> { id, members: Map<rolloutId, Member> } */
@@ -41,17 +49,21 @@ export class RewardStats {
     this.version++;
     if (r.groupId) this._member(r);
     if (typeof r.reward !== 'number' || !Number.isFinite(r.reward)) return;
-    const src = r.dataSource || '(none)';
+    const src = this.familyOf(r.dataSource);
     let s = this.bySource.get(src);
     if (s === undefined) {
-      s = { n: 0, sum: 0, values: [] };
+      s = { n: 0, sum: 0, values: new Map() };
       this.bySource.set(src, s);
     }
+    if (s.values.has(r.id)) return;
     s.n++;
     s.sum += r.reward;
-    s.values.push(r.reward);
-    if (r.outcome === 'completed' && r.reward <= 0) this.completedZero++;
+    s.values.set(r.id, r.reward);
+    const zero = r.outcome === 'completed' && r.reward <= 0;
+    if (zero) this.completedZero++;
     const key = Math.floor(ts / this.bucketMs);
+    // What to take back when the page forgets this rollout (remove).
+    this.counted.set(r, { dataSource: r.dataSource, reward: r.reward, key, zero });
     let b = this.buckets.get(key);
     if (b === undefined) {
       b = { t: key * this.bucketMs, n: 0, sum: 0 };
@@ -60,6 +72,61 @@ export class RewardStats {
     }
     b.n++;
     b.sum += r.reward;
+  }
+
+  /**
+   * Takes back what {@link RewardStats#add} counted for a rollout the page forgets, so the
+   * reward figures cover the same rollouts as the table and the outcome counts.
+   * @param {{ id: string }} r
+   */
+  remove(r) {
+    const c = this.counted.get(r);
+    if (c === undefined) return;
+    this.counted.delete(r);
+    this.version++;
+    const src = this.familyOf(c.dataSource);
+    const s = this.bySource.get(src);
+    if (s !== undefined && s.values.delete(r.id)) {
+      s.n--;
+      s.sum -= c.reward;
+      if (s.n === 0) this.bySource.delete(src);
+    }
+    if (c.zero) this.completedZero--;
+    const b = this.buckets.get(c.key);
+    if (b !== undefined) {
+      b.n--;
+      b.sum -= c.reward;
+      if (b.n === 0) this.buckets.delete(c.key);
+    }
+  }
+
+  /** The family a data_source is counted under: itself unless it is an alias. */
+  familyOf(dataSource) {
+    const ds = dataSource || '(none)';
+    return this.families.get(ds) ?? ds;
+  }
+
+  /**
+   * Sets the alias map (alias -> family) and merges what was already counted under an alias
+   * into its family, so rewards that arrived before the map are not left apart.
+   * @param {Record<string, string>} aliases
+   */
+  setFamilies(aliases) {
+    this.families = new Map(Object.entries(aliases ?? {}).filter(([k, v]) => typeof k === 'string' && typeof v === 'string'));
+    const old = this.bySource;
+    this.bySource = new Map();
+    for (const [name, s] of old) {
+      const fam = this.familyOf(name);
+      const into = this.bySource.get(fam);
+      if (into === undefined) {
+        this.bySource.set(fam, s);
+        continue;
+      }
+      into.n += s.n;
+      into.sum += s.sum;
+      for (const [id, v] of s.values) into.values.set(id, v);
+    }
+    this.version++;
   }
 
   /**
@@ -89,7 +156,7 @@ export class RewardStats {
   histogram(bins = REWARD_BINS) {
     let lo = 0;
     let hi = 1;
-    for (const s of this.bySource.values()) for (const v of s.values) {
+    for (const s of this.bySource.values()) for (const v of s.values.values()) {
       if (v < lo) lo = v;
       if (v > hi) hi = v;
     }
@@ -97,7 +164,7 @@ export class RewardStats {
     const sources = [];
     for (const [name, s] of this.bySource) {
       const counts = new Array(bins).fill(0);
-      for (const v of s.values) counts[Math.min(bins - 1, Math.floor((v - lo) / width))]++;
+      for (const v of s.values.values()) counts[Math.min(bins - 1, Math.floor((v - lo) / width))]++;
       sources.push({ name, n: s.n, mean: s.sum / s.n, counts });
     }
     sources.sort((a, b) => (a.name < b.name ? -1 : 1));

@@ -10,6 +10,9 @@ export const FINAL_STATES = new Set(['done', 'failed', 'timedOut', 'cancelled'])
 /** Outcomes in the order the charts stack them. */
 export const OUTCOMES = ['completed', 'truncated', 'timed-out', 'cancelled', 'infra-error', 'task-error'];
 
+/** The final state a rollout ends in for each outcome (as `rollout view` maps them too). */
+export const FINAL_OF = { completed: 'done', truncated: 'done', 'timed-out': 'timedOut', cancelled: 'cancelled', 'infra-error': 'failed', 'task-error': 'failed' };
+
 /** Rollout machine states in their usual order, for the filter and the state bar. */
 export const STATES = ['queued', 'initializing', 'waitingRun', 'llmCalling', 'acting', 'waitingEval', 'evaluating', 'done', 'failed', 'timedOut', 'cancelled'];
 
@@ -43,8 +46,32 @@ export class Store {
     this.buckets = new Map();
     /** @type {Record<string, number>} */
     this.stateCounts = Object.fromEntries(STATES.map((s) => [s, 0]));
-    /** @type {Record<string, number>} */
+    /**
+     * Rollouts by outcome, counted per rollout record (set, changed or forgotten with it): the
+     * one source of every "ended" figure on the page. A rollout has ended when it has an outcome.
+     * @type {Record<string, number>}
+     */
     this.outcomeCounts = Object.fromEntries(OUTCOMES.map((o) => [o, 0]));
+    /** Rollouts with an outcome (the sum of outcomeCounts). */
+    this.endedCount = 0;
+    /** Rollouts whose result carries integrity violations (#27). */
+    this.flaggedCount = 0;
+    /** Ended rollouts this page forgot to stay bounded (maxRollouts). */
+    this.evicted = 0;
+    /**
+     * The first seq the server still retained when this page subscribed from the start (a
+     * `gap` of reason `retention` on the first subscription): earlier events are not shown.
+     */
+    this.windowFrom = 1;
+    /** Events lost to this page (a resume or a gap replay the server could not serve). */
+    this.lostEvents = 0;
+    /** The smallest event seq and timestamp folded in: where the page's window starts. */
+    this.firstSeq = null;
+    this.firstTs = null;
+    /** The server's count of rollouts it lists (GET /v1/rollouts `total`), when known. */
+    this.serverTotal = null;
+    /** The latest seq the server announced (hello) or sent: how many events it has emitted. */
+    this.serverSeq = 0;
     /** Latest backend snapshot. */
     this.backends = [];
     /** Recent snapshots: {ts, load: {id: inFlight}}. */
@@ -52,8 +79,10 @@ export class Store {
     this.latestTs = 0;
     this.gaps = 0;
     this.eventsApplied = 0;
-    /** Rewards per data source and over time, and GRPO groups. */
+    /** Rewards per data source and over time, and GRPO groups (the alias map outlives a reset). */
+    const families = this.rewards?.families;
     this.rewards = new RewardStats();
+    if (families) this.rewards.families = families;
   }
 
   _rollout(id, ts) {
@@ -66,6 +95,8 @@ export class Store {
         groupId: null,
         trajectoryId: null,
         attempt: 0,
+        /** Attempts that ended in a retry (rollout.retry events). */
+        retries: 0,
         state: 'queued',
         turn: 0,
         tokens: 0,
@@ -78,6 +109,10 @@ export class Store {
         reward: null,
         finish: null,
         error: null,
+        /** Integrity violations by kind (#27), or null when none were reported. */
+        violations: null,
+        /** False when the end time is not known (a rollout seeded from the listing without it). */
+        elapsedKnown: true,
         events: [],
         droppedEvents: 0,
         version: 0,
@@ -96,6 +131,10 @@ export class Store {
       if (r.endTs === null) continue;
       this.rollouts.delete(id);
       this.stateCounts[r.state] -= 1;
+      this._setOutcome(r, null);
+      this._setViolations(r, null);
+      this.rewards.remove(r);
+      this.evicted++;
       if (this.rollouts.size <= this.maxRollouts) return;
     }
   }
@@ -112,6 +151,33 @@ export class Store {
       }
     }
     return b;
+  }
+
+  /** Sets a rollout's outcome, keeping outcomeCounts and endedCount per rollout. */
+  _setOutcome(r, outcome) {
+    if (r.outcome === outcome) return;
+    if (r.outcome !== null) {
+      this.outcomeCounts[r.outcome] = (this.outcomeCounts[r.outcome] ?? 1) - 1;
+      this.endedCount--;
+    }
+    if (outcome !== null) {
+      this.outcomeCounts[outcome] = (this.outcomeCounts[outcome] ?? 0) + 1;
+      this.endedCount++;
+    }
+    r.outcome = outcome;
+    this.chartVersion++;
+  }
+
+  _setViolations(r, violations) {
+    const flagged = (v) => v !== null && Object.values(v).some((n) => n > 0);
+    const was = flagged(r.violations);
+    r.violations = violations && typeof violations === 'object' && flagged(violations) ? violations : null;
+    this.flaggedCount += (r.violations !== null ? 1 : 0) - (was ? 1 : 0);
+  }
+
+  /** Whether a rollout has ended: it has an outcome (the same test for every count). */
+  static ended(r) {
+    return r.outcome !== null;
   }
 
   _setState(r, state, ts) {
@@ -136,12 +202,13 @@ export class Store {
         // seq restarts with each runtime epoch: a different epoch is a different history.
         if (this.epoch !== null && msg.epoch !== this.epoch) this.reset();
         this.epoch = msg.epoch;
+        if (typeof msg.seq === 'number') this.serverSeq = Math.max(this.serverSeq, msg.seq);
         return null;
       case 'heartbeat':
         if (typeof msg.ts === 'number') this.latestTs = Math.max(this.latestTs, msg.ts);
         return null;
       case 'gap':
-        if (typeof msg.to !== 'number' || msg.to >= 1) this.gaps += 1;
+        this.applyGap(msg);
         return null;
       case 'backends':
         this.applyBackends(msg.ts ?? this.latestTs, msg.backends ?? []);
@@ -150,6 +217,29 @@ export class Store {
         if (typeof msg.type === 'string' && typeof msg.rolloutId === 'string') return this.applyEvent(msg);
         return null;
     }
+  }
+
+  /**
+   * A gap in the stream. Events before the server's retention on a subscription from the start
+   * are no loss: they set where the page's window starts (said on the page). A gap the page
+   * cannot fill — a resume or a gap replay that reached past the retention — is a loss, and the
+   * amber warning counts it. Slow-client gaps are replayed by the page (app.js), so they are not
+   * counted here.
+   * @param {{ from?: number, to?: number, reason?: string }} msg
+   * @param {{ fromStart?: boolean }} [opts] the gap is on a subscription that asked for everything
+   */
+  applyGap(msg, opts = {}) {
+    if (typeof msg.to !== 'number' || msg.to < 1) return;
+    if (msg.reason === 'slow-client') return;
+    const from = typeof msg.from === 'number' ? msg.from : 1;
+    if (opts.fromStart !== false && from <= 1 && this.lastSeq === 0) {
+      this.windowFrom = Math.max(this.windowFrom, msg.to + 1);
+      this.version++;
+      return;
+    }
+    this.gaps += 1;
+    this.lostEvents += msg.to - from + 1;
+    this.version++;
   }
 
   applyBackends(ts, backends) {
@@ -174,14 +264,18 @@ export class Store {
         if (!this.missing.delete(ev.seq)) return null;
         late = true;
       } else this.lastSeq = ev.seq;
+      if (ev.seq > this.serverSeq) this.serverSeq = ev.seq;
     }
     const ts = typeof ev.ts === 'number' ? ev.ts : this.latestTs;
     if (ts > this.latestTs) this.latestTs = ts;
+    if (typeof ev.seq === 'number' && (this.firstSeq === null || ev.seq < this.firstSeq)) this.firstSeq = ev.seq;
+    if (this.firstTs === null || ts < this.firstTs) this.firstTs = ts;
     const r = this._rollout(ev.rolloutId, ts);
     if (r.seeded) {
       // Events are the better source: forget the listing's guesses (its end time above all).
       r.seeded = false;
       r.endTs = null;
+      r.elapsedKnown = true;
     }
     this.eventsApplied++;
     r.version++;
@@ -227,7 +321,7 @@ export class Store {
         this.chartVersion++;
         break;
       case 'rollout.result': {
-        this.outcomeCounts[ev.outcome] = (this.outcomeCounts[ev.outcome] ?? 0) + 1;
+        // Per-second outcomes feed the throughput chart (a rate); totals are per rollout (_setOutcome).
         const b = this._bucket(ts);
         b.outcomes[ev.outcome] = (b.outcomes[ev.outcome] ?? 0) + 1;
         this.chartVersion++;
@@ -255,7 +349,9 @@ export class Store {
         r.groupId = ev.groupId ?? null;
         r.trajectoryId = ev.trajectoryId ?? null;
         r.attempt = ev.attempt ?? 0;
-        r.submittedTs = ts;
+        // A retry announces its attempt with a fresh `rollout.submitted`: the rollout's elapsed
+        // time still counts from its first submission.
+        if ((ev.attempt ?? 1) <= 1) r.submittedTs = ts;
         r.stateTs = ts;
         break;
       case 'rollout.state':
@@ -270,10 +366,18 @@ export class Store {
         r.tokens = Math.max(r.tokens, (ev.promptTokens ?? 0) + (ev.outputTokens ?? 0));
         break;
       case 'rollout.retry':
+        // The failed attempt's final state was not the rollout's end: it waits for another one.
         r.attempt = ev.attempt ?? r.attempt;
+        r.retries++;
+        r.endTs = null;
+        this._setState(r, 'queued', ts);
         break;
       case 'rollout.result':
-        r.outcome = ev.outcome;
+        this._setOutcome(r, ev.outcome ?? null);
+        this._setViolations(r, ev.violations ?? null);
+        // A rollout cancelled (or timed out) while waiting for a retry gets no state event.
+        if (!FINAL_STATES.has(r.state) && FINAL_OF[ev.outcome]) this._setState(r, FINAL_OF[ev.outcome], ts);
+        r.elapsedKnown = true;
         r.reward = ev.reward ?? null;
         r.finish = ev.finish ?? null;
         r.error = ev.error ?? null;
@@ -290,7 +394,9 @@ export class Store {
   _refold(r) {
     const first = r.events[0];
     this._setState(r, 'queued', first?.ts);
-    Object.assign(r, { turn: 0, tokens: 0, endTs: null, outcome: null, reward: null, finish: null, error: null, lastTs: first?.ts ?? r.lastTs });
+    this._setOutcome(r, null);
+    this._setViolations(r, null);
+    Object.assign(r, { turn: 0, tokens: 0, retries: 0, endTs: null, reward: null, finish: null, error: null, lastTs: first?.ts ?? r.lastTs });
     for (const ev of r.events) this._fold(r, ev, typeof ev.ts === 'number' ? ev.ts : r.lastTs);
   }
 
@@ -308,11 +414,19 @@ export class Store {
     r.attempt = summary.attempt ?? 0;
     r.turn = summary.turn ?? 0;
     r.tokens = summary.tokens ?? 0;
-    r.outcome = summary.outcome ?? null;
+    this._setOutcome(r, typeof summary.outcome === 'string' ? summary.outcome : null);
+    this._setViolations(r, summary.violations ?? null);
     r.reward = summary.reward ?? null;
     if (typeof summary.state === 'string') this._setState(r, summary.state);
-    // The end time is unknown; the last event time is the best bound for elapsed.
-    if (FINAL_STATES.has(r.state)) r.endTs = r.submittedTs;
+    if (r.outcome !== null && !FINAL_STATES.has(r.state) && FINAL_OF[r.outcome]) this._setState(r, FINAL_OF[r.outcome]);
+    if (r.outcome !== null || FINAL_STATES.has(r.state)) {
+      // The listing gives the wall time of a result; without it the elapsed time is unknown
+      // (shown as –, never as a made-up 0).
+      const wall = typeof summary.wall_ms === 'number' && Number.isFinite(summary.wall_ms) ? summary.wall_ms : null;
+      r.endTs = r.submittedTs + (wall ?? 0);
+      r.elapsedKnown = wall !== null;
+    }
+    if (this.firstTs === null || r.submittedTs < this.firstTs) this.firstTs = r.submittedTs;
     r.seeded = true;
     if (r.outcome !== null) this._countReward(r, r.submittedTs);
     else this.rewards.join(r);
@@ -353,15 +467,16 @@ export class Store {
 
   /**
    * The rollouts passing the filters, in arrival order.
-   * @param {{ state?: string, outcome?: string, task?: string }} f
+   * @param {{ state?: string, outcome?: string, task?: string, flagged?: boolean }} f
    */
   filter(f) {
     const task = (f.task ?? '').trim().toLowerCase();
     const out = [];
     for (const r of this.rollouts.values()) {
       if (f.state) {
-        if (f.state === 'live' ? FINAL_STATES.has(r.state) : f.state === 'ended' ? !FINAL_STATES.has(r.state) : r.state !== f.state) continue;
+        if (f.state === 'live' ? Store.ended(r) : f.state === 'ended' ? !Store.ended(r) : r.state !== f.state) continue;
       }
+      if (f.flagged && r.violations === null) continue;
       if (f.outcome) {
         if (f.outcome === 'none' ? r.outcome !== null : r.outcome !== f.outcome) continue;
       }

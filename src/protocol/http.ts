@@ -219,6 +219,10 @@ export const RolloutSummaryResponseSchema = z.object({
   response_tokens: z.number().int().nullable().optional(),
   /** The oldest weight version that sampled a token of it (the trajectory's minWeightVersion), once ended. */
   weight_version: z.union([z.string(), z.number()]).nullable().optional(),
+  /** The result's wall time in ms, once it ended (the visualizer's elapsed column). */
+  wall_ms: z.number().nullable(),
+  /** Integrity violations by kind (#27), or null when the result has none. */
+  violations: z.record(z.string(), z.number().int()).nullable(),
 });
 
 /** `POST /v1/backends`. */

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { violationCounts } from '../protocol/integrity.js';
 import { AddBackendRequestSchema, EmptyBodySchema, BatchRequestSchema, ListQuerySchema, SubmitRequestSchema } from '../protocol/http.js';
 import { backendCodecKey } from '../llm/codec-registry.js';
 import type { RolloutSummary } from '../runtime/runtime-api.js';
@@ -45,6 +46,9 @@ export function summaryBody(s: RolloutSummary): Record<string, unknown> {
     resolved: s.result ? s.result.resolved : null,
     response_tokens: s.result ? sampledTokens(s.result.trajectory.turns) : null,
     weight_version: s.result ? (s.result.trajectory.minWeightVersion ?? s.result.trajectory.turns[0]?.weightVersion ?? null) : null,
+    // For the visualizer's rows seeded from the listing: the elapsed time and the integrity flag (#27, #30).
+    wall_ms: s.result?.timing.wallMs ?? null,
+    violations: s.result?.integrity?.violations.length ? violationCounts(s.result.integrity.violations) : null,
   };
 }
 

@@ -3,6 +3,8 @@ import { stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { extname, resolve, sep } from 'node:path';
 import { rolloutMachine } from '../../machines/rollout.machine.js';
+import { builtinHandlers } from '../handlers/builtin.js';
+import type { AgentHandler } from '../proxy/agent-contract.js';
 import { packagePath } from '../package-root.js';
 
 /** One state of a machine, flattened out of the state tree. */
@@ -183,8 +185,35 @@ const CONTENT_TYPES: Record<string, string> = {
   '.map': 'application/json; charset=utf-8',
 };
 
+/**
+ * data_source alias -> the family it is counted under, as `rollout run`'s summary merges them
+ * (`familyOf`: the built-in handler whose name or alias it is; the first such handler wins).
+ * Served to the page in `/visualizer/info.json` so its per-source figures match the CLI's
+ * without a copy of the table in JS. Only aliases are listed: anything else is its own family.
+ */
+export function dataSourceFamilies(handlers: readonly AgentHandler[] = builtinHandlers): Record<string, string> {
+  const familyOf = (ds: string): string => handlers.find((h) => h.name === ds || h.aliases?.includes(ds))?.name ?? ds;
+  const out: Record<string, string> = {};
+  for (const h of handlers) {
+    for (const a of h.aliases ?? []) if (familyOf(a) !== a) out[a] = familyOf(a);
+  }
+  return out;
+}
+
+/** What the page is showing, served at `/visualizer/info.json`. */
+export interface VisualizerInfo {
+  /** `live`: a running service (`serve`, `run --visualize`); `replay`: a finished run (`rollout view`). */
+  mode: 'live' | 'replay';
+  /** The replayed run: its directory's name (not its path: the page's files are served without the token) and what was read. */
+  run?: { name: string; rollouts: number; events: number };
+  /** See {@link dataSourceFamilies}. */
+  dataSourceFamilies: Record<string, string>;
+}
+
 /** Options of {@link createVisualizerHandler}. */
 export interface VisualizerHandlerOptions {
+  /** What `/visualizer/info.json` says: default a live service with the built-in handlers' aliases. */
+  info?: Partial<VisualizerInfo>;
   /** The folder holding index.html and its assets. Default: the repository's `visualizer/`. */
   root?: string;
   /** The graph served at `/visualizer/graph.json`. Default: {@link rolloutMachineGraph}. */
@@ -196,13 +225,16 @@ export type VisualizerHandler = (req: IncomingMessage, res: ServerResponse) => b
 
 /**
  * Builds a request handler for the visualizer page: `GET /visualizer` and `/visualizer/` serve
- * index.html, `/visualizer/graph.json` the machine graph, `/visualizer/<file>` a file of the
+ * index.html, `/visualizer/graph.json` the machine graph, `/visualizer/info.json` what the page
+ * shows ({@link VisualizerInfo}: live or a replay, the data-source aliases), `/visualizer/<file>` a file of the
  * folder with its content type. Anything outside the folder (`..`, encoded or not) is a 404;
  * a method other than GET / HEAD is a 405. Never throws; I/O errors become a 404 or 500.
  */
 export function createVisualizerHandler(options: VisualizerHandlerOptions = {}): VisualizerHandler {
   const root = resolve(options.root ?? packagePath('visualizer'));
   const graph = options.graph ?? rolloutMachineGraph;
+  const info: VisualizerInfo = { mode: 'live', dataSourceFamilies: dataSourceFamilies(), ...options.info };
+  const infoBody = JSON.stringify(info);
 
   return (req, res) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
@@ -215,6 +247,11 @@ export function createVisualizerHandler(options: VisualizerHandlerOptions = {}):
     const head = req.method === 'HEAD';
     const rest = path === '/visualizer' || path === '/visualizer/' ? 'index.html' : path.slice('/visualizer/'.length);
 
+    if (rest === 'info.json') {
+      res.writeHead(200, { 'content-type': CONTENT_TYPES['.json']!, 'cache-control': 'no-cache', 'content-length': Buffer.byteLength(infoBody) });
+      res.end(head ? undefined : infoBody);
+      return true;
+    }
     if (rest === 'graph.json') {
       graph().then(
         (g) => {

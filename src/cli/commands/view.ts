@@ -1,11 +1,11 @@
-import { resolve } from 'node:path';
+import { basename, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { explainFlagError, numberFlag, UsageError } from '../args.js';
 import { RolloutError } from '../../errors.js';
 import { checkExposure } from '../../server/exposure.js';
 import { openRunReplay } from '../../server/run-replay.js';
 import { createService } from '../../server/service.js';
-import { serveVisualizer } from '../../server/visualizer-assets.js';
+import { createVisualizerHandler } from '../../server/visualizer-assets.js';
 import { formatBanner } from '../banner.js';
 import { listenFailure } from '../listen-error.js';
 
@@ -45,7 +45,9 @@ export async function run(argv: string[]): Promise<number> {
     if (exposure.kind === 'refused') throw new UsageError(exposure.reason);
     const dir = resolve(flags.positionals[0]!);
     const replay = await openRunReplay(dir);
-    const service = createService({ createRuntime: () => Promise.resolve(replay), visualizer: serveVisualizer }, { host, port, ...(token ? { token } : {}) });
+    // The page says "replay" (and of which run) instead of "live".
+    const visualizer = createVisualizerHandler({ info: { mode: 'replay', run: { name: basename(dir), rollouts: replay.replay.rollouts, events: replay.replay.events } } });
+    const service = createService({ createRuntime: () => Promise.resolve(replay), visualizer }, { host, port, ...(token ? { token } : {}) });
     let url: string;
     try {
       url = await service.listen();

@@ -28,6 +28,11 @@ export interface FixtureServer {
   /** Summaries served at GET /v1/rollouts (as the service's listing). */
   listing: unknown[];
   lastSeq(): number;
+  /**
+   * Forgets the oldest `count` retained events, as the service's retention does: a later
+   * subscription from before them first gets a `gap` of reason `retention`.
+   */
+  forget(count: number): void;
   close(): Promise<void>;
 }
 
@@ -78,6 +83,9 @@ export async function startFixtureServer(opts: { graph?: () => Promise<MachineGr
         names.add(sub);
         ws.send(JSON.stringify({ type: 'subscribed', sub, rollout: null, group: null, after: msg.after ?? null }));
         const after = msg.after ?? seq;
+        // As the event hub: a subscriber asking for events past the retention learns it first.
+        const oldest = retained[0]?.seq ?? seq + 1;
+        if (after + 1 < oldest && after < seq) ws.send(JSON.stringify({ type: 'gap', sub, from: after + 1, to: Math.min(oldest - 1, seq), reason: 'retention' }));
         for (const ev of retained) if (ev.seq > after) ws.send(JSON.stringify({ type: 'event', sub, event: ev }));
       });
       ws.on('close', () => subs.delete(ws));
@@ -92,6 +100,7 @@ export async function startFixtureServer(opts: { graph?: () => Promise<MachineGr
     results,
     listing,
     lastSeq: () => seq,
+    forget: (count) => void retained.splice(0, count),
     openSubs: () => [...subs.values()].map((names) => [...names]),
     push(events, pushOpts = {}) {
       for (const e of events) {

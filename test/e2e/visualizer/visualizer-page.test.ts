@@ -51,12 +51,12 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
     server = await startFixtureServer();
     server.listing.push({
       id: 'old-1', instance_id: 'i-old', group_id: null, trajectory_id: '0', data_source: 'math', state: 'done', turn: 3, tokens: 99,
-      attempt: 1, submitted_at: T0 - 60_000, outcome: 'truncated', reward: 0, resolved: false,
+      attempt: 1, submitted_at: T0 - 60_000, outcome: 'truncated', reward: 0, resolved: false, wall_ms: 2500, violations: null,
     });
     server.push(syntheticRollout('new-1', T0));
     const p = await open(server);
     await p.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '2');
-    await expect.poll(() => p.locator('.rows .row[data-id="old-1"]').innerText()).toMatch(/old-1\s+math\/i-old\s+done\s+3\s+99\s+[\d.]+s\s+truncated\s+0/);
+    await expect.poll(() => p.locator('.rows .row[data-id="old-1"]').innerText()).toMatch(/old-1\s+math\/i-old\s+done\s+3\s+99\s+2\.5s\s+truncated\s+0/);
   });
 
   it('filters rows by state, outcome and task', async () => {

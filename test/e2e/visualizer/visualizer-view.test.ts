@@ -58,6 +58,10 @@ describe('rollout view', () => {
     const page = browser.page;
     await page.goto(`${view.url}/visualizer`);
     await page.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '6');
+    // A replay is not live (#30): the badge says so, and which run.
+    await expect.poll(() => page.getAttribute('#conn', 'data-mode')).toBe('replay');
+    await expect.poll(() => page.innerText('#conn')).toBe('replay · run');
+    expect(await page.innerText('#window')).toMatch(/^showing all 6 rollouts · events all \d+ · since /);
     await page.waitForFunction(() => document.querySelectorAll('.rows .row .outcome-completed').length === 6);
     // The reward chart and the GRPO group cards are drawn from the replayed results.
     const sources = async () => JSON.parse((await page.getAttribute('#chart-rewards', 'data-sources')) ?? '[]') as Array<{ name: string; n: number; mean: number }>;
@@ -90,6 +94,8 @@ describe('rollout view', () => {
     await page.goto(`${url}/visualizer`);
     await page.waitForFunction(() => document.querySelector('#conn')?.getAttribute('data-state') === 'open');
     await page.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '1');
+    expect(await page.getAttribute('#conn', 'data-mode')).toBe('live');
+    expect(await page.innerText('#conn')).toBe('live');
     // Live: the rollout is at its action, not ended.
     expect(await page.locator('.rows .row .outcome-completed').count()).toBe(0);
     await writeFile(gate, '');

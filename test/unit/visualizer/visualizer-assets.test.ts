@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fromPromise, setup } from 'xstate';
-import { createVisualizerHandler, machineGraph, rolloutMachineGraph, serveVisualizer } from '../../../src/server/visualizer-assets.js';
+import { builtinHandlers } from '../../../src/handlers/builtin.js';
+import { createVisualizerHandler, dataSourceFamilies, machineGraph, rolloutMachineGraph, serveVisualizer } from '../../../src/server/visualizer-assets.js';
 
 const tiny = setup({ actors: { work: fromPromise(async () => 1) }, guards: { ok: () => true } }).createMachine({
   id: 'tiny',
@@ -149,5 +150,43 @@ describe('serveVisualizer', () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
+  });
+});
+
+describe('/visualizer/info.json (#30)', () => {
+  const serve = async (handler: ReturnType<typeof createVisualizerHandler>, fn: (base: string) => Promise<void>) => {
+    const server = createServer((req, res) => {
+      if (!handler(req, res)) res.writeHead(418).end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      await fn(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  };
+
+  it('says live by default, with the data-source aliases as rollout run merges them', async () => {
+    await serve(createVisualizerHandler(), async (base) => {
+      const res = await fetch(`${base}/visualizer/info.json`);
+      expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      const info = (await res.json()) as { mode: string; dataSourceFamilies: Record<string, string> };
+      expect(info.mode).toBe('live');
+      // rollout run's familyOf: the built-in handler whose name or alias it is.
+      const familyOf = (ds: string) => builtinHandlers.find((h) => h.name === ds || h.aliases?.includes(ds))?.name ?? ds;
+      const aliases = builtinHandlers.flatMap((h) => h.aliases ?? []);
+      expect(aliases.length).toBeGreaterThan(0);
+      for (const a of aliases) expect(info.dataSourceFamilies[a] ?? a).toBe(familyOf(a));
+      expect(info.dataSourceFamilies).toMatchObject({ deepscaler: 'math', codecontests: 'code', swebench: 'swe' });
+    });
+  });
+
+  it('says replay and names the run when given one', async () => {
+    await serve(createVisualizerHandler({ info: { mode: 'replay', run: { name: '2026-12-01T18-00-00', rollouts: 6, events: 120 } } }), async (base) => {
+      const info = (await (await fetch(`${base}/visualizer/info.json`)).json()) as { mode: string; run: unknown; dataSourceFamilies: Record<string, string> };
+      expect(info).toMatchObject({ mode: 'replay', run: { name: '2026-12-01T18-00-00', rollouts: 6, events: 120 } });
+      expect(Object.keys(info.dataSourceFamilies).length).toBeGreaterThan(0);
+      expect(dataSourceFamilies([{ name: 'a', aliases: ['b'] } as never, { name: 'b' } as never])).toEqual({ b: 'a' });
+    });
   });
 });
