@@ -7,7 +7,7 @@ import type { AgentHandler } from '../proxy/agent-contract.js';
 import { InfraError, QueueFullError, RuntimeClosedError, ValidationError } from '../errors.js';
 import { InstanceSchema, SamplingParamsSchema, type Instance } from '../protocol/instance.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
-import type { ClusterControl, ClusterJobData } from '../protocol/cluster.js';
+import type { ClusterControl, ClusterJobData, ClusterNodeStatus } from '../protocol/cluster.js';
 import type { EventsOptions, GroupHandle, RolloutHandle, RolloutSummary, RuntimeStatus, SubmitOptions } from '../runtime/runtime-api.js';
 import type { ServiceRuntime } from '../server/service-runtime.js';
 import { GatewayBackends } from './backend-registry.js';
@@ -245,6 +245,8 @@ export class ClusterRuntime implements ServiceRuntime {
   listBackends = (): ReturnType<GatewayBackends['listBackends']> => this.backends.listBackends();
   /** The workers heard from within the last few heartbeats (the operational log's worker up/down lines). */
   workerIds = (): string[] => this.board.live.map((n) => n.nodeId);
+  /** The live workers' last heartbeats (Polar's `/nodes`), and the period they beat at. */
+  workerNodes = (): { heartbeatMs: number; nodes: readonly ClusterNodeStatus[] } => ({ heartbeatMs: this.options.heartbeatMs, nodes: this.board.live });
   setWeightVersion = (version: string | number, backendId?: string): void => this.backends.setWeightVersion(version, backendId);
 
   /**

@@ -202,12 +202,12 @@ export class PolarTasks {
     });
   }
 
-  /** `GET /rollout/status`: each task's status, and the runtime's queue and stages. */
+  /** `GET /rollout/status`: each task's status, and the runtime's queue and stages (the route adds the nodes). */
   status(): Record<string, unknown> {
     const tasks: Record<string, TaskState> = {};
     for (const [id, rec] of this.tasks) tasks[id] = rec.status;
     const rt = this.deps.service.runtime;
-    return { tasks, pipeline: rt ? rt.status() : { state: 'stopped' }, nodes: { total: 1, healthy: rt ? 1 : 0 } };
+    return { tasks, pipeline: rt ? rt.status() : { state: 'stopped' } };
   }
 
   /** Cancels every running task and stops their followers and callbacks. */
