@@ -10,7 +10,7 @@ import type { SandboxSpec } from '../../sandbox/sandbox.js';
 import type { AgentHandler } from '../../proxy/agent-contract.js';
 import { HarnessStore, HARNESS_PRESETS, PRESET_NAMES, presetCommand } from './harness-presets/index.js';
 import { clip, freshShellForEval, parseInstance, runToEnd } from './task-kit.js';
-import { gradeSweLog, SweGradeSchema, type SweGrade } from './swe-harness-eval.js';
+import { gradeSweLog, SweGradeSchema, sweTestsTimedOut, type SweGrade } from './swe-harness-eval.js';
 
 /**
  * The `harness` task: `{data_source: "harness", instance_id, command, files?, setup?,
@@ -126,7 +126,9 @@ export const harnessHandler: AgentHandler = {
     const r = await runToEnd(ctx.sandbox, st.evalCommand, st.evalTimeoutMs, ctx.signal, ctx.clock);
     let resolved = r.exitCode === 0;
     let report: Record<string, unknown> | null = null;
+    let timedOut = r.timedOut;
     if (st.sweGrade) {
+      timedOut ||= sweTestsTimedOut(r.output);
       // The log is the command's; a missing one (the command stopped before the tests) grades nothing.
       const log = resolved ? await ctx.sandbox.readFile(st.sweGrade.log_file).catch(() => '') : '';
       const graded = gradeSweLog(log, st.sweGrade);
@@ -136,7 +138,7 @@ export const harnessHandler: AgentHandler = {
     return {
       reward: resolved ? 1 : 0,
       resolved,
-      details: { ...(report ? { report } : {}), exit_code: r.exitCode, timed_out: r.timedOut, output: clip(r.output), harness_exit_code: st.agent.exitCode,
+      details: { ...(report ? { report } : {}), exit_code: r.exitCode, timed_out: timedOut, output: clip(r.output), harness_exit_code: st.agent.exitCode,
         harness_output: clip(st.agent.output),
         // The HTTP status of every request the harness made to its proxy, counted: an unanswered or refused call shows here.
         proxy_requests: Object.fromEntries([...st.proxy.stats.byStatus].map(([k, v]) => [String(k), v])),

@@ -115,6 +115,11 @@ export function sweGradeOf(inst: SweHarnessInstance): SweGrade {
   return { fail_to_pass: inst.FAIL_TO_PASS, pass_to_pass: inst.PASS_TO_PASS, runner: runnerOf(inst.repo), log_file: SWE_HARNESS_LOG };
 }
 
+/** True when the eval command's tests ran out of `test_timeout` (Polar's evaluator timeout: the trajectory is kept, `verifier_timeout`). */
+export function sweTestsTimedOut(output: string): boolean {
+  return new RegExp(`^${SWE_HARNESS_MARK}_EXIT=124\\r?$`, 'm').test(output);
+}
+
 /** Grades a test log as the SWE family does: resolved iff every FAIL_TO_PASS and PASS_TO_PASS test passed. */
 export function gradeSweLog(log: string, grade: SweGrade): { resolved: boolean; report: SweTestReport } {
   return gradeTests(parseTestLog(log, grade.runner), grade.fail_to_pass, grade.pass_to_pass);

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { gradeSweLog, SWE_HARNESS_LOG, sweGradeOf, SweHarnessInstanceSchema, sweHarnessScript } from '../../../../src/handlers/tasks/swe-harness-eval.js';
+import { gradeSweLog, SWE_HARNESS_LOG, sweGradeOf, SweHarnessInstanceSchema, sweHarnessScript, sweTestsTimedOut } from '../../../../src/handlers/tasks/swe-harness-eval.js';
 
 // Polar's swebench_harness script run by the system's bash over the repository's SWE sample (a
 // real git checkout, real pytest), graded by the SWE family's parser.
@@ -78,6 +78,16 @@ describe.skipIf(!hasPytest)('swebench_harness on the SWE eval path (needs python
     expect(r.code).toBe(2);
     expect(r.out).toContain('POLAR_SWEBENCH_APPLY=failed');
     expect(r.resolved).toBe(false);
+  });
+
+  it('reports tests that ran out of test_timeout (the verifier timeout), not graded as a pass', () => {
+    const ws = workspace();
+    const r = evaluate(ws, { instance: SweHarnessInstanceSchema.parse({ ...row, test_command: 'sleep 30 #' }), testTimeoutS: 1 });
+    expect(r.out).toMatch(/^POLAR_SWEBENCH_EXIT=124$/m);
+    expect(sweTestsTimedOut(r.out)).toBe(true);
+    expect(r.code).not.toBe(0);
+    expect(r.resolved).toBe(false);
+    expect(sweTestsTimedOut('POLAR_SWEBENCH_EXIT=1\n')).toBe(false);
   });
 
   it('refuses an instance with nothing to grade, naming the field', () => {
