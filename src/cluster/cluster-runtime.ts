@@ -7,7 +7,7 @@ import type { AgentHandler } from '../proxy/agent-contract.js';
 import { InfraError, QueueFullError, RuntimeClosedError, ValidationError } from '../errors.js';
 import { InstanceSchema, SamplingParamsSchema, type Instance } from '../protocol/instance.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
-import type { ClusterControl, ClusterJobData } from '../protocol/cluster.js';
+import type { ClusterControl, ClusterJobData, ClusterNodeStatus } from '../protocol/cluster.js';
 import type { EventsOptions, GroupHandle, RolloutHandle, RolloutSummary, RuntimeStatus, SubmitOptions } from '../runtime/runtime-api.js';
 import type { ServiceRuntime } from '../server/service-runtime.js';
 import { GatewayBackends } from './backend-registry.js';
@@ -124,7 +124,7 @@ export class ClusterRuntime implements ServiceRuntime {
     const v = this.validate(instance, sampling);
     this.checkAdmission(1);
     const id = opts.id ?? randomUUID();
-    const [handle] = this.enqueue([{ id, instance: v.instance, sampling: v.sampling, groupId: opts.groupId ?? null }]);
+    const [handle] = this.enqueue([{ id, instance: v.instance, sampling: v.sampling, groupId: opts.groupId ?? null, priority: opts.priority ?? 0 }]);
     return handle!;
   }
 
@@ -136,7 +136,7 @@ export class ClusterRuntime implements ServiceRuntime {
     // One job per member (not a BullMQ flow): members spread over workers like any rollout, and
     // the gateway assembles the group, so a flow's parent job would add a write and nothing else.
     const rollouts = this.enqueue(
-      Array.from({ length: n }, (_, i) => ({ id: randomUUID(), instance: { ...v.instance, trajectory_id: String(i) }, sampling: v.sampling, groupId })),
+      Array.from({ length: n }, (_, i) => ({ id: randomUUID(), instance: { ...v.instance, trajectory_id: String(i) }, sampling: v.sampling, groupId, priority: 0 })),
     );
     return {
       groupId,
@@ -245,6 +245,8 @@ export class ClusterRuntime implements ServiceRuntime {
   listBackends = (): ReturnType<GatewayBackends['listBackends']> => this.backends.listBackends();
   /** The workers heard from within the last few heartbeats (the operational log's worker up/down lines). */
   workerIds = (): string[] => this.board.live.map((n) => n.nodeId);
+  /** The live workers' last heartbeats (Polar's `/nodes`), and the period they beat at. */
+  workerNodes = (): { heartbeatMs: number; nodes: readonly ClusterNodeStatus[] } => ({ heartbeatMs: this.options.heartbeatMs, nodes: this.board.live });
   setWeightVersion = (version: string | number, backendId?: string): void => this.backends.setWeightVersion(version, backendId);
 
   /**
@@ -284,7 +286,7 @@ export class ClusterRuntime implements ServiceRuntime {
     }
   }
 
-  private enqueue(items: { id: string; instance: Instance; sampling: Record<string, unknown>; groupId: string | null }[]): ClusterRolloutHandle[] {
+  private enqueue(items: { id: string; instance: Instance; sampling: Record<string, unknown>; groupId: string | null; priority: number }[]): ClusterRolloutHandle[] {
     const submittedAt = this.now();
     const fresh: typeof items = [];
     const handles = items.map((it) => {
@@ -307,7 +309,7 @@ export class ClusterRuntime implements ServiceRuntime {
         fresh.map((it) => ({
           name: 'rollout',
           data: { instance: it.instance, sampling: it.sampling, groupId: it.groupId, submittedAt } satisfies ClusterJobData,
-          opts: { jobId: it.id, removeOnComplete: true, removeOnFail: true },
+          opts: { jobId: it.id, removeOnComplete: true, removeOnFail: true, priority: bullPriority(it.priority) },
         })),
       );
       // A rollout that had already finished (its job removed) is answered from its stored result;
@@ -449,4 +451,20 @@ function deferred<T = RolloutResult>(): { promise: Promise<T>; resolve(v: T): vo
   // A result nobody awaits (a /v1 submit) must not become an unhandled rejection at close.
   promise.catch(() => undefined);
   return { promise, resolve, reject };
+}
+
+/** BullMQ's highest priority value (`PRIORITY_LIMIT`, 2^21 - 1). */
+const BULL_PRIORITY_LIMIT = 2 ** 21 - 1;
+/** Our priority 0 in BullMQ's terms: the middle of its range, so priorities either side of 0 fit. */
+const BULL_PRIORITY_ZERO = 2 ** 20;
+
+/**
+ * `SubmitOptions.priority` (higher first, default 0) as a BullMQ job priority (lower first, 1 the
+ * highest): every job gets one, because BullMQ serves jobs without a priority (0) before every
+ * prioritized one. FIFO within a priority is BullMQ's own; a started job is never preempted.
+ * Priorities beyond about ±2^20 share the end of the range.
+ */
+export function bullPriority(priority: number): number {
+  const p = Number.isFinite(priority) ? Math.round(priority) : 0;
+  return Math.min(BULL_PRIORITY_LIMIT, Math.max(1, BULL_PRIORITY_ZERO - p));
 }

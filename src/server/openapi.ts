@@ -21,6 +21,7 @@ import {
 import { RolloutResultSchema } from '../protocol/trajectory.js';
 import { BufferAddRequestSchema, BufferCreateRequestSchema, BufferStatsSchema, BufferLeasesRequestSchema, BufferTakeRequestSchema } from '../protocol/buffer.js';
 import type { Route, Router } from './router.js';
+import { POLAR_OPS } from './polar/polar-openapi.js';
 
 interface Op {
   summary: string;
@@ -79,17 +80,20 @@ export function buildOpenApi(routes: readonly Route[]): Record<string, unknown> 
   const paths: Record<string, Record<string, unknown>> = {};
   for (const r of routes) {
     const key = `${r.method} ${r.path}`;
-    const op = OPS[key];
+    const polar = POLAR_OPS[key];
+    const op: Op | undefined = OPS[key] ?? polar;
     const oaPath = r.path.replace(/:(\w+)/g, '{$1}');
     const params = [...r.path.matchAll(/:(\w+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
     if (key === 'GET /v1/rollouts') {
       const q = schema(ListQuerySchema, 'input') as { properties?: Record<string, unknown> };
       for (const [name, s] of Object.entries(q.properties ?? {})) params.push({ name, in: 'query', required: false, schema: s as { type: string } });
     }
+    for (const q of polar?.query ?? []) params.push({ name: q.name, in: 'query', required: false, schema: q.schema as { type: string } });
     const entry: Record<string, unknown> = {
       summary: op?.summary ?? key,
       ...(params.length ? { parameters: params } : {}),
-      ...(r.open ? { security: [] } : {}),
+      // Polar's routes check the token themselves (open to the router): as Bearer or Polar's header.
+      ...(polar ? { security: polar.open ? [] : [{ bearer: [] }, { polarToken: [] }] } : r.open ? { security: [] } : {}),
       responses: {
         [String(op?.status ?? 200)]: {
           description: 'success',
@@ -103,8 +107,8 @@ export function buildOpenApi(routes: readonly Route[]): Record<string, unknown> 
   }
   return {
     openapi: '3.0.3',
-    info: { title: 'rollout-runtime service', version: '0.1.0', description: 'ProRL-compatible rollout service with a native /v1 API. See docs/service.md.' },
-    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+    info: { title: 'rollout-runtime service', version: '0.1.0', description: 'ProRL-compatible rollout service with a native /v1 API and Polar\'s trainer API. See docs/service.md and docs/polar.md.' },
+    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' }, polarToken: { type: 'apiKey', in: 'header', name: 'X-Polar-Control-Token' } } },
     security: [{ bearer: [] }],
     paths,
     'x-websocket': {

@@ -1,6 +1,7 @@
 import type { ChatCodec } from '../llm/chat-codec.js';
 import type { RolloutSummary, Runtime } from '../runtime/runtime-api.js';
 import type { BackendInfo, BackendSpec } from '../llm/llm-client.js';
+import type { ClusterNodeStatus } from '../protocol/cluster.js';
 
 /**
  * Backend management the service needs from a runtime. The runtime delegates these to its
@@ -38,6 +39,8 @@ export type ServiceRuntime = Runtime &
     readonly options?: { readonly maxQueued: number };
     /** The cluster's live workers (a gateway), for the operational log. */
     workerIds?(): readonly string[];
+    /** The cluster's live workers' last heartbeats (a gateway), for Polar's `/nodes`. */
+    workerNodes?(): { heartbeatMs: number; nodes: readonly ClusterNodeStatus[] };
     /** A rollout `get` does not know locally, looked up where the runtime keeps it (the Redis cluster). */
     lookup?(id: string): Promise<RolloutSummary | undefined>;
     /**

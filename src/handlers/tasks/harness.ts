@@ -10,6 +10,7 @@ import type { SandboxSpec } from '../../sandbox/sandbox.js';
 import type { AgentHandler } from '../../proxy/agent-contract.js';
 import { HarnessStore, HARNESS_PRESETS, PRESET_NAMES, presetCommand } from './harness-presets/index.js';
 import { clip, freshShellForEval, parseInstance, runToEnd } from './task-kit.js';
+import { gradeSweLog, SweGradeSchema, sweTestsTimedOut, type SweGrade } from './swe-harness-eval.js';
 
 /**
  * The `harness` task: `{data_source: "harness", instance_id, command, files?, setup?,
@@ -37,6 +38,10 @@ export const HarnessInstanceSchema = z.object({
   setup: z.array(z.string()).optional(),
   eval_command: z.string().min(1),
   eval_timeout_s: z.number().positive().max(3600).optional(),
+  /** Grade the eval's test log per test as the SWE family does (Polar's swebench_harness): resolved iff the command exited 0 and every FAIL_TO_PASS / PASS_TO_PASS test passed. */
+  swebench_grade: SweGradeSchema.optional(),
+  /** The directory the preset's CLI starts in (relative to the workspace, or absolute). */
+  cwd: z.string().min(1).max(4096).optional(),
   /** Chat requests answered at most; the next one is refused (429) and the loop ends `max_iterations`. Default: the runtime's max iterations. */
   max_llm_calls: z.number().int().positive().max(100_000).optional(),
   /** Tokens of the trajectory (every segment, prompt and sampled) at most; past it the loop ends `length`. */
@@ -47,7 +52,7 @@ export const HarnessInstanceSchema = z.object({
   if ((v.command === undefined) === (v.preset === undefined)) ctx.addIssue({ code: 'custom', path: ['command'], message: 'give exactly one of command and preset' });
   if (v.preset !== undefined && v.instruction === undefined) ctx.addIssue({ code: 'custom', path: ['instruction'], message: 'required with a preset' });
   if (v.preset === undefined) {
-    for (const k of ['version', 'args', 'env', 'instruction', 'model'] as const) if (v[k] !== undefined) ctx.addIssue({ code: 'custom', path: [k], message: 'only with a preset' });
+    for (const k of ['version', 'args', 'env', 'instruction', 'model', 'cwd'] as const) if (v[k] !== undefined) ctx.addIssue({ code: 'custom', path: [k], message: 'only with a preset' });
   }
   // Also when another field failed: an error names every problem at once.
 }, { when: (p) => typeof p.value === 'object' && p.value !== null });
@@ -58,6 +63,7 @@ interface HarnessState {
   agent: SandboxHarness;
   proxy: LlmProxy;
   preset: string | null;
+  sweGrade: SweGrade | null;
 }
 
 /**
@@ -99,10 +105,10 @@ export const harnessHandler: AgentHandler = {
         const baseUrl = sandbox.llmProxyUrl;
         if (!baseUrl) throw new SandboxError('harness init: the sandbox has no LLM proxy URL', { stage: 'init' });
         const run = { baseUrl, origin: baseUrl.replace(/\/v1$/, ''), apiKey: token, model: inst.model ?? HARNESS_PRESETS[preset].defaultModel, instruction: inst.instruction! };
-        command = presetCommand({ preset, version, run, args: inst.args, env: inst.env });
+        command = presetCommand({ preset, version, run, args: inst.args, env: inst.env, cwd: inst.cwd });
       }
       const agent = new SandboxHarness(sandbox, command, proxy, { maxLlmCalls: inst.max_llm_calls, maxTokensTotal: inst.max_tokens_total }, ctx.clock);
-      const state: HarnessState = { evalCommand: inst.eval_command, evalTimeoutMs: (inst.eval_timeout_s ?? 60) * 1000, agent, proxy, preset: preset ? `${preset}@${version}` : null };
+      const state: HarnessState = { evalCommand: inst.eval_command, evalTimeoutMs: (inst.eval_timeout_s ?? 60) * 1000, agent, proxy, preset: preset ? `${preset}@${version}` : null, sweGrade: inst.swebench_grade ?? null };
       return { sandbox, messages: [], tools: [], external: agent, state };
     } catch (err) {
       if (!ctx.signal.aborted) await cleanup();
@@ -118,11 +124,21 @@ export const harnessHandler: AgentHandler = {
     await st.agent.stop('evaluating');
     await freshShellForEval(ctx.sandbox, ctx.signal);
     const r = await runToEnd(ctx.sandbox, st.evalCommand, st.evalTimeoutMs, ctx.signal, ctx.clock);
-    const resolved = r.exitCode === 0;
+    let resolved = r.exitCode === 0;
+    let report: Record<string, unknown> | null = null;
+    let timedOut = r.timedOut;
+    if (st.sweGrade) {
+      timedOut ||= sweTestsTimedOut(r.output);
+      // The log is the command's; a missing one (the command stopped before the tests) grades nothing.
+      const log = resolved ? await ctx.sandbox.readFile(st.sweGrade.log_file).catch(() => '') : '';
+      const graded = gradeSweLog(log, st.sweGrade);
+      resolved = resolved && graded.resolved;
+      report = graded.report as unknown as Record<string, unknown>;
+    }
     return {
       reward: resolved ? 1 : 0,
       resolved,
-      details: { exit_code: r.exitCode, timed_out: r.timedOut, output: clip(r.output), harness_exit_code: st.agent.exitCode,
+      details: { ...(report ? { report } : {}), exit_code: r.exitCode, timed_out: timedOut, output: clip(r.output), harness_exit_code: st.agent.exitCode,
         harness_output: clip(st.agent.output),
         // The HTTP status of every request the harness made to its proxy, counted: an unanswered or refused call shows here.
         proxy_requests: Object.fromEntries([...st.proxy.stats.byStatus].map(([k, v]) => [String(k), v])),

@@ -8,7 +8,7 @@ import { z } from 'zod';
  */
 
 /** A list of test names: an array, or a JSON string holding one (as the HF datasets store it). */
-const TestListSchema = z.union([
+export const TestListSchema = z.union([
   z.array(z.string()),
   z.string().transform((s, ctx) => {
     try {

@@ -9,6 +9,7 @@ import type { Route, RouteAnswer, RouteHandler, RouteRequest } from '../router.j
 import type { ServiceContext } from '../service-context.js';
 import type { ServiceRuntime } from '../service-runtime.js';
 import { TaskRequestSchema } from './polar-models.js';
+import { nodeCounts, polarNodes } from './polar-nodes.js';
 import { PolarTasks } from './polar-tasks.js';
 
 /** What the Polar routes need besides the service. */
@@ -82,7 +83,7 @@ export function polarRoutes(service: ServiceContext, opts: PolarRouteOptions): P
   const genStatus: RouteHandler = () => ({ status: 200, body: generation(weights(service)) });
 
   const routes: Route[] = [
-    route('GET', '/health', () => ({ status: 200, body: { status: 'ok', nodes: service.runtime ? 1 : 0 } }), true),
+    route('GET', '/health', () => ({ status: 200, body: { status: 'ok', nodes: polarNodes(service.runtime, nodeId, null, opts.clock).length } }), true),
     route('POST', '/rollout/task/submit', async (r) => {
       const req = parseOr400(TaskRequestSchema, await r.body(), 'TaskRequest');
       await tasks.submit(req);
@@ -98,8 +99,8 @@ export function polarRoutes(service: ServiceContext, opts: PolarRouteOptions): P
       if (!st) throw new HttpError(404, 'NOT_FOUND', 'Task not found');
       return { status: 200, body: st };
     }),
-    route('GET', '/rollout/status', () => ({ status: 200, body: tasks.status() })),
-    route('GET', '/nodes', (r) => ({ status: 200, body: service.runtime ? [nodeInfo(service.runtime, nodeId, r.req, opts.clock)] : [] })),
+    route('GET', '/rollout/status', () => ({ status: 200, body: { ...tasks.status(), nodes: nodeCounts(polarNodes(service.runtime, nodeId, null, opts.clock)) } })),
+    route('GET', '/nodes', (r) => ({ status: 200, body: polarNodes(service.runtime, nodeId, r.req, opts.clock) })),
     route('GET', '/tasks', (r) => {
       const since = r.url.searchParams.get('since');
       const q = {
@@ -151,32 +152,6 @@ function inflight(rt: ServiceRuntime): number {
 function generation(rt: WeightRuntime): Record<string, unknown> {
   const n = inflight(rt);
   return { paused: rt.generationPaused ?? false, drained: n === 0, inflight: n };
-}
-
-/** This runtime as Polar's `GatewayNodeInfo`: its stage limits and occupancy. */
-function nodeInfo(rt: ServiceRuntime, nodeId: string, req: IncomingMessage, clock: Clock): Record<string, unknown> {
-  const st = rt.status();
-  const host = typeof req.headers.host === 'string' && /^[\w.:[\]-]+$/.test(req.headers.host) ? req.headers.host : 'localhost';
-  return {
-    node_id: nodeId,
-    gateway_url: `http://${host}`,
-    max_init_workers: st.stages.init.limit,
-    max_run_workers: st.stages.run.limit,
-    max_postrun_workers: st.stages.eval.limit,
-    metrics: {
-      init_queue_depth: st.stages.init.waiting,
-      init_inflight: st.stages.init.active,
-      ready_depth: st.stages.run.waiting,
-      run_inflight: st.stages.run.active,
-      postrun_queue_depth: st.stages.eval.waiting,
-      postrun_inflight: st.stages.eval.active,
-    },
-    dispatch_reservations: 0,
-    healthy: st.state === 'running',
-    draining: st.state !== 'running',
-    heartbeat_interval_seconds: 30,
-    last_heartbeat: new Date(clock.now()).toISOString(),
-  };
 }
 
 /** A number from the query (`dflt` when absent); 422 naming `query.<name>` when it is not one `ok` accepts. */

@@ -202,20 +202,22 @@ export class PolarTasks {
     });
   }
 
-  /** `GET /rollout/status`: each task's status, and the runtime's queue and stages. */
+  /** `GET /rollout/status`: each task's status, and the runtime's queue and stages (the route adds the nodes). */
   status(): Record<string, unknown> {
     const tasks: Record<string, TaskState> = {};
     for (const [id, rec] of this.tasks) tasks[id] = rec.status;
     const rt = this.deps.service.runtime;
-    return { tasks, pipeline: rt ? rt.status() : { state: 'stopped' }, nodes: { total: 1, healthy: rt ? 1 : 0 } };
+    return { tasks, pipeline: rt ? rt.status() : { state: 'stopped' } };
   }
 
-  /** Cancels every running task and stops their followers and callbacks. */
+  /** Cancels every running task, stops their followers and callbacks, and waits for their records to be written. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.callbacks.abort();
     await Promise.all([...this.tasks.values()].filter((r) => r.status === 'running').map((r) => this.cancel(r.req.task_id, false)));
+    // A task that finished just before keeps writing its record: the state dir is not ours after close.
+    await this.store.flush();
     this.live.clear();
     this.unfollowIfIdle();
     this.bus.close();

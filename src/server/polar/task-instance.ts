@@ -1,4 +1,5 @@
 import { ValidationError } from '../../errors.js';
+import { sweGradeOf, SweHarnessInstanceSchema, sweHarnessScript, type SweGrade } from '../../handlers/tasks/swe-harness-eval.js';
 import { POLAR_HARNESSES, type PolarHarness, type PrepareAction, type TaskRequest } from './polar-models.js';
 
 /** Host files a task names (`upload_file` / `upload_dir` sources, Harbor's `tests_dir`), read before mapping. */
@@ -78,6 +79,7 @@ export function toInstance(task: TaskRequest, uploads: TaskUploads): MappedTask 
   const ev = evalCommand(task, uploads.harborTests);
   instance['eval_command'] = ev.command;
   if (ev.timeoutS !== undefined) instance['eval_timeout_s'] = ev.timeoutS;
+  if (ev.sweGrade) instance['swebench_grade'] = ev.sweGrade;
   if (Object.keys(files).length > 0) instance['files'] = files;
   if (setup.length > 0) instance['setup'] = setup;
 
@@ -130,9 +132,12 @@ function samplingOf(settings: Record<string, unknown>): Record<string, unknown> 
  *   so the agent never saw them, runs `config.test_command` (default `bash /tests/test.sh`) and
  *   prints the reward the verifier wrote to `config.verifier_dir` (default `/logs/verifier`)
  *   `reward.txt` (else `reward.json`) as a `POLAR_HARBOR_REWARD` line the result reads.
- * `swebench_harness` is refused (422) until it is mapped onto the SWE eval.
+ * - `swebench_harness`: `config.instance` (the SWE-bench / SWE-Gym row) graded on the SWE
+ *   family's path (swe-harness-eval.ts): the agent's patch in `config.repo_dir` (default
+ *   `/testbed`) applied to the base tree, the row's `test_patch` over it, the tests run, and the
+ *   log graded per test by the harness family (`swebench_grade`).
  */
-export function evalCommand(task: TaskRequest, harborTests: Map<string, string> | null): { command: string; timeoutS?: number } {
+export function evalCommand(task: TaskRequest, harborTests: Map<string, string> | null): { command: string; timeoutS?: number; sweGrade?: SweGrade } {
   const ev = task.evaluator;
   const env = exportsOf(ev?.env ?? {}, 'evaluator.env');
   const cfg = ev?.config ?? {};
@@ -181,8 +186,23 @@ export function evalCommand(task: TaskRequest, harborTests: Map<string, string> 
       lines.push(`echo "${HARBOR_MARK}_JSON=$(head -c 600 ${shellQuote(`${verifier}/reward.json`)} 2>/dev/null | base64 | tr -d '\\n')"`);
       return { command: lines.join('\n'), timeoutS: seconds('verifier_timeout', 120) };
     }
-    case 'swebench_harness':
-      throw new ValidationError('invalid TaskRequest', [{ path: 'evaluator.strategy', message: "'swebench_harness' is not served here yet; use test_on_output or harbor" }]);
+    case 'swebench_harness': {
+      const parsed = SweHarnessInstanceSchema.safeParse(cfg['instance']);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        const at = ['evaluator', 'config', 'instance', ...issue.path.map(String)].join('.');
+        throw new ValidationError('invalid TaskRequest', [{ path: at, message: cfg['instance'] === undefined ? "swebench_harness requires a non-empty 'instance' config" : issue.message }]);
+      }
+      const excludes = cfg['exclude_patterns'] ?? [];
+      if (!Array.isArray(excludes) || !excludes.every((g) => typeof g === 'string' && g !== '' && !/[\n\r]/.test(g))) {
+        throw new ValidationError('invalid TaskRequest', [{ path: 'evaluator.config.exclude_patterns', message: 'must be a list of non-empty glob strings' }]);
+      }
+      const patchCommand = cfg['patch_command'] === undefined || cfg['patch_command'] === null ? null : str('patch_command', '');
+      const applyS = seconds('apply_timeout', 60);
+      const testS = seconds('test_timeout', 1200);
+      const command = sweHarnessScript({ instance: parsed.data, repoDir: str('repo_dir', '/testbed'), patchCommand, excludePatterns: excludes as string[], testTimeoutS: testS, envExports: env });
+      return { command, timeoutS: Math.min(applyS + testS + 30, 3600), sweGrade: sweGradeOf(parsed.data) };
+    }
   }
 }
 

@@ -49,6 +49,11 @@ export class TaskStore {
     return next;
   }
 
+  /** Resolves once every write started so far has landed (or failed): nothing of this store writes after it. */
+  async flush(): Promise<void> {
+    while (this.writes.size > 0) await Promise.all([...this.writes.values()].map((w) => w.catch(() => undefined)));
+  }
+
   private async write(id: string, text: string): Promise<void> {
     this.ready ??= mkdir(this.dir!, { recursive: true, mode: 0o700 }).then(() => undefined);
     await this.ready;

@@ -227,7 +227,4 @@ describe.skipIf(!BWRAP)('Polar trainer API on rollout serve (bwrap; install bubb
     // Nothing of the cancelled sessions is left running.
     await expect.poll(() => descendants(server!.child.pid!).filter((p) => p.comm === 'bwrap' || p.comm === 'sleep').length, { timeout: 30_000 }).toBe(0);
   }, 240_000);
-
-  it.todo('runs a codex / claude_code / qwen_code / pi / gemini_cli / opencode task end to end once the harness presets run (the mapping is tested at the instance level) (#25)');
-  it.todo('maps the swebench_harness evaluator onto the SWE eval (it is refused with 422 now) (#25)');
 });

@@ -23,6 +23,8 @@ export interface PresetInvocation {
   args?: string[] | undefined;
   /** Over the preset's env, literal values. */
   env?: Record<string, string> | undefined;
+  /** The directory the CLI starts in (relative to /workspace, or absolute); default /workspace. */
+  cwd?: string | undefined;
 }
 
 /**
@@ -54,6 +56,7 @@ export function presetCommand(inv: PresetInvocation): string {
   }
   const bin = `${HARNESS_STORE_INSIDE}/${inv.preset}/${inv.version}/node_modules/.bin/${p.bin}`;
   const argv = [bin, ...p.argv(inv.run), ...(inv.args ?? [])].map(shellQuote).join(' ');
+  if (inv.cwd !== undefined) lines.push(`cd ${shellQuote(inv.cwd)} || { echo "harness: cannot enter cwd ${inv.cwd.replace(/["$`\\]/g, '')}"; exit 96; }`);
   lines.push('set -o pipefail', `${argv} </dev/null 2>&1 | cat`);
   return lines.join('\n');
 }

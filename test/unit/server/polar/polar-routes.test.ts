@@ -118,7 +118,8 @@ describe('POST /rollout/task/submit: bad input', () => {
     { name: 'an upload step without a target', body: (t) => ({ ...t, runtime: { image: 'x', prepare: [{ type: 'upload_file', source: '/a' }] } }), loc: ['body', 'runtime', 'prepare', 0, 'target'] },
     { name: 'an empty image', body: (t) => ({ ...t, runtime: { image: '  ' } }), loc: ['body', 'runtime', 'image'] },
     { name: 'a bad env name', body: (t) => ({ ...t, agent: { harness: 'shell', custom_shell: { command: 'x' }, env: { 'A B': '1' } } }), loc: ['body', 'agent', 'env', 'A B'] },
-    { name: 'swebench_harness (not served yet)', body: (t) => ({ ...t, evaluator: { strategy: 'swebench_harness' } }), loc: ['body', 'evaluator', 'strategy'] },
+    { name: 'swebench_harness without its instance', body: (t) => ({ ...t, evaluator: { strategy: 'swebench_harness' } }), loc: ['body', 'evaluator', 'config', 'instance'] },
+    { name: 'swebench_harness with nothing to grade', body: (t) => ({ ...t, evaluator: { strategy: 'swebench_harness', config: { instance: { instance_id: 'x' } } } }), loc: ['body', 'evaluator', 'config', 'instance', 'FAIL_TO_PASS'] },
     { name: 'test_on_output without expected_output_json', body: (t) => ({ ...t, evaluator: { strategy: 'test_on_output', config: { test_command: 'pytest' } } }), loc: ['body', 'evaluator', 'config', 'expected_output_json'] },
   ];
   for (const row of table) {

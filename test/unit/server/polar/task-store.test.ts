@@ -24,6 +24,20 @@ describe('TaskStore', () => {
     expect(await store.load('other')).toBeNull();
   });
 
+  it('flush waits for every write not awaited, so nothing lands after it (a closed service\'s state dir stays removed)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'polar-store-'));
+    dirs.push(dir);
+    const store = new TaskStore(dir);
+    for (let i = 0; i < 5; i++) void store.save(rec(`t${i}`, i % 2 ? 'running' : 'completed'));
+    void store.save(rec('t0', 'cancelled'));
+    await store.flush();
+    expect(readdirSync(join(dir, 'polar', 'tasks')).filter((f) => f.endsWith('.json'))).toHaveLength(5);
+    expect((await store.load('t0'))?.status.status).toBe('cancelled');
+    rmSync(join(dir, 'polar'), { recursive: true, force: true });
+    await store.flush();
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
   it('persists nothing without a state dir', async () => {
     const store = new TaskStore(undefined);
     await store.save(rec('a', 'completed'));

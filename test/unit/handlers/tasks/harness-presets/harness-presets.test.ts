@@ -95,6 +95,19 @@ describe('harness presets', () => {
     expect(defaultHarnessStoreDir({ ROLLOUT_HARNESS_DIR: '/s/h', XDG_CACHE_HOME: '/c' })).toBe('/s/h');
   });
 
+  it('starts the CLI in the instance\'s cwd (Polar\'s runtime.workdir), and fails clearly when it is missing', () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'preset-home-'));
+    dirs.push(home);
+    fs.mkdirSync(path.join(home, 'repo', 'sub'), { recursive: true });
+    const cli = (cwd: string): string => presetCommand({ preset: 'codex', version: '1.0.0', run, cwd }).replace(/^'\/run\/rollout\/harness\/[^']+'.*$/m, 'pwd');
+    const ok = spawnSync('bash', ['-c', cli('repo/sub')], { cwd: home, env: { PATH: process.env.PATH, HOME: home }, encoding: 'utf8' });
+    expect(ok.status, ok.stderr).toBe(0);
+    expect(ok.stdout.trim()).toBe(fs.realpathSync(path.join(home, 'repo', 'sub')));
+    const missing = spawnSync('bash', ['-c', cli('nope')], { cwd: home, env: { PATH: process.env.PATH, HOME: home }, encoding: 'utf8' });
+    expect(missing.status).toBe(96);
+    expect(missing.stdout).toContain('harness: cannot enter cwd nope');
+  });
+
   it('writes each CLI its config pointing at the proxy, and passes the instruction as one literal argument', () => {
     const home = fs.mkdtempSync(path.join(os.tmpdir(), 'preset-home-'));
     dirs.push(home);
