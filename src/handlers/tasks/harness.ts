@@ -7,6 +7,7 @@ import { SandboxError, TaskError } from '../../errors.js';
 import { LlmProxy } from '../../proxy/llm-proxy.js';
 import { SandboxHarness } from '../../proxy/sandbox-harness.js';
 import type { SandboxSpec } from '../../sandbox/sandbox.js';
+import { withInstanceImage } from '../../sandbox/images/instance-image.js';
 import type { AgentHandler } from '../../proxy/agent-contract.js';
 import { HarnessStore, HARNESS_PRESETS, PRESET_NAMES, presetCommand } from './harness-presets/index.js';
 import { clip, freshShellForEval, parseInstance, runToEnd } from './task-kit.js';
@@ -99,7 +100,8 @@ export const harnessHandler: AgentHandler = {
       const store = preset ? new HarnessStore() : null;
       if (preset) store!.require(preset, version);
       const spec: SandboxSpec = { files: inst.files, setup: inst.setup, network: false, llmProxy: { socketPath: proxy.socketPath, token }, ...(store ? { harnessStore: store.dir } : {}) };
-      const sandbox = await ctx.createSandbox(spec);
+      // `instance.image` applies as in every family (the agent and its eval run in that image).
+      const sandbox = await withInstanceImage(ctx).createSandbox(spec);
       let command = inst.command ?? '';
       if (preset) {
         const baseUrl = sandbox.llmProxyUrl;

@@ -104,4 +104,14 @@ describe.skipIf(why !== null)(`task instances with images${why ? ` (skipped: ${w
     const report = (bad.evalDetails as { report: { FAIL_TO_PASS: { failure: string[] }; PASS_TO_PASS: { failure: string[] } } }).report;
     expect(report.PASS_TO_PASS.failure.length).toBeGreaterThan(0);
   }, 300_000);
+  it.skipIf(!withPython)('a harness task with an image runs its agent and its eval in that image', async () => {
+    const row = JSON.parse(fs.readFileSync(path.resolve('examples/harness/tasks.jsonl'), 'utf8').split('\n')[0]!) as Record<string, unknown>;
+    expect(row.instance_id).toBe('harness-hello');
+    const image = 'sweb.eval.x86_64.minilib_1776_minilib-1';
+    // The image's WorkingDir is /testbed, a checkout of the sample repository: the host's root has neither.
+    const r = await runtime.submit({ ...row, instance_id: 'harness-in-image', image, eval_command: `${row.eval_command as string} && [ "$PWD" = /testbed ] && test -f minilib/intervals.py` } as never).result;
+    expect(r.error).toBeNull();
+    expect(r.outcome).toBe('completed');
+    expect(r.reward).toBe(1);
+  }, 300_000);
 });
