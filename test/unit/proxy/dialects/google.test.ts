@@ -2,22 +2,12 @@ import { describe, expect, it } from 'vitest';
 import type { DialectRoute } from '../../../../src/proxy/dialects/dialect.js';
 import { GoogleDialect } from '../../../../src/proxy/dialects/google.js';
 import { ProxyRefusal } from '../../../../src/proxy/openai-error.js';
-import { captureResponse, completionOf, sseEvents } from './capture.js';
+import { captureResponse, completionOf, refusalOf, sseEvents } from './capture.js';
 
 const d = new GoogleDialect();
 const ctx = { warn: () => undefined };
 const plain: DialectRoute = { dialect: 'google', op: 'generate', model: 'gemini-2.5-pro', stream: false };
 const sse: DialectRoute = { ...plain, stream: true, sse: true };
-
-function refusalOf(f: () => unknown): ProxyRefusal {
-  try {
-    f();
-  } catch (e) {
-    if (e instanceof ProxyRefusal) return e;
-    throw e;
-  }
-  throw new Error('no refusal');
-}
 
 describe('GoogleDialect.read', () => {
   it('reads systemInstruction, contents with functionCall / functionResponse parts and function declarations', () => {
