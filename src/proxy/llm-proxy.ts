@@ -224,6 +224,18 @@ export class LlmProxy {
   }
 
   /**
+   * Withdraws the waiting {@link next} (it rejects): its caller no longer wants a request, e.g. the
+   * harness exited first. A request arriving later waits for the next `next`. No-op without one.
+   */
+  withdraw(): void {
+    const w = this.waiter;
+    if (!w) return;
+    this.waiter = null;
+    w.signal.removeEventListener('abort', w.onAbort);
+    w.reject(new Error('LlmProxy.next: withdrawn'));
+  }
+
+  /**
    * Ends the rollout's side: every later chat request is 410, an unanswered one is refused with
    * 410 too, and a waiting {@link next} rejects. Idempotent.
    */
