@@ -5,9 +5,9 @@ import type { Server as NetServer, Socket } from 'node:net';
 import type { OpenAiChatRequest } from '../llm/openai-chat-route.js';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import { acceptLlmListeners } from '../sandbox/llm-listener-handoff.js';
-import { jsonDepth } from '../json-depth.js';
 import { createDialects, type Dialect, type DialectName, type DialectRoute, type InternalRequest } from './dialects/index.js';
 import { routeFromBody, routeOf } from './dialects/detect.js';
+import { jsonValueDepth } from './json-value-depth.js';
 import { sendJson } from './dialects/dialect.js';
 import { ProxyRefusal, sendRefusal } from './openai-error.js';
 
@@ -338,15 +338,21 @@ export class LlmProxy {
     }
   }
 
+  /**
+   * The body parsed, then its nesting checked on the value (json-value-depth.ts): V8's
+   * `JSON.parse` is iterative, so a deep body cannot overflow it; the depth limit guards the
+   * recursive code after it.
+   */
   private parseJson(raw: Buffer): unknown {
-    const text = raw.toString('utf8');
     const maxDepth = this.opts.maxDepth ?? 64;
-    if (jsonDepth(text) > maxDepth) throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', `JSON nested deeper than ${maxDepth}`);
+    let json: unknown;
     try {
-      return JSON.parse(text);
+      json = JSON.parse(raw.toString('utf8'));
     } catch (err) {
       throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', `malformed JSON: ${(err as Error).message.slice(0, 200)}`);
     }
+    if (jsonValueDepth(json, maxDepth) > maxDepth) throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', `JSON nested deeper than ${maxDepth}`);
+    return json;
   }
 
   private warn(message: string): void {

@@ -107,6 +107,17 @@ describe('LlmProxy over a Unix socket', () => {
     expect((await udsRequest(proxy.socketPath, 'GET', '/v1/models', { token: TOKEN })).status).toBe(200);
   });
 
+  it('refuses a body nested deeper than 64 with 400 invalid_json, however deep, and still serves', async () => {
+    for (const depth of [65, 200_000]) {
+      const content = '['.repeat(depth - 3) + ']'.repeat(depth - 3);
+      const r = await udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: `{"model":"x","messages":[{"role":"user","content":${content}}]}` });
+      expect([r.status, errorOf(r.text).code, errorOf(r.text).message]).toEqual([400, 'invalid_json', 'JSON nested deeper than 64']);
+    }
+    const ok = udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: chatBody([{ role: 'user', content: 'still here' }]) });
+    answer(await proxy.next(new AbortController().signal), { content: 'yes' });
+    expect((await ok).status).toBe(200);
+  });
+
   it('refuses a 50 MB prompt with 413 without buffering it', async () => {
     const big = chatBody([{ role: 'user', content: 'x'.repeat(50 * 1024 * 1024) }]);
     const r = await udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: big });
