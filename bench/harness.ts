@@ -16,9 +16,15 @@
  *    presets work as a section of its own: push a function onto `sections`.)
  *
  * The rollouts run in real sandboxes (the agent command only sleeps: this process is the client).
+ * Ours and the floor's conversations alternate by blocks of 10 calls (and so do their direct
+ * replays), so a shared machine's drifting load falls on both sides alike; the ratio used to move
+ * 2x between runs when each side ran whole, one after the other.
  * `cpu_over_floor_<dialect>` is the same ratio in this process's CPU time per call (client,
  * proxy, loop and fake backend all run here): on a loaded shared machine latencies move with
- * other processes' load, CPU time much less.
+ * other processes' load, CPU time much less. `<dialect>_sleeps_per_call` (and the floor's) count
+ * the times per call this process blocked and had to be woken (voluntary context switches): what
+ * a loaded machine's run-queue delay multiplies; under 1 per call on both sides, since client,
+ * proxy and backend share this event loop.
  *
  * Run: npx tsx bench/harness.ts   (HARNESS_BENCH_CALLS, default 200; HARNESS_BENCH_DIALECTS=chat,google to pick)
  */
@@ -26,18 +32,20 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { HttpBackend } from '../src/llm/http-backend.js';
 import { createQwen3Codec } from '../src/llm/qwen3-codec.js';
 import { LlmProxy } from '../src/proxy/llm-proxy.js';
 import { createRuntime } from '../src/runtime/runtime.js';
 import { createSandboxProvider } from '../src/sandbox/index.js';
 import { startFakeLlmServer } from '../src/testing/fake-llm-server.js';
+import { cpuMs, DirectCalls, type RecordedCall } from './_direct-calls.js';
 import { fixedAnswerEngine } from './_proxy-engine.js';
 import { startFloorServer, type FloorDialect } from './_proxy-floor.js';
 import { median, report, round } from './stats.js';
 
 const CALLS = Number(process.env.HARNESS_BENCH_CALLS ?? 200);
 const WARMUP = 30;
+/** Calls per block: ours and the floor's conversations alternate by blocks. */
+const BLOCK = 10;
 const DIALECTS = (process.env.HARNESS_BENCH_DIALECTS?.split(',') ?? ['chat', 'responses', 'anthropic', 'google']) as FloorDialect[];
 const figures: Record<string, number | string | boolean> = {};
 const codec = createQwen3Codec();
@@ -92,63 +100,96 @@ function eventsOf(text: string): Loose[] {
   return out;
 }
 
-const cpuMs = (): number => {
-  const u = process.cpuUsage();
-  return (u.user + u.system) / 1000;
-};
+/**
+ * One client conversation in a dialect on one keep-alive connection to `socketPath`, driven a
+ * block of calls at a time so that ours and the floor's can alternate.
+ */
+class Conversation {
+  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  private body: Loose;
+  private readonly c: DialectClient;
+  /** Latencies of the calls after the warm-up. */
+  readonly lat: number[] = [];
+  /** CPU of this process (ms) and voluntary context switches over those calls. */
+  cpu = 0;
+  sleeps = 0;
+  private done = 0;
 
-/** A run's latencies after the warm-up, and this process's CPU per call over them. */
-interface Run {
-  lat: number[];
-  cpu: number;
-}
+  constructor(
+    private readonly dialect: FloorDialect,
+    private readonly socketPath: string,
+    private readonly token: string,
+  ) {
+    this.c = clients[dialect];
+    this.body = this.c.first();
+  }
 
-/** `CALLS` streamed calls in `dialect` on one keep-alive connection to `socketPath`. */
-async function drive(dialect: FloorDialect, socketPath: string, token: string): Promise<Run> {
-  const c = clients[dialect];
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  let body = c.first();
-  const lat: number[] = [];
-  let cpu0 = 0;
-  try {
-    for (let i = 0; i < CALLS; i++) {
-      if (i === WARMUP) cpu0 = cpuMs();
-      const text = JSON.stringify(body);
+  /** The next `n` calls. */
+  async calls(n: number): Promise<void> {
+    const measured = this.done >= WARMUP;
+    const cpu0 = cpuMs();
+    const vcs0 = process.resourceUsage().voluntaryContextSwitches;
+    for (let i = 0; i < n; i++, this.done++) {
+      const text = JSON.stringify(this.body);
       const t = performance.now();
       const out = await new Promise<string>((resolve, reject) => {
-        const req = http.request({ socketPath, path: c.path, method: 'POST', agent, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
+        const req = http.request({ socketPath: this.socketPath, path: this.c.path, method: 'POST', agent: this.agent, headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
           const parts: Buffer[] = [];
           res.on('data', (d: Buffer) => parts.push(d));
-          res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(parts).toString()) : reject(new Error(`${dialect}: HTTP ${res.statusCode}: ${Buffer.concat(parts).toString().slice(0, 300)}`))));
+          res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(parts).toString()) : reject(new Error(`${this.dialect}: HTTP ${res.statusCode}: ${Buffer.concat(parts).toString().slice(0, 300)}`))));
         });
         req.on('error', reject);
         req.end(text);
       });
-      const answer = c.text(eventsOf(out));
-      if (i >= WARMUP) lat.push(performance.now() - t);
-      if (!answer) throw new Error(`${dialect}: no text in the answer: ${out.slice(0, 300)}`);
-      body = c.grow(body, answer);
+      const answer = this.c.text(eventsOf(out));
+      if (measured) this.lat.push(performance.now() - t);
+      if (!answer) throw new Error(`${this.dialect}: no text in the answer: ${out.slice(0, 300)}`);
+      this.body = this.c.grow(this.body, answer);
     }
-  } finally {
-    agent.destroy();
+    if (measured) {
+      this.cpu += cpuMs() - cpu0;
+      this.sleeps += process.resourceUsage().voluntaryContextSwitches - vcs0;
+    }
   }
-  return { lat, cpu: (cpuMs() - cpu0) / (CALLS - WARMUP) };
+
+  close(): void {
+    this.agent.destroy();
+  }
 }
 
-/** This process → the backend, the recorded prompts in order: the direct token-level call. */
-async function direct(url: string, recorded: { promptIds: number[]; maxTokens: number }[]): Promise<Run> {
-  const backend = new HttpBackend({ id: 'direct', url, protocol: 'prorl' });
-  const lat: number[] = [];
-  let cpu0 = 0;
-  for (const [i, s] of recorded.entries()) {
-    if (i === WARMUP) cpu0 = cpuMs();
-    const t = performance.now();
-    await backend.generate({ rolloutId: 'direct', instance: { data_source: 'bench', instance_id: 'direct' }, turn: i, promptIds: s.promptIds, maxTokens: s.maxTokens, sampling: { temperature: 1 }, signal: new AbortController().signal }, 60_000);
-    if (i >= WARMUP) lat.push(performance.now() - t);
+/** A run's latencies after the warm-up, and per call: this process's CPU (ms) and its voluntary context switches. */
+interface Run {
+  lat: number[];
+  cpu: number;
+  sleeps: number;
+}
+
+const runOf = (c: { lat: number[]; cpu: number; sleeps: number }): Run => ({ lat: c.lat, cpu: c.cpu / c.lat.length, sleeps: c.sleeps / c.lat.length });
+
+/**
+ * The direct replays of both sides' recorded prompts, also alternating by block: the same
+ * backend client, so neither side's baseline sees a quieter machine than the other's.
+ */
+async function directPair(url: string, ours: RecordedCall[], floor: RecordedCall[]): Promise<[Run, Run]> {
+  const direct = new DirectCalls(url);
+  const acc = [ours, floor].map(() => ({ lat: [] as number[], cpu: 0, sleeps: 0 }));
+  try {
+    await direct.run(ours.slice(0, WARMUP));
+    await direct.run(floor.slice(0, WARMUP));
+    for (let i = WARMUP; i < Math.max(ours.length, floor.length); i += BLOCK) {
+      for (const [k, list] of [ours, floor].entries()) {
+        const a = acc[k]!;
+        const vcs0 = process.resourceUsage().voluntaryContextSwitches;
+        const r = await direct.run(list.slice(i, i + BLOCK));
+        a.lat.push(...r.lat);
+        a.cpu += r.cpu;
+        a.sleeps += process.resourceUsage().voluntaryContextSwitches - vcs0;
+      }
+    }
+  } finally {
+    direct.close();
   }
-  const cpu = (cpuMs() - cpu0) / (recorded.length - WARMUP);
-  backend.close();
-  return { lat, cpu };
+  return [runOf(acc[0]!), runOf(acc[1]!)];
 }
 
 /** The proxies harness rollouts start, with their keys, for the in-process client. */
@@ -165,27 +206,40 @@ const server = await startFakeLlmServer({ policy: engine, codec });
 const provider = createSandboxProvider({ hosts: 1, stateDir: path.join(stateDir, 'p') });
 const rt = createRuntime({ codec, backends: [`prorl+${server.url}`], sandboxes: provider, maxIterations: CALLS + 10, retries: { max: 0 } });
 
-/** Section 1: each dialect through a harness rollout's proxy against the floor speaking it. */
+/**
+ * Section 1: each dialect through a harness rollout's proxy against the floor speaking it, the
+ * two conversations alternating by blocks of {@link BLOCK} calls (and so their direct replays):
+ * on a shared machine whose load drifts within a run, both sides see the same load.
+ */
 async function dialectSection(): Promise<void> {
   for (const dialect of DIALECTS) {
-    seen.length = 0;
     const n = proxies.length;
     const handle = rt.submit({ data_source: 'harness', instance_id: `bench-${dialect}`, command: 'sleep 600', eval_command: 'true', max_llm_calls: CALLS + 1, max_tokens_total: 10_000_000 } as never);
     while (proxies.length === n) await new Promise((r) => setTimeout(r, 20));
     const { proxy, token } = proxies.at(-1)!;
-    const ours = await drive(dialect, proxy.socketPath, token);
-    const oursDirect = await direct(server.url, seen.slice());
-    await handle.cancel('measured');
-    await handle.result.catch(() => undefined);
     const floorServer = await startFloorServer(server.url, codec, dialect);
-    let floor: Run;
-    let floorDirect: Run;
+    const oursConv = new Conversation(dialect, proxy.socketPath, token);
+    const floorConv = new Conversation(dialect, floorServer.socketPath, 'floor');
+    /** Our proxy's prompts, as the engine saw them: the engine serves one side at a time. */
+    const oursRecorded: RecordedCall[] = [];
     try {
-      floor = await drive(dialect, floorServer.socketPath, 'floor');
-      floorDirect = await direct(server.url, floorServer.recorded);
+      for (let done = 0; done < CALLS; done += BLOCK) {
+        const k = Math.min(BLOCK, CALLS - done);
+        seen.length = 0;
+        await oursConv.calls(k);
+        oursRecorded.push(...seen);
+        await floorConv.calls(k);
+      }
     } finally {
+      oursConv.close();
+      floorConv.close();
+      await handle.cancel('measured');
+      await handle.result.catch(() => undefined);
       await floorServer.close();
     }
+    const ours = runOf(oursConv);
+    const floor = runOf(floorConv);
+    const [oursDirect, floorDirect] = await directPair(server.url, oursRecorded, floorServer.recorded);
     const over = median(ours.lat) - median(oursDirect.lat);
     const floorOver = median(floor.lat) - median(floorDirect.lat);
     figures[`${dialect}_proxied_p50_ms`] = round(median(ours.lat), 3);
@@ -194,6 +248,8 @@ async function dialectSection(): Promise<void> {
     figures[`${dialect}_floor_overhead_ms`] = round(floorOver, 3);
     figures[`${dialect}_cpu_per_call_ms`] = round(ours.cpu, 3);
     figures[`${dialect}_floor_cpu_per_call_ms`] = round(floor.cpu, 3);
+    figures[`${dialect}_sleeps_per_call`] = round(ours.sleeps, 2);
+    figures[`${dialect}_floor_sleeps_per_call`] = round(floor.sleeps, 2);
     figures[`cpu_over_floor_${dialect}`] = round((ours.cpu - oursDirect.cpu) / (floor.cpu - floorDirect.cpu), 2);
     figures[`proxy_over_floor_${dialect}`] = round(over / floorOver, 2);
   }

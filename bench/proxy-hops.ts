@@ -37,11 +37,11 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { createRuntime } from '../src/runtime/runtime.js';
-import { HttpBackend } from '../src/llm/http-backend.js';
 import { createQwen3Codec } from '../src/llm/qwen3-codec.js';
 import { LlmProxy } from '../src/proxy/llm-proxy.js';
 import { createSandboxProvider } from '../src/sandbox/index.js';
 import { startFakeLlmServer } from '../src/testing/fake-llm-server.js';
+import { cpuMs, DirectCalls } from './_direct-calls.js';
 import { startFloorServer } from './_proxy-floor.js';
 import { fixedAnswerEngine } from './_proxy-engine.js';
 import { TIMING_AGENT, timingLine } from './_proxy-timing-agent.js';
@@ -83,7 +83,6 @@ function procCpuMs(pid: number): number {
   const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(f[11]) + Number(f[12])) * 10;
 }
-const cpuMs = (): number => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
 
 // Times each proxy request inside this process, from arrival to the answer's last byte handed to the socket.
 const service: number[] = [];
@@ -203,18 +202,14 @@ async function proxied(mode: 'tcp' | 'uds'): Promise<{ p50: number; service: num
 
 /** This process → the backend, the recorded prompts in order (bench/proxy.ts's direct call). */
 async function directNode(recorded: typeof seen): Promise<{ p50: number; p10: number; cpu: number }> {
-  const direct = new HttpBackend({ id: 'direct', url: server.url, protocol: 'prorl' });
-  const directMs: number[] = [];
-  let cpu0 = 0;
-  for (const [i, s] of recorded.entries()) {
-    if (i === WARMUP) cpu0 = cpuMs();
-    const t = performance.now();
-    await direct.generate({ rolloutId: 'direct', instance: { data_source: 'bench', instance_id: 'direct' }, turn: i, promptIds: s.promptIds, maxTokens: s.maxTokens, sampling: { temperature: 1 }, signal: new AbortController().signal }, 60_000);
-    if (i >= WARMUP) directMs.push(performance.now() - t);
+  const direct = new DirectCalls(server.url);
+  try {
+    await direct.run(recorded.slice(0, WARMUP));
+    const { lat, cpu } = await direct.run(recorded.slice(WARMUP));
+    return { p50: median(lat), p10: quantile(lat, 0.1), cpu: cpu / lat.length };
+  } finally {
+    direct.close();
   }
-  const cpu = (cpuMs() - cpu0) / (recorded.length - WARMUP);
-  direct.close();
-  return { p50: median(directMs), p10: quantile(directMs, 0.1), cpu };
 }
 
 try {

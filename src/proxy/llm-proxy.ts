@@ -5,9 +5,9 @@ import type { Server as NetServer, Socket } from 'node:net';
 import type { OpenAiChatRequest } from '../llm/openai-chat-route.js';
 import type { Message, ToolSchema } from '../protocol/messages.js';
 import { acceptLlmListeners } from '../sandbox/llm-listener-handoff.js';
-import { jsonDepth } from '../json-depth.js';
 import { createDialects, type Dialect, type DialectName, type DialectRoute, type InternalRequest } from './dialects/index.js';
 import { routeFromBody, routeOf } from './dialects/detect.js';
+import { jsonValueDepth } from './json-value-depth.js';
 import { sendJson } from './dialects/dialect.js';
 import { ProxyRefusal, sendRefusal } from './openai-error.js';
 
@@ -68,6 +68,13 @@ export interface ProxyChatCall {
 const DEFAULT_MAX_BODY = 16 * 1024 * 1024;
 
 /**
+ * Chat requests of one rollout open at once (the one sampled and those waiting): CLIs send a
+ * side request or a sub-agent's call beside the main one, rarely more than two or three; a
+ * harness looping on parallel requests is told 409 rather than queueing without bound.
+ */
+export const MAX_OPEN_CALLS = 8;
+
+/**
  * The per-rollout LLM endpoint: an HTTP server on a Unix socket serving `GET /v1/models` and four
  * API dialects, each JSON or streamed (src/proxy/dialects/): OpenAI chat completions
  * (`POST /v1/chat/completions`), OpenAI Responses (`POST /v1/responses`), Anthropic Messages
@@ -78,9 +85,13 @@ const DEFAULT_MAX_BODY = 16 * 1024 * 1024;
  * — rendering, sampling and the token record are the loop's (`src/runtime/harness-steps.ts`),
  * the same whatever the dialect. Policy, as docs/proxy.md explains:
  *
- * - one chat request at a time: a second one while the first is unanswered is 409
- *   (`request_in_flight`); a trajectory is a sequence, and queueing parallel calls would record
- *   them in an order the harness never chose;
+ * - one chat request sampled at a time: requests that arrive while one is unanswered (a CLI's
+ *   sub-agent, or a side request for a title or a summary) wait in arrival order, at most
+ *   {@link MAX_OPEN_CALLS} open at once, and are handed to the loop one by one — each is placed
+ *   on the token record like any call (a conversation that extends none starts or resumes its
+ *   own segment, docs/proxy.md). Beyond the bound a request is 409 (`request_in_flight`, with
+ *   retry hints). A waiting request whose harness hangs up leaves the queue unsampled. Not every
+ *   CLI retries a 409 (the Gemini CLI retries only 429 and 5xx), so waiting is the rule;
  * - after {@link end} every chat request is 410 (`rollout_ended`); after {@link close} the
  *   socket is gone;
  * - errors are in the request's dialect's shape: 400 malformed JSON / bad fields (naming the
@@ -90,11 +101,12 @@ const DEFAULT_MAX_BODY = 16 * 1024 * 1024;
  */
 export class LlmProxy {
   private readonly sockets = new Set<Socket>();
-  private queued: ChatCall | null = null;
+  /** Chat requests read and not yet taken by the loop, in arrival order. */
+  private readonly queue: ChatCall[] = [];
   /** The call taken by the loop and not yet answered. */
   private taken: ChatCall | null = null;
-  /** True from a chat request's arrival until it is refused or answered: the 409 gate. */
-  private busy = false;
+  /** Chat requests from arrival until refused, answered or dropped (being read, queued or taken): the 409 gate. */
+  private open = 0;
   private waiter: { resolve: (c: ProxyChatCall) => void; reject: (e: unknown) => void; signal: AbortSignal; onAbort: () => void } | null = null;
   private ended: string | null = null;
   private closed = false;
@@ -195,10 +207,10 @@ export class LlmProxy {
     if (this.ended !== null) return Promise.reject(new Error(`the proxy has ended: ${this.ended}`));
     if (signal.aborted) return Promise.reject(signal.reason);
     if (this.waiter) return Promise.reject(new Error('LlmProxy.next: a waiter is already registered'));
-    const q = this.queued;
+    const q = this.queue.shift();
     if (q) {
-      this.queued = null;
       this.taken = q;
+      q.handedOut = true;
       return Promise.resolve(q);
     }
     return new Promise<ProxyChatCall>((resolve, reject) => {
@@ -212,6 +224,18 @@ export class LlmProxy {
   }
 
   /**
+   * Withdraws the waiting {@link next} (it rejects): its caller no longer wants a request, e.g. the
+   * harness exited first. A request arriving later waits for the next `next`. No-op without one.
+   */
+  withdraw(): void {
+    const w = this.waiter;
+    if (!w) return;
+    this.waiter = null;
+    w.signal.removeEventListener('abort', w.onAbort);
+    w.reject(new Error('LlmProxy.next: withdrawn'));
+  }
+
+  /**
    * Ends the rollout's side: every later chat request is 410, an unanswered one is refused with
    * 410 too, and a waiting {@link next} rejects. Idempotent.
    */
@@ -219,9 +243,9 @@ export class LlmProxy {
     if (this.ended !== null) return;
     this.ended = reason;
     const gone = new ProxyRefusal(410, 'invalid_request_error', 'rollout_ended', `this rollout has ended (${reason}); no more LLM calls are taken`);
-    this.queued?.refuse(gone);
+    for (const c of this.queue.splice(0)) c.refuse(gone);
     this.taken?.refuse(gone);
-    this.queued = this.taken = null;
+    this.taken = null;
     const w = this.waiter;
     if (w) {
       this.waiter = null;
@@ -281,11 +305,11 @@ export class LlmProxy {
       req.resume();
       return refuse(new ProxyRefusal(410, 'invalid_request_error', 'rollout_ended', `this rollout has ended (${this.ended}); no more LLM calls are taken`));
     }
-    if (!counting && this.busy) {
+    if (!counting && this.open >= MAX_OPEN_CALLS) {
       req.resume();
-      return refuse(new ProxyRefusal(409, 'invalid_request_error', 'request_in_flight', 'another chat request of this rollout is still unanswered; send one request at a time'));
+      return refuse(new ProxyRefusal(409, 'invalid_request_error', 'request_in_flight', `${MAX_OPEN_CALLS} chat requests of this rollout are already unanswered; they are sampled one at a time`));
     }
-    if (!counting) this.busy = true;
+    if (!counting) this.open++;
     let call: ChatCall;
     try {
       const json = this.parseJson(await this.readBody(req));
@@ -298,7 +322,7 @@ export class LlmProxy {
       }
       call = new ChatCall(++this.seq, dialect, internal, res, () => this.settled(call));
     } catch (err) {
-      if (!counting) this.busy = false;
+      if (!counting) this.open--;
       return refuse(err instanceof ProxyRefusal ? err : new ProxyRefusal(400, 'invalid_request_error', 'bad_request', (err as Error).message));
     }
     if (this.ended !== null) return call.refuse(new ProxyRefusal(410, 'invalid_request_error', 'rollout_ended', `this rollout has ended (${this.ended})`));
@@ -307,21 +331,28 @@ export class LlmProxy {
       this.waiter = null;
       w.signal.removeEventListener('abort', w.onAbort);
       this.taken = call;
+      call.handedOut = true;
       w.resolve(call);
     } else {
-      this.queued = call;
+      this.queue.push(call);
     }
   }
 
+  /**
+   * The body parsed, then its nesting checked on the value (json-value-depth.ts): V8's
+   * `JSON.parse` is iterative, so a deep body cannot overflow it; the depth limit guards the
+   * recursive code after it.
+   */
   private parseJson(raw: Buffer): unknown {
-    const text = raw.toString('utf8');
     const maxDepth = this.opts.maxDepth ?? 64;
-    if (jsonDepth(text) > maxDepth) throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', `JSON nested deeper than ${maxDepth}`);
+    let json: unknown;
     try {
-      return JSON.parse(text);
+      json = JSON.parse(raw.toString('utf8'));
     } catch (err) {
       throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', `malformed JSON: ${(err as Error).message.slice(0, 200)}`);
     }
+    if (jsonValueDepth(json, maxDepth) > maxDepth) throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', `JSON nested deeper than ${maxDepth}`);
+    return json;
   }
 
   private warn(message: string): void {
@@ -330,10 +361,14 @@ export class LlmProxy {
     this.warnings.push(message);
   }
 
+  /** A call was answered, refused, or dropped while it waited (its harness hung up): it leaves the gate and the queue. */
   private settled(call: ChatCall): void {
+    this.open--;
     if (this.taken === call) this.taken = null;
-    if (this.queued === call) this.queued = null;
-    this.busy = false;
+    else {
+      const i = this.queue.indexOf(call);
+      if (i >= 0) this.queue.splice(i, 1);
+    }
   }
 
   /** Null when the request carries this rollout's key; else the 401 (no key, or one never issued) or 403 (another rollout's). */
@@ -412,9 +447,19 @@ class ChatCall implements ProxyChatCall {
     this.maxTokens = req.maxTokens;
     this.enableThinking = req.enableThinking;
     res.on('close', () => {
-      if (!res.writableFinished) this.hungUp = true;
+      if (res.writableFinished) return;
+      this.hungUp = true;
+      // Not taken yet: it leaves the queue unsampled (the proxy's `settled` removes it). A taken
+      // one is still the loop's to finish; its answer is then dropped.
+      if (!this.handedOut && !this.done) {
+        this.done = true;
+        this.onSettled();
+      }
     });
   }
+
+  /** Set by the proxy when it hands the call to the loop. */
+  handedOut = false;
 
   get closed(): boolean {
     return this.hungUp;

@@ -38,6 +38,8 @@ export class SandboxHarness implements ExternalAgent {
   private stopped = false;
   /** Set once the kill sweep ran: the poll loop ends at its next turn whatever the shell says. */
   private swept = false;
+  /** The pending {@link next}'s way to learn of the exit (one at a time). */
+  private onExit: ((r: { exitCode: number | null }) => void) | null = null;
 
   constructor(
     private readonly sandbox: Sandbox,
@@ -46,7 +48,11 @@ export class SandboxHarness implements ExternalAgent {
     readonly limits: { maxLlmCalls?: number | undefined; maxTokensTotal?: number | undefined },
     private readonly clock: Clock = systemClock,
   ) {
-    this.exited = this.run(command).then((r) => (this.result = r));
+    this.exited = this.run(command).then((r) => {
+      this.result = r;
+      this.onExit?.(r);
+      return r;
+    });
   }
 
   /** The tail of what the harness printed (stdout and stderr, as the terminal showed them). */
@@ -59,28 +65,30 @@ export class SandboxHarness implements ExternalAgent {
     return this.result?.exitCode ?? null;
   }
 
-  async next(signal: AbortSignal): Promise<ExternalAgentEvent> {
-    if (this.result) return { type: 'exit', exitCode: this.result.exitCode };
-    if (signal.aborted) throw signal.reason;
-    // This is every LLM call's path: no composite signal (AbortSignal.any) and no abort (an
-    // AbortError with its stack) per call; the proxy's waiter is withdrawn only when the exit wins.
-    const local = new AbortController();
-    const onAbort = (): void => local.abort(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    let taken = false;
-    const call = this.proxy.next(local.signal).then((c): ExternalAgentEvent => {
-      taken = true;
-      return { type: 'chat', call: c };
+  next(signal: AbortSignal): Promise<ExternalAgentEvent> {
+    if (this.result) return Promise.resolve({ type: 'exit', exitCode: this.result.exitCode });
+    if (signal.aborted) return Promise.reject(signal.reason);
+    // Every LLM call's path, so no composite signal, no abort controller, no race per call: the
+    // proxy's waiter listens on the loop's signal itself, and an exit (rare: once per rollout)
+    // withdraws it. A `Promise.race` with a promise derived from `exited` per call also left one
+    // reaction on `exited` per call until the harness exited: O(calls) held per rollout.
+    return new Promise<ExternalAgentEvent>((resolve, reject) => {
+      this.onExit = (r) => {
+        this.onExit = null;
+        this.proxy.withdraw();
+        resolve({ type: 'exit', exitCode: r.exitCode });
+      };
+      this.proxy.next(signal).then(
+        (call) => {
+          this.onExit = null;
+          resolve({ type: 'chat', call });
+        },
+        (err: unknown) => {
+          this.onExit = null;
+          reject(err);
+        },
+      );
     });
-    const exit = this.exited.then((r): ExternalAgentEvent => ({ type: 'exit', exitCode: r.exitCode }));
-    // A rejection of the losing side (the proxy waiter withdrawn) is expected and dropped.
-    call.catch(() => {});
-    try {
-      return await Promise.race([call, exit]);
-    } finally {
-      signal.removeEventListener('abort', onAbort);
-      if (!taken) local.abort();
-    }
   }
 
   stop(reason: string): Promise<void> {

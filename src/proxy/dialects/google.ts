@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Message, ToolCall, ToolSchema } from '../../protocol/messages.js';
 import type { ProxyRefusal } from '../openai-error.js';
+import { reusedPrefix } from '../chat-request-reader.js';
 import { answerOf, badRequest, field, isObject, sendEventStream, sendJson, unsupported, type Dialect, type DialectRoute, type InternalRequest, type ReadContext } from './dialect.js';
 
 /** Tools that run on Google's side. */
@@ -22,6 +23,13 @@ const SERVER_TOOLS = ['googleSearch', 'googleSearchRetrieval', 'codeExecution', 
  */
 export class GoogleDialect implements Dialect {
   readonly name = 'google' as const;
+  /**
+   * The previous request's contents as sent and as read. The Gemini CLI re-sends its whole
+   * history each call; a content equal (as JSON) to the previous request's at the same index is
+   * not read again — the same message objects, which the token record then compares by identity
+   * (chat-request-reader.ts does the same for chat).
+   */
+  private prev: { raw: readonly unknown[]; read: ContentRead[] } | null = null;
 
   read(json: unknown, route: DialectRoute, _ctx?: ReadContext): InternalRequest {
     const b = field.object(json, 'body');
@@ -33,51 +41,18 @@ export class GoogleDialect implements Dialect {
     }
     const contents = field.array(b.contents, 'contents');
     if (contents.length === 0 && route.op === 'generate') throw badRequest('contents', 'at least one content is required');
+    // The contents re-sent unchanged from the previous request were read then (with the same open
+    // calls entering each, since everything before them is unchanged too): only the rest is read.
+    const read: ContentRead[] = reusedPrefix(contents, this.prev);
     /** Calls of the last model turn not answered yet: functionResponses without an id are linked by name. */
-    let open: ToolCall[] = [];
-    contents.forEach((c, i) => {
-      const p = `contents.${i}`;
-      const o = field.object(c, p);
-      const role = o.role ?? 'user';
-      if (role !== 'user' && role !== 'model' && role !== 'function') throw badRequest(`${p}.role`, `expected user or model, got ${JSON.stringify(role)?.slice(0, 40)}`);
-      const parts = field.array(o.parts, `${p}.parts`);
-      if (role === 'model') {
-        let text = '';
-        const calls: ToolCall[] = [];
-        parts.forEach((part, j) => {
-          const q = `${p}.parts.${j}`;
-          const x = field.object(part, q);
-          if (x.thought === true) return;
-          if (typeof x.text === 'string') text += x.text;
-          else if (x.functionCall !== undefined) {
-            const fc = field.object(x.functionCall, `${q}.functionCall`);
-            const name = field.string(fc.name, `${q}.functionCall.name`);
-            calls.push({ id: field.optString(fc.id, `${q}.functionCall.id`) ?? `${name}-${i}-${calls.length}`, name, arguments: fc.args === undefined || fc.args === null ? {} : field.object(fc.args, `${q}.functionCall.args`) });
-          } else if (x.thoughtSignature === undefined) throw partError(x, q);
-        });
-        const msg: Message = { role: 'assistant', content: text };
-        if (calls.length > 0) msg.tool_calls = calls;
-        messages.push(msg);
-        open = calls.slice();
-        return;
-      }
-      const texts: string[] = [];
-      parts.forEach((part, j) => {
-        const q = `${p}.parts.${j}`;
-        const x = field.object(part, q);
-        if (typeof x.text === 'string') {
-          if (x.thought !== true) texts.push(x.text);
-        } else if (x.functionResponse !== undefined) {
-          const fr = field.object(x.functionResponse, `${q}.functionResponse`);
-          const name = field.string(fr.name, `${q}.functionResponse.name`);
-          const id = field.optString(fr.id, `${q}.functionResponse.id`);
-          const k = open.findIndex((c) => (id !== undefined ? c.id === id : c.name === name));
-          const callId = k >= 0 ? open.splice(k, 1)[0]!.id! : (id ?? `${name}-${i}-${j}`);
-          messages.push({ role: 'tool', content: responseText(fr.response, `${q}.functionResponse.response`), tool_call_id: callId, name });
-        } else throw partError(x, q);
-      });
-      if (texts.length > 0) messages.push({ role: 'user', content: texts.join('\n') });
-    });
+    let open: ToolCall[] = read.length > 0 ? read.at(-1)!.openAfter.slice() : [];
+    for (let i = read.length; i < contents.length; i++) {
+      const out: Message[] = [];
+      open = readContent(contents[i], i, open, out);
+      read.push({ messages: out, openAfter: open.slice() });
+    }
+    for (const r of read) for (const m of r.messages) messages.push(m);
+    if (route.op === 'generate') this.prev = { raw: contents, read };
     const tools: ToolSchema[] = [];
     if (b.tools !== undefined && b.tools !== null) {
       field.array(b.tools, 'tools').forEach((t, i) => {
@@ -134,6 +109,57 @@ export class GoogleDialect implements Dialect {
   errorBody(refusal: ProxyRefusal): unknown {
     return { error: { code: refusal.status, message: refusal.message, status: statusOf(refusal.status) } };
   }
+}
+
+/** What one content gave: its messages, and the calls still unanswered after it. */
+interface ContentRead {
+  messages: Message[];
+  openAfter: ToolCall[];
+}
+
+/** Reads `contents[i]` into `out`; `open` are the calls unanswered before it (consumed). Returns those unanswered after it. */
+function readContent(content: unknown, i: number, open: ToolCall[], out: Message[]): ToolCall[] {
+  const p = `contents.${i}`;
+  const o = field.object(content, p);
+  const role = o.role ?? 'user';
+  if (role !== 'user' && role !== 'model' && role !== 'function') throw badRequest(`${p}.role`, `expected user or model, got ${JSON.stringify(role)?.slice(0, 40)}`);
+  const parts = field.array(o.parts, `${p}.parts`);
+  if (role === 'model') {
+    let text = '';
+    const calls: ToolCall[] = [];
+    parts.forEach((part, j) => {
+      const q = `${p}.parts.${j}`;
+      const x = field.object(part, q);
+      if (x.thought === true) return;
+      if (typeof x.text === 'string') text += x.text;
+      else if (x.functionCall !== undefined) {
+        const fc = field.object(x.functionCall, `${q}.functionCall`);
+        const name = field.string(fc.name, `${q}.functionCall.name`);
+        calls.push({ id: field.optString(fc.id, `${q}.functionCall.id`) ?? `${name}-${i}-${calls.length}`, name, arguments: fc.args === undefined || fc.args === null ? {} : field.object(fc.args, `${q}.functionCall.args`) });
+      } else if (x.thoughtSignature === undefined) throw partError(x, q);
+    });
+    const msg: Message = { role: 'assistant', content: text };
+    if (calls.length > 0) msg.tool_calls = calls;
+    out.push(msg);
+    return calls.slice();
+  }
+  const texts: string[] = [];
+  parts.forEach((part, j) => {
+    const q = `${p}.parts.${j}`;
+    const x = field.object(part, q);
+    if (typeof x.text === 'string') {
+      if (x.thought !== true) texts.push(x.text);
+    } else if (x.functionResponse !== undefined) {
+      const fr = field.object(x.functionResponse, `${q}.functionResponse`);
+      const name = field.string(fr.name, `${q}.functionResponse.name`);
+      const id = field.optString(fr.id, `${q}.functionResponse.id`);
+      const k = open.findIndex((c) => (id !== undefined ? c.id === id : c.name === name));
+      const callId = k >= 0 ? open.splice(k, 1)[0]!.id! : (id ?? `${name}-${i}-${j}`);
+      out.push({ role: 'tool', content: responseText(fr.response, `${q}.functionResponse.response`), tool_call_id: callId, name });
+    } else throw partError(x, q);
+  });
+  if (texts.length > 0) out.push({ role: 'user', content: texts.join('\n') });
+  return open;
 }
 
 /** Google's canonical status name for an HTTP status. */

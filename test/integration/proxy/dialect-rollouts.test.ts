@@ -5,8 +5,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AgentHandler, ExternalAgent, ExternalAgentEvent } from '../../../src/proxy/agent-contract.js';
+import type { LlmClient } from '../../../src/llm/llm-client.js';
 import { OracleBackend } from '../../../src/llm/oracle-backend.js';
 import { LlmProxy } from '../../../src/proxy/llm-proxy.js';
 import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
@@ -86,6 +87,17 @@ const loops: Record<Dialect, (base: string, key: string) => Promise<string[]>> =
   },
 };
 
+/**
+ * The Gemini agent with a side request in parallel with its first call, as CLIs ask for a session
+ * title: @google/genai does not retry, and the Gemini CLI retries only 429 and 5xx, so the proxy
+ * must serve both rather than refuse one.
+ */
+async function googleWithSideRequest(base: string, key: string): Promise<string[]> {
+  const side = new GoogleGenAI({ apiKey: key, httpOptions: { baseUrl: base } }).models.generateContent({ model: 'gemini-2.5-flash', contents: [{ role: 'user', parts: [{ text: `A title for: ${TASK}` }] }] });
+  const [texts, title] = await Promise.all([loops.google(base, key), side]);
+  return [...texts, `title call: ${title.functionCalls?.[0]?.name ?? title.text}`];
+}
+
 /** The agent as the runtime sees it: the SDK loop in this process behind the rollout's proxy. */
 class SdkAgent implements ExternalAgent {
   readonly limits = {};
@@ -120,14 +132,18 @@ class SdkAgent implements ExternalAgent {
 }
 
 const cleanups: Promise<void>[] = [];
+/** Each rollout's proxy, for the backend below. */
+const proxies = new Map<string, LlmProxy>();
 const handler: AgentHandler = {
   name: 'sdk-agent',
   async init(ctx) {
     const dir = await mkdtemp(join(tmpdir(), 'sdk-agent-'));
     const key = `rk-${randomBytes(8).toString('hex')}`;
     const proxy = await LlmProxy.listen({ socketPath: join(dir, 'llm.sock'), token: key });
+    proxies.set(ctx.rolloutId, proxy);
     const fwd = await forwardTcp(proxy.socketPath);
-    const agent = new SdkAgent(proxy, loops[ctx.instance.dialect as Dialect](fwd.url, key));
+    const name = ctx.instance.dialect as string;
+    const agent = new SdkAgent(proxy, name === 'google+side' ? googleWithSideRequest(fwd.url, key) : loops[name as Dialect](fwd.url, key));
     ctx.signal.addEventListener('abort', () => cleanups.push((async () => {
       await agent.stop('ended');
       await fwd.close();
@@ -147,7 +163,17 @@ const handler: AgentHandler = {
 const codec = new TestCodec();
 let runtime: EmbeddedRuntime;
 beforeAll(() => {
-  runtime = createRuntime({ codec, llm: new OracleBackend({ codec }), sandboxes: new MemorySandboxProvider(), handlers: [handler], retries: { max: 0 }, budgetMs: 20_000 });
+  const oracle = new OracleBackend({ codec });
+  // The side-request rollout's first call is sampled only once both of its requests reached the
+  // proxy, so the second one surely arrives while the first is unanswered.
+  const llm: LlmClient = {
+    async generate(req) {
+      const proxy = proxies.get(req.rolloutId);
+      if (req.instance.dialect === 'google+side' && req.turn === 0 && proxy) await vi.waitFor(() => expect(proxy.stats.requests).toBeGreaterThanOrEqual(2), { timeout: 10_000 });
+      return oracle.generate(req);
+    },
+  };
+  runtime = createRuntime({ codec, llm, sandboxes: new MemorySandboxProvider(), handlers: [handler], retries: { max: 0 }, budgetMs: 20_000 });
 });
 afterAll(async () => {
   await runtime.close();
@@ -176,5 +202,29 @@ describe('a rollout whose agent speaks a dialect through its official SDK', () =
       expect(t.logprobs.slice(turn.promptIds.length, turn.promptIds.length + turn.outputIds.length)).toEqual(turn.logprobs);
     }
     expect(t.lossMask.filter((m) => m === 1)).toHaveLength(t.turns.reduce((n, x) => n + x.outputIds.length, 0));
+  });
+});
+
+describe('a rollout whose agent sends a side request in parallel', () => {
+  it('google: the side request waits for the main call and is served; it is its own sequence, the main one stays token-exact', async () => {
+    // The two parallel calls may reach the loop in either order, so both are answered alike.
+    const r = await runtime.submit({ data_source: 'sdk-agent', instance_id: 'sdk-google-side', dialect: 'google+side', oracle: [bash('echo one'), bash('echo one'), bash('echo two'), { content: 'All done.' }] }).result;
+    expect([r.outcome, r.finish], JSON.stringify(r.error)).toEqual(['completed', 'no_tool_call']);
+    expect(r.evalDetails?.texts).toEqual(['', '', 'All done.', 'title call: bash']);
+    const t = r.trajectory;
+    expect(t.turns).toHaveLength(4);
+    expect(t.diagnostics.continuity).toBe('segmented');
+    const merge = t.diagnostics.merge as { calls: number; sequences: number; callsPerSequence: number[] };
+    expect([merge.calls, merge.sequences, [...merge.callsPerSequence].sort()]).toEqual([4, 2, [1, 3]]);
+    // Each segment is token-exact on its own: its turns' sampled tokens in place with mask 1.
+    for (const seg of t.segments!) {
+      const start = seg.tokenStart;
+      for (const turn of t.turns.slice(seg.turnStart, seg.turnEnd)) {
+        const at = start + turn.promptIds.length;
+        expect(t.tokens.slice(start, at)).toEqual(turn.promptIds);
+        expect(t.tokens.slice(at, at + turn.outputIds.length)).toEqual(turn.outputIds);
+        expect(t.lossMask.slice(at, at + turn.outputIds.length).every((m) => m === 1)).toBe(true);
+      }
+    }
   });
 });

@@ -251,20 +251,44 @@ describe('OpenAI chat completions through the proxy (openai)', () => {
   });
 });
 
-describe('retry hints the SDKs read', () => {
-  it('a request sent while another is unanswered is 409 that the SDK retries until it is served', async () => {
-    const client = new Anthropic({ apiKey: TOKEN, baseURL: fwd.url, maxRetries: 8 });
-    const a = client.messages.create({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'first' }] });
+describe('parallel requests', () => {
+  it('a Gemini request sent while another is unanswered waits and is served: the SDK sees no error and retries nothing', async () => {
+    // @google/genai, like the Gemini CLI's own retry (429 and 5xx only), would fail on a 409.
+    const client = new GoogleGenAI({ apiKey: TOKEN, httpOptions: { baseUrl: fwd.url } });
+    const ask = (text: string) => client.models.generateContent({ model: 'gemini-2.5-flash', contents: [{ role: 'user', parts: [{ text }] }] });
+    const main = ask('main task');
     const callA = await proxy.next(new AbortController().signal);
-    const before = proxy.stats.byStatus.get(409) ?? 0;
-    const b = client.messages.create({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'second' }] });
-    await expect.poll(() => proxy.stats.byStatus.get(409) ?? 0).toBeGreaterThan(before);
+    const side = ask('a title for this session');
+    await expect.poll(() => proxy.stats.requests).toBe(2);
     const outputIds = codec.encodeAssistant({ content: 'one' });
     callA.answer(chatCompletion(codec, callA.body, { promptIds: [1], outputIds, logprobs: outputIds.map(() => -1), finishReason: 'stop' }, { model: 'x', n: 1, returnTokenIds: false }));
-    const [, msgA, msgB] = await Promise.all([serve({ content: 'two' }), a, b]);
-    expect([msgA.content[0], msgB.content[0]]).toMatchObject([{ text: 'one' }, { text: 'two' }]);
+    const [callB, a, b] = await Promise.all([serve({ content: 'two' }), main, side]);
+    expect(callB.messages).toEqual([{ role: 'user', content: 'a title for this session' }]);
+    expect([a.text, b.text]).toEqual(['one', 'two']);
+    expect(proxy.stats.requests).toBe(2);
+    expect([...proxy.stats.byStatus]).toEqual([[200, 2]]);
   });
 
+  it('a Responses stream sent while another is unanswered waits and is served with maxRetries 0 (Codex retries no 409 below its turn loop)', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: `${fwd.url}/v1`, maxRetries: 0 });
+    const ask = (text: string) => client.responses.create({ model: 'gpt-5-codex', input: [{ role: 'user', content: text }], store: false, stream: true }).then(async (s) => {
+      let out = '';
+      for await (const ev of s) if (ev.type === 'response.output_text.delta') out += ev.delta;
+      return out;
+    });
+    const main = ask('main');
+    const callA = await proxy.next(new AbortController().signal);
+    const sub = ask('sub-agent');
+    await expect.poll(() => proxy.stats.requests).toBe(2);
+    const outputIds = codec.encodeAssistant({ content: 'one' });
+    callA.answer(chatCompletion(codec, callA.body, { promptIds: [1], outputIds, logprobs: outputIds.map(() => -1), finishReason: 'stop' }, { model: 'x', n: 1, returnTokenIds: false }));
+    const [, a, b] = await Promise.all([serve({ content: 'two' }), main, sub]);
+    expect([a, b]).toEqual(['one', 'two']);
+    expect([...proxy.stats.byStatus]).toEqual([[200, 2]]);
+  });
+});
+
+describe('retry hints the SDKs read', () => {
   it('a used-up budget (429) is not retried', async () => {
     const client = new Anthropic({ apiKey: TOKEN, baseURL: fwd.url, maxRetries: 8 });
     const p = client.messages.create({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);

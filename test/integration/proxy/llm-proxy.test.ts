@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { Agent } from 'node:http';
+import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { chatCompletion } from '../../../src/llm/openai-chat-route.js';
-import { LlmProxy, type ProxyChatCall } from '../../../src/proxy/llm-proxy.js';
+import { LlmProxy, MAX_OPEN_CALLS, type ProxyChatCall } from '../../../src/proxy/llm-proxy.js';
 import { TestCodec } from '../../../src/testing/test-codec.js';
 import { chatBody, udsRequest } from './http.js';
 import { haveTools } from '../../helpers/system-tools.js';
@@ -107,23 +107,80 @@ describe('LlmProxy over a Unix socket', () => {
     expect((await udsRequest(proxy.socketPath, 'GET', '/v1/models', { token: TOKEN })).status).toBe(200);
   });
 
+  it('refuses a body nested deeper than 64 with 400 invalid_json, however deep, and still serves', async () => {
+    for (const depth of [65, 200_000]) {
+      const content = '['.repeat(depth - 3) + ']'.repeat(depth - 3);
+      const r = await udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: `{"model":"x","messages":[{"role":"user","content":${content}}]}` });
+      expect([r.status, errorOf(r.text).code, errorOf(r.text).message]).toEqual([400, 'invalid_json', 'JSON nested deeper than 64']);
+    }
+    const ok = udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: chatBody([{ role: 'user', content: 'still here' }]) });
+    answer(await proxy.next(new AbortController().signal), { content: 'yes' });
+    expect((await ok).status).toBe(200);
+  });
+
   it('refuses a 50 MB prompt with 413 without buffering it', async () => {
     const big = chatBody([{ role: 'user', content: 'x'.repeat(50 * 1024 * 1024) }]);
     const r = await udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: big });
     expect([r.status, errorOf(r.text).code]).toEqual([413, 'request_too_large']);
   });
 
-  it('refuses a second chat request while the first is unanswered with 409', async () => {
+  it('queues a chat request sent while another is unanswered and hands it to the loop once that one is answered', async () => {
     const first = udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: chatBody([{ role: 'user', content: 'a' }]) });
     const call = await proxy.next(new AbortController().signal);
-    const second = await udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: chatBody([{ role: 'user', content: 'b' }]) });
-    expect([second.status, errorOf(second.text).code]).toEqual([409, 'request_in_flight']);
-    answer(call, { content: 'ok' });
-    expect((await first).status).toBe(200);
-    // Answered: the next one is taken again.
+    const second = udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: chatBody([{ role: 'user', content: 'b' }]) });
     const third = udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: chatBody([{ role: 'user', content: 'c' }]) });
-    answer(await proxy.next(new AbortController().signal), { content: 'ok' });
-    expect((await third).status).toBe(200);
+    await expect.poll(() => proxy.stats.requests).toBe(3);
+    answer(call, { content: 'one' });
+    expect((await first).status).toBe(200);
+    // In arrival order, one at a time: the loop sees b, then c.
+    const b = await proxy.next(new AbortController().signal);
+    expect(b.messages.at(-1)!.content).toBe('b');
+    answer(b, { content: 'two' });
+    const c = await proxy.next(new AbortController().signal);
+    expect(c.messages.at(-1)!.content).toBe('c');
+    answer(c, { content: 'three' });
+    const [r2, r3] = await Promise.all([second, third]);
+    expect([r2.status, r3.status]).toEqual([200, 200]);
+    expect([r2.text, r3.text].map((t) => (JSON.parse(t) as { choices: { message: { content: string } }[] }).choices[0]!.message.content)).toEqual(['two', 'three']);
+    expect(proxy.stats.byStatus.get(409)).toBeUndefined();
+  });
+
+  it('answers 409 to a chat request beyond MAX_OPEN_CALLS open ones, with retry hints', async () => {
+    const open = Array.from({ length: MAX_OPEN_CALLS }, (_, i) => udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: chatBody([{ role: 'user', content: `q${i}` }]) }));
+    await expect.poll(() => proxy.stats.requests).toBe(MAX_OPEN_CALLS);
+    const over = await udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: chatBody([{ role: 'user', content: 'one too many' }]) });
+    expect([over.status, errorOf(over.text).code, over.headers['x-should-retry']]).toEqual([409, 'request_in_flight', 'true']);
+    for (let i = 0; i < MAX_OPEN_CALLS; i++) answer(await proxy.next(new AbortController().signal), { content: `a${i}` });
+    expect((await Promise.all(open)).map((r) => r.status)).toEqual(Array(MAX_OPEN_CALLS).fill(200));
+  });
+
+  it('drops a waiting request whose harness hung up: the loop never samples it', async () => {
+    const first = udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: chatBody([{ role: 'user', content: 'a' }]) });
+    const call = await proxy.next(new AbortController().signal);
+    const gone = request({ socketPath: proxy.socketPath, method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' } });
+    gone.on('error', () => {});
+    gone.end(chatBody([{ role: 'user', content: 'hung up' }]));
+    await expect.poll(() => proxy.stats.requests).toBe(2);
+    const closed = new Promise((r) => gone.on('close', r));
+    gone.destroy();
+    await closed;
+    const kept = udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: chatBody([{ role: 'user', content: 'kept' }]) });
+    await expect.poll(() => proxy.stats.requests).toBe(3);
+    answer(call, { content: 'one' });
+    expect((await first).status).toBe(200);
+    const next = await proxy.next(new AbortController().signal);
+    expect(next.messages.at(-1)!.content).toBe('kept');
+    answer(next, { content: 'two' });
+    expect((await kept).status).toBe(200);
+  });
+
+  it('refuses every waiting request with 410 when the rollout ends', async () => {
+    const held = udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: chatBody([{ role: 'user', content: 'a' }]) });
+    await proxy.next(new AbortController().signal);
+    const waiting = [1, 2].map((i) => udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: chatBody([{ role: 'user', content: `w${i}` }]) }));
+    await expect.poll(() => proxy.stats.requests).toBe(3);
+    proxy.end('finished');
+    expect((await Promise.all([held, ...waiting])).map((r) => r.status)).toEqual([410, 410, 410]);
   });
 
   it('answers 410 to chat requests after the rollout ended, and to the one it held', async () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { AnthropicDialect } from '../../../../src/proxy/dialects/anthropic.js';
 import type { DialectRoute } from '../../../../src/proxy/dialects/dialect.js';
 import { ProxyRefusal } from '../../../../src/proxy/openai-error.js';
-import { captureResponse, completionOf, sseEvents } from './capture.js';
+import { captureResponse, completionOf, refusalOf, sseEvents } from './capture.js';
 
 const route: DialectRoute = { dialect: 'anthropic', op: 'generate' };
 const ctx = { warn: () => undefined };
@@ -10,16 +10,6 @@ const d = new AnthropicDialect();
 
 function read(body: Record<string, unknown>) {
   return d.read({ model: 'claude-sonnet-4-5', max_tokens: 1024, ...body }, route, ctx);
-}
-
-function refusalOf(f: () => unknown): ProxyRefusal {
-  try {
-    f();
-  } catch (e) {
-    if (e instanceof ProxyRefusal) return e;
-    throw e;
-  }
-  throw new Error('no refusal');
 }
 
 describe('AnthropicDialect.read', () => {

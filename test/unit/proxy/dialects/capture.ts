@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { chatCompletion } from '../../../../src/llm/openai-chat-route.js';
 import type { Message } from '../../../../src/protocol/messages.js';
+import { ProxyRefusal } from '../../../../src/proxy/openai-error.js';
 import { TestCodec } from '../../../../src/testing/test-codec.js';
 
 /** What a dialect wrote: status, headers and body text. */
@@ -57,3 +58,14 @@ export function sseEvents(text: string): { event: string; data: unknown }[] {
 }
 
 export type { Message };
+
+/** The refusal `f` throws (any other error is rethrown; none is an error). */
+export function refusalOf(f: () => unknown): ProxyRefusal {
+  try {
+    f();
+  } catch (e) {
+    if (e instanceof ProxyRefusal) return e;
+    throw e;
+  }
+  throw new Error('no refusal');
+}

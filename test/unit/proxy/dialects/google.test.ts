@@ -2,22 +2,12 @@ import { describe, expect, it } from 'vitest';
 import type { DialectRoute } from '../../../../src/proxy/dialects/dialect.js';
 import { GoogleDialect } from '../../../../src/proxy/dialects/google.js';
 import { ProxyRefusal } from '../../../../src/proxy/openai-error.js';
-import { captureResponse, completionOf, sseEvents } from './capture.js';
+import { captureResponse, completionOf, refusalOf, sseEvents } from './capture.js';
 
 const d = new GoogleDialect();
 const ctx = { warn: () => undefined };
 const plain: DialectRoute = { dialect: 'google', op: 'generate', model: 'gemini-2.5-pro', stream: false };
 const sse: DialectRoute = { ...plain, stream: true, sse: true };
-
-function refusalOf(f: () => unknown): ProxyRefusal {
-  try {
-    f();
-  } catch (e) {
-    if (e instanceof ProxyRefusal) return e;
-    throw e;
-  }
-  throw new Error('no refusal');
-}
 
 describe('GoogleDialect.read', () => {
   it('reads systemInstruction, contents with functionCall / functionResponse parts and function declarations', () => {
@@ -85,5 +75,27 @@ describe('GoogleDialect.write', () => {
 
   it('shapes errors as Google does', () => {
     expect(d.errorBody(new ProxyRefusal(403, 'invalid_request_error', 'wrong_rollout_key', 'no'))).toEqual({ error: { code: 403, message: 'no', status: 'PERMISSION_DENIED' } });
+  });
+});
+
+describe('GoogleDialect over a growing history', () => {
+  it('hands the re-sent contents back as the same objects, reads only the new ones, and links a new nameless functionResponse to a call read before', () => {
+    const dd = new GoogleDialect();
+    const c0 = { role: 'user', parts: [{ text: 'task' }] };
+    const c1 = { role: 'model', parts: [{ functionCall: { name: 'run_shell_command', args: { command: 'ls' } } }, { functionCall: { name: 'read_file', args: { path: 'a' } } }] };
+    const c2 = { role: 'user', parts: [{ functionResponse: { name: 'read_file', response: { output: 'A' } } }] };
+    const first = dd.read({ contents: [c0, c1, c2] }, plain, ctx);
+    // Re-sent as fresh JSON, plus the other call's answer, which the earliest open call of its name takes.
+    const again = JSON.parse(JSON.stringify([c0, c1, c2])) as unknown[];
+    const c3 = { role: 'user', parts: [{ functionResponse: { name: 'run_shell_command', response: { output: 'a.txt' } } }] };
+    const second = dd.read({ contents: [...again, c3] }, plain, ctx);
+    const fresh = new GoogleDialect().read({ contents: [c0, c1, c2, c3] }, plain, ctx);
+    expect(second.messages).toEqual(fresh.messages);
+    for (let i = 0; i < first.messages.length; i++) expect(second.messages[i]).toBe(first.messages[i]);
+    expect(second.messages.at(-1)).toEqual({ role: 'tool', content: 'a.txt', tool_call_id: 'run_shell_command-1-0', name: 'run_shell_command' });
+    // A changed content is read again, and a bad new one is still named by its index.
+    const third = dd.read({ contents: [c0, { role: 'model', parts: [{ text: 'edited' }] }] }, plain, ctx);
+    expect(third.messages[1]).toEqual({ role: 'assistant', content: 'edited' });
+    expect(refusalOf(() => dd.read({ contents: [c0, { role: 'model', parts: [{ text: 'edited' }] }, { role: 'bogus', parts: [] }] }, plain, ctx)).param).toBe('contents.2.role');
   });
 });

@@ -1,24 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import type { DialectRoute } from '../../../../src/proxy/dialects/dialect.js';
 import { ResponsesDialect } from '../../../../src/proxy/dialects/responses.js';
-import { ProxyRefusal } from '../../../../src/proxy/openai-error.js';
-import { captureResponse, completionOf, sseEvents } from './capture.js';
+import { captureResponse, completionOf, refusalOf, sseEvents } from './capture.js';
 
 const route: DialectRoute = { dialect: 'responses', op: 'generate' };
 const d = new ResponsesDialect();
 const warnings: string[] = [];
 const ctx = { warn: (m: string) => warnings.push(m) };
 const read = (body: Record<string, unknown>) => d.read({ model: 'gpt-5-codex', ...body }, route, ctx);
-
-function refusalOf(f: () => unknown): ProxyRefusal {
-  try {
-    f();
-  } catch (e) {
-    if (e instanceof ProxyRefusal) return e;
-    throw e;
-  }
-  throw new Error('no refusal');
-}
 
 describe('ResponsesDialect.read', () => {
   it('reads instructions and input items (messages, function_call, function_call_output, reasoning) into the runtime form', () => {
