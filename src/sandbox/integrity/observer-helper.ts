@@ -31,7 +31,6 @@ why = []
 watches = {}      # id -> {"cgroup": str, "roots": [str], "inside": str, "execs": [], "paths": [], "reads": [], "lost": 0}
 owner = {}        # tgid -> watch id
 exited = []       # tgids that exited: forgotten after the fanotify queue is read (its events may name them)
-fs_marked = set() # st_dev of the filesystems marked for FAN_OPEN_EXEC
 MAX_ITEMS = 2000
 
 def cgroup_of(pid):
@@ -235,16 +234,9 @@ def handle(req):
                 elif len(errors) < 5:
                     errors.append('%s: %s' % (d, os.strerror(ctypes.get_errno())))
             # Every exec from the filesystems the sandbox runs programs from (FAN_MARK_FILESYSTEM).
+            # Marked again for each sandbox (idempotent): a device number is reused by a later filesystem.
             for d in req.get('execfs', []):
-                try:
-                    dev = os.stat(d).st_dev
-                except OSError:
-                    continue
-                if dev in fs_marked:
-                    continue
-                if libc.fanotify_mark(fan, 0x1 | 0x100, FAN_OPEN_EXEC, -100, d.encode()) == 0:
-                    fs_marked.add(dev)
-                elif len(errors) < 5:
+                if libc.fanotify_mark(fan, 0x1 | 0x100, FAN_OPEN_EXEC, -100, d.encode()) != 0 and len(errors) < 5:
                     errors.append('exec mark %s: %s' % (d, os.strerror(ctypes.get_errno())))
         # Prune watches whose sandbox is gone (their cgroup removed).
         for other in [k for k, v in watches.items() if k != wid and not os.path.isdir('/sys/fs/cgroup/pids' + v['cgroup'])]:
