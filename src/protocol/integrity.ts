@@ -102,6 +102,7 @@ const ProgramGlobSchema = z
   .refine((g) => !CONTROL.test(g), 'must not contain control characters')
   .refine((g) => g.trim().length > 0, 'must name a program')
   .superRefine((g, ctx) => {
+    if (g.trim().length === 0) return; // said above
     try {
       for (const t of g.trim().split(/\s+/)) compileGlob(t.replace(/^\/+/, ''));
     } catch (e) {
