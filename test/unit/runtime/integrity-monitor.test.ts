@@ -49,8 +49,8 @@ describe('RolloutIntegrity', () => {
     const unobserved = [
       { what: 'exec', why: 'no python3' },
       { what: 'reads', why: 'no python3' },
-    ];
-    const sb = { id: 'u', integrity: () => Promise.resolve(obs({ unobserved })) } as unknown as Sandbox;
+    ] as const;
+    const sb = { id: 'u', integrity: () => Promise.resolve(obs({ unobserved: [...unobserved] })) } as unknown as Sandbox;
     const plain = new RolloutIntegrity(policy);
     await plain.start(sb);
     expect(plain.report()).toMatchObject({ mode: 'full' });
