@@ -89,7 +89,8 @@ describe('processes, secret reads and network attempts are caught at the turn th
     expect(kinds(r), JSON.stringify(r.integrity)).toEqual([['read-secret', 1]]);
     expect(r.integrity!.violations[0]!.path).toMatch(/^\.git\//);
     expect(r.integrity!.mode).toBe('full');
-    expect(r.integrity!.execs).toContainEqual({ turn: 1, argv: ['git', 'log', '--all', '--oneline'] });
+    // The program is always seen; its full command line only when git lives long enough for the observer to read it (docs/integrity.md).
+    expect(r.integrity!.execs!.filter((e) => e.turn === 1).map((e) => e.argv?.[0]?.split('/').pop())).toContain('git');
   });
 
   it('git show reads an object from .git', async () => {
