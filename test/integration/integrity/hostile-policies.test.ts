@@ -81,7 +81,9 @@ describe('hostile policies on the SWE sample are caught at the turn that did it'
   });
 });
 
-describe('processes, secret reads and network attempts are caught at the turn that did it', () => {
+// Programs, secret reads and network attempts are observed by a root helper on /usr/bin/python3 (docs/integrity.md).
+const noObserver = process.getuid?.() !== 0 ? 'needs root (the process-events connector and fanotify)' : missingTools('python3');
+describe.skipIf(noObserver !== null)(`processes, secret reads and network attempts are caught at the turn that did it${skipNote(noObserver)}`, () => {
   const kinds = (r: RolloutResult) => (r.integrity?.violations ?? []).map((v) => [v.kind, v.turn] as const);
 
   it('git log --all reads the history in .git (secret by default for SWE rows)', async () => {
@@ -209,7 +211,8 @@ describe('no false positives', () => {
     expect(r.outcome).toBe('completed');
     expect(r.integrity?.violations).toEqual([]);
     expect(r.integrity?.actions).toBeGreaterThan(0);
-    // The SWE default has .git as secret: observed, so the report is not degraded.
-    expect([r.integrity?.mode, r.integrity?.reason]).toEqual(['full', undefined]);
+    // The SWE default has .git as secret: observed (where the observer runs), so the report is not degraded.
+    if (noObserver === null) expect([r.integrity?.mode, r.integrity?.reason]).toEqual(['full', undefined]);
+    else expect(r.integrity?.reason).toMatch(/secret reads not observed/);
   });
 });
