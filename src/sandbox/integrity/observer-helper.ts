@@ -169,8 +169,10 @@ def read_fan_events():
             if p is None or pid == os.getppid():
                 continue
             wid = owner.get(pid)
-            if wid is None:
+            gone = False
+            if wid is None and watches:
                 cg = cgroup_of(pid)
+                gone = cg is None
                 wid = watch_of_cgroup(cg)
             if mask & FAN_OPEN_EXEC:
                 # The file an execve opened: the program, then a script's interpreter, then the ELF loader.
@@ -178,7 +180,8 @@ def read_fan_events():
                     push(watches[wid], 'paths', [pid, p])
             if mask & FAN_OPEN:
                 # The path as the opener sees it: the host's path, or the workspace's path inside the sandbox.
-                cands = [wid] if wid is not None else [k for k, w in watches.items() if any(p == r or p.startswith(r + '/') for r in w['roots'])]
+                # A live process outside every sandbox (the host itself) is not the agent; one already gone may be.
+                cands = [wid] if wid is not None else [k for k, w in watches.items() if any(p.startswith(r + '/') for r in w['roots'])] if gone else []
                 for k in cands:
                     w = watches.get(k)
                     if w is None:
