@@ -91,19 +91,71 @@ const WorkspaceGlobSchema = z.string().superRefine((g, ctx) => {
   }
 });
 
-/** A program glob of `deny_exec`: matched against an executed program's path or its name (`pip`, `/usr/bin/curl`, `python*`). */
+/**
+ * A `deny_exec` entry: a program glob, then optionally argument globs, space-separated
+ * (`pip`, `/usr/bin/curl`, `python*`, `pip install`, `git log --all`). See {@link execMatcher}.
+ */
 const ProgramGlobSchema = z
   .string()
   .min(1, 'must not be empty')
   .max(MAX_GLOB_CHARS)
   .refine((g) => !CONTROL.test(g), 'must not contain control characters')
+  .refine((g) => g.trim().length > 0, 'must name a program')
   .superRefine((g, ctx) => {
+    if (g.trim().length === 0) return; // said above
     try {
-      compileGlob(g.replace(/^\/+/, ''));
+      for (const t of g.trim().split(/\s+/)) compileGlob(t.replace(/^\/+/, ''));
     } catch (e) {
       ctx.addIssue({ code: 'custom', message: `bad glob '${g.slice(0, 80)}': ${(e as Error).message}` });
     }
   });
+
+/** Interpreters whose script (or `-m` module) is the program a command line runs. */
+const INTERPRETER = /^(python[0-9.]*|pypy[0-9.]*|sh|bash|dash|zsh|perl|ruby|node)$/;
+
+/**
+ * Compiles `deny_exec` entries into a matcher over executed command lines. An entry's first
+ * word is a program glob, matched against argv[0] as a path (a glob without `/` matches the
+ * name: `pip` is `/usr/bin/pip`), and, when argv[0] is an interpreter (python*, sh, bash, perl,
+ * node…), against the script it runs or its `-m` module (`pip install` matches
+ * `python3 /usr/bin/pip install x` and `python3 -m pip install x`); each further word must match
+ * some argument after the program, in any order (`git log --all` matches `git log --oneline --all`).
+ * @returns the first matching entry, or null.
+ */
+export function execMatcher(entries: readonly string[]): (argv: readonly string[]) => string | null {
+  const rules = entries.map((entry) => {
+    const [prog, ...args] = entry.trim().split(/\s+/) as [string, ...string[]];
+    return { entry, prog: compileGlob(prog.replace(/^\/+/, '')), args: args.map((a) => compileGlob(a.replace(/^\/+/, ''))) };
+  });
+  return (argv) => {
+    if (argv.length === 0 || rules.length === 0) return null;
+    // Candidate programs and the index where their arguments start.
+    const cands: [string, number][] = [[argv[0]!, 1]];
+    const base = argv[0]!.slice(argv[0]!.lastIndexOf('/') + 1);
+    if (INTERPRETER.test(base)) {
+      for (let i = 1; i < argv.length; i++) {
+        const a = argv[i]!;
+        if (a === '-m' && i + 1 < argv.length) {
+          cands.push([argv[i + 1]!, i + 2]);
+          break;
+        }
+        if (a === '-c' || a === '-e') break;
+        if (!a.startsWith('-')) {
+          cands.push([a, i + 1]);
+          break;
+        }
+      }
+    }
+    for (const r of rules) {
+      for (const [p, from] of cands) {
+        if (!r.prog.test(p.replace(/^\/+/, ''))) continue;
+        const rest = argv.slice(from);
+        if (r.args.every((re) => rest.some((a) => re.test(a)))) return r.entry;
+      }
+    }
+    return null;
+  };
+}
 
 const globList = <T extends z.ZodTypeAny>(item: T) => z.array(item).max(MAX_INTEGRITY_GLOBS, `must list at most ${MAX_INTEGRITY_GLOBS} globs`);
 
@@ -137,7 +189,7 @@ export interface IntegrityDefaults {
 }
 
 /** The kinds of violation the monitor reports. */
-export const ViolationKindSchema = z.enum(['edit-protected', 'delete-protected', 'create-protected', 'symlink-protected', 'read-secret', 'exec-denied']);
+export const ViolationKindSchema = z.enum(['edit-protected', 'delete-protected', 'create-protected', 'symlink-protected', 'read-secret', 'exec-denied', 'network']);
 export type ViolationKind = z.infer<typeof ViolationKindSchema>;
 
 /** One violation: what, at which turn (the action after assistant turn `turn`), where, and the evidence. */
@@ -146,6 +198,8 @@ export const IntegrityViolationSchema = z.object({
   turn: z.number().int(),
   path: z.string().optional(),
   argv: z.array(z.string()).optional(),
+  /** A network attempt's address, when the mechanism sees it (see docs/integrity.md). */
+  address: z.string().optional(),
   detail: z.string(),
 });
 export type IntegrityViolation = z.infer<typeof IntegrityViolationSchema>;
@@ -170,7 +224,14 @@ export const IntegrityReportSchema = z.object({
   /** Actions observed and the monitor's time spent on them, in ms. */
   actions: z.number().int().optional(),
   monitorMs: z.number().optional(),
+  /** The programs the agent executed, per action (at most {@link MAX_REPORTED_EXECS}; argv null: it exited before it was read). */
+  execs: z.array(z.object({ turn: z.number().int(), argv: z.array(z.string()).nullable() })).optional(),
+  /** Executed programs past {@link MAX_REPORTED_EXECS}, counted but not listed. */
+  execsDropped: z.number().int().optional(),
 });
+
+/** Executed programs a report lists at most. */
+export const MAX_REPORTED_EXECS = 200;
 export type IntegrityReport = z.infer<typeof IntegrityReportSchema>;
 
 // ---- the sandbox host's monitor (runtime → host) ----
@@ -185,6 +246,8 @@ export const SandboxIntegritySchema = z.object({
   sandboxId: z.string(),
   op: z.enum(['start', 'observe']),
   protect: z.array(z.string()).max(2 * MAX_INTEGRITY_GLOBS).optional(),
+  /** Secret globs: opens of matching paths are observed (fanotify), with the executed programs. */
+  secret: z.array(z.string()).max(2 * MAX_INTEGRITY_GLOBS).optional(),
   turn: z.number().int().optional(),
 });
 
@@ -197,6 +260,10 @@ export const FileObservationSchema = z.object({
   entries: z.number().int(),
   truncated: z.boolean(),
   ms: z.number(),
+  /** Programs the sandbox executed since the last observation (host pid order). */
+  execs: z.array(z.object({ argv: z.array(z.string()).nullable() })).optional(),
+  /** What this host cannot observe for this sandbox (`exec`: programs run, `reads`: secret reads, `network`: attempts out), and why; the runtime reports `degraded` when its policy needs it. */
+  unobserved: z.array(z.object({ what: z.enum(['exec', 'reads', 'network']), why: z.string() })).optional(),
 });
 export type FileObservationResult = z.infer<typeof FileObservationSchema>;
 export const SandboxIntegrityResultSchema = z.object({ type: z.literal('sandbox.integrity.result'), id: z.number().int(), result: FileObservationSchema });

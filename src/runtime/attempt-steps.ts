@@ -173,6 +173,8 @@ export class AttemptSteps {
       return out;
     }
     const handler = att.handler!;
+    // The last action's observation ran during the LLM call: done before this action starts.
+    if (att.integrity) await this.settleIntegrity(att);
     this.startCall(s, att, 'action', ctx.opts.actionTimeoutMs);
     // A fresh context per turn, with hooks bound to this attempt and turn: a handler may keep,
     // spread or destructure it (`const { onToolCall } = ctx`) and its events still arrive.
@@ -189,7 +191,11 @@ export class AttemptSteps {
     actx.onToolResult = (o) => this.toolReturned(s, att, turn, o);
     const res = await handler.act(actx);
     if (att.ended) throw new CancelledError('rollout ended during the action');
-    if (att.integrity) await this.observeIntegrity(att, turn);
+    if (att.integrity) {
+      // Under `fail` (or when no LLM call follows) the observation is awaited; otherwise it runs during the next LLM call.
+      if (res.stop || turn + 1 >= att.maxIterations || att.integrity.policy.action === 'fail') await this.observeIntegrity(att, turn);
+      else att.integrity.observeInBackground(att.sandbox, turn);
+    }
     att.callAt = Infinity;
     if (res.state !== undefined) att.handlerState = res.state;
     const b = att.builder;
@@ -215,6 +221,7 @@ export class AttemptSteps {
 
   async eval(id: string): Promise<void> {
     const att = this.ctx.live(id).attempt!;
+    if (att.integrity) await this.settleIntegrity(att);
     // Built as in act() (no object spread with extra keys: a V8 slow path).
     const ectx = Object.assign({}, att.ctx!) as EvalContext;
     ectx.sandbox = att.sandbox;
@@ -227,6 +234,11 @@ export class AttemptSteps {
       throw new TaskError(`handler ${att.handler!.name} returned a non-numeric reward`, { code: 'BAD_REWARD', stage: 'eval' });
     }
     att.evalResult = r;
+  }
+
+  private async settleIntegrity(att: Attempt): Promise<void> {
+    await att.integrity!.settle();
+    if (att.ended) throw new CancelledError('rollout ended during the action');
   }
 
   /** Observes the action of `turn`; under `on_violation: fail` a violation ends the attempt as a task error. */

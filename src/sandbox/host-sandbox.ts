@@ -441,6 +441,17 @@ export class HostSandbox {
     return { upper: (this.imageMount.via ?? '') + overlayDirs(this.dir).upper, workspace: imageCwd(this.req.image) };
   }
 
+  /** What the integrity monitor (#27) watches of this sandbox: its pids cgroup, a pid in its network namespace, the spec's `network`. */
+  get integrityTargets(): { cgroup: string | null; netPid: number | null; network: boolean; inside: string } {
+    const own = this.req.driver !== 'none';
+    return {
+      cgroup: own && this.cgroup ? path.relative('/sys/fs/cgroup/pids', this.cgroup.dir).replace(/^(?!\/)/, '/') : null,
+      netPid: own ? (this.shellPid ?? this.pty?.pid ?? null) : null,
+      network: this.req.spec.network ?? false,
+      inside: this.req.image ? imageCwd(this.req.image) : own ? WORKSPACE : this.workdir,
+    };
+  }
+
   /** Runs an editor command on the workspace (link-safe, bounded: editor.ts). */
   editorOp(req: EditorRequest): Promise<EditorResult> {
     this.alive();

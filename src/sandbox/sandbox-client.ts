@@ -136,7 +136,7 @@ export class SandboxClient implements Sandbox {
     await this.call({ type: 'sandbox.reset' }, 4 * GRACE_MS);
   }
 
-  async integrity(req: { op: 'start'; protect: string[] } | { op: 'observe'; turn: number }): Promise<FileObservationResult> {
+  async integrity(req: { op: 'start'; protect: string[]; secret?: string[] } | { op: 'observe'; turn: number }): Promise<FileObservationResult> {
     return SandboxIntegrityResultSchema.parse(await this.call({ ...req, type: 'sandbox.integrity' }, GRACE_MS)).result;
   }
 

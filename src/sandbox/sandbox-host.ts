@@ -114,7 +114,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
         await sb.resetShell();
         return {};
       case 'sandbox.integrity':
-        return { result: handleIntegrity(sb, req) };
+        return { result: await handleIntegrity(sb, req) };
     }
   };
 

@@ -123,7 +123,7 @@ export interface Sandbox {
    * last scan at `turn`. Optional: a sandbox without one (a test double) runs the monitor degraded.
    * @throws SandboxError when the sandbox is lost or closed.
    */
-  integrity?(req: { op: 'start'; protect: string[] } | { op: 'observe'; turn: number }): Promise<import('../protocol/integrity.js').FileObservationResult>;
+  integrity?(req: { op: 'start'; protect: string[]; secret?: string[] } | { op: 'observe'; turn: number }): Promise<import('../protocol/integrity.js').FileObservationResult>;
   /**
    * Tree rollouts (#26): forks this sandbox at a turn boundary into `n` branch sandboxes. Its
    * processes are frozen (cgroup freezer) while the filesystem is captured copy-on-write and the

@@ -231,6 +231,7 @@ const KIND_WORDS: Record<string, string> = {
   'symlink-protected': 'linked over protected files',
   'read-secret': 'read secrets',
   'exec-denied': 'ran denied programs',
+  network: 'tried the network',
 };
 
 /** Bin counts as block characters, tallest = the largest bin. */

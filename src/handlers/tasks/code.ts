@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { CancelledError, InfraError, SandboxError } from '../../errors.js';
 import type { AgentHandler } from '../../proxy/agent-contract.js';
@@ -113,19 +114,27 @@ export const codeHandler: AgentHandler = defineToolAgent({
     });
     try {
       const budget = (inst.timeout_s * inst.tests.length + 30) * 1000;
-      const r = await runToEnd(sb, 'python3 .eval/run.py', budget, ctx.signal, ctx.clock);
-      let res: { passed: number; total: number; results: { ok: boolean; why: string }[] };
+      const nonce = randomBytes(16).toString('hex');
+      const r = await runToEnd(sb, `python3 .eval/run.py <<< ${nonce}`, budget, ctx.signal, ctx.clock);
+      // The verdict is the runner's own last line, with this eval's nonce, from a runner that
+      // exited 0 (code-runner.ts): a solution that killed it or wrote its result file is not believed.
+      const done = [...r.output.matchAll(/^CODE_EVAL_DONE ([0-9a-f]{32}) (\{"passed": \d+, "total": \d+\})\s*$/gm)].pop();
+      if (r.exitCode !== 0 || !done || done[1] !== nonce) {
+        return { reward: 0, resolved: false, details: { passed: 0, total: inst.tests.length, error: `the test runner did not finish (exit ${r.exitCode ?? 'none'}): ${clip(r.output, 500)}` } };
+      }
+      const res = JSON.parse(done[2]!) as { passed: number; total: number };
+      // The per-test reasons from the file, only where they agree with the verdict (the solution could have written it).
+      let failures: { test: number; why: string }[] = [];
       try {
-        res = JSON.parse(await sb.readFile('.eval/result.json')) as typeof res;
+        const file = JSON.parse(await sb.readFile('.eval/result.json')) as { passed?: unknown; total?: unknown; results?: { why?: unknown }[] };
+        if (file.passed === res.passed && file.total === res.total && Array.isArray(file.results)) failures = file.results.map((x, i) => ({ test: i, why: typeof x?.why === 'string' ? x.why : '' })).filter((x) => x.why);
       } catch (err) {
-        // The runner ran the policy's solution, which can kill it or spoil its result file: that
-        // is the policy's outcome, scored 0 (eval-fault.ts); a lost sandbox is still rethrown.
+        // Only the details are lost; a lost sandbox is still rethrown (eval-fault.ts).
         if (evalFault(err, true) === 'rethrow') throw err;
-        return { reward: 0, resolved: false, details: { passed: 0, total: inst.tests.length, error: `the test runner gave no result (exit ${r.exitCode}): ${clip(r.output, 500)}` } };
       }
       const resolved = res.total > 0 && res.passed === res.total;
       const reward = inst.reward_mode === 'fraction' ? res.passed / res.total : resolved ? 1 : 0;
-      return { reward, resolved, details: { passed: res.passed, total: res.total, failures: res.results.map((x, i) => ({ test: i, why: x.why })).filter((x) => x.why) } };
+      return { reward, resolved, details: { passed: res.passed, total: res.total, failures } };
     } finally {
       await sb.close();
     }

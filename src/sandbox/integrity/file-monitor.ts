@@ -77,6 +77,11 @@ export class FileMonitor {
     return { entries: this.entries.size - 1, truncated: this.truncated, ms: performance.now() - t0 };
   }
 
+  /** Every known workspace entry (relative path and type), for the secret-read marks (host-integrity.ts). */
+  *known(): Generator<[string, 'file' | 'dir' | 'link' | 'other']> {
+    for (const [rel, e] of this.entries) if (rel !== '') yield [rel, e.type];
+  }
+
   /** Scans once more and reports the violations since the last scan, at `turn`. */
   observe(turn: number): FileObservation {
     if (!this.started) throw new Error('FileMonitor.observe before start');

@@ -1,42 +1,175 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { TaskError } from '../../errors.js';
-import { globSet, type FileObservationResult } from '../../protocol/integrity.js';
+import { globSet, type FileObservationResult, type GlobSet, type IntegrityViolation } from '../../protocol/integrity.js';
 import { FileMonitor } from './file-monitor.js';
+import { NetworkCounter } from './network-counter.js';
+import { ProcessObserver } from './process-observer.js';
 import { RootMonitor } from './root-monitor.js';
 
+/** Directories marked for secret reads at most, per sandbox (fanotify marks are a per-user budget). */
+const MAX_SECRET_DIRS = 4_000;
+
+/** What the host sandbox tells its monitor (host-sandbox.ts `integrityTargets`). */
+export interface IntegrityTargets {
+  /** The sandbox's pids cgroup, relative to the pids hierarchy; null: no cgroup (driver `none`). */
+  cgroup: string | null;
+  /** A pid in the sandbox's own network namespace; null: it shares the host's (driver `none`). */
+  netPid: number | null;
+  /** The spec's `network: true`: attempts out are allowed, so not violations. */
+  network: boolean;
+  /** The workspace's path as the sandbox's processes see it (`/workspace`, an image's working dir). */
+  inside: string;
+}
+
+interface HostSandboxLike {
+  readonly id?: string;
+  readonly workdir: string;
+  readonly overlayChanges?: { upper: string; workspace: string } | null;
+  readonly integrityTargets?: IntegrityTargets;
+}
+
+interface Monitors {
+  files: FileMonitor;
+  root: RootMonitor | null;
+  /** The process and secret-read observer, and the sandbox's key there. */
+  procs: { observer: ProcessObserver; key: string; secret: GlobSet } | null;
+  net: NetworkCounter | null;
+  unobserved: Unobserved[];
+}
+
+type Unobserved = NonNullable<FileObservationResult['unobserved']>[number];
+
 /** The monitors of each sandbox of this host, dropped with the sandbox. */
-const monitors = new WeakMap<object, { files: FileMonitor; root: RootMonitor | null }>();
+const monitors = new WeakMap<object, Monitors>();
+let keys = 0;
 
 /**
  * Handles a `sandbox.integrity` request on the host that owns `sb`: `start` takes the baseline
- * of its workspace with `protect` (replacing an earlier monitor), `observe` scans once at `turn`.
+ * of its workspace with `protect` (replacing an earlier monitor), marks the directories holding
+ * `secret` paths and starts watching the sandbox's processes and network attempts; `observe`
+ * scans once at `turn` and collects what the process observer and the network counters saw.
+ * What cannot be observed here is said in `unobserved` (the runtime then reports `degraded`).
  * @throws TaskError (`INTEGRITY_POLICY`) for a bad glob (validated at submit, so only a client
  *   that skipped the validation), or (`INTEGRITY_NOT_STARTED`) for an observe before a start.
  */
-export function handleIntegrity(sb: { readonly workdir: string; readonly overlayChanges?: { upper: string; workspace: string } | null }, req: { op: 'start' | 'observe'; protect?: string[] | undefined; turn?: number | undefined }): FileObservationResult {
+export async function handleIntegrity(sb: HostSandboxLike, req: { op: 'start' | 'observe'; protect?: string[] | undefined; secret?: string[] | undefined; turn?: number | undefined }): Promise<FileObservationResult> {
   if (req.op === 'start') {
-    let globs;
+    let globs: GlobSet;
+    let secret: GlobSet;
     try {
       globs = globSet(req.protect ?? []);
+      secret = globSet(req.secret ?? []);
     } catch (e) {
       throw new TaskError(`integrity.protect: ${(e as Error).message}`, { code: 'INTEGRITY_POLICY' });
     }
+    const t0 = performance.now();
+    const prev = monitors.get(sb);
+    if (prev?.procs) await prev.procs.observer.unwatch(prev.procs.key).catch(() => undefined);
     const files = new FileMonitor(sb.workdir, globs);
     const ov = sb.overlayChanges ?? null;
     const root = ov ? new RootMonitor(ov.upper, ov.workspace) : null;
-    monitors.set(sb, { files, root });
-    const t0 = performance.now();
     const r = files.start();
     root?.start();
-    return { violations: [], created: 0, modified: 0, deleted: 0, entries: r.entries, truncated: r.truncated || (root?.truncated ?? false), ms: performance.now() - t0 };
+    const m: Monitors = { files, root, procs: null, net: null, unobserved: [] };
+    const targets = sb.integrityTargets;
+    if (!targets?.cgroup) {
+      const why = 'this sandbox has no cgroup of its own (driver none)';
+      m.unobserved.push({ what: 'exec', why }, { what: 'reads', why });
+    } else {
+      try {
+        const observer = await ProcessObserver.get();
+        const key = `${sb.id ?? 'sb'}#${++keys}`;
+        const dirs = secretDirs(sb.workdir, files, secret);
+        // Programs run from the host's root and /usr (a host-root sandbox binds them), or the image's root, or the workspace.
+        const execfs = ['/', '/usr', sb.workdir, ...(sb.overlayChanges ? [path.join(sb.workdir, '/usr')] : [])];
+        const w = await observer.watch(key, { cgroup: targets.cgroup, dirs: dirs.dirs, root: sb.workdir, inside: targets.inside, execfs });
+        m.procs = { observer, key, secret };
+        if (!observer.caps.exec && !observer.caps.reads) m.unobserved.push({ what: 'exec', why: observer.caps.why.join('; ') });
+        if (secret.globs.length > 0) {
+          if (!observer.caps.reads) m.unobserved.push({ what: 'reads', why: observer.caps.why.join('; ') });
+          else if (dirs.truncated) m.unobserved.push({ what: 'reads', why: `more than ${MAX_SECRET_DIRS} directories hold secret paths` });
+          else if (w.marked < dirs.dirs.length) m.unobserved.push({ what: 'reads', why: `${dirs.dirs.length - w.marked} of ${dirs.dirs.length} directories not marked (${w.errors.join('; ')})` });
+        }
+      } catch (e) {
+        const why = (e as Error).message;
+        m.unobserved.push({ what: 'exec', why }, { what: 'reads', why });
+      }
+    }
+    if (targets?.netPid) {
+      m.net = NetworkCounter.open(targets.netPid, targets.network);
+      if (!m.net) m.unobserved.push({ what: 'network', why: "the sandbox's network counters are not readable" });
+    } else m.unobserved.push({ what: 'network', why: "this sandbox shares the host's network namespace (driver none)" });
+    monitors.set(sb, m);
+    return { violations: [], created: 0, modified: 0, deleted: 0, entries: r.entries, truncated: r.truncated || (root?.truncated ?? false), ms: performance.now() - t0, unobserved: m.unobserved };
   }
   const m = monitors.get(sb);
   if (!m) throw new TaskError('integrity observe before start', { code: 'INTEGRITY_NOT_STARTED' });
   const t0 = performance.now();
-  const o = m.files.observe(req.turn ?? 0);
+  const turn = req.turn ?? 0;
+  // Sent first, so the observer drains while the files are scanned.
+  const drain = m.procs?.observer.drain(m.procs.key);
+  const o: FileObservationResult = m.files.observe(turn);
   if (m.root) {
-    o.violations.push(...m.root.observe(req.turn ?? 0));
+    o.violations.push(...m.root.observe(turn));
     o.truncated ||= m.root.truncated;
+  }
+  if (m.net) o.violations.push(...m.net.observe(turn));
+  if (drain && m.procs) {
+    try {
+      const d = await drain;
+      o.execs = d.execs.map((e) => ({ argv: e.argv }));
+      const read = [...new Set(d.reads.filter((rel) => m.procs!.secret.matches(rel)))];
+      if (read.length > 0) o.violations.push(readViolation(turn, read));
+      if (d.lost > 0) o.unobserved = [{ what: 'exec', why: `${d.lost} process or read events were lost at turn ${turn}` }];
+    } catch (e) {
+      m.procs = null;
+      const why = (e as Error).message;
+      o.unobserved = [{ what: 'exec', why }, { what: 'reads', why }];
+    }
   }
   o.ms = performance.now() - t0;
   return o;
+}
+
+/** One violation per action for its secret reads: the first path, and how many (with the first few) in the detail. */
+function readViolation(turn: number, read: string[]): IntegrityViolation {
+  const shown = read.slice(0, 5).join(', ');
+  return { kind: 'read-secret', turn, path: read[0]!, detail: `${read.length} secret path${read.length === 1 ? '' : 's'} opened by the sandbox's processes: ${shown}${read.length > 5 ? ', …' : ''}` };
+}
+
+/**
+ * The directories to mark for opens: each known directory matching a secret glob and every
+ * directory under it, and the parent of each matching file (a mark on a directory reports the
+ * opens of its direct children; what is not secret among them is dropped at the drain).
+ */
+function secretDirs(workdir: string, files: FileMonitor, secret: GlobSet): { dirs: string[]; truncated: boolean } {
+  const out = new Set<string>();
+  if (secret.globs.length === 0) return { dirs: [], truncated: false };
+  const walk = (rel: string): void => {
+    const stack = [rel];
+    while (stack.length > 0 && out.size < MAX_SECRET_DIRS) {
+      const d = stack.pop()!;
+      out.add(path.join(workdir, d));
+      let list: fs.Dirent[];
+      try {
+        list = fs.readdirSync(path.join(workdir, d), { withFileTypes: true });
+      } catch {
+        continue;
+      }
+      for (const e of list) if (e.isDirectory()) stack.push(`${d}/${e.name}`);
+    }
+  };
+  for (const [rel, type] of files.known()) {
+    if (out.size >= MAX_SECRET_DIRS) break;
+    if (type === 'dir' && rel.split('/').pop() === '.git') {
+      // Not descended by the file monitor: walk it here, marking what lies under a secret glob.
+      if (secret.matches(rel)) walk(rel);
+      continue;
+    }
+    if (!secret.matches(rel)) continue;
+    if (type === 'dir') walk(rel);
+    else out.add(path.join(workdir, path.dirname(rel)));
+  }
+  return { dirs: [...out], truncated: out.size >= MAX_SECRET_DIRS };
 }

@@ -67,6 +67,8 @@ export function toSessionResult(r: RolloutResult, ctx: SessionContext): SessionR
     loss_mask: status === 'ERROR' ? t.loss_mask.map(() => 0 as const) : t.loss_mask,
     reward,
     reward_components: reward === null ? {} : { [ctx.evaluator ?? 'session_completed']: reward },
+    // The reward-hack monitor's evidence (#27), on every trace: a trainer reads traces, not sessions.
+    ...(r.integrity ? { metadata: { ...t.metadata, integrity: r.integrity } } : {}),
   }));
 
   const scheduler: Record<string, unknown> = {};
@@ -86,6 +88,7 @@ export function toSessionResult(r: RolloutResult, ctx: SessionContext): SessionR
       max_weight_version: r.trajectory.maxWeightVersion ?? null,
       staleness: r.trajectory.staleness ?? null,
       drift: r.trajectory.diagnostics.drift,
+      ...(r.integrity ? { integrity: r.integrity } : {}),
     },
     traces,
     error,

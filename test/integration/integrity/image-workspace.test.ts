@@ -53,6 +53,27 @@ describe.skipIf(why !== null)(`the file monitor in an image sandbox${why ? ` (sk
     }
   });
 
+  it('sees, through the overlay, secret reads, the programs run and a network attempt, each at its turn', async () => {
+    const sb = await provider.create({ image: 'py', setup: ['mkdir -p .git/objects/ab && echo blob > .git/objects/ab/cdef && echo ref > .git/HEAD'] }, { rolloutId: 'integrity-img-procs' });
+    try {
+      const start = await sb.integrity!({ op: 'start', protect: [], secret: ['.git'] });
+      expect(start.unobserved ?? []).toEqual([]);
+      await sb.bash({ command: 'ls -a >/dev/null' });
+      const o0 = await sb.integrity!({ op: 'observe', turn: 0 });
+      expect(o0.violations).toEqual([]);
+      expect(o0.execs?.map((e) => e.argv?.[0]?.split('/').pop())).toEqual(['ls']);
+      await sb.bash({ command: 'cat .git/objects/ab/cdef' });
+      const o1 = await sb.integrity!({ op: 'observe', turn: 1 });
+      expect(o1.violations.map((v) => [v.kind, v.turn, v.path])).toEqual([['read-secret', 1, '.git/objects/ab/cdef']]);
+      await sb.bash({ command: "python3 -c \"import socket\ntry: socket.create_connection(('198.51.100.7', 80), 2)\nexcept OSError: pass\"" });
+      const o2 = await sb.integrity!({ op: 'observe', turn: 2 });
+      expect(o2.violations.map((v) => [v.kind, v.turn])).toEqual([['network', 2]]);
+      expect(o2.execs?.[0]?.argv?.[0]).toMatch(/python3/);
+    } finally {
+      await sb.close();
+    }
+  });
+
   it("reports a sitecustomize.py and a .pth file in the user's site-packages and a pytest put on PATH, outside the workspace", async () => {
     const sb = await provider.create({ image: 'py' }, { rolloutId: 'integrity-img-root' });
     try {

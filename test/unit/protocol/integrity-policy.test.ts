@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/errors.js';
-import { compileGlob, globSet, IntegrityPolicySchema } from '../../../src/protocol/integrity.js';
+import { compileGlob, execMatcher, globSet, IntegrityPolicySchema } from '../../../src/protocol/integrity.js';
 import { validateSubmission } from '../../../src/runtime/submission.js';
 
 describe('compileGlob', () => {
@@ -71,6 +71,8 @@ describe('the instance integrity field', () => {
     [{ secret: ['ok', '/abs'] }, 'instance.integrity.secret.1'],
     [{ protect: Array.from({ length: 10_000 }, (_, i) => `f${i}.py`) }, 'instance.integrity.protect'],
     [{ deny_exec: ['pip{'] }, 'instance.integrity.deny_exec.0'],
+    [{ deny_exec: ['git log ../x'] }, 'instance.integrity.deny_exec.0'],
+    [{ deny_exec: ['   '] }, 'instance.integrity.deny_exec.0'],
     [{ on_violation: 'explode' }, 'instance.integrity.on_violation'],
     [{ protect: 'tests/*' }, 'instance.integrity.protect'],
     [{ protekt: ['x'] }, 'instance.integrity'],
@@ -81,5 +83,36 @@ describe('the instance integrity field', () => {
   it('accepts a good policy, deny_exec with absolute program paths', () => {
     const { instance } = validateSubmission({ data_source: 'shell', integrity: { protect: ['tests/**', 'conftest.py'], secret: ['.git'], deny_exec: ['pip*', '/usr/bin/curl'], on_violation: 'zero' } }, {});
     expect(instance.integrity).toEqual({ protect: ['tests/**', 'conftest.py'], secret: ['.git'], deny_exec: ['pip*', '/usr/bin/curl'], on_violation: 'zero', defaults: true });
+  });
+});
+
+describe('execMatcher (deny_exec)', () => {
+  const rules = ['pip install', 'git log --all', 'git show', 'curl', '/workspace/**/pytest', 'python* -c'];
+  const m = execMatcher(rules);
+  it.each([
+    [['pip', 'install', 'x'], 'pip install'],
+    [['/usr/local/bin/pip', 'install', '-e', '.'], 'pip install'],
+    [['/usr/bin/python3', '/usr/bin/pip', 'install', 'x'], 'pip install'],
+    [['python3', '-m', 'pip', 'install', 'x'], 'pip install'],
+    [['python3', '-u', '-m', 'pip', 'install', 'x'], 'pip install'],
+    [['pip', 'list'], null],
+    [['pip3', 'install', 'x'], null],
+    [['git', 'log', '--oneline', '--all'], 'git log --all'],
+    [['git', 'log', '--oneline'], null],
+    [['/usr/bin/git', 'show', 'HEAD~1'], 'git show'],
+    [['git', 'status'], null],
+    [['/usr/bin/curl', '-s', 'http://x'], 'curl'],
+    [['curlx'], null],
+    [['/workspace/bin/pytest'], '/workspace/**/pytest'],
+    [['/bin/sh', '/workspace/bin/pytest', '-q'], '/workspace/**/pytest'],
+    [['/usr/bin/pytest'], null],
+    [['python3.11', '-c', 'print(1)'], 'python* -c'],
+    [[], null],
+  ] as const)('%j → %s', (argv, rule) => {
+    expect(m(argv)).toBe(rule);
+  });
+
+  it('matches nothing without rules', () => {
+    expect(execMatcher([])(['pip', 'install'])).toBeNull();
   });
 });

@@ -45,8 +45,37 @@ describe('RolloutIntegrity', () => {
     expect(b.report()).toMatchObject({ violations: [v], mode: 'degraded', reason: 'an observation failed: lost', actions: 1, monitorMs: 1 });
   });
 
-  it('says it does not observe secret reads and exec yet when the policy asks for them', () => {
-    expect(new RolloutIntegrity({ ...policy, secret: ['.git'] }).report()).toMatchObject({ mode: 'degraded', reason: 'reads of secret paths and executed programs are not observed yet' });
+  it('is degraded, saying why, only for what the host cannot observe that the policy needs', async () => {
+    const unobserved = [
+      { what: 'exec', why: 'no python3' },
+      { what: 'reads', why: 'no python3' },
+    ] as const;
+    const sb = { id: 'u', integrity: () => Promise.resolve(obs({ unobserved: [...unobserved] })) } as unknown as Sandbox;
+    const plain = new RolloutIntegrity(policy);
+    await plain.start(sb);
+    expect(plain.report()).toMatchObject({ mode: 'full' });
+    const secret = new RolloutIntegrity({ ...policy, secret: ['.git'] });
+    await secret.start(sb);
+    expect(secret.report()).toMatchObject({ mode: 'degraded', reason: 'secret reads not observed: no python3' });
+    const both = new RolloutIntegrity({ ...policy, secret: ['.git'], denyExec: ['pip'] });
+    await both.start(sb);
+    await both.observe(sb, 0);
+    expect(both.report()).toMatchObject({ mode: 'degraded', reason: 'executed programs not observed: no python3; secret reads not observed: no python3' });
+    const net = new RolloutIntegrity(policy);
+    const sbNet = { id: 'n', integrity: () => Promise.resolve(obs({ unobserved: [{ what: 'network', why: 'driver none' }] })) } as unknown as Sandbox;
+    await net.start(sbNet);
+    expect(net.report()).toMatchObject({ mode: 'degraded', reason: 'network attempts not observed: driver none' });
+  });
+
+  it('matches the programs run against deny_exec, at their turn, and lists them', async () => {
+    const execs = [{ argv: ['python3', '-m', 'pip', 'install', 'x'] }, { argv: null }, { argv: ['ls'] }];
+    const sb = { id: 'e', integrity: (r: { op: string }) => Promise.resolve(obs(r.op === 'observe' ? { execs } : {})) } as unknown as Sandbox;
+    const m = new RolloutIntegrity({ ...policy, denyExec: ['pip install'] });
+    await m.start(sb);
+    m.observeInBackground(sb, 3);
+    await m.settle();
+    expect(m.violations).toEqual([{ kind: 'exec-denied', turn: 3, argv: ['python3', '-m', 'pip', 'install', 'x'], detail: "ran a program deny_exec refuses ('pip install')" }]);
+    expect(m.report().execs).toEqual(execs.map((e) => ({ turn: 3, argv: e.argv })));
   });
 
   it('is full when it started and every scan covered the workspace', async () => {
@@ -54,7 +83,7 @@ describe('RolloutIntegrity', () => {
     const m = new RolloutIntegrity(policy);
     await m.start(sb);
     await m.observe(sb, 0);
-    expect(m.report()).toEqual({ violations: [], action: 'flag', mode: 'full', actions: 1, monitorMs: 1 });
+    expect(m.report()).toEqual({ violations: [], action: 'flag', mode: 'full', actions: 1, monitorMs: 1, execs: [] });
   });
 });
 

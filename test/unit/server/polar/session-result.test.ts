@@ -88,6 +88,17 @@ describe('toSessionResult', () => {
     expect(s.node_id).toBe('n1');
   });
 
+  it("carries the integrity report (#27) on the trajectory's and every trace's metadata, and nothing without one", () => {
+    const integrity = { violations: [{ kind: 'read-secret' as const, turn: 1, path: '.git/HEAD', detail: '1 secret path opened' }], action: 'flag' as const, mode: 'full' as const };
+    const s = toSessionResult(result({ integrity }), ctx({ builder: 'per_request' }));
+    expect(s.trajectory.metadata.integrity).toEqual(integrity);
+    expect(s.trajectory.traces).toHaveLength(2);
+    for (const t of s.trajectory.traces) expect(t.metadata).toMatchObject({ builder: 'per_request', integrity });
+    const plain = toSessionResult(result(), ctx({ builder: 'per_request' }));
+    expect(plain.trajectory.metadata).not.toHaveProperty('integrity');
+    for (const t of plain.trajectory.traces) expect(t.metadata).not.toHaveProperty('integrity');
+  });
+
   it('builds one trace per call with per_request', () => {
     expect(toSessionResult(result(), ctx({ builder: 'per_request' })).trajectory.traces).toHaveLength(2);
   });
