@@ -136,8 +136,7 @@ export class HostSandbox {
       files = makeSandboxFs(dir, { bytes: req.limits.workdirBytes, uid, stateDir: ctx.stateDir });
       if (branchOf && !req.image) mountBranchWorkspace(files.root, files.workdir, branchOf.snapshot.lower);
       // A branch of an image sandbox: the snapshot of its parent's upper dir is the top lower layer.
-      const image = req.image && branchOf ? { ...req.image, lowerDirs: [branchOf.snapshot.lower, ...req.image.lowerDirs] } : req.image;
-      mount = image ? await mountImageRoot(dir, image, uid, { removeOnFailure: false }) : null;
+      mount = req.image ? await mountImageRoot(dir, req.image, uid, { removeOnFailure: false, top: branchOf?.snapshot.lower }) : null;
     } catch (err) {
       removeSandboxFs(dir);
       fs.rmSync(dir, { recursive: true, force: true });
