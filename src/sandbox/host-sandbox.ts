@@ -561,14 +561,15 @@ export class HostSandbox {
    * snapshotted (fork-snapshot.ts: shared without a copy when the parent ends here, else copied
    * once); then, with `keepParent`, the parent is thawed; the branches are made on this host
    * from the snapshot, each restoring the shell state before its first command; without
-   * `keepParent` the parent, frozen until they all stand, is closed last.
+   * `keepParent` the parent, frozen until they all stand, is closed last (`parentClosed`: its
+   * close, under way, for the host to wait on before it exits).
    *
    * @throws SandboxError `SANDBOX_BUSY` while a command or cell runs, `FREEZE_UNAVAILABLE`
    *   without a freezer group (no controller, or the `none` driver), `FORK_FAILED` when the
    *   snapshot or a branch cannot be made — in every case the parent is as it was (thawed,
    *   running) and no branch or snapshot is left.
    */
-  async fork(req: { branches: Array<{ sandboxId: string; rolloutId: string }>; keepParent: boolean }, ctx: { stateDir: string; owner: HostOwner; onLost: (sandboxId: string) => (reason: string) => void }): Promise<{ branches: HostSandbox[]; lost: string[]; frozenMs: number; copiedBytes: number }> {
+  async fork(req: { branches: Array<{ sandboxId: string; rolloutId: string }>; keepParent: boolean }, ctx: { stateDir: string; owner: HostOwner; onLost: (sandboxId: string) => (reason: string) => void }): Promise<{ branches: HostSandbox[]; lost: string[]; frozenMs: number; copiedBytes: number; parentClosed: Promise<void> | null }> {
     if (this.selfExit !== null && !this.closing) await this.restartShell();
     const pty = this.alive();
     if (pty.busy || this.pythonRunning > 0) throw new SandboxError(`sandbox ${this.id} is running a command: a fork waits for a turn boundary`, { code: 'SANDBOX_BUSY' });
@@ -631,12 +632,15 @@ export class HostSandbox {
       const e = failed.reason as Error;
       throw new SandboxError(`sandbox ${this.id}: a fork branch could not be made: ${e.message}`, { code: 'FORK_FAILED', cause: e });
     }
+    // Without keepParent the parent ends here; its close (kills, unmounts, removal: ~0.1 s) runs
+    // on after the answer, the branches no longer need anything of it but the snapshot's bind.
+    let parentClosed: Promise<void> | null = null;
     if (!req.keepParent) {
       frozenMs = Date.now() - frozenAt;
-      await this.close();
+      parentClosed = this.close();
     }
     await snapshot.release();
-    return { branches, lost, frozenMs, copiedBytes: snapshot.copiedBytes };
+    return { branches, lost, frozenMs, copiedBytes: snapshot.copiedBytes, parentClosed };
   }
 
   /** What a branch does not get, in words for the policy (Sandbox.fork's `lost`); read while frozen. */

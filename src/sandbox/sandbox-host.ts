@@ -123,7 +123,12 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
         for (const id of ids) creating.add(id);
         try {
           const out = await sb.fork(req, { stateDir: opts.stateDir, owner, onLost: notifyLost });
-          if (!req.keepParent) sandboxes.delete(req.sandboxId);
+          if (out.parentClosed) {
+            sandboxes.delete(req.sandboxId);
+            const p = out.parentClosed;
+            closing.add(p);
+            void p.finally(() => closing.delete(p));
+          }
           if (!channel?.isOpen || ids.some((id) => closedEarly.has(id))) {
             await Promise.all(out.branches.map((b) => b.close()));
             throw new SandboxError('fork branches closed while they were being made', { code: 'SANDBOX_CLOSED' });
