@@ -569,7 +569,7 @@ export class HostSandbox {
    *   snapshot or a branch cannot be made — in every case the parent is as it was (thawed,
    *   running) and no branch or snapshot is left.
    */
-  async fork(req: { branches: Array<{ sandboxId: string; rolloutId: string }>; keepParent: boolean }, ctx: { stateDir: string; owner: HostOwner; onLost: (sandboxId: string) => (reason: string) => void }): Promise<{ branches: HostSandbox[]; lost: string[]; frozenMs: number; copiedBytes: number; parentClosed: Promise<void> | null }> {
+  async fork(req: { branches: Array<{ sandboxId: string; rolloutId: string; llmProxy?: { socketPath: string; token: string } | undefined }>; keepParent: boolean }, ctx: { stateDir: string; owner: HostOwner; onLost: (sandboxId: string) => (reason: string) => void }): Promise<{ branches: HostSandbox[]; lost: string[]; frozenMs: number; copiedBytes: number; parentClosed: Promise<void> | null }> {
     if (this.selfExit !== null && !this.closing) await this.restartShell();
     const pty = this.alive();
     if (pty.busy || this.pythonRunning > 0) throw new SandboxError(`sandbox ${this.id} is running a command: a fork waits for a turn boundary`, { code: 'SANDBOX_BUSY' });
@@ -618,7 +618,7 @@ export class HostSandbox {
       req.branches.map((b) =>
         HostSandbox.create(
           // The branch's files come from the snapshot: no seed, no setup; the parent's uid owns them.
-          { ...this.req, sandboxId: b.sandboxId, rolloutId: b.rolloutId, spec: { ...this.req.spec, files: undefined, seedDir: undefined, gitRepo: undefined, setup: undefined, llmProxy: undefined } },
+          { ...this.req, sandboxId: b.sandboxId, rolloutId: b.rolloutId, spec: { ...this.req.spec, files: undefined, seedDir: undefined, gitRepo: undefined, setup: undefined, llmProxy: b.llmProxy } },
           { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), branchOf: { snapshot, shellState, lastExit } },
         ),
       ),
@@ -652,7 +652,24 @@ export class HostSandbox {
       lost.push(`${strays.length} background process${strays.length > 1 ? 'es' : ''} (${names.join(', ')})`);
     }
     if (this.repl?.pid) lost.push("the Python REPL's state (its variables, imports and definitions)");
+    const tmp = this.tmpEntries();
+    if (tmp > 0) lost.push(`${tmp} entr${tmp > 1 ? 'ies' : 'y'} in /tmp (the shell's private /tmp is not carried)`);
     return lost;
+  }
+
+  /**
+   * How many entries the shell's private /tmp holds, read through its root (0 when unreadable,
+   * or when the sandbox made /tmp a link: an absolute one would resolve against the host's root).
+   */
+  private tmpEntries(): number {
+    if (!this.shellPid) return 0;
+    const tmp = `/proc/${this.shellPid}/root/tmp`;
+    try {
+      if (!fs.lstatSync(tmp).isDirectory()) return 0;
+      return fs.readdirSync(tmp).length;
+    } catch {
+      return 0;
+    }
   }
 
   /** Restores a fork's captured shell state in this (branch's) fresh shell: shell-state.ts. */

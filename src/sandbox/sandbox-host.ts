@@ -134,7 +134,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
             throw new SandboxError('fork branches closed while they were being made', { code: 'SANDBOX_CLOSED' });
           }
           for (const b of out.branches) sandboxes.set(b.id, b);
-          return { branches: ids, lost: out.lost, frozenMs: out.frozenMs, copiedBytes: out.copiedBytes };
+          return { branches: ids, llmProxyUrls: out.branches.map((b) => b.llmProxyUrl ?? null), lost: out.lost, frozenMs: out.frozenMs, copiedBytes: out.copiedBytes };
         } finally {
           for (const id of ids) {
             creating.delete(id);

@@ -149,6 +149,12 @@ export interface SandboxForkRequest {
   rolloutIds: string[];
   /** False: the parent sandbox ends at the fork (closed by the fork) and its files are shared without a copy. Default true. */
   keepParent?: boolean | undefined;
+  /**
+   * A branch's own LLM proxy, by position in `rolloutIds` (as `SandboxSpec.llmProxy`): a branch
+   * never inherits its parent's (its socket and token are the parent rollout's). Absent or
+   * undefined for a branch: it has none.
+   */
+  llmProxies?: Array<{ socketPath: string; token: string } | undefined> | undefined;
 }
 
 /** What {@link Sandbox.fork} gives back. */

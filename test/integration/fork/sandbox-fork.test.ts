@@ -100,9 +100,9 @@ describe.skipIf(!ok)('sandbox fork (host root)', () => {
   it('lost names a background process and is empty without one', async () => {
     const parent = await provider.create({}, { rolloutId: 'r-lost' });
     try {
-      await run(parent, '(sleep 1000 &) ; true');
+      await run(parent, '(sleep 1000 &) ; touch /tmp/scratch');
       const fork = await parent.fork!({ rolloutIds: ['r-l0'] });
-      expect(fork.lost).toEqual(['1 background process (sleep)']);
+      expect(fork.lost).toEqual(['1 background process (sleep)', "1 entry in /tmp (the shell's private /tmp is not carried)"]);
       // The branch has no such process.
       expect(await run(fork.branches[0]!, 'pgrep -c sleep || true')).toBe('0');
       await fork.branches[0]!.close();
