@@ -134,9 +134,9 @@ export class HostSandbox {
     let mount: ImageMount | null;
     try {
       files = makeSandboxFs(dir, { bytes: req.limits.workdirBytes, uid, stateDir: ctx.stateDir });
-      if (branchOf && !req.image) mountBranchWorkspace(files.root, files.workdir, branchOf.snapshot.lower);
-      // A branch of an image sandbox: the snapshot of its parent's upper dir is the top lower layer.
-      mount = req.image ? await mountImageRoot(dir, req.image, uid, { removeOnFailure: false, top: branchOf?.snapshot.lower }) : null;
+      if (branchOf && !req.image) mountBranchWorkspace(files.root, files.workdir, branchOf.snapshot.layers);
+      // A branch of an image sandbox: the snapshot layers (its parent's changes, its grandparent's…) above the image's.
+      mount = req.image ? await mountImageRoot(dir, req.image, uid, { removeOnFailure: false, top: branchOf?.snapshot.layers }) : null;
     } catch (err) {
       removeSandboxFs(dir);
       fs.rmSync(dir, { recursive: true, force: true });
@@ -591,12 +591,15 @@ export class HostSandbox {
     let lost: string[];
     try {
       lost = this.lostAtFork();
-      const source = this.imageMount ? overlayDirs(this.dir).upper : null;
+      // What the parent changed: an image sandbox's upper dir; a branch's own upper dir (its
+      // snapshot stacks on the branch's, with no copy of what that one holds); else the workspace.
+      const source = this.imageMount ? overlayDirs(this.dir).upper : this.snapshot ? path.join(this.files.root, 'upper') : null;
       const sourceFd = source === null ? this.workdirFd! : fs.openSync(source, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
       try {
         snapshot = await ForkSnapshot.take(sourceFd, {
           stateDir: ctx.stateDir,
           mode: req.keepParent ? 'copy' : 'share',
+          parent: this.snapshot,
           bytes: this.req.limits.workdirBytes,
           lease: { runtimeId: this.lease.runtimeId, ownerPid: this.lease.ownerPid, ownerStart: this.lease.ownerStart, rolloutId: this.lease.rolloutId },
         });

@@ -129,4 +129,34 @@ describe.skipIf(!ok)('sandbox fork (host root)', () => {
     await b1.close();
     await expect.poll(stateEntries).toEqual([]);
   });
+
+  it('forks a branch, and a branch of that, three levels deep: each stacks on the snapshot below it (deletions and a replaced directory included)', async () => {
+    const open: Sandbox[] = [];
+    onTestFinished(async () => {
+      await Promise.all(open.map((sb) => sb.close()));
+    });
+    const root = await provider.create({ files: { 'a.txt': 'a', 'gone.txt': 'x', 'dir/old.txt': 'old' } }, { rolloutId: 'r-tree' });
+    open.push(root);
+    const l1 = (await root.fork!({ rolloutIds: ['r-t1'] })).branches[0]!;
+    open.push(l1);
+    await run(l1, 'rm gone.txt && rm -r dir && mkdir dir && echo new > dir/new.txt && echo l1 > l1.txt');
+    for (const keepParent of [true, false]) {
+      const l2 = (await l1.fork!({ rolloutIds: [`r-t2-${keepParent}`], keepParent: keepParent || undefined })).branches[0]!;
+      open.push(l2);
+      if (!keepParent) {
+        // The kernel caps nested overlays at depth 2: a third level stands only because layers stack.
+        await run(l2, 'echo l2 > l2.txt && rm a.txt');
+        const l3 = (await l2.fork!({ rolloutIds: ['r-t3'], keepParent: false })).branches[0]!;
+        open.push(l3);
+        expect(await run(l3, 'ls -1A; ls -1A dir')).toBe('dir\nl1.txt\nl2.txt\nnew.txt');
+        continue;
+      }
+      expect(await run(l2, 'ls -1A; ls -1A dir; cat a.txt')).toBe('a.txt\ndir\nl1.txt\nnew.txt\na');
+    }
+    // The branch forked with keepParent kept going; the root never saw any of it.
+    expect(await run(root, 'ls -1A; ls -1A dir')).toBe('a.txt\ndir\ngone.txt\nold.txt');
+    // Every snapshot goes with the last sandbox standing on it, the ones below included.
+    await Promise.all(open.map((sb) => sb.close()));
+    await expect.poll(stateEntries).toEqual([]);
+  });
 });
