@@ -97,6 +97,16 @@ describe.skipIf(!ok)('sandbox fork (host root)', () => {
     }
   });
 
+  it('carries errexit, and a DEBUG trap of the policy that prints before every command does not break the capture', async () => {
+    const parent = await provider.create({}, { rolloutId: 'r-trap-dbg' });
+    onTestFinished(() => parent.close());
+    await run(parent, "set -e; V=kept; trap 'echo debug-noise' DEBUG");
+    const fork = await parent.fork!({ rolloutIds: ['r-td0'] });
+    const b = fork.branches[0]!;
+    onTestFinished(() => b.close());
+    expect(await run(b, '[[ -o errexit ]] && echo "on $V"')).toBe('on kept');
+  });
+
   it('lost names a background process and is empty without one', async () => {
     const parent = await provider.create({}, { rolloutId: 'r-lost' });
     try {
