@@ -188,6 +188,22 @@ describe.skipIf(!ok)('sandbox fork edges', () => {
     await sb.close();
   });
 
+  it("the 'none' driver cannot fork: FREEZE_UNAVAILABLE, and its sandbox still answers", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-fork-none-'));
+    fs.chmodSync(dir, 0o711);
+    const p = createSandboxProvider({ driver: 'none', hosts: 1, stateDir: path.join(dir, 'state'), timeouts: { bashMs: 20_000, noOutputMs: 20_000 } });
+    onTestFinished(async () => {
+      await p.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    });
+    const sb = await p.create({}, { rolloutId: 'r-none' });
+    const err = await sb.fork!({ rolloutIds: ['r-none-0'] }).catch((e: unknown) => e);
+    expect((err as SandboxError).code).toBe('FREEZE_UNAVAILABLE');
+    expect(await run(sb, 'echo alive')).toBe('alive');
+    expect(fs.readdirSync(path.join(dir, 'state', 'sandboxes'))).toEqual([sb.id]);
+    await sb.close();
+  });
+
   it('after kill -9 of a runtime (and its host) that forked, the next provider reaps every sandbox, branch and snapshot: no dir, mount or cgroup left', { timeout: 120_000 }, async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-fork-kill-'));
     fs.chmodSync(dir, 0o711);
