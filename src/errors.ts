@@ -55,6 +55,9 @@ export const ERROR_CODES = {
   PROVIDER_CLOSED: { class: 'SandboxError', retryable: true, means: 'the sandbox provider is closed' },
   PYTHON_START: { class: 'SandboxError', retryable: true, means: 'the Python REPL did not start' },
   OVERLAY_FAILED: { class: 'SandboxError', retryable: true, means: "an image sandbox's overlay could not be mounted" },
+  SANDBOX_BUSY: { class: 'SandboxError', retryable: true, means: 'a sandbox was asked to fork while a command or cell ran in it (a fork waits for a turn boundary)' },
+  FREEZE_UNAVAILABLE: { class: 'SandboxError', retryable: true, means: "a sandbox's processes cannot be frozen for a fork (no cgroup freezer controller, or the 'none' driver)" },
+  FORK_FAILED: { class: 'SandboxError', retryable: true, means: "a sandbox fork's snapshot or one of its branches could not be made (the parent is left as it was)" },
   ACTION_TIMEOUT: { class: 'SandboxError', retryable: true, means: 'a tool action ran past its limit' },
   ENOENT: { class: 'SandboxError', retryable: true, means: 'no such file in a memory sandbox (src/testing)' },
   // BackendError (an InfraError): retried.
