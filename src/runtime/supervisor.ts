@@ -103,6 +103,7 @@ export class Supervisor {
         runLoop: runLoopLogic(steps),
         evaluate: fromPromise<void, StageInput>(({ input }) => steps.eval(input.rolloutId)),
       },
+      guards: { initSlotHeld: ({ context }) => pools.init.holds(context.rolloutId) },
       actions: {
         // Priority orders only the INIT queue (who starts first); started work is never overtaken.
         requestSlot: ({ context }, p) => pools[p.stage].request(context.rolloutId, p.stage === 'init' ? (this.sessions.get(context.rolloutId)?.priority ?? 0) : 0),
@@ -172,9 +173,9 @@ export class Supervisor {
       });
     }
     const inspect = rolloutInspectOptions(this.opts.inspect, { rolloutId: s.id, groupId: s.groupId, attempt: n });
-    const actor = createActor(this.machine, { input: { rolloutId: s.id }, ...inspect });
-    att.actor = actor;
-    actor.start();
+    // A free INIT slot, taken before createActor computes the initial state: no SLOT round trip (docs/core.md).
+    this.pools.init.tryTake(s.id);
+    (att.actor = createActor(this.machine, { input: { rolloutId: s.id }, ...inspect })).start();
   }
 
   /** The live session of `id`; throws CancelledError when it has ended. */
@@ -389,9 +390,7 @@ export class Supervisor {
     this.state = 'closed';
   }
 
-  private emit(s: RolloutSession, ev: RolloutEventInput): void {
-    this.hub.emit(s, s.groupId, ev);
-  }
+  private emit(s: RolloutSession, ev: RolloutEventInput): void { this.hub.emit(s, s.groupId, ev); }
 }
 
 /** The context every handler call of an attempt shares; its sandboxes go to the attempt's owner. */
