@@ -17,6 +17,11 @@
  *    answers), heap after GC minus heap before, per rollout; `event_loop_delay_p99_ms` while
  *    they are admitted and parked.
  * Medians of 3 runs for throughput.
+ *
+ * `cpu_ratio_vs_bare` is the same ratio on CPU time (process.cpuUsage, user + system, all
+ * threads, per rollout) instead of wall time: on a machine shared with other work, wall time
+ * includes the time the process waited for a core, which the two paths do not suffer alike;
+ * CPU time is what each path costs. `cpu_us_per_rollout_*` are those costs.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
@@ -178,6 +183,16 @@ async function parked(): Promise<{ bytes: number; p99: number; max: number }> {
 const bareRuns: number[] = [];
 const barePromiseRuns: number[] = [];
 const rtRuns: number[] = [];
+const bareCpu: number[] = [];
+const rtCpu: number[] = [];
+/** Runs `run` (which returns rollouts/s) and records its CPU time per rollout in `cpu`. */
+async function cpuTimed(cpu: number[], run: () => Promise<number>): Promise<number> {
+  const c0 = process.cpuUsage();
+  const perS = await run();
+  const c = process.cpuUsage(c0);
+  cpu.push((c.user + c.system) / TOTAL);
+  return perS;
+}
 // Warm-up of both paths, not measured.
 await keepInFlight(2_000, IN_FLIGHT, () => runBare());
 await keepInFlight(2_000, IN_FLIGHT, () => runBare(barePromise));
@@ -187,13 +202,13 @@ await runtimeThroughput();
 for (let i = 0; i < RUNS; i++) {
   const bareRun = async () => {
     gc();
-    bareRuns.push(await keepInFlight(TOTAL, IN_FLIGHT, () => runBare()));
+    bareRuns.push(await cpuTimed(bareCpu, () => keepInFlight(TOTAL, IN_FLIGHT, () => runBare())));
     gc();
     barePromiseRuns.push(await keepInFlight(TOTAL, IN_FLIGHT, () => runBare(barePromise)));
   };
   const rtRun = async () => {
     gc();
-    rtRuns.push(await runtimeThroughput());
+    rtRuns.push(await cpuTimed(rtCpu, runtimeThroughput));
   };
   if (i % 2 === 0) {
     await bareRun();
@@ -210,6 +225,9 @@ report('orchestration', {
   bare_xstate_per_s: round(bareMed, 0),
   rollouts_per_s: round(rtMed, 0),
   ratio_vs_bare: round(rtMed / bareMed, 3),
+  cpu_us_per_rollout_bare: round(median(bareCpu), 1),
+  cpu_us_per_rollout_runtime: round(median(rtCpu), 1),
+  cpu_ratio_vs_bare: round(median(bareCpu) / median(rtCpu), 3),
   bare_promise_actors_per_s: round(median(barePromiseRuns), 0),
   ratio_vs_promise_actor_bare: round(rtMed / median(barePromiseRuns), 3),
   heap_bytes_per_live_rollout: round(park.bytes, 0),

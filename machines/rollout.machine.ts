@@ -140,6 +140,8 @@ export const rolloutMachine = setup({
     loopStoppedWithEvalSlot: (_, o: ActOutput) => o.stop && o.evalSlot === true,
     runSlotTaken: (_, o: InitOutput | undefined) => o?.runSlot === true,
     slotIs: ({ event }, params: { stage: Stage }) => event.type === 'SLOT' && event.stage === params.stage,
+    /** The INIT slot is already held (taken at admission when free): skip the `SLOT` round trip. */
+    initSlotHeld: () => false,
   },
 }).createMachine({
   id: 'rollout',
@@ -154,6 +156,7 @@ export const rolloutMachine = setup({
     queued: {
       entry: [{ type: 'stateEntered', params: { state: 'queued' } }, { type: 'requestSlot', params: { stage: 'init' } }],
       exit: { type: 'withdrawSlot', params: { stage: 'init' } },
+      always: { guard: 'initSlotHeld', target: 'initializing' },
       on: { SLOT: { guard: { type: 'slotIs', params: { stage: 'init' } }, target: 'initializing' } },
     },
     initializing: {

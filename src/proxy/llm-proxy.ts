@@ -320,7 +320,7 @@ export class LlmProxy {
         const n = this.opts.countTokens ? this.opts.countTokens(internal.messages, internal.tools) : estimateTokens(internal.messages, internal.tools);
         return sendJson(res, 200, dialect.countBody(n));
       }
-      call = new ChatCall(++this.seq, dialect, internal, res, () => this.settled(call));
+      call = new ChatCall({ seq: ++this.seq, writer: dialect, req: internal, res, onSettled: () => this.settled(call) });
     } catch (err) {
       if (!counting) this.open--;
       return refuse(err instanceof ProxyRefusal ? err : new ProxyRefusal(400, 'invalid_request_error', 'bad_request', (err as Error).message));
@@ -421,6 +421,18 @@ export class LlmProxy {
   }
 }
 
+/** What a {@link ChatCall} is made of. */
+interface ChatCallOptions {
+  /** The call's number in its rollout (1, 2, ...). */
+  seq: number;
+  /** The dialect the request came in, which writes the answer back in its shape. */
+  writer: Dialect;
+  req: InternalRequest;
+  res: ServerResponse;
+  /** Called once, when the call is answered or refused. */
+  onSettled: () => void;
+}
+
 class ChatCall implements ProxyChatCall {
   private done = false;
   private hungUp = false;
@@ -432,13 +444,19 @@ class ChatCall implements ProxyChatCall {
   readonly maxTokens: number | undefined;
   readonly enableThinking: boolean | undefined;
 
-  constructor(
-    readonly seq: number,
-    private readonly writer: Dialect,
-    private readonly req: InternalRequest,
-    private readonly res: ServerResponse,
-    private readonly onSettled: () => void,
-  ) {
+  readonly seq: number;
+  private readonly writer: Dialect;
+  private readonly req: InternalRequest;
+  private readonly res: ServerResponse;
+  private readonly onSettled: () => void;
+
+  constructor(o: ChatCallOptions) {
+    const { writer, req, res } = o;
+    this.seq = o.seq;
+    this.writer = writer;
+    this.req = req;
+    this.res = res;
+    this.onSettled = o.onSettled;
     this.dialect = writer.name;
     this.body = req.body;
     this.messages = req.messages;

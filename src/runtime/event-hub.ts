@@ -60,10 +60,10 @@ export class EventHub {
 
   /**
    * Stamps `seq` (runtime-wide), `rseq` (per rollout, from `counter`) and `ts`, then delivers.
-   * `counter` is the rollout's own mutable counter object.
+   * `counter` is the rollout's own (its session).
    */
-  emit(counter: { rseq: number }, groupId: string | null, input: RolloutEventInput): void {
-    const ev = { ...input, seq: ++this.seq, rseq: ++counter.rseq, ts: this.clock.now() } as RolloutEvent;
+  emit(counter: { nextRseq(): number }, groupId: string | null, input: RolloutEventInput): void {
+    const ev = { ...input, seq: ++this.seq, rseq: counter.nextRseq(), ts: this.clock.now() } as RolloutEvent;
     const item: Stamped = { ev, groupId };
     if (this.retain > 0) {
       const idx = (this.ringHead + this.ringSize) % this.retain;

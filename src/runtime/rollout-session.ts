@@ -71,22 +71,23 @@ export class Attempt {
 /**
  * A rollout across its attempts: identity, the result promise, timings and the current
  * {@link Attempt}. Held in the supervisor's Map; the machine context only has its id.
+ *
+ * Its lifecycle fields are private and change only through its transitions ({@link begin},
+ * {@link enter}, {@link backOff} / {@link backoffEnded}, {@link requestCancel}, {@link settle},
+ * {@link release}); everyone else reads them through getters.
  */
 export class RolloutSession {
-  /** Per-rollout event counter (rseq), bumped by the event hub. */
-  rseq = 0;
-  state: RolloutState = 'queued';
-  attempt: Attempt | null = null;
-  attempts = 0;
-  /** True once the outcome is decided (the result may still wait for sandboxes to close). */
-  settled = false;
-  result: RolloutResult | null = null;
-  retryTimer: unknown = null;
+  private rseqCount = 0;
+  private current: RolloutState = 'queued';
+  private att: Attempt | null = null;
+  private attemptCount = 0;
+  private decided: RolloutResult | null = null;
+  private backoffTimer: unknown = null;
+  private cancelWhy: string | null = null;
+  private resolveResult!: (r: RolloutResult) => void;
   wallAt: number;
   readonly timing = { initMs: 0, runMs: 0, evalMs: 0 };
   readonly promise: Promise<RolloutResult>;
-  resolve!: (r: RolloutResult) => void;
-  cancelReason: string | null = null;
 
   constructor(
     readonly id: string,
@@ -101,7 +102,87 @@ export class RolloutSession {
     readonly priority = 0,
   ) {
     this.wallAt = submittedAt + wallClockMs;
-    this.promise = new Promise<RolloutResult>((r) => (this.resolve = r));
+    this.promise = new Promise<RolloutResult>((r) => (this.resolveResult = r));
+  }
+
+  /** The machine state the rollout is in (`queued` while it backs off before a retry). */
+  get state(): RolloutState {
+    return this.current;
+  }
+
+  /** The current attempt; null once the result is released. */
+  get attempt(): Attempt | null {
+    return this.att;
+  }
+
+  /** Attempts started so far (1 plus the retries). */
+  get attempts(): number {
+    return this.attemptCount;
+  }
+
+  /** True once the outcome is decided (the result may still wait for sandboxes to close). */
+  get settled(): boolean {
+    return this.decided !== null;
+  }
+
+  get result(): RolloutResult | null {
+    return this.decided;
+  }
+
+  /** The clock's handle of the backoff wait before a retry; null when not backing off. */
+  get retryTimer(): unknown {
+    return this.backoffTimer;
+  }
+
+  get cancelReason(): string | null {
+    return this.cancelWhy;
+  }
+
+  /** The next per-rollout event number (rseq), for the event hub. */
+  nextRseq(): number {
+    return ++this.rseqCount;
+  }
+
+  /** Starts attempt `att`; returns its number. */
+  begin(att: Attempt): number {
+    this.att = att;
+    return ++this.attemptCount;
+  }
+
+  /** The machine entered `state`; returns the state it left. */
+  enter(state: RolloutState): RolloutState {
+    const prev = this.current;
+    this.current = state;
+    return prev;
+  }
+
+  /** Waits before a retry: back to `queued`, with the clock's timer handle. */
+  backOff(timer: unknown): void {
+    this.current = 'queued';
+    this.backoffTimer = timer;
+  }
+
+  /** The backoff ended (fired or cancelled); returns its timer handle (null when none). */
+  backoffEnded(): unknown {
+    const t = this.backoffTimer;
+    this.backoffTimer = null;
+    return t;
+  }
+
+  /** Asks for a cancel for `reason` (a later ask's reason replaces it); returns it. */
+  requestCancel(reason: string): string {
+    return (this.cancelWhy = reason);
+  }
+
+  /** Decides the outcome: `result` is final (a second call is ignored). */
+  settle(result: RolloutResult): void {
+    this.decided ??= result;
+  }
+
+  /** Hands the result out (after the sandboxes closed) and drops the per-attempt data. */
+  release(): void {
+    this.att = null;
+    this.resolveResult(this.decided!);
   }
 
   get instanceId(): string | null {

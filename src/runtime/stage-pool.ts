@@ -60,6 +60,11 @@ export class StagePool {
     return true;
   }
 
+  /** True while `id` holds a slot. */
+  holds(id: string): boolean {
+    return this.holders.has(id);
+  }
+
   /** Leaves the wait queue; no-op when not waiting. */
   withdraw(id: string): void {
     const p = this.waiters.get(id);

@@ -103,6 +103,7 @@ export class Supervisor {
         runLoop: runLoopLogic(steps),
         evaluate: fromPromise<void, StageInput>(({ input }) => steps.eval(input.rolloutId)),
       },
+      guards: { initSlotHeld: ({ context }) => pools.init.holds(context.rolloutId) },
       actions: {
         // Priority orders only the INIT queue (who starts first); started work is never overtaken.
         requestSlot: ({ context }, p) => pools[p.stage].request(context.rolloutId, p.stage === 'init' ? (this.sessions.get(context.rolloutId)?.priority ?? 0) : 0),
@@ -150,7 +151,6 @@ export class Supervisor {
   // ───────────────────────────── attempts ─────────────────────────────
 
   private startAttempt(s: RolloutSession): void {
-    const n = ++s.attempts;
     const att = new Attempt(
       new TrajectoryBuilder({ codec: s.codec, detectDrift: this.opts.detectDrift, enableThinking: s.sampling.enable_thinking }),
       s.sampling.max_iterations ?? this.opts.maxIterations,
@@ -158,7 +158,7 @@ export class Supervisor {
       s.sampling.max_model_len ?? this.opts.maxModelLen,
       { provider: this.parts.sandboxes, rolloutId: s.id, clock: this.clock },
     );
-    s.attempt = att;
+    const n = s.begin(att);
     att.ctx = handlerContext(s, att, this.clock);
     if (this.hub.active) {
       this.emit(s, {
@@ -172,9 +172,9 @@ export class Supervisor {
       });
     }
     const inspect = rolloutInspectOptions(this.opts.inspect, { rolloutId: s.id, groupId: s.groupId, attempt: n });
-    const actor = createActor(this.machine, { input: { rolloutId: s.id }, ...inspect });
-    att.actor = actor;
-    actor.start();
+    // A free INIT slot, taken before createActor computes the initial state: no SLOT round trip (docs/core.md).
+    this.pools.init.tryTake(s.id);
+    (att.actor = createActor(this.machine, { input: { rolloutId: s.id }, ...inspect })).start();
   }
 
   /** The live session of `id`; throws CancelledError when it has ended. */
@@ -214,8 +214,7 @@ export class Supervisor {
   private onStateEntered(id: string, state: RolloutState, turn: number): void {
     const s = this.sessions.get(id);
     if (!s) return;
-    const prev = s.state;
-    s.state = state;
+    const prev = s.enter(state);
     if (s.attempt) s.attempt.lastProgress = this.clock.now();
     if (this.hub.active) this.emit(s, { type: 'rollout.state', rolloutId: id, state, prev, turn });
   }
@@ -270,10 +269,9 @@ export class Supervisor {
   private scheduleRetry(s: RolloutSession, att: Attempt, error: RolloutError, closing: Promise<void>): void {
     const delayMs = retryDelayMs(this.opts.retries, s.attempts);
     if (this.hub.active) this.emit(s, { type: 'rollout.retry', rolloutId: s.id, attempt: s.attempts + 1, delayMs, error: serializeError(error) });
-    s.state = 'queued';
     this.backoffCount++;
-    s.retryTimer = this.clock.setTimeout(() => {
-      s.retryTimer = null;
+    s.backOff(this.clock.setTimeout(() => {
+      s.backoffEnded();
       this.backoffCount--;
       // The previous attempt's sandboxes are closed before the fresh one starts.
       void closing.then(() => {
@@ -289,24 +287,22 @@ export class Supervisor {
         }
         this.startAttempt(s);
       });
-    }, delayMs);
+    }, delayMs));
   }
 
   /** Cancels a backoff wait (cancel, wall-clock cap, close). */
   private endBackoff(s: RolloutSession, outcome: Outcome, error: RolloutError): void {
     if (s.retryTimer === null) return;
-    this.clock.clearTimeout(s.retryTimer);
-    s.retryTimer = null;
+    this.clock.clearTimeout(s.backoffEnded());
     this.backoffCount--;
     this.finalize(s, s.attempt!, outcome, error, Promise.resolve());
   }
 
   private finalize(s: RolloutSession, att: Attempt, outcome: Outcome, error: RolloutError | null, closing: Promise<void>): void {
     if (s.settled) return;
-    s.settled = true;
-    this.sweeper.forget(s);
     const result = buildResult(s, att, outcome, error, this.clock.now(), this.parts.weights?.trainerVersion ?? null);
-    s.result = result;
+    s.settle(result);
+    this.sweeper.forget(s);
     this.completedCount++;
     this.outcomes[outcome] = (this.outcomes[outcome] ?? 0) + 1;
     if (this.hub.active) {
@@ -330,10 +326,9 @@ export class Supervisor {
         this.finished.set(s.id, s);
         if (this.finished.size > this.opts.retainResults) this.finished.delete(this.finished.keys().next().value as string);
       }
-      // Drop heavy per-attempt data; the result holds what is kept.
-      s.attempt = null;
       if (this.sessions.size === 0) this.sweeper.idle();
-      s.resolve(result);
+      // Drops the heavy per-attempt data (the result holds what is kept) and resolves.
+      s.release();
     });
   }
 
@@ -344,9 +339,9 @@ export class Supervisor {
     const s = this.sessions.get(id);
     if (!s) return false;
     if (!s.settled) {
-      s.cancelReason = reason ?? 'cancelled';
-      if (s.retryTimer !== null) this.endBackoff(s, 'cancelled', new CancelledError(s.cancelReason));
-      else s.attempt?.actor?.send({ type: 'CANCEL', reason: s.cancelReason });
+      const why = s.requestCancel(reason ?? 'cancelled');
+      if (s.retryTimer !== null) this.endBackoff(s, 'cancelled', new CancelledError(why));
+      else s.attempt?.actor?.send({ type: 'CANCEL', reason: why });
     }
     await s.promise;
     return true;
@@ -389,9 +384,7 @@ export class Supervisor {
     this.state = 'closed';
   }
 
-  private emit(s: RolloutSession, ev: RolloutEventInput): void {
-    this.hub.emit(s, s.groupId, ev);
-  }
+  private emit(s: RolloutSession, ev: RolloutEventInput): void { this.hub.emit(s, s.groupId, ev); }
 }
 
 /** The context every handler call of an attempt shares; its sandboxes go to the attempt's owner. */

@@ -1,10 +1,11 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlmProcess, type ServerProcess } from '../helpers/server-process.js';
+import { readEvents } from '../helpers/read-tfevents.js';
 
 /** `rollout run` as a real child process: the README's first command, and its input errors. */
 
@@ -57,6 +58,15 @@ describe('rollout run examples/tasks.jsonl (the README command)', () => {
   });
   it('writes summary.json with every rollout completed and the expected pass rates', () => {
     expect(summary).toMatchObject({ rollouts: 20, tasks: 20, n: 1, outcomes: { completed: 20 }, resolved: 15, passAt1: 0.75 });
+  });
+  it('writes a TensorBoard event file whose step-0 scalars (the oracle has no weight version) agree with summary.json', async () => {
+    const files = (await readdir(join(dir, 'out'))).filter((f) => f.startsWith('events.out.tfevents.'));
+    expect(files).toHaveLength(1);
+    const events = await readEvents(join(dir, 'out', files[0]!));
+    expect(events.map((e) => e.step)).toEqual([0, 0]);
+    const sampled = (summary.tokens as { sampled: number }).sampled;
+    expect(events[1]!.scalars).toMatchObject({ 'rollouts/finished': 20, 'pass@1': 0.75, 'rollouts/resolved_rate': 0.75, 'reward/mean': 0.75, 'response_length/mean': expect.closeTo(sampled / 20, 4) });
+    expect(out.stdout).toContain(`metrics:      ${join(dir, 'out', files[0]!)}`);
   });
 });
 

@@ -14,6 +14,7 @@ import { backendCheck, checkDisk, formatCheck, probeBackends } from '../prefligh
 import { chooseConcurrency } from './run-concurrency.js';
 import { RejectionBreaker } from './run-breaker.js';
 import { recordEvents } from './run-events.js';
+import { RunMetrics } from './run-metrics.js';
 import { RUN_FILES } from '../../server/run-replay.js';
 import { createService, type RolloutService } from '../../server/service.js';
 import { serveVisualizer } from '../../server/visualizer-assets.js';
@@ -26,7 +27,8 @@ import { checkStateDir } from '../state-dir-check.js';
 const USAGE = `usage: rollout run TASKS.jsonl [options]
 
 Runs every task of a JSON Lines file through the embedded runtime, shows progress on stderr,
-prints a summary, and writes trajectories.jsonl and summary.json.
+prints a summary, and writes trajectories.jsonl, summary.json and a TensorBoard event file
+(events.out.tfevents.*: per-step metrics, a step being the weight version).
 
 options:
   --backend ADDRESS     an inference server (repeatable): http://host:port, vllm+http://...,
@@ -263,6 +265,8 @@ export async function runTasks(
     const p = progress;
     const started = Date.now();
     const collected: SummaryRow[] = [];
+    const familyOf = (ds: string) => builtinHandlers.find((h) => h.name === ds || h.aliases?.includes(ds))?.name ?? ds;
+    const metrics = new RunMetrics(opts.n, familyOf);
     let writes = Promise.resolve();
     // Submitted through a window rather than all at once: a file of any length stays within the
     // runtime's admission queue, and results stream out while later tasks wait their turn.
@@ -291,6 +295,7 @@ export async function runTasks(
               void env.runtime.close({ drain: false });
             }
             collected.push(toSummaryRow(String(i), result));
+            metrics.add(String(i), result);
             p.tick(result);
             // A failure is worth a line of its own in a log; successes are in the progress line.
             if (!io.stderr.isTTY && result.error && result.outcome !== 'cancelled') {
@@ -307,11 +312,11 @@ export async function runTasks(
     await Promise.all(pending);
     await writes;
     progress.stop();
-    const familyOf = (ds: string) => builtinHandlers.find((h) => h.name === ds || h.aliases?.includes(ds))?.name ?? ds;
     const summary = summarize(collected, opts.n, Date.now() - started, familyOf, tasks.length);
     await writeFile(join(opts.outDir, 'summary.json'), `${JSON.stringify({ tasks_file: resolve(opts.tasksPath), backend: env.description, ...summary }, null, 2)}\n`);
+    const metricsPath = await metrics.write(opts.outDir, started);
     io.stdout.write(formatSummary(summary));
-    io.stdout.write(`\n  trajectories: ${trajPath}\n  summary:      ${join(opts.outDir, 'summary.json')}\n  view it:      rollout view ${relativeOrAbsolute(opts.outDir)}\n`);
+    io.stdout.write(`\n  trajectories: ${trajPath}\n  summary:      ${join(opts.outDir, 'summary.json')}\n  metrics:      ${metricsPath} (tensorboard --logdir)\n  view it:      rollout view ${relativeOrAbsolute(opts.outDir)}\n`);
     if (interrupted) io.stdout.write(`  (interrupted: ${summary.cancelled} live rollouts were cancelled, ${total - collected.length} never started)\n`);
     return { ...summary, interrupted, rejected };
   } finally {

@@ -56,10 +56,10 @@ function watched(p: SandboxProvider): SandboxProvider {
   };
 }
 
-/** The socket dirs made since `from` that are still on disk, polled for a second (the close runs as the attempt ends). */
+/** The socket dirs made since `from` that are still on disk, once none is (the close runs as the attempt ends), or those left after 10 s. */
 async function leftDirs(from: number): Promise<string[]> {
   const left = (): string[] => socketDirs.slice(from).filter((d) => existsSync(d));
-  for (let i = 0; i < 50 && left().length > 0; i++) await new Promise((res) => setTimeout(res, 20));
+  await expect.poll(left, { timeout: 10_000 }).toEqual([]);
   return left();
 }
 

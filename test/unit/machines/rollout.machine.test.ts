@@ -13,7 +13,7 @@ function deferred<T>() {
 const tick = () => new Promise<void>((r) => setImmediate(r));
 
 /** The machine with hand-driven actors, recording every action it runs. */
-function harness() {
+function harness(guards: { initSlotHeld?: () => boolean } = {}) {
   const log: string[] = [];
   const pending: Record<string, ReturnType<typeof deferred<unknown>>> = {};
   // Typed `any` output: each stub stands in for actors of different output types.
@@ -39,6 +39,7 @@ function harness() {
     });
   });
   const machine = rolloutMachine.provide({
+    guards,
     actors: { initRollout: actor('initRollout'), runLoop, evaluate: actor('evaluate') },
     actions: {
       requestSlot: (_, p: { stage: Stage }) => log.push(`request:${p.stage}`),
@@ -91,6 +92,15 @@ describe('rollout machine', () => {
     const h = harness();
     expect(h.leaf()).toBe('queued');
     expect(h.log).toEqual(['request:init']);
+  });
+
+  it('passes queued without a SLOT when the INIT slot is already held (taken at admission)', () => {
+    const h = harness({ initSlotHeld: () => true });
+    expect(h.leaf()).toBe('initializing');
+    // No SLOT event: the request finds the slot held (the pool ignores it). In the initial
+    // macrostep XState starts the invoked actor before it runs the entry actions it deferred to
+    // start(), so the init actor comes first here (the supervisor's init step needs neither).
+    expect(h.log).toEqual(['initRollout(0)', 'request:init', 'withdraw:init', 'enter:init']);
   });
 
   it('ignores a slot of another stage while queued', () => {

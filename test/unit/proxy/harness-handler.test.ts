@@ -43,7 +43,6 @@ describe('the harness handler', () => {
     expect(r.external?.limits).toEqual({ maxLlmCalls: undefined, maxTokensTotal: 1000 });
     await r.external!.stop('test');
     ac.abort();
-    for (let i = 0; i < 50 && existsSync(dirname(spec.llmProxy.socketPath)); i++) await new Promise((res) => setTimeout(res, 10));
-    expect(existsSync(dirname(spec.llmProxy.socketPath))).toBe(false);
+    await expect.poll(() => existsSync(dirname(spec.llmProxy.socketPath)), { timeout: 10_000 }).toBe(false);
   });
 });

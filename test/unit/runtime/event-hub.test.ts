@@ -2,6 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { EventHub } from '../../../src/runtime/event-hub.js';
 import { ManualClock } from '../../../src/clock.js';
 
+/** A rollout's rseq counter, as its session keeps it. */
+const counter = (): { nextRseq(): number } => {
+  let n = 0;
+  return { nextRseq: () => ++n };
+};
+
 const state = (rolloutId: string) => ({ type: 'rollout.state' as const, rolloutId, state: 'queued' as const, prev: null, turn: 0 });
 
 describe('EventHub', () => {
@@ -17,8 +23,8 @@ describe('EventHub', () => {
   it('stamps a global seq, a per-rollout rseq and the clock time', async () => {
     const clock = new ManualClock(1_000);
     const hub = new EventHub(clock, 10, 10);
-    const a = { rseq: 0 };
-    const b = { rseq: 0 };
+    const a = counter();
+    const b = counter();
     hub.emit(a, null, state('a'));
     hub.emit(b, null, state('b'));
     hub.emit(a, null, state('a'));
@@ -35,14 +41,14 @@ describe('EventHub', () => {
     const hub = new EventHub(new ManualClock(), 0, 10);
     const it = hub.subscribe();
     const next = it.next();
-    hub.emit({ rseq: 0 }, null, state('a'));
+    hub.emit(counter(), null, state('a'));
     expect((await next).value).toMatchObject({ rolloutId: 'a', seq: 1 });
   });
 
   it('drops the oldest events of a full buffer and reports them as one gap', async () => {
     const hub = new EventHub(new ManualClock(), 0, 2);
     const it = hub.subscribe();
-    const c = { rseq: 0 };
+    const c = counter();
     for (let i = 0; i < 5; i++) hub.emit(c, null, state('a'));
     expect((await it.next()).value).toEqual({ type: 'gap', from: 1, to: 3 });
     expect(((await it.next()).value as { seq: number }).seq).toBe(4);
@@ -61,7 +67,7 @@ describe('EventHub', () => {
 
   it('replays nothing and reports no gap when resuming at the newest seq', async () => {
     const hub = new EventHub(new ManualClock(), 2, 10);
-    const c = { rseq: 0 };
+    const c = counter();
     for (let i = 0; i < 5; i++) hub.emit(c, null, state('a'));
     const it = hub.subscribe({ after: 5 });
     hub.emit(c, null, state('a'));

@@ -15,7 +15,7 @@ function live(over: Partial<Attempt> = {}): RolloutSession {
   att.callAt = 1_000;
   att.callKind = 'llm';
   Object.assign(att, over);
-  s.attempt = att;
+  s.begin(att);
   return s;
 }
 

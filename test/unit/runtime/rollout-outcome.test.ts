@@ -86,7 +86,9 @@ describe('resultFinish', () => {
 describe('buildResult', () => {
   const session = () => {
     const s = new RolloutSession('r1', { data_source: 'scripted', instance_id: 'i1' } as never, {} as never, 'g1', 1_000, 60_000, {} as never);
-    s.attempts = 2;
+    // The second attempt.
+    s.begin({} as never);
+    s.begin({} as never);
     s.timing.initMs = 10;
     s.timing.runMs = 100;
     s.timing.evalMs = 20;

@@ -71,31 +71,20 @@ async function wsClient(url: string): Promise<{ ws: WebSocket; send(m: unknown):
   return {
     ws,
     send: (m) => ws.send(JSON.stringify(m)),
+    // Woken by each message, not by a timer; the test's own timeout bounds a message that never comes.
     async next(pred) {
-      for (let i = 0; i < 200; i++) {
+      for (;;) {
         const m = msgs.find((x) => !used.has(x) && pred(x));
         if (m) {
           used.add(m);
           return m;
         }
-        await new Promise<void>((r) => {
-          wake = r;
-          setTimeout(r, 100);
-        });
+        await new Promise<void>((r) => (wake = r));
       }
-      throw new Error(`no such message; got ${JSON.stringify(msgs).slice(0, 2000)}`);
     },
   };
 }
 
-/** Resolves once `cond` holds, checking every 20 ms (up to 10 s). */
-async function until(cond: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (await cond()) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error('condition not met in 10 s');
-}
 
 describe('/v1/buffers', () => {
   it('takes complete groups as they finish, drops all-equal groups under dynamic sampling and counts them in /metrics', async () => {
@@ -251,7 +240,7 @@ describe('/v1/buffers', () => {
     c.send({ type: 'subscribe', sub: 'b', buffer: id });
     await c.next((m) => m.type === 'subscribed');
     // The failed write ends the subscription: the group is back in line, taken by nobody.
-    await until(async () => (await get(`${url}/v1/buffers/${id}`)).body.returned === 2);
+    await expect.poll(async () => (await get(`${url}/v1/buffers/${id}`)).body.returned, { timeout: 20_000 }).toBe(2);
     expect((await get(`${url}/v1/buffers/${id}`)).body).toMatchObject({ ready: 1, leased: 0, delivered: 0 });
     c.ws.close();
     const g = (await post(`${url}/v1/buffers/${id}/take`, { wait_ms: 20_000 })).body.groups;
