@@ -14,6 +14,8 @@ import type { RolloutSummary } from './runtime-api.js';
 import type { RolloutError } from '../errors.js';
 import type { HarnessRun } from '../proxy/harness-run.js';
 import type { RolloutIntegrity } from './integrity-monitor.js';
+import type { BranchOrigin, BranchStart, PendingFork, TreePlan } from './rollout-fork.js';
+import type { TrajectoryPrefixRef } from '../protocol/trajectory.js';
 
 /**
  * One attempt of a rollout: everything a retry starts afresh (actor, sandbox, tokens). The
@@ -49,6 +51,10 @@ export class Attempt {
   harness: HarnessRun | null = null;
   /** The reward-hack monitor of this attempt (#27), when the rollout has an integrity policy. */
   integrity: RolloutIntegrity | null = null;
+  /** A fork (#26) waiting for the next turn boundary of this attempt. */
+  fork: PendingFork | null = null;
+  /** A branch's note of what its fork did not carry, added after its first action's observation. */
+  lostNote: string | null = null;
 
   constructor(
     readonly builder: TrajectoryBuilder,
@@ -87,6 +93,12 @@ export class RolloutSession {
   readonly promise: Promise<RolloutResult>;
   resolve!: (r: RolloutResult) => void;
   cancelReason: string | null = null;
+  /** A branch of a fork (#26): its parent, fork turn and shared prefix; null for a rollout submitted as such. */
+  origin: BranchOrigin | null = null;
+  /** A branch's start (sandbox, token record), taken by its first attempt. */
+  branch: BranchStart | null = null;
+  /** A tree group's node (#26): the boundaries left where it forks, and the width. */
+  treePlan: TreePlan | null = null;
 
   constructor(
     readonly id: string,
@@ -115,6 +127,19 @@ export class RolloutSession {
   get dataSource(): string {
     return this.instance.data_source;
   }
+
+  get parentId(): string | null {
+    return this.origin?.parentId ?? null;
+  }
+
+  get branchTurn(): number | null {
+    return this.origin?.branchTurn ?? null;
+  }
+
+  /** The shared prefix this rollout's trajectory continues, when it is a branch. */
+  get prefix(): TrajectoryPrefixRef | null {
+    return this.origin?.prefix ?? null;
+  }
 }
 
 /** The public view of a rollout: live counts from its attempt, final ones from its result. */
@@ -127,10 +152,12 @@ export function summarize(s: RolloutSession): RolloutSummary {
     trajectoryId: s.trajectoryId,
     dataSource: s.dataSource,
     state: s.state,
-    turn: s.result ? s.result.trajectory.turns.length : (att?.harness?.calls ?? att?.builder.turnCount ?? 0),
-    tokens: s.result ? s.result.trajectory.tokens.length : (att?.harness?.traj.totalTokens ?? att?.builder.length ?? 0),
+    // A branch's result holds only what follows its prefix: its counts add the prefix's.
+    turn: s.result ? s.result.trajectory.turns.length + (s.prefix?.turns ?? 0) : (att?.harness?.calls ?? att?.builder.turnCount ?? 0),
+    tokens: s.result ? s.result.trajectory.tokens.length + (s.prefix?.tokens ?? 0) : (att?.harness?.traj.totalTokens ?? att?.builder.length ?? 0),
     attempt: s.attempts,
     submittedAt: s.submittedAt,
     result: s.result,
+    ...(s.origin ? { parentId: s.origin.parentId, branchTurn: s.origin.branchTurn } : {}),
   };
 }

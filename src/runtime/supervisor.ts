@@ -23,6 +23,10 @@ import { Attempt, RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
 import { StagePool } from './stage-pool.js';
 import type { RuntimeStatus } from './runtime-api.js';
+import { memberSeed } from '../llm/member-seed.js';
+import { ForkCoordinator, type BranchOrigin, type BranchStart, type ForkOptions, type ForkOutcome, type TreePlan } from './rollout-fork.js';
+import { PrefixStore, stripPrefix } from './trajectory-prefix.js';
+import type { RolloutResult } from '../protocol/trajectory.js';
 
 /** The parts a supervisor runs on, resolved from the options. */
 export interface SupervisorParts extends Partial<import('./weight-control.js').WeightParts> {
@@ -64,6 +68,11 @@ export class Supervisor {
   private completedCount = 0;
   private readonly outcomes: Record<string, number> = {};
   private state: 'running' | 'closing' | 'closed' = 'running';
+  /** The shared prefixes of forks (#26), held while a branch referencing them is live or retained. */
+  readonly prefixes = new PrefixStore();
+  private readonly forks: ForkCoordinator;
+  /** Tree groups watching for their new nodes, by group id. */
+  private readonly treeWatch = new Map<string, (s: RolloutSession) => void>();
 
   constructor(
     private readonly opts: RuntimeOptions,
@@ -86,7 +95,18 @@ export class Supervisor {
       nextDeadline: (s) => nextDeadline(s, opts.staleAfterMs),
       due: (s, now) => this.deadlinePassed(s, now),
     });
+    const forks = (this.forks = new ForkCoordinator({
+      live: (id) => this.sessions.get(id),
+      ended: (id) => this.finished.has(id),
+      checkAdmission: (n) => this.checkAdmission(n),
+      runLimit: opts.stages.run,
+      prefixes: this.prefixes,
+      machineTurn: (s) => s.attempt?.actor?.getSnapshot().context.turn ?? null,
+      admitBranch: (parent, id, i, origin, start, plan) => this.admitBranch(parent, id, i, origin, start, plan),
+      emit: (s, ev) => this.emit(s, ev),
+    }));
     const steps = new AttemptSteps({
+      forks,
       opts,
       llm: parts.llm, weights: parts.weights,
       registry: parts.registry,
@@ -147,12 +167,51 @@ export class Supervisor {
     return s;
   }
 
+  /**
+   * Admits branch `i` of a fork of `parent` (#26): same instance (trajectory id
+   * `<parent's>.<turn>.<i>`), group, codec and priority, its own seed (when the parent has one),
+   * its first attempt starting from `start` at the fork's turn.
+   */
+  private admitBranch(parent: RolloutSession, id: string, i: number, origin: BranchOrigin, start: BranchStart, plan: TreePlan | null): RolloutSession {
+    const sampling = parent.sampling.seed === undefined ? parent.sampling : { ...parent.sampling, seed: memberSeed(parent.sampling.seed, (origin.branchTurn + 1) * 4096 + i + 1) };
+    const instance = { ...parent.instance, trajectory_id: `${parent.trajectoryId ?? '0'}.${origin.branchTurn}.${i}` };
+    const s = new RolloutSession(id, instance, sampling, parent.groupId, this.clock.now(), this.opts.wallClockMs, parent.codec, parent.priority);
+    s.origin = origin;
+    s.branch = start;
+    s.treePlan = plan;
+    this.prefixes.retain(origin.prefix.id);
+    this.sessions.set(id, s);
+    this.sweeper.track(s);
+    this.startAttempt(s);
+    if (s.groupId !== null) this.treeWatch.get(s.groupId)?.(s);
+    return s;
+  }
+
+  /** Forks live rollout `id` at its next turn boundary (#26): see {@link ForkCoordinator.request}. */
+  fork(id: string, opts: ForkOptions): Promise<ForkOutcome> {
+    return this.forks.request(id, opts);
+  }
+
+  /** Calls `onNode` for each branch admitted into group `groupId` until `unwatch`. */
+  watchGroup(groupId: string, onNode: (s: RolloutSession) => void): () => void {
+    this.treeWatch.set(groupId, onNode);
+    return () => void this.treeWatch.delete(groupId);
+  }
+
+  /** Sets the tree plan of a rollout just admitted as a tree's root. */
+  planTree(s: RolloutSession, plan: TreePlan): void {
+    s.treePlan = plan;
+  }
+
   // ───────────────────────────── attempts ─────────────────────────────
 
   private startAttempt(s: RolloutSession): void {
     const n = ++s.attempts;
+    // A branch's one attempt starts from its fork: its parent's token record and sandbox.
+    const start = s.branch;
+    s.branch = null;
     const att = new Attempt(
-      new TrajectoryBuilder({ codec: s.codec, detectDrift: this.opts.detectDrift, enableThinking: s.sampling.enable_thinking }),
+      start?.builder ?? new TrajectoryBuilder({ codec: s.codec, detectDrift: this.opts.detectDrift, enableThinking: s.sampling.enable_thinking }),
       s.sampling.max_iterations ?? this.opts.maxIterations,
       s.sampling.max_output_tokens ?? this.opts.maxOutputTokens,
       s.sampling.max_model_len ?? this.opts.maxModelLen,
@@ -160,6 +219,12 @@ export class Supervisor {
     );
     s.attempt = att;
     att.ctx = handlerContext(s, att, this.clock);
+    if (start) {
+      att.sandboxes.adopt(start.sandbox);
+      att.sandbox = start.sandbox;
+      att.handlerState = start.handlerState;
+      if (start.lost.length) att.lostNote = `Note: this conversation was forked; what did not carry over to this sandbox: ${start.lost.join('; ')}.`;
+    }
     if (this.hub.active) {
       this.emit(s, {
         type: 'rollout.submitted',
@@ -169,10 +234,11 @@ export class Supervisor {
         groupId: s.groupId,
         dataSource: s.dataSource,
         attempt: n,
+        ...(s.origin ? { parentId: s.origin.parentId, branchTurn: s.origin.branchTurn } : {}),
       });
     }
     const inspect = rolloutInspectOptions(this.opts.inspect, { rolloutId: s.id, groupId: s.groupId, attempt: n });
-    const actor = createActor(this.machine, { input: { rolloutId: s.id }, ...inspect });
+    const actor = createActor(this.machine, { input: { rolloutId: s.id, turn: s.branchTurn ?? 0 }, ...inspect });
     att.actor = actor;
     actor.start();
   }
@@ -216,7 +282,11 @@ export class Supervisor {
     if (!s) return;
     const prev = s.state;
     s.state = state;
-    if (s.attempt) s.attempt.lastProgress = this.clock.now();
+    if (s.attempt) {
+      s.attempt.lastProgress = this.clock.now();
+      // Past its loop, a rollout has no turn boundary left for a pending fork.
+      if (s.attempt.fork && (state === 'waitingEval' || state === 'evaluating' || state === 'done')) this.forks.loopEnded(s.attempt, 'stopped its agent loop');
+    }
     if (this.hub.active) this.emit(s, { type: 'rollout.state', rolloutId: id, state, prev, turn });
   }
 
@@ -232,6 +302,7 @@ export class Supervisor {
     if (!s || !att || att.ended) return;
     att.ended = true;
     att.actor = null;
+    this.forks.loopEnded(att, final === 'done' ? 'ended' : `ended (${final})`);
     att.budgetAt = Infinity;
     att.callAt = Infinity;
     // Safety net behind the exit actions: no path may keep a slot.
@@ -248,7 +319,8 @@ export class Supervisor {
       error: att.error,
       cancelReason: s.cancelReason,
       attempts: s.attempts,
-      maxRetries: this.opts.retries.max,
+      // A branch is not retried: the snapshot it started from goes with its first attempt.
+      maxRetries: s.origin ? 0 : this.opts.retries.max,
       running: this.state === 'running',
     });
     if (d.retry) this.scheduleRetry(s, att, d.error!, closing);
@@ -305,7 +377,7 @@ export class Supervisor {
     if (s.settled) return;
     s.settled = true;
     this.sweeper.forget(s);
-    const result = buildResult(s, att, outcome, error, this.clock.now(), this.parts.weights?.trainerVersion ?? null);
+    const result = asBranch(s, buildResult(s, att, outcome, error, this.clock.now(), this.parts.weights?.trainerVersion ?? null));
     s.result = result;
     this.completedCount++;
     this.outcomes[outcome] = (this.outcomes[outcome] ?? 0) + 1;
@@ -328,8 +400,13 @@ export class Supervisor {
       this.sessions.delete(s.id);
       if (this.opts.retainResults > 0) {
         this.finished.set(s.id, s);
-        if (this.finished.size > this.opts.retainResults) this.finished.delete(this.finished.keys().next().value as string);
-      }
+        if (this.finished.size > this.opts.retainResults) {
+          const old = this.finished.keys().next().value as string;
+          const prefix = this.finished.get(old)?.prefix;
+          this.finished.delete(old);
+          if (prefix) this.prefixes.release(prefix.id);
+        }
+      } else if (s.prefix) this.prefixes.release(s.prefix.id);
       // Drop heavy per-attempt data; the result holds what is kept.
       s.attempt = null;
       if (this.sessions.size === 0) this.sweeper.idle();
@@ -392,6 +469,15 @@ export class Supervisor {
   private emit(s: RolloutSession, ev: RolloutEventInput): void {
     this.hub.emit(s, s.groupId, ev);
   }
+}
+
+/** A branch's result (#26): its own part of the trajectory, referencing the shared prefix, and its origin. */
+function asBranch(s: RolloutSession, r: RolloutResult): RolloutResult {
+  if (!s.origin) return r;
+  r.trajectory = stripPrefix(r.trajectory, s.origin.prefix);
+  r.parentId = s.origin.parentId;
+  r.branchTurn = s.origin.branchTurn;
+  return r;
 }
 
 /** The context every handler call of an attempt shares; its sandboxes go to the attempt's owner. */
