@@ -179,6 +179,32 @@ export const SandboxInterruptResultSchema = z.object({ type: z.literal('sandbox.
 export const SandboxResetSchema = z.object({ type: z.literal('sandbox.reset'), id: z.number().int(), sandboxId: z.string() });
 export const SandboxResetResultSchema = z.object({ type: z.literal('sandbox.reset.result'), id: z.number().int() });
 
+/**
+ * Forks a sandbox at a turn boundary (#26): its processes are frozen while its filesystem and
+ * shell state are captured, and one branch sandbox per `branches` entry is made on the same
+ * host from that snapshot (src/sandbox/host-sandbox.ts `fork`). `keepParent` false closes the
+ * parent at the fork (its files become the branches' lower layer without a copy).
+ */
+export const SandboxForkSchema = z.object({
+  type: z.literal('sandbox.fork'),
+  id: z.number().int(),
+  sandboxId: z.string(),
+  keepParent: z.boolean(),
+  branches: z
+    .array(z.object({ sandboxId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/), rolloutId: z.string() }))
+    .min(1)
+    .max(256),
+});
+export const SandboxForkResultSchema = z.object({
+  type: z.literal('sandbox.fork.result'),
+  id: z.number().int(),
+  /** The branches' sandbox ids, in the order asked. */
+  branches: z.array(z.string()),
+  lost: z.array(z.string()),
+  frozenMs: z.number().nonnegative(),
+  copiedBytes: z.number().int().nonnegative(),
+});
+
 export const SandboxCloseSchema = z.object({ type: z.literal('sandbox.close'), id: z.number().int(), sandboxId: z.string() });
 export const SandboxCloseResultSchema = z.object({ type: z.literal('sandbox.close.result'), id: z.number().int() });
 
@@ -195,6 +221,7 @@ export const HostRequestSchema = z.discriminatedUnion('type', [
   SandboxResetSchema,
   SandboxCloseSchema,
   SandboxIntegritySchema,
+  SandboxForkSchema,
 ]);
 export type HostRequest = z.infer<typeof HostRequestSchema>;
 

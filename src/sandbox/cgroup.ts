@@ -8,6 +8,14 @@ const MEMORY_ROOT = path.join(CGROUP_ROOT, 'memory');
 const PARENT = 'rollout-runtime';
 
 /**
+ * Root of the v1 `freezer` hierarchy: `ROLLOUT_CGROUP_FREEZER_ROOT` when set (read at each use,
+ * so a test can point it at a directory without the controller), else /sys/fs/cgroup/freezer.
+ */
+export function freezerRoot(): string {
+  return process.env['ROLLOUT_CGROUP_FREEZER_ROOT'] || path.join(CGROUP_ROOT, 'freezer');
+}
+
+/**
  * The cgroups of one sandbox (v1): a `pids` group that caps its process count (RLIMIT_NPROC is
  * per uid, and ignored for root) and lists every process of the sandbox, even ones that left
  * its process group, so close can kill them all; and, where the memory controller is mounted, a
@@ -23,6 +31,8 @@ export class PidsCgroup {
     readonly dir: string,
     /** The memory group, or null when there is none. */
     readonly memoryDir: string | null,
+    /** The freezer group (what a fork freezes), or null when the controller is missing. */
+    readonly freezerDir: string | null,
   ) {}
 
   /**
@@ -60,13 +70,79 @@ export class PidsCgroup {
         }
       }
     }
-    return new PidsCgroup(dir, memoryDir);
+    return new PidsCgroup(dir, memoryDir, makeFreezerGroup(name));
   }
 
   /** Opens an existing group by directory (from a lease) without creating it. */
   static open(dir: string): PidsCgroup {
     const m = path.join(MEMORY_ROOT, PARENT, path.basename(dir));
-    return new PidsCgroup(dir, fs.existsSync(m) ? m : null);
+    const f = path.join(freezerRoot(), PARENT, path.basename(dir));
+    return new PidsCgroup(dir, fs.existsSync(m) ? m : null, fs.existsSync(path.join(f, 'freezer.state')) ? f : null);
+  }
+
+  /**
+   * Moves every process of the pids group that is not yet in the freezer group into it (the
+   * launcher cannot join it itself: its prelude writes two procs files; drivers.ts). Children
+   * inherit the group, so after the shell's start only stragglers forked meanwhile need it.
+   * A process that exits meanwhile is skipped. No-op without a freezer group.
+   */
+  joinFreezer(): void {
+    if (!this.freezerDir) return;
+    const inFreezer = new Set(readPids(path.join(this.freezerDir, 'cgroup.procs')));
+    for (const pid of this.pids()) {
+      if (inFreezer.has(pid)) continue;
+      try {
+        fs.writeFileSync(path.join(this.freezerDir, 'cgroup.procs'), String(pid));
+      } catch {
+        // exited meanwhile
+      }
+    }
+  }
+
+  /**
+   * Freezes every process of the sandbox (cgroup v1 freezer: no signal is involved, so a
+   * process that ignores or traps SIGSTOP/SIGTSTP is frozen all the same) and resolves once the
+   * group reads FROZEN with every process of the pids group inside it (one forked outside the
+   * freezer group before it was frozen is moved in and frozen too). Bounded by `timeoutMs`;
+   * on a timeout the group is thawed again and this throws.
+   * @throws Error without a freezer group, or when the group does not freeze in time.
+   */
+  async freeze(timeoutMs = 5000): Promise<void> {
+    const dir = this.freezerDir;
+    if (!dir) throw new Error('no freezer group');
+    const stateFile = path.join(dir, 'freezer.state');
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      this.joinFreezer();
+      fs.writeFileSync(stateFile, 'FROZEN');
+      // FREEZING until every task of the group has stopped (a task in an uninterruptible sleep
+      // holds it there for as long as it lasts).
+      let wait = 1;
+      while (fs.readFileSync(stateFile, 'utf8').trim() !== 'FROZEN') {
+        if (Date.now() > deadline) {
+          this.thaw();
+          throw new Error(`the sandbox's processes did not freeze in ${timeoutMs} ms`);
+        }
+        await new Promise((r) => setTimeout(r, wait));
+        wait = Math.min(wait * 2, 20);
+      }
+      const inFreezer = new Set(readPids(path.join(dir, 'cgroup.procs')));
+      if (this.pids().every((p) => inFreezer.has(p))) return;
+      if (Date.now() > deadline) {
+        this.thaw();
+        throw new Error(`the sandbox's processes did not freeze in ${timeoutMs} ms`);
+      }
+    }
+  }
+
+  /** Thaws the freezer group. Never throws (a group already gone has nothing frozen). */
+  thaw(): void {
+    if (!this.freezerDir) return;
+    try {
+      fs.writeFileSync(path.join(this.freezerDir, 'freezer.state'), 'THAWED');
+    } catch {
+      // gone
+    }
   }
 
   /** The file a launcher writes its pid into to join the group before exec. */
@@ -91,15 +167,7 @@ export class PidsCgroup {
 
   /** Pids in the group now (empty when the group is gone). */
   pids(): number[] {
-    try {
-      return fs
-        .readFileSync(this.procsFile, 'utf8')
-        .split('\n')
-        .filter(Boolean)
-        .map(Number);
-    } catch {
-      return [];
-    }
+    return readPids(this.procsFile);
   }
 
   /**
@@ -143,6 +211,8 @@ export class PidsCgroup {
   async killAllAndRemove(): Promise<void> {
     // No fork may outrun the sweep (the group is removed: the limit is never restored).
     this.holdForks();
+    // A frozen task does not die until it is thawed (SIGKILL stays pending).
+    this.thaw();
     for (let i = 0; i < 100; i++) {
       const pids = this.pids();
       if (pids.length === 0) break;
@@ -157,7 +227,7 @@ export class PidsCgroup {
     }
     // A task that has just died can keep its group busy (EBUSY) for a moment after it left
     // cgroup.procs (exit not finished, a zombie not yet reaped): retry for ~1 s more.
-    for (const d of [this.dir, this.memoryDir]) {
+    for (const d of [this.dir, this.memoryDir, this.freezerDir]) {
       if (!d) continue;
       for (let i = 0; i < 50; i++) {
         try {
@@ -170,4 +240,35 @@ export class PidsCgroup {
       }
     }
   }
+}
+
+/** The pids listed in a `cgroup.procs` file (empty when it is gone). */
+function readPids(file: string): number[] {
+  try {
+    return fs
+      .readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Makes `<freezer root>/rollout-runtime/<name>`, or returns null when the freezer controller is
+ * not mounted there (no `freezer.state` in the new group) or not writable.
+ */
+function makeFreezerGroup(name: string): string | null {
+  const root = freezerRoot();
+  if (!fs.existsSync(path.join(root, 'cgroup.procs'))) return null;
+  const dir = path.join(root, PARENT, name);
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+    if (fs.existsSync(path.join(dir, 'freezer.state'))) return dir;
+    fs.rmdirSync(dir);
+  } catch {
+    // not ours to make
+  }
+  return null;
 }

@@ -15,6 +15,8 @@ import { PythonRepl, REPL_DRIVER, REPL_PYTHON_FLAGS } from './python-repl.js';
 import { SANDBOX_DNS, UserNet } from './network.js';
 import { LLM_PROXY_URL, LlmProxyForwarder, checkProxySocket, mountProxySocket } from './llm-proxy-forwarder.js';
 import { mountHarnessStore } from './harness-mount.js';
+import { ForkSnapshot, mountBranchWorkspace } from './fork-snapshot.js';
+import { captureCommand, restoreCommand } from './shell-state.js';
 import { chownTree, makeSandboxFs, pinDir, removeSandboxFs, unpinDir, type SandboxFs } from './sandbox-fs.js';
 import { isRoot } from './sandbox-user.js';
 import { writeSeccompFilter } from './seccomp.js';
@@ -27,6 +29,16 @@ export interface HostOwner {
   runtimeId: string;
   ownerPid: number;
   ownerStart: string | null;
+}
+
+/** What a fork's branch starts from (HostSandbox.fork). */
+export interface BranchStart {
+  /** The parent's filesystem, the lower layer of the branch's own. */
+  snapshot: ForkSnapshot;
+  /** The parent shell's state as a script to source (shell-state.ts). */
+  shellState: string;
+  /** The parent's last exit code, the branch's first `$?`. */
+  lastExit: number | null;
 }
 
 /** The sandbox's PATH unless its image or task names another. */
@@ -59,6 +71,12 @@ export class HostSandbox {
   private imageMount: ImageMount | null = null;
   /** Exit code when the shell exited on its own (`exit`), until it is restarted. */
   private selfExit: number | null = null;
+  /** Python cells in flight (queued or running): a fork waits for none. */
+  private pythonRunning = 0;
+  /** A fork branch's snapshot (its workspace's lower layer), released at close. */
+  private snapshot: ForkSnapshot | null = null;
+  /** The control dir as the shell sees it (set at each shell start). */
+  private ctlInside = '/run/rollout';
 
   private constructor(
     readonly id: string,
@@ -104,21 +122,28 @@ export class HostSandbox {
    * @throws TaskError for a bad spec (missing seed, failing setup command), SandboxError when
    *   the shell does not start. Nothing is left behind on a throw.
    */
-  static async create(req: SandboxCreate, ctx: { stateDir: string; owner: HostOwner; onLost: (reason: string) => void }): Promise<HostSandbox> {
+  static async create(req: SandboxCreate, ctx: { stateDir: string; owner: HostOwner; onLost: (reason: string) => void; branchOf?: BranchStart | undefined }): Promise<HostSandbox> {
     const dir = path.join(sandboxesDir(ctx.stateDir), req.sandboxId);
     if (fs.existsSync(dir)) throw new SandboxError(`sandbox ${req.sandboxId} already exists`, { code: 'SANDBOX_EXISTS', stage: 'init' });
     fs.mkdirSync(dir, { recursive: true });
     const uid = req.driver === 'none' ? null : req.sandboxUid;
+    const branchOf = ctx.branchOf;
+    // A fork's branch holds its snapshot until it closes (the last one removes it).
+    branchOf?.snapshot.acquire();
     let files: SandboxFs;
+    let mount: ImageMount | null;
     try {
       files = makeSandboxFs(dir, { bytes: req.limits.workdirBytes, uid, stateDir: ctx.stateDir });
+      if (branchOf && !req.image) mountBranchWorkspace(files.root, files.workdir, branchOf.snapshot.lower);
+      // A branch of an image sandbox: the snapshot of its parent's upper dir is the top lower layer.
+      mount = req.image ? await mountImageRoot(dir, req.image, uid, { removeOnFailure: false, top: branchOf?.snapshot.lower }) : null;
     } catch (err) {
       removeSandboxFs(dir);
       fs.rmSync(dir, { recursive: true, force: true });
+      await branchOf?.snapshot.release();
       throw err;
     }
     const { ctlDir } = files;
-    const mount = req.image ? await mountImageRoot(dir, req.image, uid, { removeOnFailure: true }) : null;
     // An image sandbox's workspace is its WorkingDir inside the overlay (seen through the
     // overlay's own namespace when it lives in one: overlay-mount.ts).
     const workdir = mount ? mount.workdir : files.workdir;
@@ -143,10 +168,14 @@ export class HostSandbox {
     const seccompFile = req.driver === 'none' ? null : writeSeccompFilter(ctlDir);
     const sb = new HostSandbox(req.sandboxId, req, dir, workdir, ctlDir, files, seccompFile, cgroup, lease, ctx.onLost);
     sb.imageMount = mount;
+    sb.snapshot = branchOf?.snapshot ?? null;
     try {
-      await seed(workdir, req);
-      // Seeding ran as root before any sandboxed process existed; the sandbox's uid takes it over.
-      if (uid !== null) chownTree(workdir, uid);
+      // A branch's files are its parent's, already its uid's (a chown -R would copy every one up).
+      if (!branchOf) {
+        await seed(workdir, req);
+        // Seeding ran as root before any sandboxed process existed; the sandbox's uid takes it over.
+        if (uid !== null) chownTree(workdir, uid);
+      }
       sb.holdWorkdir();
       fs.writeFileSync(path.join(ctlDir, 'repl.py'), REPL_DRIVER);
       if (req.spec.network) fs.writeFileSync(path.join(ctlDir, 'resolv.conf'), `nameserver ${SANDBOX_DNS}\n`);
@@ -161,7 +190,8 @@ export class HostSandbox {
       await sb.startShell().catch((err: unknown) => {
         throw entrypointFailed(req.image, err);
       });
-      for (const cmd of req.spec.setup ?? []) {
+      if (branchOf) await sb.restoreShellState(branchOf.shellState, branchOf.lastExit);
+      for (const cmd of branchOf ? [] : (req.spec.setup ?? [])) {
         const r = await sb.bash({ command: cmd });
         if (r.exitCode !== 0) {
           throw new TaskError(`setup command failed (exit ${r.exitCode ?? 'timeout'}): ${cmd}\n${r.output.slice(-2000)}`, { code: 'SETUP_FAILED', stage: 'init' });
@@ -271,6 +301,7 @@ export class HostSandbox {
     // own is reached through /proc/<pid>/root, which realpath would drop); re-resolving it now
     // would follow whatever links the sandbox has put on its way since.
     const hostWorkdir = this.imageMount ? this.workdir : fs.realpathSync(this.workdir);
+    this.ctlInside = launch.ctlInside;
     this.pty = await PtySession.start(
       {
         argv: launch.argv,
@@ -298,6 +329,8 @@ export class HostSandbox {
     writeLease(this.lease);
     this.shellPid = this.findShell();
     this.shellStart = processStartTime(this.shellPid ?? this.pty.pid);
+    // The launcher joins the pids and memory groups itself; the freezer group from here.
+    this.cgroup?.joinFreezer();
     if (this.req.spec.network && this.req.driver !== 'none') {
       // A fresh namespace (first start, or after `exit`) needs its own user-mode network.
       this.net?.close();
@@ -428,7 +461,12 @@ export class HostSandbox {
       // on a host path through the workspace's ancestors, which the sandbox may have swapped.
       this.repl = new PythonRepl({ argv, env: this.env(home), cwd: inside ? '/' : this.workdir, maxOutputChars: this.req.tools.maxOutputChars });
     }
-    return this.repl.run(code, timeoutMs ?? this.req.tools.pythonTimeoutMs);
+    this.pythonRunning++;
+    try {
+      return await this.repl.run(code, timeoutMs ?? this.req.tools.pythonTimeoutMs);
+    } finally {
+      this.pythonRunning--;
+    }
   }
 
   /**
@@ -478,16 +516,7 @@ export class HostSandbox {
    */
   async interrupt(signal: 'SIGINT' | 'SIGKILL' = 'SIGKILL'): Promise<number> {
     if (!this.pty || this.closing) return 0;
-    const keep = new Set<number>([this.pty.pid]);
-    if (this.net) keep.add(this.net.pid);
-    if (this.shellPid) keep.add(this.shellPid);
-    const replPid = this.repl?.pid;
-    const replTree = replPid ? [replPid, ...descendants(replPid)] : [];
-    for (const p of replTree) keep.add(p);
-    // The namespace's init (inner bwrap) sits between the launcher and the shell: keep the chain.
-    for (let p = this.shellPid ? parentOf(this.shellPid) : null; p && p !== this.pty.pid && p > 1; p = parentOf(p)) keep.add(p);
-    const launcher = this.pty.pid;
-    const victims = (): number[] => [...new Set([...descendants(launcher), ...(this.cgroup?.pids() ?? [])])].filter((p) => !keep.has(p) && isLive(p));
+    const victims = this.strays(this.pty.pid);
     if (signal === 'SIGINT') return killAll(victims(), 'SIGINT');
     const signalled = new Set<number>();
     const release = this.cgroup?.holdForks();
@@ -505,6 +534,133 @@ export class HostSandbox {
       release?.();
     }
     return signalled.size;
+  }
+
+  /**
+   * The processes of the sandbox that are not its shell or REPL (with the chain between the
+   * launcher and the shell, and the network helper): what {@link interrupt} signals and what a
+   * fork cannot carry. A function: it lists them anew at each call.
+   */
+  private strays(launcher: number): () => number[] {
+    const keep = new Set<number>([launcher]);
+    if (this.net) keep.add(this.net.pid);
+    if (this.shellPid) keep.add(this.shellPid);
+    const replPid = this.repl?.pid;
+    const replTree = replPid ? [replPid, ...descendants(replPid)] : [];
+    for (const p of replTree) keep.add(p);
+    // The namespace's init (inner bwrap) sits between the launcher and the shell: keep the chain.
+    for (let p = this.shellPid ? parentOf(this.shellPid) : null; p && p !== launcher && p > 1; p = parentOf(p)) keep.add(p);
+    return () => [...new Set([...descendants(launcher), ...(this.cgroup?.pids() ?? [])])].filter((p) => !keep.has(p) && isLive(p));
+  }
+
+  /**
+   * Forks the sandbox at a turn boundary into one branch per `branches` entry (Sandbox.fork, #26).
+   *
+   * In order: the shell's state is captured (an internal command: shell-state.ts); every
+   * process is frozen (cgroup freezer); what a branch cannot get is listed; the filesystem is
+   * snapshotted (fork-snapshot.ts: shared without a copy when the parent ends here, else copied
+   * once); then, with `keepParent`, the parent is thawed; the branches are made on this host
+   * from the snapshot, each restoring the shell state before its first command; without
+   * `keepParent` the parent, frozen until they all stand, is closed last.
+   *
+   * @throws SandboxError `SANDBOX_BUSY` while a command or cell runs, `FREEZE_UNAVAILABLE`
+   *   without a freezer group (no controller, or the `none` driver), `FORK_FAILED` when the
+   *   snapshot or a branch cannot be made — in every case the parent is as it was (thawed,
+   *   running) and no branch or snapshot is left.
+   */
+  async fork(req: { branches: Array<{ sandboxId: string; rolloutId: string }>; keepParent: boolean }, ctx: { stateDir: string; owner: HostOwner; onLost: (sandboxId: string) => (reason: string) => void }): Promise<{ branches: HostSandbox[]; lost: string[]; frozenMs: number; copiedBytes: number }> {
+    if (this.selfExit !== null && !this.closing) await this.restartShell();
+    const pty = this.alive();
+    if (pty.busy || this.pythonRunning > 0) throw new SandboxError(`sandbox ${this.id} is running a command: a fork waits for a turn boundary`, { code: 'SANDBOX_BUSY' });
+    const cgroup = this.cgroup;
+    if (!cgroup?.freezerDir || this.req.driver === 'none') {
+      throw new SandboxError(`sandbox ${this.id} cannot be frozen: ${this.req.driver === 'none' ? "the 'none' driver has no cgroup" : 'no cgroup freezer controller (cgroup v1 freezer) is mounted'}`, { code: 'FREEZE_UNAVAILABLE' });
+    }
+    if (this.imageMount && this.imageMount.kind !== 'kernel') throw new SandboxError(`sandbox ${this.id}: only an image sandbox on a kernel overlay can be forked (this one is ${this.imageMount.kind})`, { code: 'FORK_FAILED' });
+    const lastExit = pty.lastExitCode;
+    const capture = captureCommand(lastExit);
+    const shellState = capture.parse(await pty.internal(capture.command, this.req.tools.startTimeoutMs));
+    const frozenAt = Date.now();
+    try {
+      await cgroup.freeze();
+    } catch (err) {
+      throw new SandboxError(`sandbox ${this.id} could not be frozen: ${(err as Error).message}`, { code: 'FREEZE_UNAVAILABLE', cause: err });
+    }
+    let snapshot: ForkSnapshot;
+    let lost: string[];
+    try {
+      lost = this.lostAtFork();
+      const source = this.imageMount ? overlayDirs(this.dir).upper : null;
+      const sourceFd = source === null ? this.workdirFd! : fs.openSync(source, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
+      try {
+        snapshot = await ForkSnapshot.take(sourceFd, {
+          stateDir: ctx.stateDir,
+          mode: req.keepParent ? 'copy' : 'share',
+          bytes: this.req.limits.workdirBytes,
+          lease: { runtimeId: this.lease.runtimeId, ownerPid: this.lease.ownerPid, ownerStart: this.lease.ownerStart, rolloutId: this.lease.rolloutId },
+        });
+      } finally {
+        if (sourceFd !== this.workdirFd) fs.closeSync(sourceFd);
+      }
+    } catch (err) {
+      cgroup.thaw();
+      throw err;
+    }
+    let frozenMs = 0;
+    if (req.keepParent) {
+      cgroup.thaw();
+      frozenMs = Date.now() - frozenAt;
+    }
+    // The fork's own hold: a branch that fails and releases cannot take the snapshot with it.
+    snapshot.acquire();
+    const made = await Promise.allSettled(
+      req.branches.map((b) =>
+        HostSandbox.create(
+          // The branch's files come from the snapshot: no seed, no setup; the parent's uid owns them.
+          { ...this.req, sandboxId: b.sandboxId, rolloutId: b.rolloutId, spec: { ...this.req.spec, files: undefined, seedDir: undefined, gitRepo: undefined, setup: undefined, llmProxy: undefined } },
+          { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), branchOf: { snapshot, shellState, lastExit } },
+        ),
+      ),
+    );
+    const branches = made.flatMap((m) => (m.status === 'fulfilled' ? [m.value] : []));
+    const failed = made.find((m): m is PromiseRejectedResult => m.status === 'rejected');
+    if (failed) {
+      await Promise.all(branches.map((b) => b.close()));
+      cgroup.thaw();
+      await snapshot.release();
+      const e = failed.reason as Error;
+      throw new SandboxError(`sandbox ${this.id}: a fork branch could not be made: ${e.message}`, { code: 'FORK_FAILED', cause: e });
+    }
+    if (!req.keepParent) {
+      frozenMs = Date.now() - frozenAt;
+      await this.close();
+    }
+    await snapshot.release();
+    return { branches, lost, frozenMs, copiedBytes: snapshot.copiedBytes };
+  }
+
+  /** What a branch does not get, in words for the policy (Sandbox.fork's `lost`); read while frozen. */
+  private lostAtFork(): string[] {
+    const lost: string[] = [];
+    const strays = this.pty ? this.strays(this.pty.pid)() : [];
+    if (strays.length) {
+      const names = [...new Set(strays.map((p) => readComm(p)).filter((n): n is string => n !== null))];
+      lost.push(`${strays.length} background process${strays.length > 1 ? 'es' : ''} (${names.join(', ')})`);
+    }
+    if (this.repl?.pid) lost.push("the Python REPL's state (its variables, imports and definitions)");
+    return lost;
+  }
+
+  /** Restores a fork's captured shell state in this (branch's) fresh shell: shell-state.ts. */
+  private async restoreShellState(state: string, lastExit: number | null): Promise<void> {
+    const name = `fork-state-${this.id}.sh`;
+    const file = path.join(this.ctlDir, name);
+    fs.writeFileSync(file, state, { mode: 0o644 });
+    try {
+      await this.alive().internal(restoreCommand(path.posix.join(this.ctlInside, name), lastExit), this.req.tools.startTimeoutMs);
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
   }
 
   /** Kills everything and removes the directory and cgroup. Idempotent; never throws. */
@@ -533,6 +689,8 @@ export class HostSandbox {
     removeSandboxFs(this.dir);
     // Any depth, mounts detached first, quarantined when it cannot go (remove-tree.ts).
     await removeSandboxDir(this.dir);
+    // After the branch's own mounts: the last branch of a fork takes its snapshot along.
+    await this.snapshot?.release();
   }
 }
 
@@ -574,5 +732,14 @@ async function seed(workdir: string, req: SandboxCreate): Promise<void> {
       const key = JSON.stringify(rel.length > 200 ? `${rel.slice(0, 200)}...` : rel);
       throw new TaskError(`files: key ${key}: ${(err as Error).message}`, { code: 'SEED_FAILED', stage: 'init' });
     }
+  }
+}
+
+/** A process's `comm` (its executable's name, as ps shows it), or null when it is gone. */
+function readComm(pid: number): string | null {
+  try {
+    return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return null;
   }
 }

@@ -62,6 +62,8 @@ export class PtySession {
   /** Date.now() of the last output chunk: the no-output deadline is computed from it when due. */
   private lastOutputAt = 0;
   private cmdSeq = 0;
+  /** True while an {@link internal} command runs: its output is kept whole. */
+  private internalRun = false;
 
   private constructor(private readonly opts: PtySessionOptions) {
     this.markerStart = `\x1eRR${this.token}:`;
@@ -116,6 +118,11 @@ export class PtySession {
     return this.dead;
   }
 
+  /** The exit code of the last finished command (null before the first, or after a timeout). */
+  get lastExitCode(): number | null {
+    return this.lastExit;
+  }
+
   /** The model-facing cwd after the last finished command. */
   get currentCwd(): string {
     return this.cwd;
@@ -150,6 +157,43 @@ export class PtySession {
     this.running = true;
     this.term.write(this.encode(command));
     return this.wait(timeoutMs);
+  }
+
+  /**
+   * Runs a command of the runtime's own in the shell, between the model's commands (a fork's
+   * capture or restore of the shell's state: shell-state.ts), and resolves with its raw
+   * terminal output, kept whole. It is not a tool call: the last command's exit code and any
+   * output a finished command left unreported are kept for the next call; the shell's `cwd`
+   * follows the marker as usual (a restore may change it). The command itself is responsible for
+   * leaving no trace in the shell (history, `$?`).
+   * @throws SandboxError `SANDBOX_BUSY` while a command runs, `SANDBOX_LOST` when the shell has
+   *   exited, `SANDBOX` when the command does not finish in `timeoutMs` (it is interrupted).
+   */
+  async internal(command: string, timeoutMs: number): Promise<string> {
+    if (this.dead) throw new SandboxError('the sandbox shell has exited', { code: 'SANDBOX_LOST' });
+    if (this.running) throw new SandboxError('a command is running in the sandbox shell', { code: 'SANDBOX_BUSY' });
+    const saved = { unreported: this.unreported, lastExit: this.lastExit };
+    this.unreported = null;
+    this.raw = '';
+    this.droppedChars = 0;
+    this.scanFrom = 0;
+    this.running = true;
+    this.internalRun = true;
+    try {
+      this.term.write(this.encode(command));
+      const ev = await this.waitEvent(timeoutMs, timeoutMs);
+      if (ev === 'exit') throw new SandboxError('the sandbox shell exited during an internal command', { code: 'SANDBOX_LOST' });
+      if (ev !== 'done') {
+        this.interrupt();
+        throw new SandboxError(`an internal command of the sandbox shell did not finish in ${timeoutMs} ms`, { code: 'SANDBOX' });
+      }
+      const out = this.unreported!.output;
+      this.unreported = saved.unreported;
+      this.lastExit = saved.lastExit;
+      return out;
+    } finally {
+      this.internalRun = false;
+    }
   }
 
   /** Sends Ctrl-C to the foreground job (used when a call is cancelled). */
@@ -224,7 +268,7 @@ export class PtySession {
   private onData(d: string): void {
     this.lastOutputAt = Date.now();
     this.raw += d;
-    if (this.raw.length > this.opts.maxOutputChars * RAW_CAP_FACTOR) this.compact();
+    if (!this.internalRun && this.raw.length > this.opts.maxOutputChars * RAW_CAP_FACTOR) this.compact();
     const start = this.raw.indexOf(this.markerStart, this.scanFrom);
     if (start < 0) {
       this.scanFrom = Math.max(0, this.raw.length - this.markerStart.length);

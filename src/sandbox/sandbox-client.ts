@@ -1,16 +1,18 @@
+import crypto from 'node:crypto';
 import { createActor, fromPromise, type Actor } from 'xstate';
 import { sandboxMachine } from '../../machines/sandbox.machine.js';
-import { CancelledError, RolloutError, SandboxError, toRolloutError } from '../errors.js';
+import { CancelledError, RolloutError, SandboxError, ValidationError, toRolloutError } from '../errors.js';
 import type { UdsChannel } from '../ipc/uds-channel.js';
 import {
   SandboxBashResultSchema,
   SandboxEditorResultSchema,
+  SandboxForkResultSchema,
   SandboxInterruptResultSchema,
   SandboxPythonResultSchema,
   SandboxReadResultSchema,
 } from '../protocol/sandbox.js';
 import { SandboxIntegrityResultSchema, type FileObservationResult } from '../protocol/integrity.js';
-import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult, Sandbox } from './sandbox.js';
+import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult, Sandbox, SandboxFork, SandboxForkRequest } from './sandbox.js';
 
 /** Timeouts the client needs to bound its requests to the host. */
 export interface ClientTimeouts {
@@ -21,6 +23,12 @@ export interface ClientTimeouts {
 // The host enforces tool timeouts itself; the channel timeout only catches a wedged host.
 const GRACE_MS = 15_000;
 const CLOSE_TIMEOUT_MS = 60_000;
+// A fork makes its branches' shells (each bounded by the host's start timeout) and may copy a
+// workspace first: bounded generously, only a wedged host meets it.
+const FORK_TIMEOUT_MS = 180_000;
+
+/** Makes the clients of sandboxes a fork made on this client's host (the provider registers them there). */
+export type AdoptBranches = (sandboxIds: string[]) => SandboxClient[];
 
 /**
  * The runtime-side {@link Sandbox}: each call is one request to the sandbox host that owns it.
@@ -56,6 +64,8 @@ export class SandboxClient implements Sandbox {
     private readonly timeouts: ClientTimeouts,
     start: () => Promise<void>,
     onClosed: () => void,
+    /** Registers a fork's branches with the provider; absent, the client cannot fork. */
+    private readonly adopt?: AdoptBranches,
   ) {
     this.actor = createActor(
       sandboxMachine.provide({
@@ -80,6 +90,23 @@ export class SandboxClient implements Sandbox {
   get state(): string {
     this.settleIdle();
     return String(this.actor.getSnapshot().value);
+  }
+
+  /** Resolves once the machine has left `starting` (ready, or lost or closed). */
+  started(): Promise<void> {
+    const left = (): boolean => String(this.actor.getSnapshot().value) !== 'starting';
+    return new Promise((resolve) => {
+      if (left()) return resolve();
+      const sub = this.actor.subscribe({
+        next: () => {
+          if (!left()) return;
+          sub.unsubscribe();
+          resolve();
+        },
+        complete: () => resolve(),
+        error: () => resolve(),
+      });
+    });
   }
 
   /** Sends the owed CALL_DONE now, if any. */
@@ -138,6 +165,40 @@ export class SandboxClient implements Sandbox {
 
   async integrity(req: { op: 'start'; protect: string[] } | { op: 'observe'; turn: number }): Promise<FileObservationResult> {
     return SandboxIntegrityResultSchema.parse(await this.call({ ...req, type: 'sandbox.integrity' }, GRACE_MS)).result;
+  }
+
+  /**
+   * Forks the sandbox on its host (Sandbox.fork). The request is not cut short by `signal`: a
+   * fork runs to its end on the host so that no branch is left half made; a signal that fired
+   * meanwhile closes the branches and rejects with CancelledError. When the call fails the
+   * branch ids are closed on the host (one it may still be making is closed when made).
+   * @throws ValidationError for no `rolloutIds`; SandboxError as the host answers
+   *   (`SANDBOX_BUSY`, `FREEZE_UNAVAILABLE`, `FORK_FAILED`, `SANDBOX_LOST`).
+   */
+  async fork(req: SandboxForkRequest, signal?: AbortSignal): Promise<SandboxFork> {
+    if (req.rolloutIds.length === 0) throw new ValidationError('fork: rolloutIds must name at least one branch', [{ path: 'rolloutIds', message: 'must not be empty' }]);
+    if (!this.adopt) throw new SandboxError(`sandbox ${this.id} cannot fork: its provider does not register branches`, { code: 'FORK_FAILED' });
+    if (signal?.aborted) throw new CancelledError();
+    const keepParent = req.keepParent ?? true;
+    const ids = req.rolloutIds.map(() => `sb-${crypto.randomBytes(6).toString('hex')}`);
+    let reply: Record<string, unknown>;
+    try {
+      reply = await this.call({ type: 'sandbox.fork', keepParent, branches: ids.map((sandboxId, i) => ({ sandboxId, rolloutId: req.rolloutIds[i]! })) }, FORK_TIMEOUT_MS);
+    } catch (err) {
+      if (this.channel.isOpen) for (const sandboxId of ids) this.channel.request({ type: 'sandbox.close', sandboxId }, { timeoutMs: CLOSE_TIMEOUT_MS }).catch(() => undefined);
+      throw err;
+    }
+    const out = SandboxForkResultSchema.parse(reply);
+    const branches = this.adopt(out.branches);
+    // Already running on the host: their machines leave `starting` on the next tick.
+    await Promise.all(branches.map((b) => b.started()));
+    // The host closed the parent already; this ends the client's machine (its close finds nothing).
+    if (!keepParent) await this.close();
+    if (signal?.aborted) {
+      await Promise.all(branches.map((b) => b.close()));
+      throw new CancelledError();
+    }
+    return { branches, lost: out.lost, frozenMs: out.frozenMs, copiedBytes: out.copiedBytes };
   }
 
   /** Kills every process of the sandbox, removes its workdir. Idempotent; never throws. */

@@ -51,6 +51,13 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
     await Promise.all([...closing]);
   };
 
+  /** Tells the runtime that a sandbox's processes died under it. */
+  const notifyLost =
+    (sandboxId: string) =>
+    (reason: string): void => {
+      if (channel?.isOpen) channel.notify({ type: 'sandbox.lost', sandboxId, reason });
+    };
+
   const handle = async (raw: WireMessage & { id: number }): Promise<Record<string, unknown>> => {
     const parsed = HostRequestSchema.safeParse(raw);
     if (!parsed.success) {
@@ -66,13 +73,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
       if (sandboxes.has(req.sandboxId) || creating.has(req.sandboxId)) throw new SandboxError(`sandbox ${req.sandboxId} exists`, { code: 'SANDBOX_EXISTS' });
       creating.add(req.sandboxId);
       try {
-        const sb = await HostSandbox.create(req, {
-          stateDir: opts.stateDir,
-          owner,
-          onLost: (reason) => {
-            if (channel?.isOpen) channel.notify({ type: 'sandbox.lost', sandboxId: req.sandboxId, reason });
-          },
-        });
+        const sb = await HostSandbox.create(req, { stateDir: opts.stateDir, owner, onLost: notifyLost(req.sandboxId) });
         if (!channel?.isOpen || closedEarly.has(req.sandboxId)) {
           await sb.close();
           throw new SandboxError('sandbox closed while it was being created', { code: 'SANDBOX_CLOSED' });
@@ -115,6 +116,27 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
         return {};
       case 'sandbox.integrity':
         return { result: handleIntegrity(sb, req) };
+      case 'sandbox.fork': {
+        const ids = req.branches.map((b) => b.sandboxId);
+        if (new Set(ids).size !== ids.length || ids.some((id) => sandboxes.has(id) || creating.has(id))) throw new SandboxError('a fork branch id is already in use', { code: 'SANDBOX_EXISTS' });
+        // Branches count as being created: a close that overtakes the fork is honoured at its end.
+        for (const id of ids) creating.add(id);
+        try {
+          const out = await sb.fork(req, { stateDir: opts.stateDir, owner, onLost: notifyLost });
+          if (!req.keepParent) sandboxes.delete(req.sandboxId);
+          if (!channel?.isOpen || ids.some((id) => closedEarly.has(id))) {
+            await Promise.all(out.branches.map((b) => b.close()));
+            throw new SandboxError('fork branches closed while they were being made', { code: 'SANDBOX_CLOSED' });
+          }
+          for (const b of out.branches) sandboxes.set(b.id, b);
+          return { branches: ids, lost: out.lost, frozenMs: out.frozenMs, copiedBytes: out.copiedBytes };
+        } finally {
+          for (const id of ids) {
+            creating.delete(id);
+            closedEarly.delete(id);
+          }
+        }
+      }
     }
   };
 

@@ -172,6 +172,30 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}, clock: Cl
     }
   };
 
+  /**
+   * Registers sandboxes a fork made on `host` (they live in its mount namespace, next to their
+   * snapshot): each a client of its own, counted on that host, reaped with it if it dies.
+   */
+  const adoptOn =
+    (host: Host) =>
+    (ids: string[]): SandboxClient[] =>
+      ids.map((sandboxId) => {
+        host.load++;
+        const client = new SandboxClient(
+          sandboxId,
+          host.channel,
+          { bashMs: options.timeouts.bashMs, pythonMs: options.timeouts.pythonMs },
+          () => Promise.resolve(),
+          () => {
+            host.sandboxes.delete(sandboxId);
+            host.load--;
+          },
+          adoptOn(host),
+        );
+        host.sandboxes.set(sandboxId, client);
+        return client;
+      });
+
   const provider: HostSandboxProvider = {
     driver,
     options,
@@ -222,6 +246,7 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}, clock: Cl
           host.sandboxes.delete(sandboxId);
           host.load--;
         },
+        adoptOn(host),
       );
       host.sandboxes.set(sandboxId, client);
       try {

@@ -60,9 +60,12 @@ function run(argv: string[], cwd?: string): Promise<{ code: number; stderr: stri
  * fit one page (4 KiB), which a 30-layer image of absolute paths would not, and they show in the
  * sandbox's mountinfo, which must name no host path.
  *
+ * `top`, a fork branch's snapshot of its parent's upper dir (fork-snapshot.ts), goes above the
+ * layers, named through a link `t` in the same way.
+ *
  * @throws SandboxError `OVERLAY_FAILED` with both tools' messages when neither mounts.
  */
-export async function mountOverlay(lowerDirs: string[], dirs: OverlayDirs): Promise<MountedOverlay> {
+export async function mountOverlay(lowerDirs: string[], dirs: OverlayDirs, opts: { top?: string | undefined } = {}): Promise<MountedOverlay> {
   for (const d of [dirs.upper, dirs.work, dirs.merged]) fs.mkdirSync(d, { recursive: true });
   const parents = new Set(lowerDirs.map((d) => path.dirname(d)));
   // Every path in the options is relative to the overlay's own directory (`l` a link to the
@@ -71,28 +74,33 @@ export async function mountOverlay(lowerDirs: string[], dirs: OverlayDirs): Prom
   const ovDir = path.dirname(dirs.upper);
   const rel = parents.size === 1 && path.dirname(dirs.work) === ovDir;
   let cwd: string | undefined;
-  let opts: string;
+  let options: string;
   if (rel) {
     const link = path.join(ovDir, 'l');
     fs.rmSync(link, { force: true });
     fs.symlinkSync([...parents][0]!, link);
     cwd = ovDir;
-    opts = `lowerdir=${lowerDirs.map((d) => `l/${path.basename(d)}`).join(':')},upperdir=${path.basename(dirs.upper)},workdir=${path.basename(dirs.work)}`;
-  } else opts = `lowerdir=${lowerDirs.join(':')},upperdir=${dirs.upper},workdir=${dirs.work}`;
+    const top = opts.top === undefined ? [] : ['t'];
+    if (opts.top !== undefined) {
+      fs.rmSync(path.join(ovDir, 't'), { force: true });
+      fs.symlinkSync(opts.top, path.join(ovDir, 't'));
+    }
+    options = `lowerdir=${[...top, ...lowerDirs.map((d) => `l/${path.basename(d)}`)].join(':')},upperdir=${path.basename(dirs.upper)},workdir=${path.basename(dirs.work)}`;
+  } else options = `lowerdir=${[...(opts.top === undefined ? [] : [opts.top]), ...lowerDirs].join(':')},upperdir=${dirs.upper},workdir=${dirs.work}`;
   // metacopy: the sandbox's uid takes over its working dir with a chown, which then copies up
   // metadata only, not every file of a repository. Kernels without it mount without.
-  let kernel = await run(['mount', '-t', 'overlay', 'overlay', '-o', `${opts},index=off,xino=off,redirect_dir=on,metacopy=on`, dirs.merged], cwd);
-  if (kernel.code !== 0) kernel = await run(['mount', '-t', 'overlay', 'overlay', '-o', `${opts},index=off,xino=off`, dirs.merged], cwd);
+  let kernel = await run(['mount', '-t', 'overlay', 'overlay', '-o', `${options},index=off,xino=off,redirect_dir=on,metacopy=on`, dirs.merged], cwd);
+  if (kernel.code !== 0) kernel = await run(['mount', '-t', 'overlay', 'overlay', '-o', `${options},index=off,xino=off`, dirs.merged], cwd);
   if (kernel.code === 0) return { kind: 'kernel', via: '', holderPid: null };
   let userns = '';
   if (process.getuid?.() !== 0) {
     // Unprivileged: kernel overlayfs inside a user namespace of our own (userxattr: whiteouts and
     // opaque dirs as an unprivileged store writes them, layer-unpack.ts).
-    const held = await holdUsernsOverlay(`${opts},userxattr`, dirs.merged, cwd);
+    const held = await holdUsernsOverlay(`${options},userxattr`, dirs.merged, cwd);
     if (typeof held !== 'string') return held;
     userns = held;
   }
-  const fuse = await run(['fuse-overlayfs', '-o', opts, dirs.merged], cwd);
+  const fuse = await run(['fuse-overlayfs', '-o', options, dirs.merged], cwd);
   if (fuse.code === 0) return { kind: 'fuse', via: '', holderPid: null };
   throw new SandboxError(
     `cannot mount the image overlay: kernel overlayfs: ${kernel.stderr || `exit ${kernel.code}`}${userns ? `; in a user namespace: ${userns}` : ''}; fuse-overlayfs: ${fuse.stderr || `exit ${fuse.code}`}`,

@@ -1,0 +1,136 @@
+/**
+ * Sandbox fork benchmark (#26): a fork against re-creating the same state, in the same run.
+ *
+ * The state: a host-root sandbox whose workspace holds 10,000 files, 100 MB in all, built by
+ * BUILD_COMMANDS (bash commands, the "prefix's actions"), plus a little shell state.
+ *
+ * - fork_p50_ms: `fork({ rolloutIds: [4 ids], keepParent: false })`, from the call to 4 branches
+ *   ready to act (shells started, shell state restored): the parent's workspace is shared, no copy;
+ * - fork_keep_parent_p50_ms: the same with keepParent (default): the workspace is copied once;
+ * - replay_p50_ms: starting a sandbox and replaying BUILD_COMMANDS (the baseline);
+ * - fork_over_replay = replay_p50_ms / fork_p50_ms (and fork_keep_parent_over_replay);
+ * - frozen_p50_ms / frozen_keep_parent_p50_ms: how long the parent's processes were frozen;
+ * - branch_disk_bytes / branch_disk_after_write_bytes: what a branch's own tmpfs holds (its
+ *   overlay upper dir) right after the fork and after it writes 1 MB; parent_disk_bytes for scale;
+ * - branch_mem_bytes / branch_mem_after_write_bytes: the branch's memory cgroup usage, likewise;
+ * - load_avg_1m: the machine's load average at the end (the figures are from a shared machine).
+ *
+ * Run: npx tsx bench/fork.ts (as root, with the cgroup v1 freezer; `BENCH_FORK_RUNS` sets the
+ * number of forks per mode, default 5).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createSandboxProvider } from '../src/sandbox/index.js';
+import type { Sandbox } from '../src/sandbox/sandbox.js';
+import { median, report, round } from './stats.js';
+
+const K = 4;
+const RUNS = Number(process.env['BENCH_FORK_RUNS'] ?? 5);
+const FILES = 10_000;
+const FILE_BYTES = 10 * 1024;
+const DIRS = 10;
+
+/**
+ * The actions that build the state: 10 commands of 1,000 files of 10 KiB each (bash's builtin
+ * printf, no process per file: the cheapest replay of such a prefix), then shell state.
+ */
+const BUILD_COMMANDS = [
+  ...Array.from({ length: DIRS }, (_, d) => `mkdir -p d${d} && for i in {1..${FILES / DIRS}}; do printf '%${FILE_BYTES}s' '' > d${d}/f$i; done`),
+  'cd d3 && export RUN_ID=bench && greet() { echo hi; }',
+];
+
+if (process.getuid?.() !== 0 || !fs.existsSync('/sys/fs/cgroup/freezer/cgroup.procs')) {
+  console.log('fork bench needs root and the cgroup v1 freezer controller: skipped');
+  report('fork', { skipped: true });
+  process.exit(0);
+}
+
+const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-fork-'));
+fs.chmodSync(stateDir, 0o711);
+const provider = createSandboxProvider({ driver: 'bwrap', hosts: 1, stateDir, timeouts: { bashMs: 300_000, noOutputMs: 300_000 } });
+const figures: Record<string, number | string | boolean> = {};
+
+async function run(sb: Sandbox, command: string): Promise<string> {
+  const r = await sb.bash({ command });
+  if (r.exitCode !== 0) throw new Error(`${command}: exit ${r.exitCode}: ${r.output}`);
+  return r.output.trim();
+}
+
+/** A sandbox with the state built: the replay, timed. */
+async function build(): Promise<{ sb: Sandbox; ms: number }> {
+  const t = performance.now();
+  const sb = await provider.create({}, { rolloutId: 'bench-fork' });
+  for (const c of BUILD_COMMANDS) await run(sb, c);
+  return { sb, ms: performance.now() - t };
+}
+
+/** Bytes used on the filesystem holding the sandbox's /workspace (a branch: its overlay's upper tmpfs). */
+async function diskBytes(sb: Sandbox): Promise<number> {
+  const [blocks, free, size] = (await run(sb, "stat -f -c '%b %f %S' /workspace")).split(' ').map(Number) as [number, number, number];
+  return (blocks - free) * size;
+}
+
+/** The sandbox's memory cgroup usage. */
+function memBytes(sb: Sandbox): number {
+  return Number(fs.readFileSync(`/sys/fs/cgroup/memory/rollout-runtime/${sb.id}/memory.usage_in_bytes`, 'utf8'));
+}
+
+try {
+  const replays: number[] = [];
+  const forks: number[] = [];
+  const frozen: number[] = [];
+  const forksKeep: number[] = [];
+  const frozenKeep: number[] = [];
+  // keepParent false: each fork consumes its parent, so each run builds one (that build is a replay too).
+  for (let i = 0; i < RUNS; i++) {
+    const { sb, ms } = await build();
+    replays.push(ms);
+    if (i === 0) {
+      const n = Number(await run(sb, 'find /workspace -type f | wc -l'));
+      if (n !== FILES) throw new Error(`the workspace holds ${n} files, not ${FILES}`);
+      figures.parent_disk_bytes = await diskBytes(sb);
+    }
+    const t = performance.now();
+    const f = await sb.fork!({ rolloutIds: Array.from({ length: K }, (_, j) => `b-${i}-${j}`), keepParent: false });
+    forks.push(performance.now() - t);
+    frozen.push(f.frozenMs);
+    if (i === 0) {
+      const b = f.branches[0]!;
+      if ((await run(b, 'pwd; echo $RUN_ID; greet')) !== '/workspace/d3\nbench\nhi') throw new Error('the branch lacks the shell state');
+      figures.branch_disk_bytes = await diskBytes(b);
+      figures.branch_mem_bytes = memBytes(b);
+      await run(b, 'head -c 1048576 /dev/zero > new-file');
+      figures.branch_disk_after_write_bytes = await diskBytes(b);
+      figures.branch_mem_after_write_bytes = memBytes(b);
+    }
+    await Promise.all(f.branches.map((b) => b.close()));
+  }
+  // keepParent true: one parent, forked RUNS times.
+  const { sb: parent } = await build();
+  for (let i = 0; i < RUNS; i++) {
+    const t = performance.now();
+    const f = await parent.fork!({ rolloutIds: Array.from({ length: K }, (_, j) => `k-${i}-${j}`) });
+    forksKeep.push(performance.now() - t);
+    frozenKeep.push(f.frozenMs);
+    if (i === 0) figures.copied_bytes = f.copiedBytes;
+    await Promise.all(f.branches.map((b) => b.close()));
+  }
+  await parent.close();
+  figures.branches = K;
+  figures.files = FILES;
+  figures.workspace_bytes = FILES * FILE_BYTES;
+  figures.runs = RUNS;
+  figures.fork_p50_ms = round(median(forks), 1);
+  figures.fork_keep_parent_p50_ms = round(median(forksKeep), 1);
+  figures.frozen_p50_ms = round(median(frozen), 1);
+  figures.frozen_keep_parent_p50_ms = round(median(frozenKeep), 1);
+  figures.replay_p50_ms = round(median(replays), 1);
+  figures.fork_over_replay = round(median(replays) / median(forks), 2);
+  figures.fork_keep_parent_over_replay = round(median(replays) / median(forksKeep), 2);
+  figures.load_avg_1m = round(os.loadavg()[0]!, 2);
+} finally {
+  await provider.close();
+  fs.rmSync(stateDir, { recursive: true, force: true });
+}
+report('fork', figures);

@@ -1,0 +1,137 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawn, spawnSync } from 'node:child_process';
+import { SandboxError } from '../errors.js';
+import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
+import { processStartTime } from './proc.js';
+import { isMountPoint, pinDir, unpinDir } from './sandbox-fs.js';
+
+/**
+ * The filesystem snapshot of one fork (#26): a read-only directory, `lower`, that every branch of
+ * the fork mounts as the lower layer of its own overlay (fork-overlay.ts), so a branch costs no
+ * disk until it writes. It holds what the parent had changed: a host-root sandbox's workspace,
+ * an image sandbox's overlay upper dir (whiteouts and opaque markers included).
+ *
+ * Two ways to take it, both while the parent's processes are frozen (nothing writes):
+ * - `share` (the parent ends at the fork): the parent's own directory is bind-mounted at `lower`
+ *   — no copy. The bind keeps the parent's tmpfs alive after its close unmounts it.
+ * - `copy` (the parent goes on): `cp -a` into a tmpfs of the snapshot's own (size-capped like the
+ *   parent's workspace), once, shared by every branch.
+ *
+ * It lives at `<stateDir>/sandboxes/snap-<hex>/` with a lease naming this runtime and host, so
+ * after a kill -9 the start-up reap (lease.ts `reapStale`) and the dead-host reap remove it like a
+ * sandbox; its mounts exist only in the sandbox host's private mount namespace and vanish with
+ * it. Reference-counted: the last {@link release} unmounts and removes it.
+ */
+export class ForkSnapshot {
+  private refs = 0;
+  private removed: Promise<void> | null = null;
+
+  private constructor(
+    readonly id: string,
+    readonly dir: string,
+    /** The read-only lower layer for the branches' overlays. */
+    readonly lower: string,
+    /** Bytes copied to make it (0 when shared). */
+    readonly copiedBytes: number,
+  ) {}
+
+  /**
+   * Takes a snapshot of the directory `sourceFd` holds (opened without following links by its
+   * owner; the walk never leaves it: `cp -a` copies symlinks as symlinks and never follows one).
+   * @throws SandboxError `FORK_FAILED` when the copy or the mounts fail; nothing is left then.
+   */
+  static async take(sourceFd: number, opts: { stateDir: string; mode: 'share' | 'copy'; bytes: number; lease: Omit<Lease, 'sandboxId' | 'dir' | 'workdir' | 'createdAt' | 'ptyPid' | 'ptyStart' | 'cgroup' | 'hostPid' | 'hostStart'> }): Promise<ForkSnapshot> {
+    const id = `snap-${crypto.randomBytes(6).toString('hex')}`;
+    const dir = path.join(sandboxesDir(opts.stateDir), id);
+    fs.mkdirSync(dir, { recursive: true, mode: 0o711 });
+    const root = path.join(dir, 'fs');
+    const lower = opts.mode === 'share' ? path.join(dir, 'lower') : path.join(root, 'lower');
+    // The lease first: a crash from here on leaves a directory the reaps know to remove.
+    writeLease({
+      ...opts.lease,
+      sandboxId: id,
+      hostPid: process.pid,
+      hostStart: processStartTime(process.pid),
+      ptyPid: null,
+      ptyStart: null,
+      cgroup: null,
+      dir,
+      workdir: lower,
+      createdAt: new Date().toISOString(),
+    });
+    const snap = new ForkSnapshot(id, dir, lower, 0);
+    try {
+      if (opts.mode === 'share') {
+        pinDir(sourceFd, lower);
+        return snap;
+      }
+      fs.mkdirSync(root, { mode: 0o711 });
+      const m = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${opts.bytes},mode=0711,nosuid,nodev`, 'rollout-snapshot', root], { encoding: 'utf8' });
+      if (m.status !== 0) throw new SandboxError(`cannot mount the fork snapshot's tmpfs: ${(m.stderr || m.error?.message || '').trim()}`, { code: 'FORK_FAILED' });
+      // `/proc/<pid>/fd/<n>/.`: the very directory the fd holds, whatever its path has become.
+      await copyTree(`/proc/${process.pid}/fd/${sourceFd}/.`, lower);
+      const st = fs.statfsSync(root);
+      return new ForkSnapshot(id, dir, lower, (st.blocks - st.bfree) * st.bsize);
+    } catch (err) {
+      await snap.remove();
+      if (err instanceof SandboxError) throw err;
+      throw new SandboxError(`cannot take the fork snapshot: ${(err as Error).message}`, { code: 'FORK_FAILED', cause: err });
+    }
+  }
+
+  /** Counts one more user (a branch, or the fork while it makes them). */
+  acquire(): void {
+    this.refs++;
+  }
+
+  /** Counts one user less; the last one unmounts and removes the snapshot. Never throws. */
+  async release(): Promise<void> {
+    if (--this.refs > 0) return;
+    await this.remove();
+  }
+
+  private remove(): Promise<void> {
+    this.removed ??= (async () => {
+      unpinDir(this.lower);
+      const root = path.join(this.dir, 'fs');
+      if (isMountPoint(root)) spawnSync('umount', ['-l', root], { stdio: 'ignore' });
+      await removeSandboxDir(this.dir);
+    })();
+    return this.removed;
+  }
+}
+
+/** `cp -a` of a directory's contents into `dst` (created), off the event loop. */
+function copyTree(src: string, dst: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    // -T: `dst` is the copy, never a directory to copy into; `--` ends options whatever the paths.
+    const p = spawn('cp', ['-a', '-T', '--', src, dst], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    p.stderr.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-2000)));
+    p.on('error', (e) => reject(new SandboxError(`cannot copy the workspace for a fork: ${e.message}`, { code: 'FORK_FAILED' })));
+    // cp's messages name host paths under the state dir: they stay in the host's error, not the policy's view.
+    p.on('close', (code) => (code === 0 ? resolve() : reject(new SandboxError(`cannot copy the workspace for a fork (cp exit ${code}): ${err.trim()}`, { code: 'FORK_FAILED' }))));
+  });
+}
+
+/**
+ * Mounts a host-root branch's workspace: an overlay of `lower` (the snapshot, read-only) under an
+ * upper dir on the branch's own tmpfs (`<root>/upper`, so its size cap holds for what the branch
+ * writes), at `workdir`. The upper dir's root takes the lower root's owner and mode (the merged
+ * root shows the upper's). The options name `l`, a link in `root` to the snapshot, relative to
+ * `root`: they show in the sandbox's mountinfo, which must name no host path.
+ * @throws SandboxError `FORK_FAILED` when the overlay cannot be mounted.
+ */
+export function mountBranchWorkspace(root: string, workdir: string, lower: string): void {
+  const upper = path.join(root, 'upper');
+  fs.mkdirSync(upper, { mode: 0o755 });
+  fs.mkdirSync(path.join(root, 'ovl-work'), { mode: 0o700 });
+  const st = fs.statSync(lower);
+  fs.chownSync(upper, st.uid, st.gid);
+  fs.chmodSync(upper, st.mode & 0o7777);
+  fs.symlinkSync(lower, path.join(root, 'l'));
+  const r = spawnSync('mount', ['-t', 'overlay', 'overlay', '-o', 'lowerdir=l,upperdir=upper,workdir=ovl-work,index=off,xino=off', workdir], { cwd: root, encoding: 'utf8' });
+  if (r.status !== 0) throw new SandboxError(`cannot mount a fork branch's workspace: ${(r.stderr || r.error?.message || '').trim()}`, { code: 'FORK_FAILED', stage: 'init' });
+}

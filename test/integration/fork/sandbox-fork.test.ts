@@ -1,0 +1,132 @@
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createSandboxProvider, type HostSandboxProvider } from '../../../src/sandbox/index.js';
+import { SandboxError } from '../../../src/errors.js';
+import type { Sandbox } from '../../../src/sandbox/sandbox.js';
+import { haveTools } from '../../helpers/system-tools.js';
+
+/**
+ * Sandbox forks (#26), host-root sandboxes on real bwrap as root: freeze, shell state, copy-on-write
+ * workspace, keepParent true and false.
+ */
+const root = process.getuid?.() === 0;
+const freezer = fs.existsSync('/sys/fs/cgroup/freezer/cgroup.procs');
+const ok = haveTools('bwrap') && root && freezer;
+if (!root || !freezer) console.warn('sandbox fork tests skipped: they need root and the cgroup v1 freezer controller (/sys/fs/cgroup/freezer)');
+
+let stateDir: string;
+let provider: HostSandboxProvider;
+
+beforeAll(() => {
+  if (!ok) return;
+  stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-fork-'));
+  provider = createSandboxProvider({ driver: 'bwrap', hosts: 1, stateDir, timeouts: { bashMs: 20_000, noOutputMs: 20_000, pythonMs: 20_000 } });
+});
+afterAll(async () => {
+  await provider?.close();
+  if (stateDir) fs.rmSync(stateDir, { recursive: true, force: true });
+});
+
+async function run(sb: Sandbox, command: string): Promise<string> {
+  const r = await sb.bash({ command });
+  expect(r.exitCode, `${command}: ${r.output}`).toBe(0);
+  return r.output.trim();
+}
+
+/** Entries of the state dir's sandboxes directory (sandboxes and snapshots). */
+function stateEntries(): string[] {
+  try {
+    return fs.readdirSync(path.join(stateDir, 'sandboxes'));
+  } catch {
+    return [];
+  }
+}
+
+describe.skipIf(!ok)('sandbox fork (host root)', () => {
+  it('branches diverge: each sees the parent files and its own writes, none sees another branch or changes the parent', async () => {
+    const parent = await provider.create({ files: { 'base.txt': 'base\n', 'sub/deep.txt': 'deep\n' } }, { rolloutId: 'r-parent' });
+    try {
+      await run(parent, 'echo parent-made > made.txt');
+      const fork = await parent.fork!({ rolloutIds: ['r-b0', 'r-b1'] });
+      expect(fork.branches).toHaveLength(2);
+      expect(fork.copiedBytes).toBeGreaterThan(0);
+      expect(fork.lost).toEqual([]);
+      const [b0, b1] = fork.branches as [Sandbox, Sandbox];
+      expect(new Set([parent.id, b0.id, b1.id]).size).toBe(3);
+      await run(b0, 'echo zero > only-b0.txt && echo changed-b0 > base.txt');
+      await run(b1, 'echo one > only-b1.txt && rm sub/deep.txt');
+      expect(await run(b0, 'cat made.txt sub/deep.txt')).toBe('parent-made\ndeep');
+      expect(await run(b0, 'ls')).not.toContain('only-b1.txt');
+      expect(await run(b1, 'ls')).not.toContain('only-b0.txt');
+      expect(await run(b1, 'cat base.txt')).toBe('base');
+      expect(await run(b1, 'ls sub')).toBe('');
+      // The parent, thawed, goes on with its own files.
+      expect(await run(parent, 'cat base.txt sub/deep.txt; ls -1')).toBe('base\ndeep\nbase.txt\nmade.txt\nsub');
+      await run(parent, 'echo after > after.txt');
+      expect(await run(b0, 'ls')).not.toContain('after.txt');
+      await Promise.all([b0.close(), b1.close()]);
+    } finally {
+      await parent.close();
+    }
+    await expect.poll(stateEntries).toEqual([]);
+  });
+
+  it('carries the shell state: cwd, a variable, an exported variable, a function, an alias, umask, an option', async () => {
+    const parent = await provider.create({ files: { 'sub/x.txt': 'x' } }, { rolloutId: 'r-shell' });
+    try {
+      await run(parent, "cd sub && PLAIN='a b'; export EXP=exported; declare -a ARR=(1 '2 3'); greet() { echo \"hi $1\"; }; alias ll='echo aliased'; umask 027; shopt -s globstar; set -o noclobber");
+      const fork = await parent.fork!({ rolloutIds: ['r-s0'] });
+      const b = fork.branches[0]!;
+      onTestFinished(() => b.close());
+      const r = await b.bash({ command: 'pwd' });
+      expect(r.cwd).toBe('/workspace/sub');
+      expect(r.output.trim()).toBe('/workspace/sub');
+      expect(await run(b, 'echo "$PLAIN|$EXP|${ARR[1]}|$(bash -c \'echo $EXP\')"')).toBe('a b|exported|2 3|exported');
+      expect(await run(b, 'greet there')).toBe('hi there');
+      expect(await run(b, 'll')).toBe('aliased');
+      expect(await run(b, 'umask')).toBe('0027');
+      expect(await run(b, 'shopt -q globstar && [[ -o noclobber ]] && echo both')).toBe('both');
+      // The capture left no trace in the parent: no history entry, no variable of its own.
+      expect(await run(parent, "history | grep -c '[b]ase64' || true")).toBe('0');
+      expect(await run(parent, 'compgen -v __rr_ | grep -v __rr_ec || true')).toBe('');
+      await b.close();
+    } finally {
+      await parent.close();
+    }
+  });
+
+  it('lost names a background process and is empty without one', async () => {
+    const parent = await provider.create({}, { rolloutId: 'r-lost' });
+    try {
+      await run(parent, '(sleep 1000 &) ; true');
+      const fork = await parent.fork!({ rolloutIds: ['r-l0'] });
+      expect(fork.lost).toEqual(['1 background process (sleep)']);
+      // The branch has no such process.
+      expect(await run(fork.branches[0]!, 'pgrep -c sleep || true')).toBe('0');
+      await fork.branches[0]!.close();
+    } finally {
+      await parent.close();
+    }
+  });
+
+  it('keepParent false closes the parent at the fork, its files shared without a copy; the snapshot goes with the last branch', async () => {
+    const parent = await provider.create({ files: { 'kept.txt': 'kept\n' } }, { rolloutId: 'r-move' });
+    await run(parent, 'echo more > more.txt');
+    const fork = await parent.fork!({ rolloutIds: ['r-m0', 'r-m1'], keepParent: false });
+    expect(fork.copiedBytes).toBe(0);
+    await expect(parent.bash({ command: 'true' })).rejects.toBeInstanceOf(SandboxError);
+    const [b0, b1] = fork.branches as [Sandbox, Sandbox];
+    expect(await run(b0, 'cat kept.txt more.txt')).toBe('kept\nmore');
+    await run(b0, 'echo b0 > more.txt');
+    expect(await run(b1, 'cat more.txt')).toBe('more');
+    const snaps = (): string[] => stateEntries().filter((n) => n.startsWith('snap-'));
+    expect(snaps()).toHaveLength(1);
+    await b0.close();
+    expect(snaps()).toHaveLength(1);
+    expect(await run(b1, 'cat kept.txt')).toBe('kept');
+    await b1.close();
+    await expect.poll(stateEntries).toEqual([]);
+  });
+});
