@@ -60,8 +60,6 @@ export const ERROR_CODES = {
   FREEZE_UNAVAILABLE: { class: 'SandboxError', retryable: true, means: "a sandbox's processes cannot be frozen for a fork (no cgroup freezer controller, or the 'none' driver)" },
   FORK_FAILED: { class: 'SandboxError', retryable: true, means: "a sandbox fork's snapshot or one of its branches could not be made (the parent is left as it was)" },
   ACTION_TIMEOUT: { class: 'SandboxError', retryable: true, means: 'a tool action ran past its limit' },
-  FREEZE_UNAVAILABLE: { class: 'SandboxError', retryable: true, means: "a sandbox's processes cannot be frozen for a fork (no freezer controller, or a driver without one): the fork fails, the parent goes on untouched" },
-  FORK_FAILED: { class: 'SandboxError', retryable: true, means: 'a sandbox could not be snapshotted into branches (the parent goes on untouched, no branch left)' },
   ENOENT: { class: 'SandboxError', retryable: true, means: 'no such file in a memory sandbox (src/testing)' },
   // BackendError (an InfraError): retried.
   BACKEND: { class: 'BackendError', retryable: true, means: 'an inference backend failed (refused, 5xx, timeout, malformed)' },
