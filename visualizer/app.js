@@ -10,6 +10,7 @@ import { TerminalReplay, bashSteps } from './terminal.js';
 import { drawThroughput, drawBackends, drawSplitBar, drawRewardHistogram, drawRewardOverTime, outcomeCountsByReward, REWARD_OUTCOME_COLORS } from './charts.js';
 import { fmtElapsed, fmtReward } from './format.js';
 import { renderGroup, renderTokens, renderEval, toJsonl, download } from './panels.js';
+import { renderTree } from './tree.js';
 
 const params = new URLSearchParams(location.search);
 /** Where the HTTP API lives; the page's own origin unless `?api=` says otherwise. */
@@ -536,6 +537,7 @@ function renderDetail(ticked) {
   if (versionChanged || store.rewards.version !== seenGroupVersion) {
     seenGroupVersion = store.rewards.version;
     renderGroup($('group'), r.groupId ? store.rewards.group(r.groupId) : null, r.id, (id) => select(id, true));
+    renderTree($('tree'), store.rollouts, r, (id) => select(id, true));
   }
 }
 
