@@ -1,68 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { CancelledError, ForkError, QueueFullError, ValidationError, toRolloutError } from '../errors.js';
-import type { TrajectoryBuilder } from '../llm/trajectory-builder.js';
+import { memberSeed } from '../llm/member-seed.js';
 import type { RolloutEventInput } from '../protocol/events.js';
-import type { TrajectoryPrefixRef } from '../protocol/trajectory.js';
-import type { Sandbox } from '../sandbox/sandbox.js';
-import type { Attempt, RolloutSession } from './rollout-session.js';
-import type { TreeOptions } from './rollout-tree.js';
-import type { PrefixStore } from './trajectory-prefix.js';
+import type { RolloutResult } from '../protocol/trajectory.js';
+import type { BranchOrigin, BranchStart, ForkOptions, ForkOutcome as ForkOutcomeOf, TreePlan } from './fork-types.js';
+import { RolloutSession, type Attempt } from './rollout-session.js';
+import { PrefixStore, stripPrefix } from './trajectory-prefix.js';
 
-/** What `rt.fork` is asked (#26). */
-export interface ForkOptions {
-  /** Branches to make, a positive integer no larger than the free room (see {@link ForkCoordinator.request}). */
-  n: number;
-  /**
-   * The turn boundary to fork at, when the caller wants to be sure of it: it must be the
-   * rollout's next boundary (the sandbox keeps no per-turn history, so an earlier turn cannot be
-   * forked, and a later one is not waited for). Default: the next boundary.
-   */
-  atTurn?: number | undefined;
-  /** Whether the forked rollout goes on after the fork. Default true. */
-  continueParent?: boolean | undefined;
-}
-
-/** A fork that was made: its branches are admitted and running. */
-export interface ForkOutcome {
-  parentId: string;
-  /** The branch sessions, in order. */
-  branches: RolloutSession[];
-  /** The turn boundary forked at: assistant turns sampled before it. */
-  branchTurn: number;
-  /** The shared prefix the branches reference (`rt.prefix(id)`). */
-  prefixId: string;
-  /** What the branches did not get from the parent (told to each branch's policy in its first observation). */
-  lost: string[];
-  frozenMs: number;
-}
-
-/** A fork waiting for its rollout's next turn boundary. */
-export interface PendingFork {
-  n: number;
-  continueParent: boolean;
-  /** The boundary it waits for. */
-  turn: number;
-  resolve(o: ForkOutcome): void;
-  reject(e: unknown): void;
-}
-
-/** Where a branch starts: taken by its first (and only) attempt. */
-export interface BranchStart {
-  builder: TrajectoryBuilder;
-  sandbox: Sandbox;
-  handlerState: unknown;
-  lost: string[];
-}
-
-/** What a branch's session records of its origin. */
-export interface BranchOrigin {
-  parentId: string;
-  branchTurn: number;
-  prefix: TrajectoryPrefixRef;
-}
-
-/** A tree plan: the boundaries left where the rollout forks, and the width. */
-export type TreePlan = TreeOptions;
+export type { BranchOrigin, BranchStart, ForkOptions, PendingFork, TreePlan } from './fork-types.js';
+/** A fork that was made, with the branch sessions. */
+export type ForkOutcome = ForkOutcomeOf<RolloutSession>;
 
 /** What the coordinator sees of the supervisor. */
 export interface ForkContext {
@@ -74,11 +21,13 @@ export interface ForkContext {
   checkAdmission(n: number): void;
   /** The RUN stage's limit: no fork is wider. */
   readonly runLimit: number;
-  readonly prefixes: PrefixStore;
   /** The rollout's machine turn (assistant turns sampled so far), or null when it has no actor. */
   machineTurn(s: RolloutSession): number | null;
-  /** Admits branch `i` of a fork of `parent`. */
-  admitBranch(parent: RolloutSession, id: string, i: number, origin: BranchOrigin, start: BranchStart, plan: TreePlan | null): RolloutSession;
+  /** Admits a session made here (a branch) and starts its first attempt. */
+  admit(s: RolloutSession): void;
+  /** The clock's now and the wall-clock cap, for a branch's session. */
+  now(): number;
+  readonly wallClockMs: number;
   emit(s: RolloutSession, ev: RolloutEventInput): void;
 }
 
@@ -94,7 +43,28 @@ export interface ForkContext {
  * meanwhile, and pauses at the boundary only for the fork itself.
  */
 export class ForkCoordinator {
+  /** The shared prefixes of forks, held while a branch referencing them is live or retained. */
+  readonly prefixes = new PrefixStore();
+  /** Tree groups watching for their new nodes, by group id. */
+  private readonly watchers = new Map<string, (s: RolloutSession) => void>();
+
   constructor(private readonly ctx: ForkContext) {}
+
+  /** Calls `onNode` for each branch admitted into group `groupId`, until the returned unwatch. */
+  watchGroup(groupId: string, onNode: (s: RolloutSession) => void): () => void {
+    this.watchers.set(groupId, onNode);
+    return () => void this.watchers.delete(groupId);
+  }
+
+  /** The rollout entered `state`: past its loop, a pending fork has no boundary left. */
+  stateEntered(att: Attempt, state: string): void {
+    if (att.fork && (state === 'waitingEval' || state === 'evaluating' || state === 'done')) this.loopEnded(att, 'stopped its agent loop');
+  }
+
+  /** A session leaves the supervisor (evicted, or never retained): its prefix reference goes. */
+  released(s: RolloutSession): void {
+    if (s.prefix) this.prefixes.release(s.prefix.id);
+  }
 
   /**
    * Asks for a fork of live rollout `id` at its next turn boundary. Resolves when the branches
@@ -148,7 +118,8 @@ export class ForkCoordinator {
       ]);
     }
     return new Promise<ForkOutcome>((resolve, reject) => {
-      att.fork = { n, continueParent: opts.continueParent ?? true, turn: next, resolve, reject };
+      // Resolved only by make() below, with this runtime's sessions.
+      att.fork = { n, continueParent: opts.continueParent ?? true, turn: next, resolve: resolve as (o: ForkOutcomeOf<unknown>) => void, reject };
     });
   }
 
@@ -211,11 +182,27 @@ export class ForkCoordinator {
       throw new CancelledError('rollout ended during its fork');
     }
     // The prefix is the record at the boundary, stored once; each branch grows its own copy.
-    const prefix = this.ctx.prefixes.put(att.builder.fork().build(), s.prefix);
+    const prefix = this.prefixes.put(att.builder.fork().build(), s.prefix);
     const origin: BranchOrigin = { parentId: s.id, branchTurn: turn, prefix };
-    const branches = ids.map((id, i) => this.ctx.admitBranch(s, id, i, origin, { builder: att.builder.fork(), sandbox: f.branches[i]!, handlerState: att.handlerState, lost: f.lost }, plan));
+    const branches = ids.map((id, i) => this.admitBranch(s, id, i, origin, { builder: att.builder.fork(), sandbox: f.branches[i]!, handlerState: att.handlerState, lost: f.lost }, plan));
     this.ctx.emit(s, { type: 'rollout.forked', rolloutId: s.id, turn, branches: ids, prefixId: prefix.id, continued: keep, lost: f.lost, frozenMs: f.frozenMs });
     return { parentId: s.id, branches, branchTurn: turn, prefixId: prefix.id, lost: f.lost, frozenMs: f.frozenMs };
+  }
+
+  /**
+   * Admits branch `i` of a fork of `parent`: same instance (trajectory id
+   * `<parent's>.<turn>.<i>`), group, codec and priority, its own seed (when the parent has one),
+   * its first attempt starting from `start` at the fork's turn.
+   */
+  private admitBranch(parent: RolloutSession, id: string, i: number, origin: BranchOrigin, start: BranchStart, plan: TreePlan | null): RolloutSession {
+    const sampling = parent.sampling.seed === undefined ? parent.sampling : { ...parent.sampling, seed: memberSeed(parent.sampling.seed, (origin.branchTurn + 1) * 4096 + i + 1) };
+    const instance = { ...parent.instance, trajectory_id: `${parent.trajectoryId ?? '0'}.${origin.branchTurn}.${i}` };
+    const s = new RolloutSession(id, instance, sampling, parent.groupId, this.ctx.now(), this.ctx.wallClockMs, parent.codec, parent.priority);
+    s.startAsBranch(origin, start, plan);
+    this.prefixes.retain(origin.prefix.id);
+    this.ctx.admit(s);
+    if (s.groupId !== null) this.watchers.get(s.groupId)?.(s);
+    return s;
   }
 
   /** The next turn boundary of live `s` (see the class comment). */
@@ -230,3 +217,20 @@ export class ForkCoordinator {
 
 /** States in which a rollout still has a turn boundary ahead. */
 const LOOP_STATES: ReadonlySet<string> = new Set(['queued', 'initializing', 'waitingRun', 'llmCalling', 'acting']);
+
+/** A branch's first attempt takes over its start: the fork's sandbox and handler state, and the note of what was lost. */
+export function enterBranch(att: Attempt, start: BranchStart): void {
+  att.sandboxes.adopt(start.sandbox);
+  att.sandbox = start.sandbox;
+  att.handlerState = start.handlerState;
+  if (start.lost.length) att.lostNote = `Note: this conversation was forked; what did not carry over to this sandbox: ${start.lost.join('; ')}.`;
+}
+
+/** A branch's result: its own part of the trajectory, referencing the shared prefix, and its origin. Other results as they are. */
+export function branchResult(s: RolloutSession, r: RolloutResult): RolloutResult {
+  if (!s.origin) return r;
+  r.trajectory = stripPrefix(r.trajectory, s.origin.prefix);
+  r.parentId = s.origin.parentId;
+  r.branchTurn = s.origin.branchTurn;
+  return r;
+}

@@ -14,7 +14,7 @@ import type { RolloutSummary } from './runtime-api.js';
 import type { RolloutError } from '../errors.js';
 import type { HarnessRun } from '../proxy/harness-run.js';
 import type { RolloutIntegrity } from './integrity-monitor.js';
-import type { BranchOrigin, BranchStart, PendingFork, TreePlan } from './rollout-fork.js';
+import type { BranchOrigin, BranchStart, PendingFork, TreePlan } from './fork-types.js';
 import type { TrajectoryPrefixRef } from '../protocol/trajectory.js';
 
 /**
@@ -126,6 +126,20 @@ export class RolloutSession {
 
   get dataSource(): string {
     return this.instance.data_source;
+  }
+
+  /** Makes this new session a branch of a fork (#26), or a tree's node with `plan`. */
+  startAsBranch(origin: BranchOrigin | null, start: BranchStart | null, plan: TreePlan | null): void {
+    this.origin = origin;
+    this.branch = start;
+    this.treePlan = plan;
+  }
+
+  /** A branch's start, taken once by its first attempt. */
+  takeBranch(): BranchStart | null {
+    const b = this.branch;
+    this.branch = null;
+    return b;
   }
 
   get parentId(): string | null {

@@ -1,10 +1,10 @@
 import type { RolloutEvent, RolloutState } from '../protocol/events.js';
 import type { RolloutResult, Trajectory } from '../protocol/trajectory.js';
-import type { ForkOptions } from './rollout-fork.js';
+import type { ForkOptions } from './fork-types.js';
 import type { RolloutTree, TreeOptions } from './rollout-tree.js';
 import type { MaterializeOptions } from './trajectory-prefix.js';
 
-export type { ForkOptions } from './rollout-fork.js';
+export type { ForkOptions } from './fork-types.js';
 export type { BranchPoint, RolloutTree, TreeNode, TreeOptions } from './rollout-tree.js';
 export type { MaterializeOptions } from './trajectory-prefix.js';
 

@@ -125,7 +125,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
   const treeGroup = (groupId: string, roots: RolloutHandle[]): GroupHandle => {
     const nodes = [...roots];
     const seen = new Set(roots.map((r) => r.id));
-    const unwatch = sup.watchGroup(groupId, (s) => {
+    const unwatch = sup.forks.watchGroup(groupId, (s) => {
       if (!seen.has(s.id)) {
         seen.add(s.id);
         nodes.push(handle(s));
@@ -142,7 +142,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     const results = settle();
     const tree = results.then((rs): RolloutTree => {
       const prefixes: Record<string, Trajectory> = {};
-      for (const r of rs) sup.prefixes.chain(r.trajectory, prefixes);
+      for (const r of rs) sup.forks.prefixes.chain(r.trajectory, prefixes);
       return { groupId, ...treeNodes(rs), prefixes };
     });
     return {
@@ -185,7 +185,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
       for (let i = 0; i < n; i++) {
         // One group seed, n distinct member seeds (identical members would have zero advantage).
         const s = sup.admit({ ...v.instance, trajectory_id: String(i) }, v.sampling.seed === undefined ? v.sampling : { ...v.sampling, seed: memberSeed(v.sampling.seed, i) }, undefined, groupId, c);
-        if (tree) sup.planTree(s, tree.tree);
+        if (tree) s.startAsBranch(null, null, tree.tree);
         rollouts.push(handle(s));
       }
       if (tree) return treeGroup(groupId, rollouts);
@@ -200,11 +200,11 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     },
     cancel: (id, reason) => sup.cancel(id, reason),
     fork: async (id, opts): Promise<ForkResult> => {
-      const o = await sup.fork(id, opts);
+      const o = await sup.forks.request(id, opts);
       return { parentId: o.parentId, rollouts: o.branches.map(handle), rolloutIds: o.branches.map((b) => b.id), branchTurn: o.branchTurn, prefixId: o.prefixId, lost: o.lost, frozenMs: o.frozenMs };
     },
-    prefix: (id) => sup.prefixes.get(id),
-    materialize: (t, o) => materializeTrajectory(t, (id) => sup.prefixes.get(id), o),
+    prefix: (id) => sup.forks.prefixes.get(id),
+    materialize: (t, o) => materializeTrajectory(t, (id) => sup.forks.prefixes.get(id), o),
     dataSources: () => knownSources,
     buffer: (o, extra = {}) => new RolloutBuffer(runtime, o, { ...extra, clock, trainerVersion: () => weights.trainerVersion }),
     get(id: string): RolloutSummary | undefined {

@@ -3,11 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { createActor, fromPromise } from 'xstate';
 import { rolloutMachine, type FinalState, type InitOutput, type Stage, type StageInput } from '../../machines/rollout.machine.js';
 import { CancelledError, QueueFullError, RuntimeClosedError, ValidationError, serializeError, toRolloutError, type RolloutError } from '../errors.js';
-import type { HandlerContext } from '../proxy/agent-contract.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
 import type { LlmClient } from '../llm/llm-client.js';
-import { TrajectoryBuilder } from '../llm/trajectory-builder.js';
 import type { RolloutEventInput, RolloutState } from '../protocol/events.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { Outcome } from '../protocol/trajectory.js';
@@ -23,10 +21,8 @@ import { Attempt, RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
 import { StagePool } from './stage-pool.js';
 import type { RuntimeStatus } from './runtime-api.js';
-import { memberSeed } from '../llm/member-seed.js';
-import { ForkCoordinator, type BranchOrigin, type BranchStart, type ForkOptions, type ForkOutcome, type TreePlan } from './rollout-fork.js';
-import { PrefixStore, stripPrefix } from './trajectory-prefix.js';
-import type { RolloutResult } from '../protocol/trajectory.js';
+import { branchResult, ForkCoordinator } from './rollout-fork.js';
+import { ENDED, newAttempt } from './attempt-start.js';
 
 /** The parts a supervisor runs on, resolved from the options. */
 export interface SupervisorParts extends Partial<import('./weight-control.js').WeightParts> {
@@ -36,14 +32,6 @@ export interface SupervisorParts extends Partial<import('./weight-control.js').W
   registry: HandlerRegistry;
   clock: Clock;
 }
-
-// One shared abort reason per final state: it only tells a handler why its signal fired.
-const ENDED: Record<FinalState, CancelledError> = {
-  done: new CancelledError('rollout done'),
-  failed: new CancelledError('rollout failed'),
-  timedOut: new CancelledError('rollout timed out'),
-  cancelled: new CancelledError('rollout cancelled'),
-};
 
 /**
  * Owns every rollout of a runtime: admission, attempts, retries, cancellation and queries. Each
@@ -68,11 +56,8 @@ export class Supervisor {
   private completedCount = 0;
   private readonly outcomes: Record<string, number> = {};
   private state: 'running' | 'closing' | 'closed' = 'running';
-  /** The shared prefixes of forks (#26), held while a branch referencing them is live or retained. */
-  readonly prefixes = new PrefixStore();
-  private readonly forks: ForkCoordinator;
-  /** Tree groups watching for their new nodes, by group id. */
-  private readonly treeWatch = new Map<string, (s: RolloutSession) => void>();
+  /** Forks of live rollouts and their branches (#26). */
+  readonly forks: ForkCoordinator;
 
   constructor(
     private readonly opts: RuntimeOptions,
@@ -96,14 +81,9 @@ export class Supervisor {
       due: (s, now) => this.deadlinePassed(s, now),
     });
     const forks = (this.forks = new ForkCoordinator({
-      live: (id) => this.sessions.get(id),
-      ended: (id) => this.finished.has(id),
-      checkAdmission: (n) => this.checkAdmission(n),
-      runLimit: opts.stages.run,
-      prefixes: this.prefixes,
-      machineTurn: (s) => s.attempt?.actor?.getSnapshot().context.turn ?? null,
-      admitBranch: (parent, id, i, origin, start, plan) => this.admitBranch(parent, id, i, origin, start, plan),
-      emit: (s, ev) => this.emit(s, ev),
+      live: (id) => this.sessions.get(id), ended: (id) => this.finished.has(id), checkAdmission: (n) => this.checkAdmission(n),
+      runLimit: opts.stages.run, now: () => clock.now(), wallClockMs: opts.wallClockMs,
+      machineTurn: (s) => s.attempt?.actor?.getSnapshot().context.turn ?? null, admit: (s) => this.adopt(s), emit: (s, ev) => this.emit(s, ev),
     }));
     const steps = new AttemptSteps({
       forks,
@@ -161,70 +141,22 @@ export class Supervisor {
     if (this.sessions.has(rid)) throw new ValidationError(`a live rollout already has id '${rid}'`, [{ path: 'id', message: 'duplicate live id' }]);
     this.finished.delete(rid);
     const s = new RolloutSession(rid, instance, sampling, groupId, this.clock.now(), this.opts.wallClockMs, codec, priority);
-    this.sessions.set(rid, s);
-    this.sweeper.track(s);
-    this.startAttempt(s);
+    this.adopt(s);
     return s;
   }
 
-  /**
-   * Admits branch `i` of a fork of `parent` (#26): same instance (trajectory id
-   * `<parent's>.<turn>.<i>`), group, codec and priority, its own seed (when the parent has one),
-   * its first attempt starting from `start` at the fork's turn.
-   */
-  private admitBranch(parent: RolloutSession, id: string, i: number, origin: BranchOrigin, start: BranchStart, plan: TreePlan | null): RolloutSession {
-    const sampling = parent.sampling.seed === undefined ? parent.sampling : { ...parent.sampling, seed: memberSeed(parent.sampling.seed, (origin.branchTurn + 1) * 4096 + i + 1) };
-    const instance = { ...parent.instance, trajectory_id: `${parent.trajectoryId ?? '0'}.${origin.branchTurn}.${i}` };
-    const s = new RolloutSession(id, instance, sampling, parent.groupId, this.clock.now(), this.opts.wallClockMs, parent.codec, parent.priority);
-    s.origin = origin;
-    s.branch = start;
-    s.treePlan = plan;
-    this.prefixes.retain(origin.prefix.id);
-    this.sessions.set(id, s);
+  /** Takes a new session in and starts its first attempt. */
+  private adopt(s: RolloutSession): void {
+    this.sessions.set(s.id, s);
     this.sweeper.track(s);
     this.startAttempt(s);
-    if (s.groupId !== null) this.treeWatch.get(s.groupId)?.(s);
-    return s;
-  }
-
-  /** Forks live rollout `id` at its next turn boundary (#26): see {@link ForkCoordinator.request}. */
-  fork(id: string, opts: ForkOptions): Promise<ForkOutcome> {
-    return this.forks.request(id, opts);
-  }
-
-  /** Calls `onNode` for each branch admitted into group `groupId` until `unwatch`. */
-  watchGroup(groupId: string, onNode: (s: RolloutSession) => void): () => void {
-    this.treeWatch.set(groupId, onNode);
-    return () => void this.treeWatch.delete(groupId);
-  }
-
-  /** Sets the tree plan of a rollout just admitted as a tree's root. */
-  planTree(s: RolloutSession, plan: TreePlan): void {
-    s.treePlan = plan;
   }
 
   // ───────────────────────────── attempts ─────────────────────────────
 
   private startAttempt(s: RolloutSession): void {
     const n = ++s.attempts;
-    // A branch's one attempt starts from its fork: its parent's token record and sandbox.
-    const start = s.branch;
-    s.branch = null;
-    const att = new Attempt(
-      start?.builder ?? new TrajectoryBuilder({ codec: s.codec, detectDrift: this.opts.detectDrift, enableThinking: s.sampling.enable_thinking }),
-      s.sampling.max_iterations ?? this.opts.maxIterations,
-      s.sampling.max_output_tokens ?? this.opts.maxOutputTokens,
-      s.sampling.max_model_len ?? this.opts.maxModelLen,
-      { provider: this.parts.sandboxes, rolloutId: s.id, clock: this.clock },
-    );
-    s.attempt = att;
-    att.ctx = handlerContext(s, att, this.clock);
-    if (start) {
-      att.sandboxes.adopt(start.sandbox);
-      att.sandbox = start.sandbox;
-      att.handlerState = start.handlerState;
-      if (start.lost.length) att.lostNote = `Note: this conversation was forked; what did not carry over to this sandbox: ${start.lost.join('; ')}.`;
-    }
+    const att = (s.attempt = newAttempt(s, this.opts, this.parts.sandboxes, this.clock));
     if (this.hub.active) {
       this.emit(s, {
         type: 'rollout.submitted',
@@ -282,11 +214,8 @@ export class Supervisor {
     if (!s) return;
     const prev = s.state;
     s.state = state;
-    if (s.attempt) {
-      s.attempt.lastProgress = this.clock.now();
-      // Past its loop, a rollout has no turn boundary left for a pending fork.
-      if (s.attempt.fork && (state === 'waitingEval' || state === 'evaluating' || state === 'done')) this.forks.loopEnded(s.attempt, 'stopped its agent loop');
-    }
+    if (s.attempt) s.attempt.lastProgress = this.clock.now();
+    if (s.attempt?.fork) this.forks.stateEntered(s.attempt, state);
     if (this.hub.active) this.emit(s, { type: 'rollout.state', rolloutId: id, state, prev, turn });
   }
 
@@ -377,7 +306,7 @@ export class Supervisor {
     if (s.settled) return;
     s.settled = true;
     this.sweeper.forget(s);
-    const result = asBranch(s, buildResult(s, att, outcome, error, this.clock.now(), this.parts.weights?.trainerVersion ?? null));
+    const result = branchResult(s, buildResult(s, att, outcome, error, this.clock.now(), this.parts.weights?.trainerVersion ?? null));
     s.result = result;
     this.completedCount++;
     this.outcomes[outcome] = (this.outcomes[outcome] ?? 0) + 1;
@@ -400,13 +329,10 @@ export class Supervisor {
       this.sessions.delete(s.id);
       if (this.opts.retainResults > 0) {
         this.finished.set(s.id, s);
-        if (this.finished.size > this.opts.retainResults) {
-          const old = this.finished.keys().next().value as string;
-          const prefix = this.finished.get(old)?.prefix;
-          this.finished.delete(old);
-          if (prefix) this.prefixes.release(prefix.id);
-        }
-      } else if (s.prefix) this.prefixes.release(s.prefix.id);
+        const old = this.finished.size > this.opts.retainResults ? this.finished.values().next().value : undefined;
+        if (old) this.finished.delete(old.id);
+        if (old) this.forks.released(old);
+      } else this.forks.released(s);
       // Drop heavy per-attempt data; the result holds what is kept.
       s.attempt = null;
       if (this.sessions.size === 0) this.sweeper.idle();
@@ -469,18 +395,4 @@ export class Supervisor {
   private emit(s: RolloutSession, ev: RolloutEventInput): void {
     this.hub.emit(s, s.groupId, ev);
   }
-}
-
-/** A branch's result (#26): its own part of the trajectory, referencing the shared prefix, and its origin. */
-function asBranch(s: RolloutSession, r: RolloutResult): RolloutResult {
-  if (!s.origin) return r;
-  r.trajectory = stripPrefix(r.trajectory, s.origin.prefix);
-  r.parentId = s.origin.parentId;
-  r.branchTurn = s.origin.branchTurn;
-  return r;
-}
-
-/** The context every handler call of an attempt shares; its sandboxes go to the attempt's owner. */
-function handlerContext(s: RolloutSession, att: Attempt, clock: Clock): HandlerContext {
-  return { rolloutId: s.id, instance: s.instance, sampling: s.sampling, signal: att.signal, clock, createSandbox: (spec) => att.sandboxes.create(spec) };
 }
