@@ -87,6 +87,8 @@ describe.skipIf(!ok)('rt.fork on bwrap sandboxes', () => {
     expect(stateEntries().length).toBeGreaterThan(before);
     const [parent, ...branches] = await Promise.all([h.result, ...f.rollouts.map((b) => b.result)]);
     expect([parent!.outcome, ...branches.map((b) => b!.outcome)]).toEqual(['completed', 'completed', 'completed']);
+    // Every rollout has ended: the snapshot went with the last branch (before the runtime closes).
+    await expect.poll(stateEntries).toEqual([]);
     const out = await outputs(rt);
     const at = (id: string, turn: number) => out.find((o) => o.rolloutId === id && o.turn === turn)?.output;
     for (const [i, id] of f.rolloutIds.entries()) {

@@ -182,6 +182,21 @@ describe('rt.fork refusals', () => {
     expect(rt.list().filter((s) => s.parentId)).toEqual([]);
   });
 
+  it('refuses a harness rollout (its agent process cannot be forked) with FORK_UNSUPPORTED, 409', async () => {
+    const codec = new TestCodec();
+    llm = new TreeOracle(codec);
+    sandboxes = new MemorySandboxProvider();
+    rt = createRuntime({ builtinHandlers: false, handlers: [createTestHandler({ name: 'harness', aliases: [] })], codec, llm, sandboxes });
+    llm.hold('0', 0);
+    const h = rt.submit({ data_source: 'harness', trajectory_id: '0', oracle: [finish] });
+    await expect.poll(() => llm.waiting.has('0:0')).toBe(true);
+    const e = (await rt.fork(h.id, { n: 1 }).catch((x: unknown) => x)) as ForkError;
+    expect([e.name, e.code]).toEqual(['ForkError', 'FORK_UNSUPPORTED']);
+    expect(e.message).toMatch(/external agent \(a harness\): its agent process cannot be forked/);
+    llm.open('0', 0);
+    expect((await h.result).outcome).toBe('completed');
+  });
+
   it('refuses a fork still waiting when its rollout stops before the boundary', async () => {
     const rt = start();
     llm.hold('0', 0);
