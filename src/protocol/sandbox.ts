@@ -191,7 +191,7 @@ export const SandboxForkSchema = z.object({
   sandboxId: z.string(),
   keepParent: z.boolean(),
   branches: z
-    .array(z.object({ sandboxId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/), rolloutId: z.string() }))
+    .array(z.object({ sandboxId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/), rolloutId: z.string(), llmProxy: SandboxSpecSchema.shape.llmProxy }))
     .min(1)
     .max(256),
 });
@@ -200,6 +200,8 @@ export const SandboxForkResultSchema = z.object({
   id: z.number().int(),
   /** The branches' sandbox ids, in the order asked. */
   branches: z.array(z.string()),
+  /** Each branch's `OPENAI_BASE_URL` inside it (a branch given an `llmProxy`), else null. */
+  llmProxyUrls: z.array(z.string().nullable()).optional(),
   lost: z.array(z.string()),
   frozenMs: z.number().nonnegative(),
   copiedBytes: z.number().int().nonnegative(),

@@ -9,9 +9,11 @@ import { isMountPoint, pinDir, unpinDir } from './sandbox-fs.js';
 
 /**
  * The filesystem snapshot of one fork (#26): a read-only directory, `lower`, that every branch of
- * the fork mounts as the lower layer of its own overlay (fork-overlay.ts), so a branch costs no
- * disk until it writes. It holds what the parent had changed: a host-root sandbox's workspace,
- * an image sandbox's overlay upper dir (whiteouts and opaque markers included).
+ * the fork mounts as a lower layer of its own overlay ({@link mountBranchWorkspace}, or the image
+ * overlay's `top`), so a branch costs no disk until it writes. It holds what the parent had
+ * changed: a host-root sandbox's workspace, an image sandbox's overlay upper dir, or — when the
+ * parent is itself a branch — that branch's upper dir (whiteouts and opaque markers included),
+ * stacked on the branch's own snapshot ({@link layers}).
  *
  * Two ways to take it, both while the parent's processes are frozen (nothing writes):
  * - `share` (the parent ends at the fork): the parent's own directory is bind-mounted at `lower`
@@ -31,18 +33,36 @@ export class ForkSnapshot {
   private constructor(
     readonly id: string,
     readonly dir: string,
-    /** The read-only lower layer for the branches' overlays. */
+    /** This snapshot's own layer: what its parent had changed. */
     readonly lower: string,
     /** Bytes copied to make it (0 when shared). */
-    readonly copiedBytes: number,
-  ) {}
+    private copied: number,
+    /** The snapshot the parent (itself a branch) stood on, held until this one is removed. */
+    private readonly parent: ForkSnapshot | null,
+  ) {
+    parent?.acquire();
+  }
+
+  /**
+   * The read-only lower layers of the branches' overlays, top first: this snapshot's, then its
+   * parent's and so on (a fork of a branch stacks on the branch's snapshot: no copy of what it
+   * holds, no overlay nested in an overlay, whose depth the kernel caps at 2).
+   */
+  get layers(): string[] {
+    return [this.lower, ...(this.parent?.layers ?? [])];
+  }
+
+  /** Bytes copied to make it (0 when shared). */
+  get copiedBytes(): number {
+    return this.copied;
+  }
 
   /**
    * Takes a snapshot of the directory `sourceFd` holds (opened without following links by its
    * owner; the walk never leaves it: `cp -a` copies symlinks as symlinks and never follows one).
    * @throws SandboxError `FORK_FAILED` when the copy or the mounts fail; nothing is left then.
    */
-  static async take(sourceFd: number, opts: { stateDir: string; mode: 'share' | 'copy'; bytes: number; lease: Omit<Lease, 'sandboxId' | 'dir' | 'workdir' | 'createdAt' | 'ptyPid' | 'ptyStart' | 'cgroup' | 'hostPid' | 'hostStart'> }): Promise<ForkSnapshot> {
+  static async take(sourceFd: number, opts: { stateDir: string; mode: 'share' | 'copy'; bytes: number; parent: ForkSnapshot | null; lease: Omit<Lease, 'sandboxId' | 'dir' | 'workdir' | 'createdAt' | 'ptyPid' | 'ptyStart' | 'cgroup' | 'hostPid' | 'hostStart'> }): Promise<ForkSnapshot> {
     const id = `snap-${crypto.randomBytes(6).toString('hex')}`;
     const dir = path.join(sandboxesDir(opts.stateDir), id);
     fs.mkdirSync(dir, { recursive: true, mode: 0o711 });
@@ -61,7 +81,7 @@ export class ForkSnapshot {
       workdir: lower,
       createdAt: new Date().toISOString(),
     });
-    const snap = new ForkSnapshot(id, dir, lower, 0);
+    const snap = new ForkSnapshot(id, dir, lower, 0, opts.parent);
     try {
       if (opts.mode === 'share') {
         pinDir(sourceFd, lower);
@@ -73,7 +93,8 @@ export class ForkSnapshot {
       // `/proc/<pid>/fd/<n>/.`: the very directory the fd holds, whatever its path has become.
       await copyTree(`/proc/${process.pid}/fd/${sourceFd}/.`, lower);
       const st = fs.statfsSync(root);
-      return new ForkSnapshot(id, dir, lower, (st.blocks - st.bfree) * st.bsize);
+      snap.copied = (st.blocks - st.bfree) * st.bsize;
+      return snap;
     } catch (err) {
       await snap.remove();
       if (err instanceof SandboxError) throw err;
@@ -98,6 +119,7 @@ export class ForkSnapshot {
       const root = path.join(this.dir, 'fs');
       if (isMountPoint(root)) spawnSync('umount', ['-l', root], { stdio: 'ignore' });
       await removeSandboxDir(this.dir);
+      await this.parent?.release();
     })();
     return this.removed;
   }
@@ -124,14 +146,18 @@ function copyTree(src: string, dst: string): Promise<void> {
  * `root`: they show in the sandbox's mountinfo, which must name no host path.
  * @throws SandboxError `FORK_FAILED` when the overlay cannot be mounted.
  */
-export function mountBranchWorkspace(root: string, workdir: string, lower: string): void {
+export function mountBranchWorkspace(root: string, workdir: string, layers: readonly string[]): void {
   const upper = path.join(root, 'upper');
   fs.mkdirSync(upper, { mode: 0o755 });
   fs.mkdirSync(path.join(root, 'ovl-work'), { mode: 0o700 });
-  const st = fs.statSync(lower);
+  // The merged root shows the upper root's owner and mode: the parent's, from the top layer that has its root.
+  const st = fs.statSync(layers[0]!);
   fs.chownSync(upper, st.uid, st.gid);
   fs.chmodSync(upper, st.mode & 0o7777);
-  fs.symlinkSync(lower, path.join(root, 'l'));
-  const r = spawnSync('mount', ['-t', 'overlay', 'overlay', '-o', 'lowerdir=l,upperdir=upper,workdir=ovl-work,index=off,xino=off', workdir], { cwd: root, encoding: 'utf8' });
+  const links = layers.map((d, i) => {
+    fs.symlinkSync(d, path.join(root, `l${i}`));
+    return `l${i}`;
+  });
+  const r = spawnSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${links.join(':')},upperdir=upper,workdir=ovl-work,index=off,xino=off`, workdir], { cwd: root, encoding: 'utf8' });
   if (r.status !== 0) throw new SandboxError(`cannot mount a fork branch's workspace: ${(r.stderr || r.error?.message || '').trim()}`, { code: 'FORK_FAILED', stage: 'init' });
 }

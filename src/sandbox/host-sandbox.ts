@@ -134,9 +134,9 @@ export class HostSandbox {
     let mount: ImageMount | null;
     try {
       files = makeSandboxFs(dir, { bytes: req.limits.workdirBytes, uid, stateDir: ctx.stateDir });
-      if (branchOf && !req.image) mountBranchWorkspace(files.root, files.workdir, branchOf.snapshot.lower);
-      // A branch of an image sandbox: the snapshot of its parent's upper dir is the top lower layer.
-      mount = req.image ? await mountImageRoot(dir, req.image, uid, { removeOnFailure: false, top: branchOf?.snapshot.lower }) : null;
+      if (branchOf && !req.image) mountBranchWorkspace(files.root, files.workdir, branchOf.snapshot.layers);
+      // A branch of an image sandbox: the snapshot layers (its parent's changes, its grandparent's…) above the image's.
+      mount = req.image ? await mountImageRoot(dir, req.image, uid, { removeOnFailure: false, top: branchOf?.snapshot.layers }) : null;
     } catch (err) {
       removeSandboxFs(dir);
       fs.rmSync(dir, { recursive: true, force: true });
@@ -561,14 +561,15 @@ export class HostSandbox {
    * snapshotted (fork-snapshot.ts: shared without a copy when the parent ends here, else copied
    * once); then, with `keepParent`, the parent is thawed; the branches are made on this host
    * from the snapshot, each restoring the shell state before its first command; without
-   * `keepParent` the parent, frozen until they all stand, is closed last.
+   * `keepParent` the parent, frozen until they all stand, is closed last (`parentClosed`: its
+   * close, under way, for the host to wait on before it exits).
    *
    * @throws SandboxError `SANDBOX_BUSY` while a command or cell runs, `FREEZE_UNAVAILABLE`
    *   without a freezer group (no controller, or the `none` driver), `FORK_FAILED` when the
    *   snapshot or a branch cannot be made — in every case the parent is as it was (thawed,
    *   running) and no branch or snapshot is left.
    */
-  async fork(req: { branches: Array<{ sandboxId: string; rolloutId: string }>; keepParent: boolean }, ctx: { stateDir: string; owner: HostOwner; onLost: (sandboxId: string) => (reason: string) => void }): Promise<{ branches: HostSandbox[]; lost: string[]; frozenMs: number; copiedBytes: number }> {
+  async fork(req: { branches: Array<{ sandboxId: string; rolloutId: string; llmProxy?: { socketPath: string; token: string } | undefined }>; keepParent: boolean }, ctx: { stateDir: string; owner: HostOwner; onLost: (sandboxId: string) => (reason: string) => void }): Promise<{ branches: HostSandbox[]; lost: string[]; frozenMs: number; copiedBytes: number; parentClosed: Promise<void> | null }> {
     if (this.selfExit !== null && !this.closing) await this.restartShell();
     const pty = this.alive();
     if (pty.busy || this.pythonRunning > 0) throw new SandboxError(`sandbox ${this.id} is running a command: a fork waits for a turn boundary`, { code: 'SANDBOX_BUSY' });
@@ -590,12 +591,15 @@ export class HostSandbox {
     let lost: string[];
     try {
       lost = this.lostAtFork();
-      const source = this.imageMount ? overlayDirs(this.dir).upper : null;
+      // What the parent changed: an image sandbox's upper dir; a branch's own upper dir (its
+      // snapshot stacks on the branch's, with no copy of what that one holds); else the workspace.
+      const source = this.imageMount ? overlayDirs(this.dir).upper : this.snapshot ? path.join(this.files.root, 'upper') : null;
       const sourceFd = source === null ? this.workdirFd! : fs.openSync(source, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
       try {
         snapshot = await ForkSnapshot.take(sourceFd, {
           stateDir: ctx.stateDir,
           mode: req.keepParent ? 'copy' : 'share',
+          parent: this.snapshot,
           bytes: this.req.limits.workdirBytes,
           lease: { runtimeId: this.lease.runtimeId, ownerPid: this.lease.ownerPid, ownerStart: this.lease.ownerStart, rolloutId: this.lease.rolloutId },
         });
@@ -617,7 +621,7 @@ export class HostSandbox {
       req.branches.map((b) =>
         HostSandbox.create(
           // The branch's files come from the snapshot: no seed, no setup; the parent's uid owns them.
-          { ...this.req, sandboxId: b.sandboxId, rolloutId: b.rolloutId, spec: { ...this.req.spec, files: undefined, seedDir: undefined, gitRepo: undefined, setup: undefined, llmProxy: undefined } },
+          { ...this.req, sandboxId: b.sandboxId, rolloutId: b.rolloutId, spec: { ...this.req.spec, files: undefined, seedDir: undefined, gitRepo: undefined, setup: undefined, llmProxy: b.llmProxy } },
           { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), branchOf: { snapshot, shellState, lastExit } },
         ),
       ),
@@ -631,12 +635,15 @@ export class HostSandbox {
       const e = failed.reason as Error;
       throw new SandboxError(`sandbox ${this.id}: a fork branch could not be made: ${e.message}`, { code: 'FORK_FAILED', cause: e });
     }
+    // Without keepParent the parent ends here; its close (kills, unmounts, removal: ~0.1 s) runs
+    // on after the answer, the branches no longer need anything of it but the snapshot's bind.
+    let parentClosed: Promise<void> | null = null;
     if (!req.keepParent) {
       frozenMs = Date.now() - frozenAt;
-      await this.close();
+      parentClosed = this.close();
     }
     await snapshot.release();
-    return { branches, lost, frozenMs, copiedBytes: snapshot.copiedBytes };
+    return { branches, lost, frozenMs, copiedBytes: snapshot.copiedBytes, parentClosed };
   }
 
   /** What a branch does not get, in words for the policy (Sandbox.fork's `lost`); read while frozen. */
@@ -648,7 +655,24 @@ export class HostSandbox {
       lost.push(`${strays.length} background process${strays.length > 1 ? 'es' : ''} (${names.join(', ')})`);
     }
     if (this.repl?.pid) lost.push("the Python REPL's state (its variables, imports and definitions)");
+    const tmp = this.tmpEntries();
+    if (tmp > 0) lost.push(`${tmp} entr${tmp > 1 ? 'ies' : 'y'} in /tmp (the shell's private /tmp is not carried)`);
     return lost;
+  }
+
+  /**
+   * How many entries the shell's private /tmp holds, read through its root (0 when unreadable,
+   * or when the sandbox made /tmp a link: an absolute one would resolve against the host's root).
+   */
+  private tmpEntries(): number {
+    if (!this.shellPid) return 0;
+    const tmp = `/proc/${this.shellPid}/root/tmp`;
+    try {
+      if (!fs.lstatSync(tmp).isDirectory()) return 0;
+      return fs.readdirSync(tmp).length;
+    } catch {
+      return 0;
+    }
   }
 
   /** Restores a fork's captured shell state in this (branch's) fresh shell: shell-state.ts. */

@@ -183,13 +183,14 @@ export class SandboxClient implements Sandbox {
     const ids = req.rolloutIds.map(() => `sb-${crypto.randomBytes(6).toString('hex')}`);
     let reply: Record<string, unknown>;
     try {
-      reply = await this.call({ type: 'sandbox.fork', keepParent, branches: ids.map((sandboxId, i) => ({ sandboxId, rolloutId: req.rolloutIds[i]! })) }, FORK_TIMEOUT_MS);
+      reply = await this.call({ type: 'sandbox.fork', keepParent, branches: ids.map((sandboxId, i) => ({ sandboxId, rolloutId: req.rolloutIds[i]!, ...(req.llmProxies?.[i] ? { llmProxy: req.llmProxies[i] } : {}) })) }, FORK_TIMEOUT_MS);
     } catch (err) {
       if (this.channel.isOpen) for (const sandboxId of ids) this.channel.request({ type: 'sandbox.close', sandboxId }, { timeoutMs: CLOSE_TIMEOUT_MS }).catch(() => undefined);
       throw err;
     }
     const out = SandboxForkResultSchema.parse(reply);
     const branches = this.adopt(out.branches);
+    branches.forEach((b, i) => (b.llmProxyUrl = out.llmProxyUrls?.[i] ?? undefined));
     // Already running on the host: their machines leave `starting` on the next tick.
     await Promise.all(branches.map((b) => b.started()));
     // The host closed the parent already; this ends the client's machine (its close finds nothing).

@@ -123,13 +123,18 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
         for (const id of ids) creating.add(id);
         try {
           const out = await sb.fork(req, { stateDir: opts.stateDir, owner, onLost: notifyLost });
-          if (!req.keepParent) sandboxes.delete(req.sandboxId);
+          if (out.parentClosed) {
+            sandboxes.delete(req.sandboxId);
+            const p = out.parentClosed;
+            closing.add(p);
+            void p.finally(() => closing.delete(p));
+          }
           if (!channel?.isOpen || ids.some((id) => closedEarly.has(id))) {
             await Promise.all(out.branches.map((b) => b.close()));
             throw new SandboxError('fork branches closed while they were being made', { code: 'SANDBOX_CLOSED' });
           }
           for (const b of out.branches) sandboxes.set(b.id, b);
-          return { branches: ids, lost: out.lost, frozenMs: out.frozenMs, copiedBytes: out.copiedBytes };
+          return { branches: ids, llmProxyUrls: out.branches.map((b) => b.llmProxyUrl ?? null), lost: out.lost, frozenMs: out.frozenMs, copiedBytes: out.copiedBytes };
         } finally {
           for (const id of ids) {
             creating.delete(id);

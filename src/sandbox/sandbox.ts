@@ -133,7 +133,11 @@ export interface Sandbox {
    * own id, cgroup, shell and lease; `close()` ends it), started from the snapshot with the shell
    * state restored. The snapshot is removed with its last branch (and by the start-up reap).
    * Call it only between commands (at a turn boundary); a command running in the shell is a
-   * SandboxError `SANDBOX_BUSY`.
+   * SandboxError `SANDBOX_BUSY`. Branches are made on the parent's sandbox host, keep the
+   * parent's uid (the files are its), get no seed or setup, and no LLM proxy but the one
+   * `llmProxies` gives them. With `keepParent: false` this sandbox is closed when the call
+   * returns (its calls then fail with SANDBOX_LOST). A branch can itself be forked (a tree):
+   * its snapshot stacks on its own. docs/sandboxes.md, "Forks".
    * Optional: a sandbox that cannot fork has none (the runtime answers a typed error).
    * @throws SandboxError `FREEZE_UNAVAILABLE` (no freezer controller, or the `none` driver) or
    *   `FORK_FAILED`, with this sandbox untouched and no branch left; CancelledError on `signal`.
@@ -149,6 +153,12 @@ export interface SandboxForkRequest {
   rolloutIds: string[];
   /** False: the parent sandbox ends at the fork (closed by the fork) and its files are shared without a copy. Default true. */
   keepParent?: boolean | undefined;
+  /**
+   * A branch's own LLM proxy, by position in `rolloutIds` (as `SandboxSpec.llmProxy`): a branch
+   * never inherits its parent's (its socket and token are the parent rollout's). Absent or
+   * undefined for a branch: it has none.
+   */
+  llmProxies?: Array<{ socketPath: string; token: string } | undefined> | undefined;
 }
 
 /** What {@link Sandbox.fork} gives back. */
@@ -157,8 +167,8 @@ export interface SandboxFork {
   branches: Sandbox[];
   /**
    * What the branches did not get from the parent, in words for the policy's first observation
-   * (e.g. `2 background processes (sleep, python3)`, `the Python REPL's variables`); empty when
-   * nothing was lost.
+   * (e.g. `2 background processes (sleep, python3)`, `the Python REPL's state (…)`, `3 entries
+   * in /tmp (…)`); empty when nothing was lost.
    */
   lost: string[];
   /** How long the parent's processes were frozen, ms. */

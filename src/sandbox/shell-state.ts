@@ -43,20 +43,20 @@ export interface ShellCapture {
 /**
  * The capture command for a shell whose last command exited with `lastExit`: prints the restore
  * script base64-encoded between two markers (the terminal would otherwise rewrite its line ends
- * and mangle bytes that are not UTF-8).
+ * and mangle bytes that are not UTF-8), after the shell's `$-`.
  */
 export function captureCommand(lastExit: number | null): ShellCapture {
   const token = crypto.randomBytes(6).toString('hex');
   const b = '\\builtin';
+  // One printf prints both markers and the state (a command substitution): a DEBUG trap of the
+  // policy's, run before each top-level command, can print only outside them.
   const script = [
-    `${b} printf '\\002FS%s%s:' ${token.slice(0, 6)} ${token.slice(6)}`,
-    `( __rr_o=$(${b} set +o); ${b} set +e +u +o pipefail;` +
+    `${b} printf '\\002FS%s%s:%s:%s:\\003' ${token.slice(0, 6)} ${token.slice(6)} "$-" "$( ( __rr_o=$(${b} set +o); ${b} set +e +u +o pipefail;` +
       ` ${b} printf '%s cd -- %q || %s true\\n' '${b}' "$PWD" '${b}';` +
       ` ${b} compgen -v | while IFS= ${b} read -r __rr_v; do case $__rr_v in ${SKIP.join('|')}) continue;; esac;` +
       ` [[ \${!__rr_v@a} == *r* ]] && continue; ${b} declare -p -- "$__rr_v"; done;` +
       ` ${b} declare -f; ${b} declare -F | while IFS=' ' ${b} read -r _ __rr_f __rr_n; do [[ $__rr_f == *x* ]] && ${b} printf '%s declare -fx -- %q\\n' '${b}' "$__rr_n"; done;` +
-      ` ${b} alias -p; ${b} umask -p; ${b} shopt -p; ${b} printf '%s\\n' "$__rr_o" ) | ${b} command -p base64 -w0 || ${b} true`,
-    `${b} printf ':\\003'`,
+      ` ${b} alias -p; ${b} umask -p; ${b} shopt -p; ${b} printf '%s\\n' "$__rr_o" ) | ${b} command -p base64 -w0)"`,
     NO_HISTORY,
     keepStatus(lastExit),
   ].join('; ');
@@ -67,9 +67,12 @@ export function captureCommand(lastExit: number | null): ShellCapture {
       const i = raw.indexOf(start);
       const j = i < 0 ? -1 : raw.indexOf(':\x03', i + start.length);
       if (i < 0 || j < 0) throw new SandboxError('the shell state capture printed no state', { code: 'FORK_FAILED' });
-      const b64 = raw.slice(i + start.length, j).replace(/\s+/g, '');
+      const [flags = '', b64raw = ''] = raw.slice(i + start.length, j).split(':');
+      const b64 = b64raw.replace(/\s+/g, '');
       if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64)) throw new SandboxError('the shell state capture printed malformed state', { code: 'FORK_FAILED' });
-      return Buffer.from(b64, 'base64').toString('utf8');
+      // A command substitution runs without errexit (bash outside POSIX mode): `$-`, expanded by
+      // the shell itself, says whether it was on.
+      return Buffer.from(b64, 'base64').toString('utf8') + (flags.includes('e') ? '\\builtin set -e\n' : '');
     },
   };
 }

@@ -47,13 +47,13 @@ export interface ImageMount extends MountedOverlay {
  * own upper dir.
  *
  * On a failure after mounting, the overlay is released; with `removeOnFailure` (a sandbox being
- * made) the sandbox's fs and directory are removed as well. `top`: a fork branch's snapshot, the
- * top lower layer (overlay-mount.ts).
+ * made) the sandbox's fs and directory are removed as well. `top`: a fork branch's snapshot
+ * layers, above the image's (overlay-mount.ts).
  * @throws SandboxError `OVERLAY_FAILED` when no overlay can be mounted; TaskError
  *   `IMAGE_USER_UNKNOWN` when the User names no user of the image, `IMAGE_WORKDIR` when the
  *   WorkingDir cannot be made a directory in it.
  */
-export async function mountImageRoot(sandboxDir: string, image: ResolvedImage, hostUid: number | null, opts: { removeOnFailure?: boolean; top?: string | undefined } = {}): Promise<ImageMount> {
+export async function mountImageRoot(sandboxDir: string, image: ResolvedImage, hostUid: number | null, opts: { removeOnFailure?: boolean; top?: readonly string[] | undefined } = {}): Promise<ImageMount> {
   try {
     const ov = await mountOverlay(image.lowerDirs, overlayDirs(sandboxDir), { top: opts.top });
     try {

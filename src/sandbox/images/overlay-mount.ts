@@ -60,12 +60,12 @@ function run(argv: string[], cwd?: string): Promise<{ code: number; stderr: stri
  * fit one page (4 KiB), which a 30-layer image of absolute paths would not, and they show in the
  * sandbox's mountinfo, which must name no host path.
  *
- * `top`, a fork branch's snapshot of its parent's upper dir (fork-snapshot.ts), goes above the
- * layers, named through a link `t` in the same way.
+ * `top`, a fork branch's snapshot layers (its parent's upper dir, then its grandparent's…:
+ * fork-snapshot.ts), go above the layers, top first, named through links `t0`, `t1`… likewise.
  *
  * @throws SandboxError `OVERLAY_FAILED` with both tools' messages when neither mounts.
  */
-export async function mountOverlay(lowerDirs: string[], dirs: OverlayDirs, opts: { top?: string | undefined } = {}): Promise<MountedOverlay> {
+export async function mountOverlay(lowerDirs: string[], dirs: OverlayDirs, opts: { top?: readonly string[] | undefined } = {}): Promise<MountedOverlay> {
   for (const d of [dirs.upper, dirs.work, dirs.merged]) fs.mkdirSync(d, { recursive: true });
   const parents = new Set(lowerDirs.map((d) => path.dirname(d)));
   // Every path in the options is relative to the overlay's own directory (`l` a link to the
@@ -80,13 +80,13 @@ export async function mountOverlay(lowerDirs: string[], dirs: OverlayDirs, opts:
     fs.rmSync(link, { force: true });
     fs.symlinkSync([...parents][0]!, link);
     cwd = ovDir;
-    const top = opts.top === undefined ? [] : ['t'];
-    if (opts.top !== undefined) {
-      fs.rmSync(path.join(ovDir, 't'), { force: true });
-      fs.symlinkSync(opts.top, path.join(ovDir, 't'));
-    }
+    const top = (opts.top ?? []).map((d, i) => {
+      fs.rmSync(path.join(ovDir, `t${i}`), { force: true });
+      fs.symlinkSync(d, path.join(ovDir, `t${i}`));
+      return `t${i}`;
+    });
     options = `lowerdir=${[...top, ...lowerDirs.map((d) => `l/${path.basename(d)}`)].join(':')},upperdir=${path.basename(dirs.upper)},workdir=${path.basename(dirs.work)}`;
-  } else options = `lowerdir=${[...(opts.top === undefined ? [] : [opts.top]), ...lowerDirs].join(':')},upperdir=${dirs.upper},workdir=${dirs.work}`;
+  } else options = `lowerdir=${[...(opts.top ?? []), ...lowerDirs].join(':')},upperdir=${dirs.upper},workdir=${dirs.work}`;
   // metacopy: the sandbox's uid takes over its working dir with a chown, which then copies up
   // metadata only, not every file of a repository. Kernels without it mount without.
   let kernel = await run(['mount', '-t', 'overlay', 'overlay', '-o', `${options},index=off,xino=off,redirect_dir=on,metacopy=on`, dirs.merged], cwd);

@@ -3,6 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
+import http from 'node:http';
+import { once } from 'node:events';
 import { spawn } from 'node:child_process';
 import { createSandboxProvider, type HostSandboxProvider } from '../../../src/sandbox/index.js';
 import { PidsCgroup } from '../../../src/sandbox/cgroup.js';
@@ -136,6 +138,29 @@ describe.skipIf(!ok)('sandbox fork edges', () => {
     expect(fs.readdirSync(path.join(stateDir, 'sandboxes')).filter((n) => n.startsWith('snap-'))).toHaveLength(2);
   });
 
+  it("gives a branch the LLM proxy it is given, never its parent's", async () => {
+    const sock = path.join(stateDir, 'proxy-b0.sock');
+    const seen: string[] = [];
+    const server = http.createServer((req, res) => {
+      seen.push(`${req.url} ${req.headers.authorization}`);
+      res.end('{"data":[]}');
+    });
+    server.listen(sock);
+    await once(server, 'listening');
+    onTestFinished(() => new Promise<void>((r) => server.close(() => r())));
+    const sb = await provider.create({}, { rolloutId: 'r-proxy' });
+    onTestFinished(() => sb.close());
+    const fork = await sb.fork!({ rolloutIds: ['r-p0', 'r-p1'], llmProxies: [{ socketPath: sock, token: 'tok-b0' }, undefined] });
+    const [b0, b1] = fork.branches as [Sandbox, Sandbox];
+    onTestFinished(async () => {
+      await Promise.all([b0.close(), b1.close()]);
+    });
+    expect(b0.llmProxyUrl).toBe('http://127.0.0.1:18400/v1');
+    expect(await run(b0, 'echo $OPENAI_API_KEY; python3 -c "import os,urllib.request as u; print(u.urlopen(os.environ[\'OPENAI_BASE_URL\'] + \'/models\').read().decode())"')).toBe('tok-b0\n{"data":[]}');
+    expect(seen).toEqual(['/v1/models undefined']);
+    expect(await run(b1, 'echo "[${OPENAI_API_KEY-}]"')).toBe('[]');
+  });
+
   it('without a freezer controller a fork is FREEZE_UNAVAILABLE, the parent still answers and nothing is left', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-nofreeze-'));
     fs.chmodSync(dir, 0o711);
@@ -159,6 +184,22 @@ describe.skipIf(!ok)('sandbox fork edges', () => {
     expect(err).toBeInstanceOf(SandboxError);
     expect((err as SandboxError).code).toBe('FREEZE_UNAVAILABLE');
     expect(await run(sb, 'echo $X; cat a.txt')).toBe('1\na');
+    expect(fs.readdirSync(path.join(dir, 'state', 'sandboxes'))).toEqual([sb.id]);
+    await sb.close();
+  });
+
+  it("the 'none' driver cannot fork: FREEZE_UNAVAILABLE, and its sandbox still answers", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-fork-none-'));
+    fs.chmodSync(dir, 0o711);
+    const p = createSandboxProvider({ driver: 'none', hosts: 1, stateDir: path.join(dir, 'state'), timeouts: { bashMs: 20_000, noOutputMs: 20_000 } });
+    onTestFinished(async () => {
+      await p.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    });
+    const sb = await p.create({}, { rolloutId: 'r-none' });
+    const err = await sb.fork!({ rolloutIds: ['r-none-0'] }).catch((e: unknown) => e);
+    expect((err as SandboxError).code).toBe('FREEZE_UNAVAILABLE');
+    expect(await run(sb, 'echo alive')).toBe('alive');
     expect(fs.readdirSync(path.join(dir, 'state', 'sandboxes'))).toEqual([sb.id]);
     await sb.close();
   });

@@ -70,6 +70,10 @@ describe.skipIf(why !== null)(`image sandbox forks${why ? ` (skipped: ${why})` :
     await run(b0, 'echo b0 > /workspace/b0.txt && rm /workspace/made.txt');
     expect(await run(b1, 'ls -1 /workspace')).toBe('made.txt\nminilib');
     expect(await run(b0, 'ls -1 /workspace')).toBe('b0.txt\nminilib');
+    // A fork of a branch stacks on its snapshot: the root parent's changes and the branch's.
+    const grand = (await b0.fork!({ rolloutIds: ['r-i0-g'] })).branches[0]!;
+    onTestFinished(() => grand.close());
+    expect(await run(grand, 'ls -1 /workspace; cat ~/home-file; echo $IMG_VAR')).toBe('b0.txt\nminilib\nx\n1');
     // The mount options the branch sees name no host path.
     expect(await run(b1, 'cat /proc/self/mountinfo')).not.toContain(dir);
     if (keepParent) expect(await run(parent, 'ls -1 /workspace; cat /workspace/made.txt')).toBe('made.txt\nminilib\nmade');

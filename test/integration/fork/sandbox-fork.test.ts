@@ -97,12 +97,22 @@ describe.skipIf(!ok)('sandbox fork (host root)', () => {
     }
   });
 
+  it('carries errexit, and a DEBUG trap of the policy that prints before every command does not break the capture', async () => {
+    const parent = await provider.create({}, { rolloutId: 'r-trap-dbg' });
+    onTestFinished(() => parent.close());
+    await run(parent, "set -e; V=kept; trap 'echo debug-noise' DEBUG");
+    const fork = await parent.fork!({ rolloutIds: ['r-td0'] });
+    const b = fork.branches[0]!;
+    onTestFinished(() => b.close());
+    expect(await run(b, '[[ -o errexit ]] && echo "on $V"')).toBe('on kept');
+  });
+
   it('lost names a background process and is empty without one', async () => {
     const parent = await provider.create({}, { rolloutId: 'r-lost' });
     try {
-      await run(parent, '(sleep 1000 &) ; true');
+      await run(parent, '(sleep 1000 &) ; touch /tmp/scratch');
       const fork = await parent.fork!({ rolloutIds: ['r-l0'] });
-      expect(fork.lost).toEqual(['1 background process (sleep)']);
+      expect(fork.lost).toEqual(['1 background process (sleep)', "1 entry in /tmp (the shell's private /tmp is not carried)"]);
       // The branch has no such process.
       expect(await run(fork.branches[0]!, 'pgrep -c sleep || true')).toBe('0');
       await fork.branches[0]!.close();
@@ -127,6 +137,36 @@ describe.skipIf(!ok)('sandbox fork (host root)', () => {
     expect(snaps()).toHaveLength(1);
     expect(await run(b1, 'cat kept.txt')).toBe('kept');
     await b1.close();
+    await expect.poll(stateEntries).toEqual([]);
+  });
+
+  it('forks a branch, and a branch of that, three levels deep: each stacks on the snapshot below it (deletions and a replaced directory included)', async () => {
+    const open: Sandbox[] = [];
+    onTestFinished(async () => {
+      await Promise.all(open.map((sb) => sb.close()));
+    });
+    const root = await provider.create({ files: { 'a.txt': 'a', 'gone.txt': 'x', 'dir/old.txt': 'old' } }, { rolloutId: 'r-tree' });
+    open.push(root);
+    const l1 = (await root.fork!({ rolloutIds: ['r-t1'] })).branches[0]!;
+    open.push(l1);
+    await run(l1, 'rm gone.txt && rm -r dir && mkdir dir && echo new > dir/new.txt && echo l1 > l1.txt');
+    for (const keepParent of [true, false]) {
+      const l2 = (await l1.fork!({ rolloutIds: [`r-t2-${keepParent}`], keepParent: keepParent || undefined })).branches[0]!;
+      open.push(l2);
+      if (!keepParent) {
+        // The kernel caps nested overlays at depth 2: a third level stands only because layers stack.
+        await run(l2, 'echo l2 > l2.txt && rm a.txt');
+        const l3 = (await l2.fork!({ rolloutIds: ['r-t3'], keepParent: false })).branches[0]!;
+        open.push(l3);
+        expect(await run(l3, 'ls -1A; ls -1A dir')).toBe('dir\nl1.txt\nl2.txt\nnew.txt');
+        continue;
+      }
+      expect(await run(l2, 'ls -1A; ls -1A dir; cat a.txt')).toBe('a.txt\ndir\nl1.txt\nnew.txt\na');
+    }
+    // The branch forked with keepParent kept going; the root never saw any of it.
+    expect(await run(root, 'ls -1A; ls -1A dir')).toBe('a.txt\ndir\ngone.txt\nold.txt');
+    // Every snapshot goes with the last sandbox standing on it, the ones below included.
+    await Promise.all(open.map((sb) => sb.close()));
     await expect.poll(stateEntries).toEqual([]);
   });
 });
