@@ -55,6 +55,8 @@ export const RolloutEventSchema = z.discriminatedUnion('type', [
     /** What the branches did not get from the parent (background processes, a REPL's heap). */
     lost: z.array(z.string()),
     frozenMs: z.number(),
+    /** A tree's fork that failed (no branches; the rollout went on): why. */
+    error: SerializedErrorSchema.optional(),
   }),
   z.object({ ...base, type: z.literal('rollout.state'), state: RolloutStateSchema, prev: RolloutStateSchema.nullable(), turn: z.number().int() }),
   z.object({ ...base, type: z.literal('llm.start'), turn: z.number().int(), promptTokens: z.number().int(), maxTokens: z.number().int() }),

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { CancelledError, ForkError, QueueFullError, ValidationError, toRolloutError } from '../errors.js';
+import { CancelledError, ForkError, QueueFullError, ValidationError, serializeError, toRolloutError } from '../errors.js';
 import { memberSeed } from '../llm/member-seed.js';
 import type { RolloutEventInput } from '../protocol/events.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
@@ -155,7 +155,7 @@ export class ForkCoordinator {
       return !keep;
     } catch (err) {
       if (req) req.reject(err);
-      else if (!att.ended) this.ctx.emit(s, { type: 'rollout.forked', rolloutId: s.id, turn, branches: [], prefixId: '', continued: true, lost: [toRolloutError(err).message], frozenMs: 0 });
+      else if (!att.ended) this.ctx.emit(s, { type: 'rollout.forked', rolloutId: s.id, turn, branches: [], prefixId: '', continued: true, lost: [], frozenMs: 0, error: serializeError(toRolloutError(err)) });
       if (att.ended) throw new CancelledError('rollout ended during its fork');
       return false;
     }

@@ -106,6 +106,26 @@ describe.skipIf(!ok)('rt.fork on bwrap sandboxes', () => {
     await expect(rt.fork(h.id, { n: 1 })).rejects.toMatchObject({ code: 'FORK_ENDED' });
   }, 60_000);
 
+  it('grows a two-level tree: every grand-branch sees the files of both levels above it and keeps an exact token record', async () => {
+    const rt = start();
+    const script = [bash('echo r > r.txt'), bash('echo "$(ls | wc -l)" > level1.txt'), bash('cat level1.txt; ls -1'), { tool_calls: [{ name: 'finish', arguments: { message: 'ok' } }] }];
+    const g = rt.submitGroup({ data_source: 'scripted', oracle: script, expect: { path: 'r.txt', content: 'r\n' } }, {}, 1, { tree: { branchTurns: [1, 2], width: 2 } });
+    const tree = await g.tree!;
+    expect(tree.nodes.map((n) => [n.branchTurn, n.outcome])).toEqual([
+      [null, 'truncated'],
+      [1, 'truncated'],
+      [1, 'truncated'],
+      [2, 'completed'],
+      [2, 'completed'],
+      [2, 'completed'],
+      [2, 'completed'],
+    ]);
+    expect(tree.nodes.filter((n) => n.branchTurn === 2).map((n) => n.reward)).toEqual([1, 1, 1, 1]);
+    const out = await outputs(rt);
+    for (const leaf of tree.nodes.filter((n) => n.branchTurn === 2)) expect(out.find((o) => o.rolloutId === leaf.id && o.turn === 2)?.output).toBe('1\nlevel1.txt\nr.txt');
+    for (const r of await g.results) if (r.parentId) expect(tokenFault(rt.materialize(r.trajectory))).toBeNull();
+  }, 90_000);
+
   it('cancel of a tree ends every branch and removes every sandbox and snapshot', async () => {
     const rt = start();
     llm.hold('0.1.0', 1);
