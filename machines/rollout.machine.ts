@@ -38,6 +38,11 @@ export interface RolloutContext {
 /** Input of the machine. */
 export interface RolloutInput {
   rolloutId: string;
+  /**
+   * Assistant turns already sampled when the attempt starts: 0, or a branch's fork turn (#26),
+   * whose trajectory starts from its parent's prefix and whose next sample is turn `turn`.
+   */
+  turn?: number | undefined;
 }
 
 /** Events the supervisor sends, and the loop actor's answers ({@link StepEvent}). */
@@ -76,6 +81,11 @@ export interface CallLlmOutput {
   contextFull: boolean;
   /** With `contextFull`: the EVAL slot is already held. */
   evalSlot?: boolean | undefined;
+  /**
+   * True when the rollout stopped at a fork (#26, `continueParent: false`) before sampling: its
+   * branches carry it on and its sandbox went to them, so it ends `done` without an evaluation.
+   */
+  forked?: boolean | undefined;
 }
 
 /** The output of an `act` step. */
@@ -135,6 +145,7 @@ export const rolloutMachine = setup({
     // The actors' outputs reach these guards as params, typed by each `onDone` (`params:
     // ({ event }) => event.output`): the guards stay named and pure, with no casts.
     contextFull: (_, o: CallLlmOutput) => o.contextFull,
+    stoppedAtFork: (_, o: CallLlmOutput) => o.forked === true,
     contextFullWithEvalSlot: (_, o: CallLlmOutput) => o.contextFull && o.evalSlot === true,
     loopStopped: (_, o: ActOutput) => o.stop,
     loopStoppedWithEvalSlot: (_, o: ActOutput) => o.stop && o.evalSlot === true,
@@ -145,7 +156,7 @@ export const rolloutMachine = setup({
   },
 }).createMachine({
   id: 'rollout',
-  context: ({ input }) => ({ rolloutId: input.rolloutId, turn: 0 }),
+  context: ({ input }) => ({ rolloutId: input.rolloutId, turn: input.turn ?? 0 }),
   initial: 'queued',
   on: {
     CANCEL: '.cancelled',
@@ -187,6 +198,7 @@ export const rolloutMachine = setup({
           entry: [{ type: 'stateEntered', params: { state: 'llmCalling' } }, sendTo('loop', ({ context }): StepCommand => ({ type: 'STEP', kind: 'llm', turn: context.turn }))],
           on: {
             LLM_DONE: [
+              { guard: { type: 'stoppedAtFork', params: ({ event }) => event.output }, target: '#rollout.done' },
               { guard: { type: 'contextFullWithEvalSlot', params: ({ event }) => event.output }, target: '#rollout.evaluating' },
               { guard: { type: 'contextFull', params: ({ event }) => event.output }, target: '#rollout.waitingEval' },
               { target: 'acting', actions: assign({ turn: ({ context }) => context.turn + 1 }) },

@@ -22,7 +22,8 @@ export type ErrorClassName =
   | 'ValidationError'
   | 'QueueFullError'
   | 'RuntimeClosedError'
-  | 'ProtocolError';
+  | 'ProtocolError'
+  | 'ForkError';
 
 /**
  * Every error code the runtime throws: its class, whether the supervisor retries a rollout that
@@ -113,6 +114,11 @@ export const ERROR_CODES = {
   NOT_A_MAP: { class: 'ProtocolError', retryable: false, means: 'an IPC frame whose body is not a map' },
   UNDECODABLE: { class: 'ProtocolError', retryable: false, means: 'an IPC frame that is not msgpack' },
   NO_HANDLER: { class: 'ProtocolError', retryable: false, means: 'an IPC request to a channel that answers none' },
+  // ForkError: a fork (#26) refused; the rollout asked to fork goes on untouched. Never retried.
+  FORK_NOT_FOUND: { class: 'ForkError', retryable: false, means: 'no live rollout has that id (HTTP 404)' },
+  FORK_ENDED: { class: 'ForkError', retryable: false, means: 'the rollout ended (or its attempt did) before the turn boundary the fork waits for (HTTP 409)' },
+  FORK_UNSUPPORTED: { class: 'ForkError', retryable: false, means: "the rollout's agent runs outside the runtime (a harness) or its sandbox cannot fork (HTTP 409)" },
+  FORK_BUSY: { class: 'ForkError', retryable: false, means: 'the rollout already waits for a fork at its next turn boundary (HTTP 409)' },
   NO_HELLO: { class: 'ProtocolError', retryable: false, means: 'a sandbox host request before the hello' },
 } as const satisfies Record<string, { class: ErrorClassName; retryable: boolean; means: string }>;
 
@@ -244,6 +250,16 @@ export class ProtocolError extends RolloutError {
 }
 
 /**
+ * A fork (#26) the runtime refuses: the rollout is unknown, ended, or cannot be forked. Not
+ * retried; the rollout asked to fork is left as it was. Codes `FORK_*` of {@link ERROR_CODES}.
+ */
+export class ForkError extends RolloutError {
+  constructor(message: string, opts: { code: string; details?: Record<string, unknown> }) {
+    super(message, { retryable: false, ...opts });
+  }
+}
+
+/**
  * Normalizes anything thrown into a {@link RolloutError}. An `AbortError` becomes a
  * {@link CancelledError}; any other unknown value becomes an {@link InfraError} (an unexpected
  * fault is the runtime's, not the task's), keeping the original as `cause`.
@@ -288,6 +304,7 @@ const revivers: Record<string, Reviver> = {
   QueueFullError: (s) => new QueueFullError(s.message, s.details),
   RuntimeClosedError: (s) => new RuntimeClosedError(s.message),
   ProtocolError: (s, o) => new ProtocolError(s.message, o),
+  ForkError: (s, o) => new ForkError(s.message, { code: o.code, ...(o.details ? { details: o.details } : {}) }),
 };
 
 /**

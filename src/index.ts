@@ -4,6 +4,10 @@
  */
 export { createRuntime, type EmbeddedRuntime } from './runtime/runtime.js';
 export type { Runtime, RolloutHandle, GroupHandle, SubmitOptions, RuntimeStatus, RolloutSummary, EventsOptions } from './runtime/runtime-api.js';
+// Tree rollouts (#26): forks, tree groups, shared prefixes.
+export type { ForkControl, ForkOptions, ForkResult, GroupOptions, TreeOptions, TreeNode, RolloutTree, BranchPoint, MaterializeOptions } from './runtime/runtime-api.js';
+export { branchPoints, treeNodes } from './runtime/rollout-tree.js';
+export { materializeTrajectory, stripPrefix } from './runtime/trajectory-prefix.js';
 export { RuntimeOptionsSchema, parseRuntimeOptions, type RuntimeOptions, type RuntimeOptionsInput } from './runtime/runtime-options.js';
 export { RolloutBuffer, type BufferedGroup, type BufferEvent, type BufferLease, type LeaseOutcome, type RolloutBufferStats } from './runtime/rollout-buffer.js';
 export { RolloutBufferOptionsSchema, type RolloutBufferOptions, type RolloutBufferOptionsInput } from './protocol/buffer.js';

@@ -13,6 +13,7 @@ import { renderGroup, renderEval, toJsonl, download } from './panels.js';
 import { renderTokenView } from './tokens.js';
 import { createGroupsTable } from './groups-table.js';
 import { createTrends } from './trends.js';
+import { renderTree } from './tree.js';
 
 const params = new URLSearchParams(location.search);
 /** Where the HTTP API lives; the page's own origin unless `?api=` says otherwise. */
@@ -612,6 +613,7 @@ function renderDetail(ticked) {
   if (versionChanged || store.rewards.version !== seenGroupVersion) {
     seenGroupVersion = store.rewards.version;
     renderGroup($('group'), r.groupId ? store.rewards.group(r.groupId) : null, r.id, (id) => select(id, true));
+    renderTree($('tree'), store.rollouts, r, (id) => select(id, true));
   }
   if (!versionChanged && !(ticked && live)) return;
   selectedVersion = r.version;

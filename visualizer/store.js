@@ -348,6 +348,9 @@ export class Store {
         r.instanceId = ev.instanceId ?? null;
         r.groupId = ev.groupId ?? null;
         r.trajectoryId = ev.trajectoryId ?? null;
+        // Tree rollouts (#26): a branch's parent and fork turn (visualizer/tree.js).
+        r.parentId = ev.parentId ?? null;
+        r.branchTurn = ev.branchTurn ?? null;
         r.attempt = ev.attempt ?? 0;
         // A retry announces its attempt with a fresh `rollout.submitted`: the rollout's elapsed
         // time still counts from its first submission.
@@ -411,6 +414,8 @@ export class Store {
     r.instanceId = summary.instance_id ?? null;
     r.groupId = summary.group_id ?? null;
     r.trajectoryId = summary.trajectory_id ?? null;
+    r.parentId = summary.parent_id ?? null;
+    r.branchTurn = summary.branch_turn ?? null;
     r.attempt = summary.attempt ?? 0;
     r.turn = summary.turn ?? 0;
     r.tokens = summary.tokens ?? 0;

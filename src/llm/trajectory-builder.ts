@@ -199,6 +199,28 @@ export class TrajectoryBuilder {
   }
 
   /**
+   * A copy of this builder as it is now, which grows apart from it (tree rollouts, #26): a
+   * branch's own token record starts from its parent's tokens, turns and messages. O(tokens),
+   * once per branch. Throws after {@link build}.
+   */
+  fork(): TrajectoryBuilder {
+    this.assertOpen();
+    const b = new TrajectoryBuilder(this.opts);
+    const t = this.tokens;
+    for (let i = 0; i < t.length; i++) b.tokens.push(t[i]!);
+    // Records and messages are not changed once appended (build() copies what it decorates).
+    b.turns.push(...this.turns);
+    b.messages.push(...this.messages);
+    b.contIds.push(...this.contIds);
+    b.drift.push(...this.drift);
+    b.tools = this.tools;
+    b.lastOutput = this.lastOutput;
+    b.retokenized = this.retokenized;
+    b.unseenServerPrompt = this.unseenServerPrompt;
+    return b;
+  }
+
+  /**
    * Materializes the trajectory and ends the builder (later appends throw). The flat `tokens`
    * are the builder's own array, handed over without a copy; `lossMask` and `logprobs` are made
    * here in one pass.

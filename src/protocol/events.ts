@@ -39,6 +39,24 @@ export const RolloutEventSchema = z.discriminatedUnion('type', [
     groupId: z.string().nullable(),
     dataSource: z.string(),
     attempt: z.number().int(),
+    /** A branch of a fork (#26): its parent rollout and the turn it was forked at. */
+    parentId: z.string().nullable().optional(),
+    branchTurn: z.number().int().nullable().optional(),
+  }),
+  /** A rollout was forked (#26) at turn boundary `turn` into the rollouts `branches`. */
+  z.object({
+    ...base,
+    type: z.literal('rollout.forked'),
+    turn: z.number().int(),
+    branches: z.array(z.string()),
+    prefixId: z.string(),
+    /** Whether the forked rollout goes on (else it stopped at the fork, finish `forked`). */
+    continued: z.boolean(),
+    /** What the branches did not get from the parent (background processes, a REPL's heap). */
+    lost: z.array(z.string()),
+    frozenMs: z.number(),
+    /** A tree's fork that failed (no branches; the rollout went on): why. */
+    error: SerializedErrorSchema.optional(),
   }),
   z.object({ ...base, type: z.literal('rollout.state'), state: RolloutStateSchema, prev: RolloutStateSchema.nullable(), turn: z.number().int() }),
   z.object({ ...base, type: z.literal('llm.start'), turn: z.number().int(), promptTokens: z.number().int(), maxTokens: z.number().int() }),

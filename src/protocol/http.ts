@@ -1,4 +1,5 @@
 import { IntegrityReportSchema } from './integrity.js';
+import { TreeBodySchema } from './fork.js';
 import { z } from 'zod';
 import { LeaseIdsSchema } from './buffer.js';
 import { InstanceSchema, SamplingParamsSchema } from './instance.js';
@@ -179,6 +180,8 @@ export const BatchRequestSchema = z
     instances: z.array(InstanceSchema).min(1).max(10_000),
     sampling_params: SamplingParamsBodySchema.optional(),
     n: z.number().int().min(1).max(1024).default(1),
+    /** Tree rollouts (#26): the n rollouts of each instance grow branches at these turns. */
+    tree: TreeBodySchema.optional(),
   })
   .strict();
 /** A parsed `POST /v1/batches` body. */
@@ -223,6 +226,9 @@ export const RolloutSummaryResponseSchema = z.object({
   wall_ms: z.number().nullable(),
   /** Integrity violations by kind (#27), or null when the result has none. */
   violations: z.record(z.string(), z.number().int()).nullable(),
+  /** A branch of a fork (#26): its parent and the turn boundary it was forked at. */
+  parent_id: z.string().optional(),
+  branch_turn: z.number().int().optional(),
 });
 
 /** `POST /v1/backends`. */

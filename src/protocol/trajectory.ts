@@ -8,7 +8,8 @@ export type Outcome = z.infer<typeof OutcomeSchema>;
 
 /** Why the agent loop stopped (the ProRL `finish` field): the finish tool, max turns, full context, ... */
 /** `stale_tokens`: ended by the `staleTokens` bound with action `finish` (outcome truncated). */
-export const FinishReasonSchema = z.enum(['finish_tool', 'no_tool_call', 'max_iterations', 'context_full', 'length', 'error', 'timeout', 'cancelled', 'stale_tokens']);
+/** `forked`: stopped at a fork (#26) with `continueParent: false`: its branches carry it on (outcome truncated, reward null). */
+export const FinishReasonSchema = z.enum(['finish_tool', 'no_tool_call', 'max_iterations', 'context_full', 'length', 'error', 'timeout', 'cancelled', 'stale_tokens', 'forked']);
 export type FinishReason = z.infer<typeof FinishReasonSchema>;
 
 /** A policy / weight version: a step number or a label. */
@@ -36,6 +37,15 @@ export type AssistantTurn = z.infer<typeof AssistantTurnSchema>;
 
 /** A drift detector finding: where the incremental ids differ from a full re-render. */
 export const DriftSchema = z.object({ turn: z.number().int(), position: z.number().int(), expected: z.number().int().nullable(), actual: z.number().int().nullable() });
+
+/**
+ * Where a branch's trajectory starts (tree rollouts, #26): the shared prefix it continues,
+ * stored once (`GET /v1/prefixes/{id}`, `rt.prefix(id)`), and how much of it there is — its
+ * `tokens`, assistant `turns` and `messages`. The trajectory holding this reference carries only
+ * what follows; `materializeTrajectory` joins the two into the full, token-exact one.
+ */
+export const TrajectoryPrefixRefSchema = z.object({ id: z.string(), tokens: z.number().int(), turns: z.number().int(), messages: z.number().int() });
+export type TrajectoryPrefixRef = z.infer<typeof TrajectoryPrefixRefSchema>;
 
 /** The whole rollout in tokens. `tokens`, `lossMask` and `logprobs` are aligned. */
 export const TrajectorySchema = z.object({
@@ -66,6 +76,12 @@ export const TrajectorySchema = z.object({
    * on its own; train on each separately, never on the concatenation. See docs/proxy.md.
    */
   segments: z.array(z.object({ tokenStart: z.number().int(), tokenEnd: z.number().int(), turnStart: z.number().int(), turnEnd: z.number().int(), messageStart: z.number().int(), messageEnd: z.number().int() })).optional(),
+  /**
+   * Present on a branch of a fork (#26): the lists above hold only what follows the shared
+   * prefix this names (turns, tokens, mask, logprobs and messages after it; each turn's
+   * `promptIds` stays its full prompt). See {@link TrajectoryPrefixRefSchema}.
+   */
+  prefix: TrajectoryPrefixRefSchema.optional(),
 });
 export type Trajectory = z.infer<typeof TrajectorySchema>;
 
@@ -113,5 +129,9 @@ export const RolloutResultSchema = z.object({
   timing: TimingSchema,
   /** The reward-hack monitor's report (#27), present when the instance or its family has an integrity policy. */
   integrity: IntegrityReportSchema.optional(),
+  /** A branch of a fork (#26): the rollout it was forked from, else absent or null. */
+  parentId: z.string().nullable().optional(),
+  /** A branch: the turn boundary it was forked at (assistant turns sampled before it), else absent or null. */
+  branchTurn: z.number().int().nullable().optional(),
 });
 export type RolloutResult = z.infer<typeof RolloutResultSchema>;

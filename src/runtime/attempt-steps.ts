@@ -18,6 +18,7 @@ import { checkTokenAge, observeTurn } from './token-age.js';
 import { contextLimitError, isEngineLengthRefusal } from './context-limit.js';
 import { integrityError } from './integrity-cost.js';
 import { effectivePolicy, RolloutIntegrity } from './integrity-monitor.js';
+import type { ForkCoordinator } from './rollout-fork.js';
 
 /** What the steps see of their owner (the supervisor). */
 export interface StepsContext {
@@ -33,6 +34,8 @@ export interface StepsContext {
   readonly weights?: WeightControl | undefined;
   /** A call (LLM or action) of `s` started: its timeout is now `att.callAt`. */
   callStarted(s: RolloutSession): void;
+  /** Forks of live rollouts (#26), made at turn boundaries. */
+  readonly forks?: Pick<ForkCoordinator, 'due' | 'atBoundary' | 'loopEnded'> | undefined;
 }
 
 const CLIP = 2_000;
@@ -59,6 +62,9 @@ export class AttemptSteps {
     const att = s.attempt!;
     const handler = this.ctx.registry.resolve(s.dataSource);
     att.handler = handler;
+    // A branch (#26) starts from its fork: sandbox, handler state and tokens are its parent's at
+    // the boundary (set when its attempt started); only an integrity baseline is its own.
+    if (s.origin) return this.initBranch(s, att);
     const r = await handler.init(att.ctx!);
     if (att.ended) return { runSlot: false };
     if (r.sandbox) att.sandboxes.adopt(r.sandbox);
@@ -80,11 +86,32 @@ export class AttemptSteps {
     return { runSlot: this.ctx.pools.run.tryTake(id) };
   }
 
+  private async initBranch(s: RolloutSession, att: Attempt): Promise<InitOutput> {
+    const policy = effectivePolicy(s.instance.integrity, att.handler!.integrityDefaults?.(s.instance));
+    if (policy) {
+      att.integrity = new RolloutIntegrity(policy);
+      await att.integrity.start(att.sandbox);
+      if (att.ended) return { runSlot: false };
+    }
+    return { runSlot: this.ctx.pools.run.tryTake(s.id) };
+  }
+
   async llm(id: string, turn: number): Promise<CallLlmOutput> {
     const { ctx } = this;
     const s = ctx.live(id);
     const att = s.attempt!;
-    if (att.harness) return this.harness.llm(s, att, turn);
+    if (att.harness) {
+      ctx.forks?.loopEnded(att, 'runs an external agent (a harness), which cannot fork,');
+      return this.harness.llm(s, att, turn);
+    }
+    // A turn boundary (#26): a fork due here is made before the call.
+    if (ctx.forks?.due(s, att, turn)) {
+      if (await ctx.forks.atBoundary(s, att, turn)) {
+        att.finish = 'forked';
+        return { contextFull: false, forked: true };
+      }
+      if (att.ended) throw new CancelledError('rollout ended during its fork');
+    }
     const b = att.builder;
     const room = att.maxModelLen - b.length;
     // Nothing sampled yet and no room: a configuration mistake, not a trainable truncation.
@@ -199,6 +226,11 @@ export class AttemptSteps {
     att.callAt = Infinity;
     if (res.state !== undefined) att.handlerState = res.state;
     const b = att.builder;
+    if (att.lostNote !== null) {
+      // A branch's first observation says what its fork did not carry (#26).
+      res.messages.push({ role: 'user', content: att.lostNote });
+      att.lostNote = null;
+    }
     if (res.stop) {
       att.finish = res.stop;
       b.addUntokenizedMessages(res.messages);

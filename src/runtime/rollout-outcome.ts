@@ -49,7 +49,7 @@ export function doneFinish(finish: FinishReason | null, lastTurnFinish: string |
 export function classifyEnd(e: AttemptEnd): EndDecision {
   switch (e.final) {
     case 'done':
-      return { outcome: e.finish === 'max_iterations' || e.finish === 'context_full' || e.finish === 'length' || e.finish === 'stale_tokens' ? 'truncated' : 'completed', error: null, retry: false };
+      return { outcome: e.finish === 'max_iterations' || e.finish === 'context_full' || e.finish === 'length' || e.finish === 'stale_tokens' || e.finish === 'forked' ? 'truncated' : 'completed', error: null, retry: false };
     case 'cancelled':
       return { outcome: 'cancelled', error: new CancelledError(e.cancelReason ?? 'cancelled'), retry: false };
     case 'timedOut':

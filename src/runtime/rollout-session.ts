@@ -14,6 +14,8 @@ import type { RolloutSummary } from './runtime-api.js';
 import type { RolloutError } from '../errors.js';
 import type { HarnessRun } from '../proxy/harness-run.js';
 import type { RolloutIntegrity } from './integrity-monitor.js';
+import type { BranchOrigin, BranchStart, PendingFork, TreePlan } from './fork-types.js';
+import type { TrajectoryPrefixRef } from '../protocol/trajectory.js';
 
 /**
  * One attempt of a rollout: everything a retry starts afresh (actor, sandbox, tokens). The
@@ -49,6 +51,10 @@ export class Attempt {
   harness: HarnessRun | null = null;
   /** The reward-hack monitor of this attempt (#27), when the rollout has an integrity policy. */
   integrity: RolloutIntegrity | null = null;
+  /** A fork (#26) waiting for the next turn boundary of this attempt. */
+  fork: PendingFork | null = null;
+  /** A branch's note of what its fork did not carry, added after its first action's observation. */
+  lostNote: string | null = null;
 
   constructor(
     readonly builder: TrajectoryBuilder,
@@ -88,6 +94,12 @@ export class RolloutSession {
   wallAt: number;
   readonly timing = { initMs: 0, runMs: 0, evalMs: 0 };
   readonly promise: Promise<RolloutResult>;
+  /** A branch of a fork (#26): its parent, fork turn and shared prefix; null for a rollout submitted as such. */
+  origin: BranchOrigin | null = null;
+  /** A branch's start (sandbox, token record), taken by its first attempt. */
+  branch: BranchStart | null = null;
+  /** A tree group's node (#26): the boundaries left where it forks, and the width. */
+  treePlan: TreePlan | null = null;
 
   constructor(
     readonly id: string,
@@ -196,6 +208,33 @@ export class RolloutSession {
   get dataSource(): string {
     return this.instance.data_source;
   }
+
+  /** Makes this new session a branch of a fork (#26), or a tree's node with `plan`. */
+  startAsBranch(origin: BranchOrigin | null, start: BranchStart | null, plan: TreePlan | null): void {
+    this.origin = origin;
+    this.branch = start;
+    this.treePlan = plan;
+  }
+
+  /** A branch's start, taken once by its first attempt. */
+  takeBranch(): BranchStart | null {
+    const b = this.branch;
+    this.branch = null;
+    return b;
+  }
+
+  get parentId(): string | null {
+    return this.origin?.parentId ?? null;
+  }
+
+  get branchTurn(): number | null {
+    return this.origin?.branchTurn ?? null;
+  }
+
+  /** The shared prefix this rollout's trajectory continues, when it is a branch. */
+  get prefix(): TrajectoryPrefixRef | null {
+    return this.origin?.prefix ?? null;
+  }
 }
 
 /** The public view of a rollout: live counts from its attempt, final ones from its result. */
@@ -208,10 +247,12 @@ export function summarize(s: RolloutSession): RolloutSummary {
     trajectoryId: s.trajectoryId,
     dataSource: s.dataSource,
     state: s.state,
-    turn: s.result ? s.result.trajectory.turns.length : (att?.harness?.calls ?? att?.builder.turnCount ?? 0),
-    tokens: s.result ? s.result.trajectory.tokens.length : (att?.harness?.traj.totalTokens ?? att?.builder.length ?? 0),
+    // A branch's result holds only what follows its prefix: its counts add the prefix's.
+    turn: s.result ? s.result.trajectory.turns.length + (s.prefix?.turns ?? 0) : (att?.harness?.calls ?? att?.builder.turnCount ?? 0),
+    tokens: s.result ? s.result.trajectory.tokens.length + (s.prefix?.tokens ?? 0) : (att?.harness?.traj.totalTokens ?? att?.builder.length ?? 0),
     attempt: s.attempts,
     submittedAt: s.submittedAt,
     result: s.result,
+    ...(s.origin ? { parentId: s.origin.parentId, branchTurn: s.origin.branchTurn } : {}),
   };
 }

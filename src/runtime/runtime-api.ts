@@ -1,5 +1,12 @@
 import type { RolloutEvent, RolloutState } from '../protocol/events.js';
-import type { RolloutResult } from '../protocol/trajectory.js';
+import type { RolloutResult, Trajectory } from '../protocol/trajectory.js';
+import type { ForkOptions } from './fork-types.js';
+import type { RolloutTree, TreeOptions } from './rollout-tree.js';
+import type { MaterializeOptions } from './trajectory-prefix.js';
+
+export type { ForkOptions } from './fork-types.js';
+export type { BranchPoint, RolloutTree, TreeNode, TreeOptions } from './rollout-tree.js';
+export type { MaterializeOptions } from './trajectory-prefix.js';
 
 /** A submitted rollout. */
 export interface RolloutHandle {
@@ -29,6 +36,58 @@ export interface GroupHandle {
   /** Resolves with all n results, in trajectory order. */
   readonly results: Promise<RolloutResult[]>;
   cancel(reason?: string): Promise<void>;
+  /**
+   * A tree group (`tree` option, #26): resolves once every node has ended, with the tree's
+   * nodes and shared prefixes. `results` then holds every node's result (roots first, then
+   * branches as they were forked) and `cancel` ends every node, branches included.
+   */
+  readonly tree?: Promise<RolloutTree> | undefined;
+}
+
+/** Options of `submitGroup`. */
+export interface GroupOptions {
+  groupId?: string | undefined;
+  /**
+   * Grow each of the n rollouts into a tree (#26): `width` branches at each turn of
+   * `branchTurns`. A node that forks stops there (`continueParent: false`: its children are
+   * its continuations; it ends `truncated`, finish `forked`, reward null).
+   */
+  tree?: TreeOptions | undefined;
+}
+
+/** A fork that was made (#26). */
+export interface ForkResult {
+  parentId: string;
+  /** The branches, in order; each a full rollout. */
+  rollouts: RolloutHandle[];
+  rolloutIds: string[];
+  /** The turn boundary forked at: assistant turns sampled before it. */
+  branchTurn: number;
+  /** The shared prefix every branch's trajectory references (`prefix(id)`). */
+  prefixId: string;
+  /** What the branches did not get from the parent (each branch's policy is told in its first observation). */
+  lost: string[];
+  /** How long the parent's processes were frozen, ms. */
+  frozenMs: number;
+}
+
+/** Forking live rollouts (#26); the embedded runtime has it. */
+export interface ForkControl {
+  /**
+   * Forks live rollout `id` into `n` branches at its next turn boundary (see {@link ForkOptions});
+   * resolves when the branches are admitted. Rejects with ValidationError (`n`, `atTurn`),
+   * ForkError (`FORK_NOT_FOUND`, `FORK_ENDED`, `FORK_UNSUPPORTED`, `FORK_BUSY`), QueueFullError
+   * (past capacity, nothing frozen) or the sandbox's SandboxError (`FREEZE_UNAVAILABLE`,
+   * `FORK_FAILED`; the parent goes on untouched).
+   */
+  fork(id: string, opts: ForkOptions): Promise<ForkResult>;
+  /** A stored shared prefix (its own part; a nested one references its base), while a branch referencing it is live or retained. */
+  prefix(id: string): Trajectory | undefined;
+  /**
+   * The full token-exact trajectory of a branch's result (prefix + its own part); any other
+   * trajectory as it is. Throws ValidationError `prefix.id` when the prefix is no longer held.
+   */
+  materialize(t: Trajectory, opts?: MaterializeOptions): Trajectory;
 }
 
 /** Queue depth and stage occupancy. */
@@ -59,6 +118,9 @@ export interface RolloutSummary {
   attempt: number;
   submittedAt: number;
   result: RolloutResult | null;
+  /** A branch of a fork (#26): its parent and the turn boundary it was forked at. */
+  parentId?: string | undefined;
+  branchTurn?: number | undefined;
 }
 
 export interface EventsOptions {
@@ -78,7 +140,9 @@ export interface Runtime {
   /** Validates and admits one rollout. Throws ValidationError, QueueFullError, RuntimeClosedError. */
   submit(instance: unknown, sampling?: unknown, opts?: SubmitOptions): RolloutHandle;
   /** Submits n rollouts of one instance as a GRPO group. */
-  submitGroup(instance: unknown, sampling: unknown, n: number, opts?: { groupId?: string }): GroupHandle;
+  submitGroup(instance: unknown, sampling: unknown, n: number, opts?: GroupOptions): GroupHandle;
+  /** Forks a live rollout (#26); absent where the runtime cannot (a cluster gateway). */
+  fork?: ForkControl['fork'] | undefined;
   /** Cancels by id; false when no such live rollout. */
   cancel(id: string, reason?: string): Promise<boolean>;
   /** A live or retained rollout's summary. */

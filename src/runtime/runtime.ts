@@ -8,7 +8,10 @@ import type { SandboxProvider } from '../sandbox/sandbox.js';
 import { ValidationError } from '../errors.js';
 import { systemClock } from '../clock.js';
 import { defaults } from './defaults.js';
-import type { EventsOptions, GroupHandle, RolloutHandle, RolloutSummary, Runtime, RuntimeStatus, SubmitOptions } from './runtime-api.js';
+import type { EventsOptions, ForkControl, ForkResult, GroupHandle, GroupOptions, RolloutHandle, RolloutSummary, Runtime, RuntimeStatus, SubmitOptions } from './runtime-api.js';
+import { parseTreeOptions, treeNodes, type RolloutTree } from './rollout-tree.js';
+import { materializeTrajectory } from './trajectory-prefix.js';
+import type { Trajectory } from '../protocol/trajectory.js';
 import { parseRuntimeOptions, type RuntimeOptions, type RuntimeOptionsInput } from './runtime-options.js';
 import { Supervisor } from './supervisor.js';
 import { summarize, type RolloutSession } from './rollout-session.js';
@@ -24,7 +27,7 @@ import type { RolloutBufferOptionsInput } from '../protocol/buffer.js';
  * The embedded runtime: {@link Runtime} plus backend management that delegates to the LLM
  * client when it is a {@link ManagedLlmClient} (the backend pool).
  */
-export interface EmbeddedRuntime extends Runtime {
+export interface EmbeddedRuntime extends Omit<Runtime, 'fork'>, ForkControl {
   /** The parsed, frozen options. */
   readonly options: RuntimeOptions;
   /** Adds an inference backend. Throws TypeError when the LLM client is not a backend pool. */
@@ -114,6 +117,49 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     },
   });
 
+  /**
+   * A tree group's handle: its nodes are the roots plus every branch admitted into the group
+   * (a node's branches are admitted before the node itself ends, so once every known node has
+   * ended no other can come).
+   */
+  const treeGroup = (groupId: string, roots: RolloutHandle[]): GroupHandle => {
+    const nodes = [...roots];
+    const seen = new Set(roots.map((r) => r.id));
+    const unwatch = sup.forks.watchGroup(groupId, (s) => {
+      if (!seen.has(s.id)) {
+        seen.add(s.id);
+        nodes.push(handle(s));
+      }
+    });
+    const settle = async (): Promise<RolloutResult[]> => {
+      for (let known = -1; known !== nodes.length; ) {
+        known = nodes.length;
+        await Promise.all(nodes.map((h) => h.result));
+      }
+      unwatch();
+      return Promise.all(nodes.map((h) => h.result));
+    };
+    const results = settle();
+    const tree = results.then((rs): RolloutTree => {
+      const prefixes: Record<string, Trajectory> = {};
+      for (const r of rs) sup.forks.prefixes.chain(r.trajectory, prefixes);
+      return { groupId, ...treeNodes(rs), prefixes };
+    });
+    return {
+      groupId,
+      rollouts: roots,
+      results,
+      tree,
+      cancel: async (reason?: string) => {
+        // Until no node is left live: a node cancelled mid-fork may have admitted branches.
+        for (let known = -1; known !== nodes.length; ) {
+          known = nodes.length;
+          await Promise.all(nodes.map((h) => h.cancel(reason)));
+        }
+      },
+    };
+  };
+
   const managed = (): ManagedLlmClient => {
     if (!isManaged(llm)) throw new TypeError('the runtime\'s LLM client does not manage backends (pass a backend pool as options.llm)');
     return llm;
@@ -127,18 +173,22 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
       sup.checkAdmission(1);
       return handle(sup.admit(v.instance, v.sampling, opts.id, opts.groupId ?? null, c, opts.priority ?? 0));
     },
-    submitGroup(instance: unknown, sampling: unknown, n: number, opts: { groupId?: string } = {}): GroupHandle {
+    submitGroup(instance: unknown, sampling: unknown, n: number, opts: GroupOptions = {}): GroupHandle {
       if (!Number.isInteger(n) || n < 1) throw new ValidationError('group size n must be a positive integer', [{ path: 'n', message: 'must be a positive integer' }]);
+      const tree = opts.tree === undefined ? null : parseTreeOptions(opts.tree, n);
       const v = validateSubmission(instance, sampling);
       const c = jobCodec(v.sampling);
-      // All or nothing: a group is only useful whole.
-      sup.checkAdmission(n);
+      // All or nothing: a group is only useful whole (a tree: every node it will grow).
+      sup.checkAdmission(tree?.nodes ?? n);
       const groupId = opts.groupId ?? randomUUID();
       const rollouts: RolloutHandle[] = [];
       for (let i = 0; i < n; i++) {
         // One group seed, n distinct member seeds (identical members would have zero advantage).
-        rollouts.push(handle(sup.admit({ ...v.instance, trajectory_id: String(i) }, v.sampling.seed === undefined ? v.sampling : { ...v.sampling, seed: memberSeed(v.sampling.seed, i) }, undefined, groupId, c)));
+        const s = sup.admit({ ...v.instance, trajectory_id: String(i) }, v.sampling.seed === undefined ? v.sampling : { ...v.sampling, seed: memberSeed(v.sampling.seed, i) }, undefined, groupId, c);
+        if (tree) s.startAsBranch(null, null, tree.tree);
+        rollouts.push(handle(s));
       }
+      if (tree) return treeGroup(groupId, rollouts);
       return {
         groupId,
         rollouts,
@@ -149,6 +199,12 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
       };
     },
     cancel: (id, reason) => sup.cancel(id, reason),
+    fork: async (id, opts): Promise<ForkResult> => {
+      const o = await sup.forks.request(id, opts);
+      return { parentId: o.parentId, rollouts: o.branches.map(handle), rolloutIds: o.branches.map((b) => b.id), branchTurn: o.branchTurn, prefixId: o.prefixId, lost: o.lost, frozenMs: o.frozenMs };
+    },
+    prefix: (id) => sup.forks.prefixes.get(id),
+    materialize: (t, o) => materializeTrajectory(t, (id) => sup.forks.prefixes.get(id), o),
     dataSources: () => knownSources,
     buffer: (o, extra = {}) => new RolloutBuffer(runtime, o, { ...extra, clock, trainerVersion: () => weights.trainerVersion }),
     get(id: string): RolloutSummary | undefined {

@@ -3,11 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { createActor, fromPromise } from 'xstate';
 import { rolloutMachine, type FinalState, type InitOutput, type Stage, type StageInput } from '../../machines/rollout.machine.js';
 import { CancelledError, QueueFullError, RuntimeClosedError, ValidationError, serializeError, toRolloutError, type RolloutError } from '../errors.js';
-import type { HandlerContext } from '../proxy/agent-contract.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
 import type { LlmClient } from '../llm/llm-client.js';
-import { TrajectoryBuilder } from '../llm/trajectory-builder.js';
 import type { RolloutEventInput, RolloutState } from '../protocol/events.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
 import type { Outcome } from '../protocol/trajectory.js';
@@ -23,6 +21,8 @@ import { Attempt, RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
 import { StagePool } from './stage-pool.js';
 import type { RuntimeStatus } from './runtime-api.js';
+import { branchResult, ForkCoordinator } from './rollout-fork.js';
+import { ENDED, newAttempt } from './attempt-start.js';
 
 /** The parts a supervisor runs on, resolved from the options. */
 export interface SupervisorParts extends Partial<import('./weight-control.js').WeightParts> {
@@ -32,14 +32,6 @@ export interface SupervisorParts extends Partial<import('./weight-control.js').W
   registry: HandlerRegistry;
   clock: Clock;
 }
-
-// One shared abort reason per final state: it only tells a handler why its signal fired.
-const ENDED: Record<FinalState, CancelledError> = {
-  done: new CancelledError('rollout done'),
-  failed: new CancelledError('rollout failed'),
-  timedOut: new CancelledError('rollout timed out'),
-  cancelled: new CancelledError('rollout cancelled'),
-};
 
 /**
  * Owns every rollout of a runtime: admission, attempts, retries, cancellation and queries. Each
@@ -64,6 +56,8 @@ export class Supervisor {
   private completedCount = 0;
   private readonly outcomes: Record<string, number> = {};
   private state: 'running' | 'closing' | 'closed' = 'running';
+  /** Forks of live rollouts and their branches (#26). */
+  readonly forks: ForkCoordinator;
 
   constructor(
     private readonly opts: RuntimeOptions,
@@ -86,7 +80,13 @@ export class Supervisor {
       nextDeadline: (s) => nextDeadline(s, opts.staleAfterMs),
       due: (s, now) => this.deadlinePassed(s, now),
     });
+    const forks = (this.forks = new ForkCoordinator({
+      live: (id) => this.sessions.get(id), ended: (id) => this.finished.has(id), checkAdmission: (n) => this.checkAdmission(n),
+      runLimit: opts.stages.run, now: () => clock.now(), wallClockMs: opts.wallClockMs,
+      machineTurn: (s) => s.attempt?.actor?.getSnapshot().context.turn ?? null, admit: (s) => this.adopt(s), emit: (s, ev) => this.emit(s, ev),
+    }));
     const steps = new AttemptSteps({
+      forks,
       opts,
       llm: parts.llm, weights: parts.weights,
       registry: parts.registry,
@@ -142,24 +142,22 @@ export class Supervisor {
     if (this.sessions.has(rid)) throw new ValidationError(`a live rollout already has id '${rid}'`, [{ path: 'id', message: 'duplicate live id' }]);
     this.finished.delete(rid);
     const s = new RolloutSession(rid, instance, sampling, groupId, this.clock.now(), this.opts.wallClockMs, codec, priority);
-    this.sessions.set(rid, s);
+    this.adopt(s);
+    return s;
+  }
+
+  /** Takes a new session in and starts its first attempt. */
+  private adopt(s: RolloutSession): void {
+    this.sessions.set(s.id, s);
     this.sweeper.track(s);
     this.startAttempt(s);
-    return s;
   }
 
   // ───────────────────────────── attempts ─────────────────────────────
 
   private startAttempt(s: RolloutSession): void {
-    const att = new Attempt(
-      new TrajectoryBuilder({ codec: s.codec, detectDrift: this.opts.detectDrift, enableThinking: s.sampling.enable_thinking }),
-      s.sampling.max_iterations ?? this.opts.maxIterations,
-      s.sampling.max_output_tokens ?? this.opts.maxOutputTokens,
-      s.sampling.max_model_len ?? this.opts.maxModelLen,
-      { provider: this.parts.sandboxes, rolloutId: s.id, clock: this.clock },
-    );
+    const att = newAttempt(s, this.opts, this.parts.sandboxes, this.clock);
     const n = s.begin(att);
-    att.ctx = handlerContext(s, att, this.clock);
     if (this.hub.active) {
       this.emit(s, {
         type: 'rollout.submitted',
@@ -169,12 +167,13 @@ export class Supervisor {
         groupId: s.groupId,
         dataSource: s.dataSource,
         attempt: n,
+        ...(s.origin ? { parentId: s.origin.parentId, branchTurn: s.origin.branchTurn } : {}),
       });
     }
     const inspect = rolloutInspectOptions(this.opts.inspect, { rolloutId: s.id, groupId: s.groupId, attempt: n });
     // A free INIT slot, taken before createActor computes the initial state: no SLOT round trip (docs/core.md).
     this.pools.init.tryTake(s.id);
-    (att.actor = createActor(this.machine, { input: { rolloutId: s.id }, ...inspect })).start();
+    (att.actor = createActor(this.machine, { input: { rolloutId: s.id, turn: s.branchTurn ?? 0 }, ...inspect })).start();
   }
 
   /** The live session of `id`; throws CancelledError when it has ended. */
@@ -216,6 +215,7 @@ export class Supervisor {
     if (!s) return;
     const prev = s.enter(state);
     if (s.attempt) s.attempt.lastProgress = this.clock.now();
+    if (s.attempt?.fork) this.forks.stateEntered(s.attempt, state);
     if (this.hub.active) this.emit(s, { type: 'rollout.state', rolloutId: id, state, prev, turn });
   }
 
@@ -231,6 +231,7 @@ export class Supervisor {
     if (!s || !att || att.ended) return;
     att.ended = true;
     att.actor = null;
+    this.forks.loopEnded(att, final === 'done' ? 'ended' : `ended (${final})`);
     att.budgetAt = Infinity;
     att.callAt = Infinity;
     // Safety net behind the exit actions: no path may keep a slot.
@@ -247,7 +248,8 @@ export class Supervisor {
       error: att.error,
       cancelReason: s.cancelReason,
       attempts: s.attempts,
-      maxRetries: this.opts.retries.max,
+      // A branch is not retried: the snapshot it started from goes with its first attempt.
+      maxRetries: s.origin ? 0 : this.opts.retries.max,
       running: this.state === 'running',
     });
     if (d.retry) this.scheduleRetry(s, att, d.error!, closing);
@@ -300,7 +302,7 @@ export class Supervisor {
 
   private finalize(s: RolloutSession, att: Attempt, outcome: Outcome, error: RolloutError | null, closing: Promise<void>): void {
     if (s.settled) return;
-    const result = buildResult(s, att, outcome, error, this.clock.now(), this.parts.weights?.trainerVersion ?? null);
+    const result = branchResult(s, buildResult(s, att, outcome, error, this.clock.now(), this.parts.weights?.trainerVersion ?? null));
     s.settle(result);
     this.sweeper.forget(s);
     this.completedCount++;
@@ -324,8 +326,12 @@ export class Supervisor {
       this.sessions.delete(s.id);
       if (this.opts.retainResults > 0) {
         this.finished.set(s.id, s);
-        if (this.finished.size > this.opts.retainResults) this.finished.delete(this.finished.keys().next().value as string);
-      }
+        const old = this.finished.size > this.opts.retainResults ? this.finished.values().next().value : undefined;
+        if (old) {
+          this.finished.delete(old.id);
+          this.forks.released(old);
+        }
+      } else this.forks.released(s);
       if (this.sessions.size === 0) this.sweeper.idle();
       // Drops the heavy per-attempt data (the result holds what is kept) and resolves.
       s.release();
@@ -385,9 +391,4 @@ export class Supervisor {
   }
 
   private emit(s: RolloutSession, ev: RolloutEventInput): void { this.hub.emit(s, s.groupId, ev); }
-}
-
-/** The context every handler call of an attempt shares; its sandboxes go to the attempt's owner. */
-function handlerContext(s: RolloutSession, att: Attempt, clock: Clock): HandlerContext {
-  return { rolloutId: s.id, instance: s.instance, sampling: s.sampling, signal: att.signal, clock, createSandbox: (spec) => att.sandboxes.create(spec) };
 }

@@ -5,6 +5,7 @@ import { backendCodecKey } from '../llm/codec-registry.js';
 import type { RolloutSummary } from '../runtime/runtime-api.js';
 import type { GroupHandle } from '../runtime/runtime-api.js';
 import { checkCapacity } from './capacity.js';
+import { parseTreeOptions } from '../runtime/rollout-tree.js';
 import { redactHostPaths } from './redact.js';
 import type { SerializedError } from '../errors.js';
 import { checkDataSource } from './data-source.js';
@@ -49,6 +50,7 @@ export function summaryBody(s: RolloutSummary): Record<string, unknown> {
     // For the visualizer's rows seeded from the listing: the elapsed time and the integrity flag (#27, #30).
     wall_ms: s.result?.timing.wallMs ?? null,
     violations: s.result?.integrity?.violations.length ? violationCounts(s.result.integrity.violations) : null,
+    ...(s.parentId !== undefined ? { parent_id: s.parentId, branch_turn: s.branchTurn } : {}),
   };
 }
 
@@ -105,7 +107,9 @@ export function nativeRoutes(service: ServiceContext): Route[] {
       path: '/v1/batches',
       handler: async (r) => {
         const body = parseOr400(BatchRequestSchema, await r.body());
-        const total = body.n * body.instances.length;
+        const tree = body.tree ? parseTreeOptions({ branchTurns: body.tree.branch_turns, width: body.tree.width }, body.n) : null;
+        // A tree group is admitted whole: every node it will grow counts.
+        const total = (tree?.nodes ?? body.n) * body.instances.length;
         if (total > service.options.maxBatchRollouts) {
           throw new HttpError(413, 'BATCH_TOO_LARGE', `the batch asks for ${total} rollouts (n × instances); one request may ask for ${service.options.maxBatchRollouts} at most`, [
             { path: 'n', message: `n × instances must be at most ${service.options.maxBatchRollouts}` },
@@ -121,7 +125,7 @@ export function nativeRoutes(service: ServiceContext): Route[] {
         const groups: GroupHandle[] = [];
         try {
           for (const inst of body.instances) {
-            const g = rt.submitGroup(inst, body.sampling_params ?? {}, body.n, { groupId: `g-${randomUUID()}` });
+            const g = rt.submitGroup(inst, body.sampling_params ?? {}, body.n, { groupId: `g-${randomUUID()}`, ...(tree ? { tree: tree.tree } : {}) });
             g.results.catch(() => undefined);
             groups.push(g);
           }

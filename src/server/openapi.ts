@@ -19,6 +19,7 @@ import {
   WsServerMessageSchema,
 } from '../protocol/http.js';
 import { RolloutResultSchema } from '../protocol/trajectory.js';
+import { ForkRequestSchema, ForkResponseSchema, TreeResponseSchema } from '../protocol/fork.js';
 import { BufferAddRequestSchema, BufferCreateRequestSchema, BufferStatsSchema, BufferLeasesRequestSchema, BufferTakeRequestSchema } from '../protocol/buffer.js';
 import type { Route, Router } from './router.js';
 import { POLAR_OPS } from './polar/polar-openapi.js';
@@ -47,6 +48,9 @@ const OPS: Record<string, Op> = {
   'GET /v1/rollouts/:id': { summary: 'One rollout: state and result', response: RolloutSummaryResponseSchema.extend({ result: RolloutResultSchema.nullable() }) },
   'POST /v1/rollouts/:id/cancel': { summary: 'Cancel one rollout' },
   'GET /v1/rollouts/:id/tokens': { summary: 'An ended rollout\'s token texts, aligned with result.trajectory.tokens (the visualizer\'s token view)', response: z.object({ id: z.string(), codec: z.string(), assumed: z.boolean(), text: z.array(z.string()) }) },
+  'POST /v1/rollouts/:id/fork': { summary: 'Tree rollouts (#26): fork a live rollout into n branches at its next turn boundary (a call or action in flight finishes first); 404 unknown, 409 ended / harness / one already waiting, 429 past capacity, 400 a bad n or atTurn, 503 the sandbox cannot be frozen (the rollout goes on)', request: ForkRequestSchema, response: ForkResponseSchema, status: 202 },
+  'GET /v1/groups/:id/tree': { summary: "Tree rollouts (#26): a group's rollouts as a tree (nodes with parent, branch turn, turns, reward, children) and each branch point's reward mean and spread", response: TreeResponseSchema },
+  'GET /v1/prefixes/:id': { summary: "Tree rollouts (#26): a shared prefix (its own part; a nested one references its base), held while a branch referencing it is live or retained" },
   'GET /v1/backends': { summary: 'Backends with health and load', response: z.object({ backends: z.array(BackendInfoSchema) }) },
   'POST /v1/backends': { summary: 'Add a backend', request: AddBackendRequestSchema, response: BackendInfoSchema, status: 201 },
   'POST /v1/backends/:id/drain': { summary: 'Drain a backend: no new calls, in-flight ones finish' },

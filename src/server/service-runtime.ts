@@ -43,6 +43,8 @@ export type ServiceRuntime = Runtime &
     workerNodes?(): { heartbeatMs: number; nodes: readonly ClusterNodeStatus[] };
     /** A rollout `get` does not know locally, looked up where the runtime keeps it (the Redis cluster). */
     lookup?(id: string): Promise<RolloutSummary | undefined>;
+    /** A stored shared prefix of a fork (#26), where the runtime forks. */
+    prefix?(id: string): import('../protocol/trajectory.js').Trajectory | undefined;
     /**
      * The codec rollouts are tokenized with on a backend registered without a `tokenizer`:
      * such a registration is checked against it (`backendCodecKey`). Absent where the runtime

@@ -11,6 +11,7 @@ import { tokenTextRoute } from './token-text.js';
 import { openapiRoute } from './openapi.js';
 import { prorlRoutes } from './prorl-routes.js';
 import { weightRoutes } from './weight-routes.js';
+import { forkRoutes } from './fork-routes.js';
 import { bufferRoutes } from './buffer-routes.js';
 import { polarRoutes, type PolarApi } from './polar/index.js';
 import { Router } from './router.js';
@@ -77,6 +78,7 @@ export class RolloutService implements ServiceContext {
     for (const r of weightRoutes(this)) this.router.add(r);
     for (const r of bufferRoutes(this)) this.router.add(r);
     this.router.add(tokenTextRoute(this));
+    for (const r of forkRoutes(this)) this.router.add(r);
     this.polar = polarRoutes(this, { clock: deps.clock ?? systemClock, stateDir: deps.stateDir, fetch: deps.fetch });
     for (const r of this.polar.routes) this.router.add(r);
     this.router.add(openapiRoute(this.router));

@@ -1,9 +1,9 @@
 import { CancelledError, SandboxError } from '../errors.js';
 import { abortReason, sleep, systemClock, type Clock } from '../clock.js';
-import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult, Sandbox, SandboxProvider, SandboxSpec } from '../sandbox/sandbox.js';
+import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult, Sandbox, SandboxFork, SandboxForkRequest, SandboxProvider, SandboxSpec } from '../sandbox/sandbox.js';
 
 /** Which sandbox operation a fault or latency applies to. */
-export type MemorySandboxOp = 'create' | 'bash' | 'python' | 'editor';
+export type MemorySandboxOp = 'create' | 'bash' | 'python' | 'editor' | 'fork';
 
 /** Options of {@link MemorySandboxProvider}. */
 export interface MemorySandboxOptions {
@@ -17,12 +17,17 @@ export interface MemorySandboxOptions {
    * `n` counts calls of that op across the provider, from 1.
    */
   fail?: ((op: MemorySandboxOp, n: number) => Error | 'hang' | undefined) | undefined;
+  /** False: `fork` throws SandboxError `FREEZE_UNAVAILABLE`, as a host without a freezer controller. Default true. */
+  canFreeze?: boolean | undefined;
+  /** What each fork reports as not carried to its branches (`SandboxFork.lost`). Default none. */
+  forkLost?: string[] | undefined;
 }
 
 /**
  * An in-memory {@link SandboxProvider} for tests and benchmarks. Files live in a Map; `bash`
  * understands `echo` (with `>`), `cat`, `ls`, `pwd`, `true`, `false`, `exit N`, `sleep N`
- * (on the clock); anything else answers `command not found` (exit 127). `python` echoes the
+ * (on the clock), `NAME=value` / `export NAME=value` and `$NAME` (its variables, which a
+ * {@link MemorySandbox.fork} copies with the files); anything else answers `command not found` (exit 127). `python` echoes the
  * code's `print(...)` arguments. The editor implements the OpenHands commands on the Map.
  * Counters let tests assert no sandbox leaks.
  */
@@ -36,7 +41,9 @@ export class MemorySandboxProvider implements SandboxProvider {
   closed = false;
   readonly clock: Clock;
   private readonly opts: MemorySandboxOptions;
-  private readonly calls: Record<MemorySandboxOp, number> = { create: 0, bash: 0, python: 0, editor: 0 };
+  private readonly calls: Record<MemorySandboxOp, number> = { create: 0, bash: 0, python: 0, editor: 0, fork: 0 };
+  /** Forks made (each counts once, whatever its width). */
+  forks = 0;
 
   constructor(opts: MemorySandboxOptions = {}) {
     this.opts = opts;
@@ -73,6 +80,29 @@ export class MemorySandboxProvider implements SandboxProvider {
     if (fault) throw fault;
   }
 
+  /** @internal Forks `parent` into one branch sandbox per rollout id (a copy of its files). */
+  async forkOf(parent: MemorySandbox, req: SandboxForkRequest, signal: AbortSignal | undefined): Promise<SandboxFork> {
+    if (this.closed) throw new SandboxError('sandbox provider is closed', { code: 'PROVIDER_CLOSED' });
+    await this.gate('fork', signal);
+    if (this.opts.canFreeze === false) throw new SandboxError(`sandbox ${parent.id} cannot be frozen: no freezer here`, { code: 'FREEZE_UNAVAILABLE' });
+    this.forks++;
+    const files = Object.fromEntries(parent.files);
+    const branches = req.rolloutIds.map((rid) => {
+      const sb = new MemorySandbox(`mem-${++this.created}`, rid, { files }, this);
+      sb.vars = new Map(parent.vars);
+      this.live++;
+      this.sandboxes.set(sb.id, sb);
+      return sb;
+    });
+    let copiedBytes = 0;
+    for (const v of parent.files.values()) copiedBytes += Buffer.byteLength(v);
+    if (req.keepParent === false) {
+      await parent.close();
+      copiedBytes = 0;
+    }
+    return { branches, lost: [...(this.opts.forkLost ?? [])], frozenMs: 0, copiedBytes };
+  }
+
   /** @internal */
   onClosed(sb: MemorySandbox): void {
     this.live--;
@@ -86,6 +116,8 @@ export class MemorySandbox implements Sandbox {
   readonly files = new Map<string, string>();
   readonly history: string[] = [];
   closed = false;
+  /** Shell variables (`export NAME=value`, `NAME=value`; read by `echo $NAME`), carried across a fork. */
+  vars = new Map<string, string>();
   private readonly undo = new Map<string, string[]>();
 
   constructor(
@@ -189,6 +221,12 @@ export class MemorySandbox implements Sandbox {
     return 0;
   }
 
+  /** A copy of this sandbox per rollout id (files and variables), as {@link Sandbox.fork}. */
+  async fork(req: SandboxForkRequest, signal?: AbortSignal): Promise<SandboxFork> {
+    this.check();
+    return this.provider.forkOf(this, req, signal);
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -199,7 +237,13 @@ export class MemorySandbox implements Sandbox {
     if (this.closed) throw new SandboxError(`sandbox ${this.id} is closed`, { code: 'SANDBOX_CLOSED' });
   }
 
-  private async run(cmd: string, signal: AbortSignal | undefined): Promise<{ output: string; exitCode: number }> {
+  private async run(raw: string, signal: AbortSignal | undefined): Promise<{ output: string; exitCode: number }> {
+    const assign = /^(?:export\s+)?([A-Za-z_]\w*)=(\S*)$/.exec(raw);
+    if (assign) {
+      this.vars.set(assign[1]!, unquote(assign[2]!));
+      return { output: '', exitCode: 0 };
+    }
+    const cmd = raw.replace(/\$([A-Za-z_]\w*)/g, (_, k: string) => this.vars.get(k) ?? '');
     const redirect = /^echo\s+(.*?)\s*>\s*(\S+)$/.exec(cmd);
     if (redirect) {
       this.files.set(norm(redirect[2]!), unquote(redirect[1]!) + '\n');

@@ -7,6 +7,7 @@ import {
   CancelledError,
   InfraError,
   ProtocolError,
+  ForkError,
   QueueFullError,
   RolloutError,
   RolloutTimeoutError,
@@ -34,6 +35,7 @@ const cases: [string, () => RolloutError][] = [
   ['QueueFullError', () => new QueueFullError('full', { queued: 3, maxQueued: 3 })],
   ['RuntimeClosedError', () => new RuntimeClosedError('closing')],
   ['ProtocolError', () => new ProtocolError('bad frame', { code: 'BAD_FRAME', details })],
+  ['ForkError', () => new ForkError('ended', { code: 'FORK_ENDED', details })],
 ];
 
 /** Everything that must survive the trip, as plain data. */
@@ -96,6 +98,7 @@ describe('the error code catalogue', () => {
     QueueFullError: () => new QueueFullError('x'),
     RuntimeClosedError: () => new RuntimeClosedError(),
     ProtocolError: (code) => new ProtocolError('x', { code }),
+    ForkError: (code) => new ForkError('x', { code }),
   };
 
   it('gives every code the class and the retry decision that class makes', () => {

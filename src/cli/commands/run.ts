@@ -23,6 +23,8 @@ import { TOOL_PARSER_NAMES } from '../../llm/tool-parsers/index.js';
 import { openRunEnvironment, type RunEnvironment } from './run-environment.js';
 import { isOracleAddress } from '../../llm/oracle-backend.js';
 import { checkStateDir } from '../state-dir-check.js';
+import { formatTrees, parseTreeFlag, type TreeFlag } from './run-tree.js';
+import { parseTreeOptions, type RolloutTree } from '../../runtime/rollout-tree.js';
 
 const USAGE = `usage: rollout run TASKS.jsonl [options]
 
@@ -35,6 +37,10 @@ options:
                         sglang+http://..., prorl+http://..., or 'oracle' (default: the
                         in-process oracle backend replaying each instance's oracle turns)
   --n N                 samples per task, as a GRPO group (default 1)
+  --tree RxW@T[,T…]     tree rollouts: R roots per task, each forked into W branches at turn
+                        boundary T (T assistant turns sampled), again at each further T; a node
+                        that forks stops there. Prints each tree with rewards per node and per
+                        branch point the mean ± spread of its children (docs/core.md)
   --out DIR             output directory (default ./rollouts-out/<timestamp>)
   --concurrency N       INIT / RUN / EVAL stage limits (default: the engines' slots summed, when
                         every backend reports them at /props or /get_server_info; else 16)
@@ -80,6 +86,8 @@ export interface RunOptions {
   timeoutS: number | undefined;
   /** Sampling overrides from the command line, applied on top of each task's own. */
   sampling: { max_tokens?: number; temperature?: number; top_p?: number };
+  /** `--tree RxW@T[,T…]` (#26): each task grows R trees; `n` is then R. */
+  tree?: TreeFlag | undefined;
 }
 
 /** A number flag within [min, max] (`open` excludes min); ValidationError naming the flag and its range. */
@@ -126,6 +134,7 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
       options: {
         backend: { type: 'string', multiple: true },
         n: { type: 'string' },
+        tree: { type: 'string' },
         out: { type: 'string' },
         concurrency: { type: 'string' },
         sandbox: { type: 'string' },
@@ -143,7 +152,7 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
       },
     });
   } catch (err) {
-    const known = ['backend', 'n', 'out', 'concurrency', 'sandbox', 'max-iterations', 'max-tokens', 'temperature', 'top-p', 'timeout', 'tokenizer', 'tool-parser', 'image-store', 'visualize', 'visualize-port', 'help'];
+    const known = ['backend', 'n', 'tree', 'out', 'concurrency', 'sandbox', 'max-iterations', 'max-tokens', 'temperature', 'top-p', 'timeout', 'tokenizer', 'tool-parser', 'image-store', 'visualize', 'visualize-port', 'help'];
     const message = explainFlagError(err, known);
     throw new ValidationError(message, [{ path: 'argv', message }]);
   }
@@ -169,10 +178,15 @@ export function parseRunArgs(argv: string[]): RunOptions | null {
   if (!['bwrap', 'unshare', 'none', 'auto'].includes(sandbox)) {
     throw new ValidationError(`--sandbox must be bwrap, unshare, none or auto, got '${sandbox}'`, [{ path: 'sandbox', message: 'unknown driver' }]);
   }
+  const tree = v.tree === undefined ? undefined : parseTreeFlag(v.tree);
+  if (tree && v.n !== undefined && Number(v.n) !== tree.roots) {
+    throw new ValidationError(`--n ${v.n} and --tree ${v.tree} disagree: the tree's R is the roots per task (leave --n out)`, [{ path: 'n', message: 'conflicts with --tree' }]);
+  }
   return {
     tasksPath: parsed.positionals[0] as string,
     backends,
-    n: positiveInt('n', v.n, 1) as number,
+    n: tree?.roots ?? (positiveInt('n', v.n, 1) as number),
+    tree,
     outDir: resolve(v.out ?? join('rollouts-out', stamp())),
     concurrency: positiveInt('concurrency', v.concurrency, undefined),
     sandbox: sandbox as RunOptions['sandbox'],
@@ -259,7 +273,10 @@ export async function runTasks(
     }
     stream = createWriteStream(trajPath);
     const s = stream;
-    const total = tasks.length * opts.n;
+    // A tree grows every node it can (a rollout that stops before a branch turn grows fewer).
+    const perTask = opts.tree ? parseTreeOptions(opts.tree.tree, opts.n).nodes : opts.n;
+    const total = tasks.length * perTask;
+    const trees: { task: string; tree: RolloutTree }[] = [];
     io.stderr.write(`rollout run: ${tasks.length} tasks × n=${opts.n} = ${total} rollouts, ${env.description}, concurrency ${concurrency} (${reason})\n`);
     progress = new RunProgress(total, io.stderr, () => (interrupted ? null : env.runtime.status()));
     const p = progress;
@@ -270,23 +287,35 @@ export async function runTasks(
     let writes = Promise.resolve();
     // Submitted through a window rather than all at once: a file of any length stays within the
     // runtime's admission queue, and results stream out while later tasks wait their turn.
-    const windowSize = Math.max(concurrency * 4, 64, opts.n);
+    const windowSize = Math.max(concurrency * 4, 64, perTask);
     let inFlight = 0;
     const pending: Promise<unknown>[] = [];
     for (const [i, t] of tasks.entries()) {
-      while (inFlight + opts.n > windowSize && !interrupted && rejected === null) await new Promise<void>((res) => (wake = res));
+      while (inFlight + perTask > windowSize && !interrupted && rejected === null) await new Promise<void>((res) => (wake = res));
       if (interrupted || rejected !== null) break;
       const sampling: SamplingParams = { ...t.sampling, ...opts.sampling, ...(opts.maxIterations ? { max_iterations: opts.maxIterations } : {}) };
       // The engine's context bounds ours: the runtime then stops a rollout at a full context
       // itself (truncated, honest) instead of being refused by the engine.
       if (contextLength !== null) sampling.max_model_len = Math.min(sampling.max_model_len ?? contextLength, contextLength);
-      const results: Promise<RolloutResult>[] =
-        opts.n === 1 ? [env.runtime.submit(t.instance, sampling).result] : env.runtime.submitGroup(t.instance, sampling, opts.n).rollouts.map((h) => h.result);
-      inFlight += opts.n;
+      let results: Promise<RolloutResult>[];
+      if (opts.tree) {
+        // A tree's nodes are known once it has grown: its results come together, its tree after.
+        const g = env.runtime.submitGroup(t.instance, sampling, opts.n, { tree: opts.tree.tree });
+        const all = g.results;
+        results = Array.from({ length: perTask }, (_, k) => all.then((rs) => rs[k] ?? null)) as Promise<RolloutResult>[];
+        pending.push(g.tree!.then((tree) => void trees.push({ task: String(i), tree }), () => undefined));
+      } else results = opts.n === 1 ? [env.runtime.submit(t.instance, sampling).result] : env.runtime.submitGroup(t.instance, sampling, opts.n).rollouts.map((h) => h.result);
+      inFlight += perTask;
       for (const pr of results) {
         pending.push(
           pr.then((result) => {
             inFlight--;
+            // A tree that grew fewer nodes than it could (a rollout ended before a branch turn).
+            if (result === null) {
+              wake?.();
+              wake = null;
+              return;
+            }
             if (breaker.observe(result)) {
               rejected = breaker.reason;
               p.stop();
@@ -294,8 +323,11 @@ export async function runTasks(
               wake?.();
               void env.runtime.close({ drain: false });
             }
-            collected.push(toSummaryRow(String(i), result));
-            metrics.add(String(i), result);
+            // A tree node that forked is continued by its children: the summary counts them, not it.
+            if (result.finish !== 'forked') {
+              collected.push(toSummaryRow(String(i), result));
+              metrics.add(String(i), result);
+            }
             p.tick(result);
             // A failure is worth a line of its own in a log; successes are in the progress line.
             if (!io.stderr.isTTY && result.error && result.outcome !== 'cancelled') {
@@ -316,6 +348,14 @@ export async function runTasks(
     await writeFile(join(opts.outDir, 'summary.json'), `${JSON.stringify({ tasks_file: resolve(opts.tasksPath), backend: env.description, ...summary }, null, 2)}\n`);
     const metricsPath = await metrics.write(opts.outDir, started);
     io.stdout.write(formatSummary(summary));
+    if (opts.tree) {
+      trees.sort((a, b) => Number(a.task) - Number(b.task));
+      io.stdout.write(formatTrees(trees));
+      // The shared prefixes the branches' trajectories reference (trajectory.prefix.id), each once.
+      const prefixes = Object.assign({}, ...trees.map((x) => x.tree.prefixes)) as Record<string, unknown>;
+      await writeFile(join(opts.outDir, 'prefixes.jsonl'), Object.entries(prefixes).map(([id, trajectory]) => JSON.stringify({ id, trajectory }) + '\n').join(''));
+      await writeFile(join(opts.outDir, 'trees.json'), `${JSON.stringify(trees.map((x) => ({ task_index: Number(x.task), group_id: x.tree.groupId, roots: x.tree.roots, nodes: x.tree.nodes })), null, 2)}\n`);
+    }
     io.stdout.write(`\n  trajectories: ${trajPath}\n  summary:      ${join(opts.outDir, 'summary.json')}\n  metrics:      ${metricsPath} (tensorboard --logdir)\n  view it:      rollout view ${relativeOrAbsolute(opts.outDir)}\n`);
     if (interrupted) io.stdout.write(`  (interrupted: ${summary.cancelled} live rollouts were cancelled, ${total - collected.length} never started)\n`);
     return { ...summary, interrupted, rejected };
