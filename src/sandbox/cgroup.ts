@@ -155,6 +155,11 @@ export class PidsCgroup {
     return this.memoryDir ? path.join(this.memoryDir, 'cgroup.procs') : null;
   }
 
+  /** The freezer group's `cgroup.procs`, or null without a freezer group. */
+  get freezerProcsFile(): string | null {
+    return this.freezerDir ? path.join(this.freezerDir, 'cgroup.procs') : null;
+  }
+
   /** The highest memory use the memory group recorded (bytes), or null without one. */
   maxMemoryUsage(): number | null {
     if (!this.memoryDir) return null;
