@@ -43,7 +43,7 @@ export class Store {
     /** @type {Map<string, RolloutRecord>} */ this.rollouts;
     /** @type {number} */ this.lastSeq;
     /** @type {Set<number>} */ this.missing;
-    /** @type {string|null} */ this.epoch;
+    /** @type {string|null|undefined} */ this.epoch; // undefined after a hello without one
     /** @type {number} */ this.version;
     /** @type {number} */ this.chartVersion;
     /** @type {Map<number, {t: number, outcomes: Record<string, number>, llm: number, tools: number}>} */ this.buckets;
@@ -260,11 +260,11 @@ export class Store {
     if (msg === null || typeof msg !== 'object') return null;
     switch (msg.type) {
       case 'event':
-        return this.applyEvent(msg.event ?? null);
+        return this.applyEvent(msg.event);
       case 'hello':
         // seq restarts with each runtime epoch: a different epoch is a different history.
         if (this.epoch !== null && msg.epoch !== this.epoch) this.reset();
-        this.epoch = msg.epoch ?? null;
+        this.epoch = msg.epoch;
         if (typeof msg.seq === 'number') this.serverSeq = Math.max(this.serverSeq, msg.seq);
         return null;
       case 'heartbeat':
@@ -470,7 +470,8 @@ export class Store {
         r.elapsedKnown = true;
         r.reward = ev.reward ?? null;
         r.finish = ev.finish ?? null;
-        r.error = ev.error ?? null;
+        // A result's error is a SerializedError (a boolean only on tool.result).
+        r.error = /** @type {import('./types.js').SerializedError | null} */ (ev.error ?? null);
         r.tokens = ev.tokens ?? r.tokens;
         r.turn = ev.turns ?? r.turn;
         if (r.endTs === null) r.endTs = ts;

@@ -88,11 +88,11 @@ export function timelineSpans(events) {
  * Renders the waterfall into `root`, replacing its content. Rows past MAX_ROWS are summarized,
  * keeping the latest, so a very long rollout does not build an unbounded DOM.
  * @param {HTMLElement} root
- * @param {any[]} events
+ * @param {import('./types.js').RolloutEvent[]} events the rollout's events (from the server: each carries `ts`)
  * @param {number} now runtime clock, for spans still open
  */
 export function renderTimeline(root, events, now) {
-  let spans = timelineSpans(events);
+  let spans = timelineSpans(/** @type {TimedEvent[]} */ (events));
   root.replaceChildren();
   if (spans.length === 0) {
     root.textContent = 'no events yet';

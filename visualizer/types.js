@@ -12,12 +12,19 @@
  *   parentId?: string|null, branchTurn?: number|null, attempt?: number,
  *   state?: string, turn?: number, turns?: number,
  *   promptTokens?: number, outputTokens?: number, tokens?: number, latencyMs?: number, backendId?: string,
- *   outcome?: string, reward?: number|null, finish?: string|null, error?: unknown,
+ *   outcome?: string, reward?: number|null, finish?: string|null,
+ *   error?: boolean | SerializedError | null, // tool.result: whether it failed; retry, result: the error
  *   violations?: Record<string, number>|null,
  *   prev?: string|null, maxTokens?: number, finishReason?: string, content?: string,
+ *   toolCalls?: Array<{ name: string, arguments: unknown }>,
  *   name?: string, callId?: string, arguments?: Record<string, unknown>, output?: string, exitCode?: number|null,
  *   [field: string]: unknown,
  * }} RolloutEvent
+ */
+
+/**
+ * An error as the runtime serializes it.
+ * @typedef {{ name?: string, message?: string, [field: string]: unknown }} SerializedError
  */
 
 /**
@@ -29,6 +36,7 @@
  * A message of /v1/events: the envelope around an event, a control message, or a bare event.
  * @typedef {{ type: string, event?: RolloutEvent, epoch?: string, seq?: number, ts?: number,
  *   from?: number, to?: number, reason?: string, backends?: BackendSnapshot[], rolloutId?: string,
+ *   sub?: string, error?: { message?: string },
  *   [field: string]: unknown }} ServerMessage
  */
 
@@ -40,7 +48,7 @@
  *   parentId?: string|null, branchTurn?: number|null,
  *   attempt: number, retries: number, state: string, turn: number, tokens: number,
  *   submittedTs: number, lastTs: number, stateTs: number, endTs: number|null,
- *   outcome: string|null, reward: number|null, finish: string|null, error: unknown,
+ *   outcome: string|null, reward: number|null, finish: string|null, error: SerializedError|null,
  *   violations: Record<string, number>|null, elapsedKnown: boolean,
  *   events: RolloutEvent[], droppedEvents: number, version: number, rewardCounted: boolean,
  *   seeded?: boolean,
