@@ -2,6 +2,7 @@
 // arrives (cheap), and one requestAnimationFrame callback renders whatever changed since the
 // last frame (the expensive part), so a burst of events from 1,000 live rollouts costs one
 // render per frame, not one per event. The table is virtualized: only the rows in view exist.
+// @ts-check
 
 import { Store, OUTCOMES, STATES } from './store.js';
 import { renderGraph } from './graph.js';
@@ -15,6 +16,18 @@ import { createGroupsTable } from './groups-table.js';
 import { createTrends } from './trends.js';
 import { renderTree } from './tree.js';
 
+/**
+ * @typedef {import('./types.js').RolloutRecord} RolloutRecord
+ * @typedef {import('./types.js').ServerMessage} ServerMessage
+ * @typedef {{ role: string, name?: string, content?: string|null, tool_calls?: Array<{ name: string, arguments: unknown }> }} ChatMessage
+ * @typedef {{ name: string, arguments: unknown }} ToolCall
+ * @typedef {import('./panels.js').RolloutResult & { trajectory?: import('./tokens.js').Trajectory & { messages?: unknown } }} ResultJson
+ *   a RolloutResult as the server sends it (JSON, read defensively)
+ * @typedef {ResultJson & { unavailable?: boolean, result?: ResultJson, messages?: unknown }} ResultBody
+ *   a `GET /v1/rollouts/:id` answer: `{ result }`, the result itself, or `{ unavailable }` when it failed
+ * @typedef {HTMLDivElement & { _key?: string|null }} TableRow a pooled row, with the key of what it shows
+ */
+
 const params = new URLSearchParams(location.search);
 /** Where the HTTP API lives; the page's own origin unless `?api=` says otherwise. */
 const apiBase = (params.get('api') ?? location.origin).replace(/\/$/, '');
@@ -22,21 +35,26 @@ const apiBase = (params.get('api') ?? location.origin).replace(/\/$/, '');
 const token = params.get('token');
 const wsBase = params.get('ws') ?? `${apiBase.replace(/^http/, 'ws')}/v1/events`;
 const wsUrl = token ? `${wsBase}${wsBase.includes('?') ? '&' : '?'}token=${encodeURIComponent(token)}` : wsBase;
+/** @type {Record<string, string>} */
 const apiHeaders = token ? { authorization: `Bearer ${token}` } : {};
 /** A live rollout this long in one state is flagged as stuck (`?stuck=` seconds, default 60). */
 const STUCK_MS = Number(params.get('stuck') ?? 60) * 1000;
 const ROW_H = 24;
 const OVERSCAN = 6;
 const CHART_INTERVAL_MS = 250;
+/** @type {Record<string, string>} */
 const STATE_COLORS = {
   queued: '#6e7681', initializing: '#39c5cf', waitingRun: '#484f58', llmCalling: '#1f6feb', acting: '#8957e5',
   waitingEval: '#30363d', evaluating: '#1b7c83', done: '#3fb950', failed: '#f85149', timedOut: '#db6d28', cancelled: '#8b949e',
 };
 
+/** @param {string} id */
 const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
+/** @param {string} id */
+const $canvas = (id) => /** @type {HTMLCanvasElement} */ (document.getElementById(id));
 const store = new Store();
 /** Frame-work figures, read by the browser test. */
-const stats = { frames: 0, frameMsMax: 0, frameMsTotal: 0, recentFrameMs: [], messages: 0, connects: 0, renderedRows: 0 };
+const stats = { frames: 0, frameMsMax: 0, frameMsTotal: 0, recentFrameMs: /** @type {number[]} */ ([]), messages: 0, connects: 0, renderedRows: 0 };
 
 const ui = {
   rows: $('rows'),
@@ -90,6 +108,10 @@ for (const o of OUTCOMES) ui.filterOutcome.append(new Option(o, o));
 let clockOffset = 0;
 let heartbeatSeen = false;
 let offsetKnown = false;
+/**
+ * @param {unknown} ts
+ * @param {boolean} authoritative
+ */
 function observeTs(ts, authoritative) {
   if (typeof ts !== 'number') return;
   const off = ts - Date.now();
@@ -107,11 +129,14 @@ const runtimeNow = () => Date.now() + clockOffset;
 // ---------------------------------------------------------------------------------------------
 // WebSocket: subscribe to everything; on reconnect resume after the last seq seen.
 
+/** @type {WebSocket|null} */
 let ws = null;
 let backoffMs = 500;
 let subN = 0;
 /** What the server says the page shows (/visualizer/info.json): live, or a replay of a finished run. */
+/** @type {{ mode: 'live'|'replay', run: { name?: string, rollouts?: number, events?: number } | null }} */
 let info = { mode: 'live', run: null };
+/** @param {string} state */
 function setConn(state) {
   ui.conn.dataset.state = state;
   ui.conn.dataset.mode = info.mode;
@@ -138,6 +163,7 @@ async function loadInfo() {
     // An older server without info.json: a live page without alias merging.
   }
 }
+/** @param {WebSocket} socket */
 function subscribe(socket) {
   subN += 1;
   socket.send(JSON.stringify({ type: 'subscribe', sub: `viz-${subN}`, after: store.lastSeq }));
@@ -170,13 +196,19 @@ function connect() {
     backoffMs = Math.min(backoffMs * 2, 5000);
   };
 }
-/** Open gap replays: subscription name -> the last seq it must deliver. */
+/**
+ * Open gap replays: subscription name -> the last seq it must deliver.
+ * @type {Map<string|undefined, number>}
+ */
 const fills = new Map();
 let fillN = 0;
 
 /**
  * The server skipped events because this page read too slowly; they are still retained, so ask
  * for exactly them on a second subscription and fold them in out of order (Store#expect).
+ * @param {WebSocket} socket
+ * @param {number} from
+ * @param {number} to
  */
 function fillGap(socket, from, to) {
   if (socket.readyState !== WebSocket.OPEN) return;
@@ -187,11 +219,19 @@ function fillGap(socket, from, to) {
   socket.send(JSON.stringify({ type: 'subscribe', sub, after: from - 1 }));
 }
 
+/**
+ * @param {WebSocket} socket
+ * @param {string|undefined} sub
+ */
 function endFill(socket, sub) {
   fills.delete(sub);
   if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: 'unsubscribe', sub }));
 }
 
+/**
+ * @param {ServerMessage | null} msg
+ * @param {WebSocket} socket
+ */
 function handle(msg, socket) {
   stats.messages += 1;
   if (msg === null || typeof msg !== 'object') return;
@@ -215,8 +255,8 @@ function handle(msg, socket) {
     return;
   }
   if (msg.type === 'subscribed') ui.notice.hidden = true;
-  if (msg.type === 'gap' && msg.sub === `viz-${subN}` && msg.reason === 'slow-client' && msg.to >= 1) fillGap(socket, msg.from, msg.to);
-  if (msg.type === 'event' && fills.has(msg.sub) && (msg.event?.seq ?? 0) >= fills.get(msg.sub)) endFill(socket, msg.sub);
+  if (msg.type === 'gap' && msg.sub === `viz-${subN}` && msg.reason === 'slow-client' && /** @type {number} */ (msg.to) >= 1) fillGap(socket, /** @type {number} */ (msg.from), /** @type {number} */ (msg.to));
+  if (msg.type === 'event' && fills.has(msg.sub) && (msg.event?.seq ?? 0) >= /** @type {number} */ (fills.get(msg.sub))) endFill(socket, msg.sub);
   if (msg.type === 'gap' && fills.has(msg.sub)) endFill(socket, msg.sub);
   if (msg.type === 'heartbeat' || msg.type === 'backends') observeTs(msg.ts, true);
   else if (msg.type === 'event') observeTs(msg.event?.ts, false);
@@ -231,12 +271,14 @@ function handle(msg, socket) {
 let rafPending = false;
 let seenVersion = -1;
 let filtersChanged = true;
+/** @type {RolloutRecord[]} */
 let filtered = [];
 let lastChartDraw = 0;
 let chartTimer = false;
 let seenChartVersion = -1;
 let tick = 0;
 let seenTick = -1;
+/** @type {TableRow[]} */
 const pool = [];
 
 function schedule() {
@@ -330,6 +372,7 @@ function renderWindow() {
     w.textContent = '';
     return;
   }
+  /** @param {number} x */
   const n = (x) => x.toLocaleString('en-US');
   const parts = [`${shown === total ? `all ${n(total)}` : `${n(shown)} of ${n(total)}`} rollouts`];
   if (store.evicted > 0) parts[0] += ` (the ${n(store.evicted)} oldest ended ones dropped by this page)`;
@@ -342,7 +385,10 @@ function renderWindow() {
   w.classList.toggle('partial', shown < total || store.eventsApplied < eventsTotal);
 }
 
-/** A runtime timestamp as a local clock time, with the date when it is not today. */
+/**
+ * A runtime timestamp as a local clock time, with the date when it is not today.
+ * @param {number} ts
+ */
 function fmtClock(ts) {
   const d = new Date(ts);
   const time = d.toLocaleTimeString([], { hour12: false });
@@ -358,11 +404,13 @@ function renderStuck() {
   ui.stuck.dataset.count = String(n);
 }
 
+/** @type {string|null} */
 let sortKey = null;
+/** @type {1|-1} */
 let sortDir = 1;
 for (const head of document.querySelectorAll('.grid-head [data-sort]')) {
   head.addEventListener('click', () => {
-    const key = /** @type {HTMLElement} */ (head).dataset.sort;
+    const key = /** @type {string} */ (/** @type {HTMLElement} */ (head).dataset.sort);
     // Click: ascending, again: descending, a third time: back to arrival order.
     if (sortKey !== key) [sortKey, sortDir] = [key, 1];
     else if (sortDir === 1) sortDir = -1;
@@ -392,6 +440,7 @@ ui.rows.addEventListener('scroll', () => {
   schedule();
 });
 
+/** @param {boolean} ticked */
 function renderRows(ticked) {
   ui.spacer.style.height = `${filtered.length * ROW_H}px`;
   const top = ui.rows.scrollTop;
@@ -420,7 +469,7 @@ function renderRows(ticked) {
     row.style.transform = `translateY(${(first + j) * ROW_H}px)`;
     row.dataset.id = r.id;
     row.classList.toggle('selected', r.id === selectedId);
-    const c = row.children;
+    const c = /** @type {HTMLCollectionOf<HTMLElement>} */ (row.children);
     c[0].textContent = r.id;
     c[0].title = r.id;
     c[1].textContent = Store.taskOf(r);
@@ -453,17 +502,17 @@ function renderRows(ticked) {
 
 function renderCharts() {
   const now = Math.max(store.latestTs, offsetKnown ? runtimeNow() : 0);
-  drawThroughput($('chart-throughput'), store.buckets, store.bucketMs, now, 60);
-  drawBackends($('chart-backends'), store.backendHistory, store.backends);
-  drawSplitBar($('chart-states'), store.stateCounts, STATE_COLORS, 'rollouts by state');
+  drawThroughput($canvas('chart-throughput'), store.buckets, store.bucketMs, now, 60);
+  drawBackends($canvas('chart-backends'), store.backendHistory, store.backends);
+  drawSplitBar($canvas('chart-states'), store.stateCounts, STATE_COLORS, 'rollouts by state');
   const outcomeSplit = outcomeCountsByReward(store.outcomeCounts, store.rewards.completedZero);
-  drawSplitBar($('chart-outcomes'), outcomeSplit, REWARD_OUTCOME_COLORS, 'outcomes');
+  drawSplitBar($canvas('chart-outcomes'), outcomeSplit, REWARD_OUTCOME_COLORS, 'outcomes');
   $('chart-outcomes').dataset.counts = JSON.stringify(outcomeSplit);
   $('chart-states').dataset.counts = JSON.stringify(store.stateCounts);
   const hist = store.rewards.histogram();
-  drawRewardHistogram($('chart-rewards'), hist);
+  drawRewardHistogram($canvas('chart-rewards'), hist);
   $('chart-rewards').dataset.sources = JSON.stringify(hist.sources.map((x) => ({ name: x.name, n: x.n, mean: x.mean, counts: x.counts })));
-  drawRewardOverTime($('chart-reward-time'), store.rewards.overTime());
+  drawRewardOverTime($canvas('chart-reward-time'), store.rewards.overTime());
   renderGroupsSummary();
   trends.draw(store.rollouts, now);
   groupsTable.update(store.rewards.groups, store.rewards.version);
@@ -502,8 +551,12 @@ for (const input of [ui.filterState, ui.filterOutcome, ui.filterTask, ui.filterF
   });
 }
 
+/** @type {string|null} */
 let selectedId = null;
-/** A rollout named by the URL (#rollout=…) whose row has not been scrolled into view yet. */
+/**
+ * A rollout named by the URL (#rollout=…) whose row has not been scrolled into view yet.
+ * @type {string|null}
+ */
 let linkPending = null;
 
 /** Scrolls the table so the linked rollout's row is in the middle of the view, once it exists. */
@@ -518,17 +571,27 @@ function scrollToLinked() {
   scrolled = true;
 }
 let selectedVersion = -1;
+/** @type {import('./graph.js').Graph | null} */
 let graphData = null;
+/** @type {ReturnType<typeof renderGraph> | null} */
 let graphHandle = null;
+/**
+ * Fetched results by rollout id: null while the fetch runs.
+ * @type {Map<string, ResultBody | null>}
+ */
 const results = new Map();
 const terminal = new TerminalReplay($('terminal'));
 
 ui.rows.addEventListener('click', (e) => {
-  const row = /** @type {HTMLElement} */ (e.target).closest('.row');
+  const row = /** @type {HTMLElement | null} */ (/** @type {HTMLElement} */ (e.target).closest('.row'));
   if (row && row.dataset.id) select(row.dataset.id);
 });
 $('detail-close').addEventListener('click', () => select(null));
 
+/**
+ * @param {string|null} id
+ * @param {boolean} [fromLink]
+ */
 function select(id, fromLink = false) {
   const changed = id !== selectedId;
   if (fromLink) linkPending = id;
@@ -545,6 +608,7 @@ function select(id, fromLink = false) {
   schedule();
 }
 
+/** @param {string} id */
 async function fetchResult(id) {
   results.set(id, null);
   try {
@@ -579,6 +643,10 @@ async function seedFromListing() {
   }
 }
 
+/**
+ * @param {ResultBody | null | undefined} body
+ * @returns {ChatMessage[] | null}
+ */
 function messagesOf(body) {
   if (body === null || typeof body !== 'object') return null;
   for (const candidate of [body.trajectory?.messages, body.result?.trajectory?.messages, body.messages, body.result?.messages]) {
@@ -602,6 +670,7 @@ async function loadGraph() {
   schedule();
 }
 
+/** @param {boolean} ticked */
 function renderDetail(ticked) {
   if (selectedId === null) return;
   const r = store.rollouts.get(selectedId);
@@ -638,17 +707,21 @@ function renderDetail(ticked) {
   $('detail-summary').textContent = parts.filter(Boolean).join(' · ');
 
   if (graphData !== null) {
-    if (graphHandle === null) graphHandle = renderGraph(/** @type {any} */ ($('graph')), graphData);
+    if (graphHandle === null) graphHandle = renderGraph(/** @type {SVGSVGElement} */ (/** @type {Element} */ ($('graph'))), graphData);
+    /** @type {string[]} */
     const visited = [];
+    /** @type {Array<[string, string]>} */
     const taken = [];
     for (const ev of r.events) {
       if (ev.type !== 'rollout.state') continue;
-      visited.push(ev.state);
-      if (ev.prev) taken.push([ev.prev, ev.state]);
+      // A state event names its state (the runtime's schema).
+      const state = /** @type {string} */ (ev.state);
+      visited.push(state);
+      if (ev.prev) taken.push([ev.prev, state]);
     }
     graphHandle.highlight(r.state, visited, taken);
   }
-  renderTimeline($('timeline'), r.events, live ? runtimeNow() : r.endTs);
+  renderTimeline($('timeline'), r.events, live ? runtimeNow() : /** @type {number} */ (r.endTs));
   if (versionChanged) {
     terminal.setSteps(bashSteps(r.events), true);
     renderConversation(r);
@@ -660,12 +733,20 @@ function renderDetail(ticked) {
 
 let seenGroupVersion = -1;
 
-/** The RolloutResult inside a `GET /v1/rollouts/:id` answer (or the answer itself). */
+/**
+ * The RolloutResult inside a `GET /v1/rollouts/:id` answer (or the answer itself).
+ * @param {ResultBody | null | undefined} body
+ * @returns {ResultJson | null}
+ */
 function resultOf(body) {
   if (body === null || body === undefined || typeof body !== 'object' || body.unavailable) return null;
   return body.result ?? (body.trajectory ? body : null);
 }
 
+/**
+ * @param {string} id
+ * @returns {Promise<ResultBody>}
+ */
 async function fetchResultBody(id) {
   const res = await fetch(`${apiBase}/v1/rollouts/${encodeURIComponent(id)}`, { headers: apiHeaders });
   if (!res.ok) throw new Error(`GET /v1/rollouts/${id}: ${res.status}`);
@@ -714,9 +795,11 @@ $('download-filtered').addEventListener('click', async () => {
   download(`rollouts-${rows.length}.jsonl`, toJsonl(rows), 'application/x-ndjson');
 });
 
+/** @param {RolloutRecord} r */
 function renderConversation(r) {
   const root = $('conversation');
   const full = messagesOf(results.get(r.id));
+  /** @type {Array<{ role: string, name?: string, content?: string|null, toolCalls: ToolCall[] }>} */
   const msgs = [];
   if (full !== null) {
     for (const m of full) msgs.push({ role: m.role, name: m.name, content: m.content, toolCalls: m.tool_calls ?? [] });
@@ -759,7 +842,7 @@ setInterval(() => {
   schedule();
 }, 1000);
 
-window.__viz = { store, stats, wsUrl, select, get selectedId() { return selectedId; } };
+/** @type {Window & { __viz?: unknown }} */ (window).__viz = { store, stats, wsUrl, select, get selectedId() { return selectedId; } };
 
 function selectFromHash() {
   const m = /^#rollout=(.+)$/.exec(location.hash);

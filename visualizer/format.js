@@ -1,5 +1,6 @@
 // One way to write a duration everywhere on the page (table, timeline, summaries), so "1.2s",
 // "1.20 s" and "1 m 2 s" never sit side by side.
+// @ts-check
 
 /**
  * A duration for people, always in the same units: `0.04s`, `4.2s`, `42s`, `1m05s`, `2h03m`.
@@ -14,7 +15,10 @@ export function fmtElapsed(ms) {
   return `${Math.floor(ms / 3_600_000)}h${String(Math.floor((ms % 3_600_000) / 60_000)).padStart(2, '0')}m`;
 }
 
-/** A reward for a table cell: at most 3 decimals, nothing when there is none. */
+/**
+ * A reward for a table cell: at most 3 decimals, nothing when there is none.
+ * @param {number|null|undefined} x
+ */
 export function fmtReward(x) {
   return x === null || x === undefined ? '' : String(Math.round(x * 1000) / 1000);
 }
@@ -42,7 +46,10 @@ export function fmtViolations(violations) {
     .join(', ');
 }
 
-/** The number of violations in a kind → count record. */
+/**
+ * The number of violations in a kind → count record.
+ * @param {Record<string, number> | null | undefined} violations
+ */
 export function violationTotal(violations) {
   let n = 0;
   for (const v of Object.values(violations ?? {})) n += v;

@@ -2,8 +2,21 @@
 // eval panel (per-test report, eval output, the git patch as a diff); the token view is tokens.js.
 // Each renders into its root from plain data; the DOM they build is bounded whatever the rollout's size.
 
+// @ts-check
 import { fmtReward } from './format.js';
 
+/**
+ * The rollout's result as GET /v1/rollouts/:id gives it, with the fields the eval panel reads.
+ * @typedef {{ reward?: number|null, resolved?: boolean|null, evalDetails?: Record<string, unknown>|null, eval_details?: Record<string, unknown>|null, git_patch?: unknown, [field: string]: unknown }} RolloutResult
+ */
+
+/**
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {string} [className]
+ * @param {string} [text]
+ * @returns {HTMLElementTagNameMap[K]}
+ */
 function el(tag, className, text) {
   const e = document.createElement(tag);
   if (className) e.className = className;
@@ -16,7 +29,7 @@ function el(tag, className, text) {
  * advantage), the selected one outlined, and a "no signal" flag when every member ended with
  * the same reward. `group` is {@link describeGroup}'s answer, or null when the rollout has none.
  * @param {HTMLElement} root
- * @param {any} group
+ * @param {ReturnType<typeof import('./rewards.js').describeGroup> | null} group
  * @param {string} selectedId
  * @param {(id: string) => void} onSelect
  */
@@ -50,7 +63,10 @@ export function renderGroup(root, group, selectedId, onSelect) {
   root.dataset.noSignal = String(group.noSignal);
 }
 
-/** A unified diff with added, removed and hunk lines coloured. */
+/**
+ * A unified diff with added, removed and hunk lines coloured.
+ * @param {string} patch
+ */
 function renderDiff(patch) {
   const pre = el('pre', 'diff');
   for (const line of patch.split('\n')) {
@@ -60,7 +76,11 @@ function renderDiff(patch) {
   return pre;
 }
 
-/** The per-test rows of an eval report, in any of the shapes handlers give them. */
+/**
+ * The per-test rows of an eval report, in any of the shapes handlers give them.
+ * @param {Record<string, unknown>} details
+ * @returns {Array<{ name: string, status: string, kind: string }>} kind as the handler names it (a string)
+ */
 function testRows(details) {
   const list = details.tests ?? details.report ?? details.test_results ?? null;
   if (Array.isArray(list)) {
@@ -76,7 +96,7 @@ function testRows(details) {
  * The eval panel: reward and resolved, the per-test report when the handler gives one, the
  * eval command's output, the git patch as a diff, and any other detail as `key: value`.
  * @param {HTMLElement} root
- * @param {any} result the rollout's result (GET /v1/rollouts/:id)
+ * @param {RolloutResult | null | undefined} result the rollout's result (GET /v1/rollouts/:id)
  */
 export function renderEval(root, result) {
   root.replaceChildren();
@@ -115,12 +135,19 @@ export function renderEval(root, result) {
   }
 }
 
-/** One JSON object per line: the format trainers and `rollout run` read. */
+/**
+ * One JSON object per line: the format trainers and `rollout run` read.
+ * @param {unknown[]} items
+ */
 export function toJsonl(items) {
   return items.map((x) => JSON.stringify(x)).join('\n') + (items.length > 0 ? '\n' : '');
 }
 
-/** Saves `text` as a file through a temporary object URL. */
+/**
+ * Saves `text` as a file through a temporary object URL.
+ * @param {string} name
+ * @param {string} text
+ */
 export function download(name, text, type = 'application/json') {
   const url = URL.createObjectURL(new Blob([text], { type }));
   const a = document.createElement('a');

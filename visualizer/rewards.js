@@ -1,6 +1,12 @@
 // Reward-first aggregates of the page: rewards per data source (histogram and mean), mean reward
 // over time, and GRPO groups (members side by side, advantages, groups with no signal). Pure (no
 // DOM): the Store feeds it one ended rollout at a time, the render loop reads it once a frame.
+// @ts-check
+
+/**
+ * @typedef {import('./types.js').Member} Member
+ * @typedef {{ id: string, dataSource: string, groupId: string|null, trajectoryId: unknown, outcome: string|null, reward: number|null }} Counted
+ */
 
 /** Histogram bins over the reward range. */
 export const REWARD_BINS = 10;
@@ -23,6 +29,15 @@ export class RewardStats {
      * @type {Map<string, string>}
      */
     this.families = new Map();
+    // The fields reset() sets, declared for the type checker (these statements do nothing).
+    /* eslint-disable @typescript-eslint/no-unused-expressions -- JSDoc field declarations */
+    /** @type {Map<string, { n: number, sum: number, values: Map<string, number> }>} */ this.bySource;
+    /** @type {WeakMap<object, { dataSource: string, reward: number, key: number, zero: boolean }>} */ this.counted;
+    /** @type {Map<number, { t: number, n: number, sum: number }>} */ this.buckets;
+    /** @type {Map<string, { id: string, members: Map<string, Member> }>} */ this.groups;
+    /** @type {number} */ this.completedZero;
+    /** @type {number} */ this.version;
+    /* eslint-enable @typescript-eslint/no-unused-expressions */
     this.reset();
   }
 
@@ -42,7 +57,7 @@ export class RewardStats {
 
   /**
    * Counts one ended rollout. Call once per rollout (the Store guards it).
-   * @param {{ id: string, dataSource: string, groupId: string|null, trajectoryId: unknown, outcome: string|null, reward: number|null }} r
+   * @param {Counted} r
    * @param {number} ts when it ended (runtime clock)
    */
   add(r, ts) {
@@ -68,7 +83,7 @@ export class RewardStats {
     if (b === undefined) {
       b = { t: key * this.bucketMs, n: 0, sum: 0 };
       this.buckets.set(key, b);
-      if (this.buckets.size > this.maxBuckets) this.buckets.delete(this.buckets.keys().next().value);
+      if (this.buckets.size > this.maxBuckets) this.buckets.delete(/** @type {number} */ (this.buckets.keys().next().value));
     }
     b.n++;
     b.sum += r.reward;
@@ -100,7 +115,10 @@ export class RewardStats {
     }
   }
 
-  /** The family a data_source is counted under: itself unless it is an alias. */
+  /**
+   * The family a data_source is counted under: itself unless it is an alias.
+   * @param {string} dataSource
+   */
   familyOf(dataSource) {
     const ds = dataSource || '(none)';
     return this.families.get(ds) ?? ds;
@@ -132,6 +150,7 @@ export class RewardStats {
   /**
    * Registers a rollout as a member of its group before it ends, so the group view lists every
    * member (live ones without a reward yet).
+   * @param {Counted} r
    */
   join(r) {
     if (!r.groupId) return;
@@ -139,12 +158,14 @@ export class RewardStats {
     this.version++;
   }
 
+  /** @param {Counted} r a member of a group (its groupId is set) */
   _member(r) {
-    let g = this.groups.get(r.groupId);
+    const groupId = /** @type {string} */ (r.groupId);
+    let g = this.groups.get(groupId);
     if (g === undefined) {
-      g = { id: r.groupId, members: new Map() };
-      this.groups.set(r.groupId, g);
-      if (this.groups.size > this.maxGroups) this.groups.delete(this.groups.keys().next().value);
+      g = { id: groupId, members: new Map() };
+      this.groups.set(groupId, g);
+      if (this.groups.size > this.maxGroups) this.groups.delete(/** @type {string} */ (this.groups.keys().next().value));
     }
     g.members.set(r.id, { id: r.id, trajectoryId: r.trajectoryId ?? null, outcome: r.outcome ?? null, reward: typeof r.reward === 'number' ? r.reward : null });
   }
@@ -180,6 +201,7 @@ export class RewardStats {
    * One group as the group view shows it: members in trajectory order with their GRPO advantage
    * ((reward − mean) / std over the rewarded members; 0 when the std is 0), and whether the
    * group has no signal (every member ended and all rewards are equal). Null for an unknown id.
+   * @param {string} id
    */
   group(id) {
     const g = this.groups.get(id);

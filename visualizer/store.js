@@ -1,8 +1,17 @@
 // The page's data model: every rollout event folds into a Map of rollout records, per-second
 // buckets for the charts, and incremental state counts. Pure (no DOM), so the render loop can
 // read it once per animation frame however many events arrived in between.
+// @ts-check
 
 import { RewardStats } from './rewards.js';
+
+/**
+ * @typedef {import('./types.js').RolloutRecord} RolloutRecord
+ * @typedef {import('./types.js').RolloutEvent} RolloutEvent
+ * @typedef {import('./types.js').ServerMessage} ServerMessage
+ * @typedef {import('./types.js').RolloutSummary} RolloutSummary
+ * @typedef {import('./types.js').BackendSnapshot} BackendSnapshot
+ */
 
 /** States after which a rollout never changes. */
 export const FINAL_STATES = new Set(['done', 'failed', 'timedOut', 'cancelled']);
@@ -10,7 +19,10 @@ export const FINAL_STATES = new Set(['done', 'failed', 'timedOut', 'cancelled'])
 /** Outcomes in the order the charts stack them. */
 export const OUTCOMES = ['completed', 'truncated', 'timed-out', 'cancelled', 'infra-error', 'task-error'];
 
-/** The final state a rollout ends in for each outcome (as `rollout view` maps them too). */
+/**
+ * The final state a rollout ends in for each outcome (as `rollout view` maps them too).
+ * @type {Record<string, string | undefined>}
+ */
 export const FINAL_OF = { completed: 'done', truncated: 'done', 'timed-out': 'timedOut', cancelled: 'cancelled', 'infra-error': 'failed', 'task-error': 'failed' };
 
 /** Rollout machine states in their usual order, for the filter and the state bar. */
@@ -26,12 +38,38 @@ export class Store {
     this.maxBuckets = opts.maxBuckets ?? 600;
     // Ended rollouts beyond this are forgotten oldest-first, so a long-lived tab stays bounded.
     this.maxRollouts = opts.maxRollouts ?? 20000;
+    // The fields reset() sets, declared for the type checker (these statements do nothing).
+    /* eslint-disable @typescript-eslint/no-unused-expressions -- JSDoc field declarations */
+    /** @type {Map<string, RolloutRecord>} */ this.rollouts;
+    /** @type {number} */ this.lastSeq;
+    /** @type {Set<number>} */ this.missing;
+    /** @type {string|null|undefined} */ this.epoch; // undefined after a hello without one
+    /** @type {number} */ this.version;
+    /** @type {number} */ this.chartVersion;
+    /** @type {Map<number, {t: number, outcomes: Record<string, number>, llm: number, tools: number}>} */ this.buckets;
+    /** @type {Record<string, number>} */ this.stateCounts;
+    /** @type {Record<string, number>} */ this.outcomeCounts;
+    /** @type {number} */ this.endedCount;
+    /** @type {number} */ this.flaggedCount;
+    /** @type {number} */ this.evicted;
+    /** @type {number} */ this.windowFrom;
+    /** @type {number} */ this.lostEvents;
+    /** @type {number|null} */ this.firstSeq;
+    /** @type {number|null} */ this.firstTs;
+    /** @type {number|null} */ this.serverTotal;
+    /** @type {number} */ this.serverSeq;
+    /** @type {BackendSnapshot[]} */ this.backends;
+    /** @type {Array<{ ts: number, load: Record<string, number> }>} */ this.backendHistory;
+    /** @type {number} */ this.latestTs;
+    /** @type {number} */ this.gaps;
+    /** @type {number} */ this.eventsApplied;
+    /** @type {RewardStats} */ this.rewards;
+    /* eslint-enable @typescript-eslint/no-unused-expressions */
     this.reset();
   }
 
   /** Forgets everything (a server restart: a new epoch means seq starts over). */
   reset() {
-    /** @type {Map<string, any>} */
     this.rollouts = new Map();
     // The runtime numbers events from 1, so `after: 0` replays everything it still retains.
     this.lastSeq = 0;
@@ -85,6 +123,11 @@ export class Store {
     if (families) this.rewards.families = families;
   }
 
+  /**
+   * @param {string} id
+   * @param {number} ts
+   * @returns {RolloutRecord}
+   */
   _rollout(id, ts) {
     let r = this.rollouts.get(id);
     if (r === undefined) {
@@ -139,6 +182,7 @@ export class Store {
     }
   }
 
+  /** @param {number} ts */
   _bucket(ts) {
     const key = Math.floor(ts / this.bucketMs);
     let b = this.buckets.get(key);
@@ -153,7 +197,11 @@ export class Store {
     return b;
   }
 
-  /** Sets a rollout's outcome, keeping outcomeCounts and endedCount per rollout. */
+  /**
+   * Sets a rollout's outcome, keeping outcomeCounts and endedCount per rollout.
+   * @param {RolloutRecord} r
+   * @param {string|null} outcome
+   */
   _setOutcome(r, outcome) {
     if (r.outcome === outcome) return;
     if (r.outcome !== null) {
@@ -168,18 +216,31 @@ export class Store {
     this.chartVersion++;
   }
 
+  /**
+   * @param {RolloutRecord} r
+   * @param {Record<string, number>|null} violations
+   */
   _setViolations(r, violations) {
+    /** @param {Record<string, number>|null} v */
     const flagged = (v) => v !== null && Object.values(v).some((n) => n > 0);
     const was = flagged(r.violations);
     r.violations = violations && typeof violations === 'object' && flagged(violations) ? violations : null;
     this.flaggedCount += (r.violations !== null ? 1 : 0) - (was ? 1 : 0);
   }
 
-  /** Whether a rollout has ended: it has an outcome (the same test for every count). */
+  /**
+   * Whether a rollout has ended: it has an outcome (the same test for every count).
+   * @param {{ outcome: string|null }} r
+   */
   static ended(r) {
     return r.outcome !== null;
   }
 
+  /**
+   * @param {RolloutRecord} r
+   * @param {string} state
+   * @param {number} [ts]
+   */
   _setState(r, state, ts) {
     if (ts !== undefined) r.stateTs = ts;
     if (r.state === state) return;
@@ -192,6 +253,8 @@ export class Store {
    * Folds one server message in. Accepts the service's envelope (`{type:'event', event}`),
    * bare rollout events, `backends`, `gap`, `hello` and `heartbeat`; ignores anything else.
    * Returns the rollout the message changed, or null.
+   * @param {ServerMessage | null} msg
+   * @returns {RolloutRecord | null}
    */
   apply(msg) {
     if (msg === null || typeof msg !== 'object') return null;
@@ -214,7 +277,7 @@ export class Store {
         this.applyBackends(msg.ts ?? this.latestTs, msg.backends ?? []);
         return null;
       default:
-        if (typeof msg.type === 'string' && typeof msg.rolloutId === 'string') return this.applyEvent(msg);
+        if (typeof msg.type === 'string' && typeof msg.rolloutId === 'string') return this.applyEvent(/** @type {RolloutEvent} */ (msg));
         return null;
     }
   }
@@ -242,8 +305,13 @@ export class Store {
     this.version++;
   }
 
+  /**
+   * @param {number} ts
+   * @param {BackendSnapshot[]} backends
+   */
   applyBackends(ts, backends) {
     this.backends = backends;
+    /** @type {Record<string, number>} */
     const load = {};
     for (const b of backends) load[b.id] = b.inFlight;
     this.backendHistory.push({ ts, load });
@@ -255,6 +323,8 @@ export class Store {
    * Folds one rollout event in. Events at or before the last seq seen are ignored (a resume
    * overlap), unless they fill a gap announced with {@link Store#expect}: those are inserted in
    * seq order and their rollout is re-folded from its events.
+   * @param {RolloutEvent | null | undefined} ev
+   * @returns {RolloutRecord | null}
    */
   applyEvent(ev) {
     if (ev === null || typeof ev !== 'object' || typeof ev.rolloutId !== 'string') return null;
@@ -282,7 +352,7 @@ export class Store {
     this._count(ev, ts);
     if (late) {
       let i = r.events.length;
-      while (i > 0 && r.events[i - 1].seq > ev.seq) i--;
+      while (i > 0 && /** @type {number} */ (r.events[i - 1]?.seq) > /** @type {number} */ (ev.seq)) i--;
       r.events.splice(i, 0, ev);
       this._refold(r);
     } else {
@@ -302,6 +372,8 @@ export class Store {
   /**
    * Announces that events `from..to` were not delivered and will be asked for again: they are
    * then accepted although older than the last seq seen. Ranges past `maxMissing` are not kept.
+   * @param {number} from
+   * @param {number} to
    */
   expect(from, to, maxMissing = 100_000) {
     for (let seq = Math.max(1, from); seq <= to && this.missing.size < maxMissing; seq++) {
@@ -309,7 +381,11 @@ export class Store {
     }
   }
 
-  /** Counters across rollouts (charts): once per event, whenever it arrives. */
+  /**
+   * Counters across rollouts (charts): once per event, whenever it arrives.
+   * @param {RolloutEvent} ev
+   * @param {number} ts
+   */
   _count(ev, ts) {
     switch (ev.type) {
       case 'llm.end':
@@ -323,7 +399,8 @@ export class Store {
       case 'rollout.result': {
         // Per-second outcomes feed the throughput chart (a rate); totals are per rollout (_setOutcome).
         const b = this._bucket(ts);
-        b.outcomes[ev.outcome] = (b.outcomes[ev.outcome] ?? 0) + 1;
+        const outcome = String(ev.outcome);
+        b.outcomes[outcome] = (b.outcomes[outcome] ?? 0) + 1;
         this.chartVersion++;
         break;
       }
@@ -332,6 +409,10 @@ export class Store {
     }
   }
 
+  /**
+   * @param {RolloutRecord} r
+   * @param {number} ts
+   */
   _countReward(r, ts) {
     if (r.rewardCounted) return;
     r.rewardCounted = true;
@@ -339,7 +420,12 @@ export class Store {
     this.chartVersion++;
   }
 
-  /** A rollout's own fields from one of its events, in order. */
+  /**
+   * A rollout's own fields from one of its events, in order.
+   * @param {RolloutRecord} r
+   * @param {RolloutEvent} ev
+   * @param {number} ts
+   */
   _fold(r, ev, ts) {
     r.lastTs = Math.max(r.lastTs, ts);
     switch (ev.type) {
@@ -358,12 +444,13 @@ export class Store {
         r.stateTs = ts;
         break;
       case 'rollout.state':
-        this._setState(r, ev.state, ts);
+        // A state event always names its state (the runtime's schema).
+        this._setState(r, /** @type {string} */ (ev.state), ts);
         r.turn = ev.turn ?? r.turn;
-        if (FINAL_STATES.has(ev.state) && r.endTs === null) r.endTs = ts;
+        if (FINAL_STATES.has(/** @type {string} */ (ev.state)) && r.endTs === null) r.endTs = ts;
         break;
       case 'llm.start':
-        r.turn = ev.turn;
+        r.turn = /** @type {number} */ (ev.turn);
         break;
       case 'llm.end':
         r.tokens = Math.max(r.tokens, (ev.promptTokens ?? 0) + (ev.outputTokens ?? 0));
@@ -379,11 +466,12 @@ export class Store {
         this._setOutcome(r, ev.outcome ?? null);
         this._setViolations(r, ev.violations ?? null);
         // A rollout cancelled (or timed out) while waiting for a retry gets no state event.
-        if (!FINAL_STATES.has(r.state) && FINAL_OF[ev.outcome]) this._setState(r, FINAL_OF[ev.outcome], ts);
+        if (!FINAL_STATES.has(r.state) && FINAL_OF[String(ev.outcome)]) this._setState(r, /** @type {string} */ (FINAL_OF[String(ev.outcome)]), ts);
         r.elapsedKnown = true;
         r.reward = ev.reward ?? null;
         r.finish = ev.finish ?? null;
-        r.error = ev.error ?? null;
+        // A result's error is a SerializedError (a boolean only on tool.result).
+        r.error = /** @type {import('./types.js').SerializedError | null} */ (ev.error ?? null);
         r.tokens = ev.tokens ?? r.tokens;
         r.turn = ev.turns ?? r.turn;
         if (r.endTs === null) r.endTs = ts;
@@ -393,7 +481,10 @@ export class Store {
     }
   }
 
-  /** Rebuilds a rollout's fields from its events, after one arrived out of order. */
+  /**
+   * Rebuilds a rollout's fields from its events, after one arrived out of order.
+   * @param {RolloutRecord} r
+   */
   _refold(r) {
     const first = r.events[0];
     this._setState(r, 'queued', first?.ts);
@@ -406,6 +497,7 @@ export class Store {
   /**
    * Adds a rollout known only from `GET /v1/rollouts` (its events are past the server's
    * retention). A rollout already known from events is left alone: events are fresher.
+   * @param {RolloutSummary | null} summary
    */
   seed(summary) {
     if (summary === null || typeof summary !== 'object' || typeof summary.id !== 'string' || this.rollouts.has(summary.id)) return;
@@ -423,7 +515,8 @@ export class Store {
     this._setViolations(r, summary.violations ?? null);
     r.reward = summary.reward ?? null;
     if (typeof summary.state === 'string') this._setState(r, summary.state);
-    if (r.outcome !== null && !FINAL_STATES.has(r.state) && FINAL_OF[r.outcome]) this._setState(r, FINAL_OF[r.outcome]);
+    const final = r.outcome === null ? undefined : FINAL_OF[r.outcome];
+    if (r.outcome !== null && !FINAL_STATES.has(r.state) && final) this._setState(r, final);
     if (r.outcome !== null || FINAL_STATES.has(r.state)) {
       // The listing gives the wall time of a result; without it the elapsed time is unknown
       // (shown as –, never as a made-up 0).
@@ -441,12 +534,14 @@ export class Store {
   /**
    * Sorts rollouts in place by a table column; `now` (runtime clock) gives live rollouts their
    * elapsed time. Ties keep arrival order (Array.prototype.sort is stable).
-   * @param {any[]} list
+   * @param {RolloutRecord[]} list
    * @param {string} key id | task | state | turn | tokens | elapsed | outcome | reward
    * @param {1|-1} dir
+   * @param {number} now
    */
   static sort(list, key, dir, now) {
-    const value = {
+    /** @type {Record<string, ((r: RolloutRecord) => string | number) | undefined>} */
+    const columns = {
       id: (r) => r.id,
       task: (r) => Store.taskOf(r),
       state: (r) => STATES.indexOf(r.state),
@@ -455,7 +550,8 @@ export class Store {
       elapsed: (r) => (r.endTs ?? now) - r.submittedTs,
       outcome: (r) => r.outcome ?? '',
       reward: (r) => r.reward ?? -Infinity,
-    }[key];
+    };
+    const value = columns[key];
     if (value === undefined) return list;
     return list.sort((a, b) => {
       const x = value(a);
@@ -464,7 +560,10 @@ export class Store {
     });
   }
 
-  /** A readable task label: the data source and instance id. */
+  /**
+   * A readable task label: the data source and instance id.
+   * @param {{ dataSource: string, instanceId: string|null }} r
+   */
   static taskOf(r) {
     if (r.instanceId) return r.dataSource ? `${r.dataSource}/${r.instanceId}` : r.instanceId;
     return r.dataSource;

@@ -1,20 +1,29 @@
 // Terminal replay: the bash session of a rollout, rebuilt from its tool.call / tool.result
 // events, shown one command at a time (step / play) in a terminal-looking pane.
 
+// @ts-check
+
+/** @typedef {{ callId: string|undefined, command: string, output: string|null, exitCode: number|null, error: boolean }} BashStep */
+
 const BASH_NAMES = /bash|shell|terminal|run_command|execute_command/i;
 
 /**
  * The bash steps of a rollout: `{callId, command, output|null, exitCode, error}` in call order;
  * `output` is null while the command runs. Pure; exported for tests.
+ * @param {import('./types.js').RolloutEvent[]} events
+ * @returns {BashStep[]}
  */
 export function bashSteps(events) {
+  /** @type {BashStep[]} */
   const steps = [];
+  /** @type {Map<string|undefined, BashStep>} */
   const byId = new Map();
   for (const ev of events) {
     if (ev.type === 'tool.call') {
       const args = ev.arguments ?? {};
       const command = typeof args.command === 'string' ? args.command : typeof args.cmd === 'string' ? args.cmd : null;
-      if (command === null || !BASH_NAMES.test(ev.name)) continue;
+      if (command === null || !BASH_NAMES.test(/** @type {string} */ (ev.name))) continue;
+      /** @type {BashStep} */
       const step = { callId: ev.callId, command, output: null, exitCode: null, error: false };
       byId.set(ev.callId, step);
       steps.push(step);
@@ -37,13 +46,20 @@ export class TerminalReplay {
    */
   constructor(root, opts = {}) {
     this.intervalMs = opts.intervalMs ?? 700;
+    /** @type {BashStep[]} */
     this.steps = [];
     this.pos = 0;
     this.follow = true;
+    /** @type {ReturnType<typeof setInterval>|null} */
     this.timer = null;
     root.replaceChildren();
     const bar = document.createElement('div');
     bar.className = 'term-controls';
+    /**
+     * @param {string} name
+     * @param {string} label
+     * @param {() => void} fn
+     */
     const button = (name, label, fn) => {
       const b = document.createElement('button');
       b.type = 'button';
@@ -67,7 +83,10 @@ export class TerminalReplay {
     this.render();
   }
 
-  /** New steps for the same or another rollout; keeps following the end unless the user stepped back. */
+  /**
+   * New steps for the same or another rollout; keeps following the end unless the user stepped back.
+   * @param {BashStep[]} steps
+   */
   setSteps(steps, sameRollout = true) {
     if (!sameRollout) {
       this.pause();

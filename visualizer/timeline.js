@@ -1,24 +1,36 @@
 // The waterfall of one rollout: its stages (machine states), LLM calls and tool calls on one
 // time axis, built from the events' runtime timestamps.
 
+// @ts-check
 import { fmtElapsed } from './format.js';
+
+/**
+ * @typedef {import('./types.js').RolloutEvent & { ts: number }} TimedEvent an event from the server (they all carry `ts`)
+ * @typedef {{ lane: string, label: string, start: number, end: number|null, cls: string }} Span
+ */
 
 const MAX_ROWS = 400;
 
 /**
  * Spans from a rollout's events: `{lane, label, start, end|null, cls}`, in start order.
  * A span still open ends at `now`. Pure; exported for tests.
+ * @param {TimedEvent[]} events
  */
 export function timelineSpans(events) {
+  /** @type {Span[]} */
   const spans = [];
+  /** @type {Span|null} */
   let stage = null;
+  /** @type {Map<number|undefined, Span>} */
   const llm = new Map();
+  /** @type {Map<string|undefined, Span>} */
   const tools = new Map();
   for (const ev of events) {
     switch (ev.type) {
       case 'rollout.state':
         if (stage !== null) stage.end = ev.ts;
-        stage = { lane: 'stage', label: ev.state, start: ev.ts, end: null, cls: `stage-${ev.state}` };
+        // A state event names its state, a tool event its tool (the runtime's schema).
+        stage = { lane: 'stage', label: /** @type {string} */ (ev.state), start: ev.ts, end: null, cls: `stage-${ev.state}` };
         spans.push(stage);
         break;
       case 'llm.start': {
@@ -40,7 +52,8 @@ export function timelineSpans(events) {
         break;
       }
       case 'tool.call': {
-        const s = { lane: 'tool', label: ev.name, start: ev.ts, end: null, cls: 'tool' };
+        /** @type {Span} */
+        const s = { lane: 'tool', label: /** @type {string} */ (ev.name), start: ev.ts, end: null, cls: 'tool' };
         tools.set(ev.callId, s);
         spans.push(s);
         break;
@@ -48,7 +61,7 @@ export function timelineSpans(events) {
       case 'tool.result': {
         let s = tools.get(ev.callId);
         if (s === undefined) {
-          s = { lane: 'tool', label: ev.name, start: ev.ts - (ev.latencyMs ?? 0), end: null, cls: 'tool' };
+          s = { lane: 'tool', label: /** @type {string} */ (ev.name), start: ev.ts - (ev.latencyMs ?? 0), end: null, cls: 'tool' };
           spans.push(s);
         }
         s.end = ev.ts;
@@ -75,11 +88,11 @@ export function timelineSpans(events) {
  * Renders the waterfall into `root`, replacing its content. Rows past MAX_ROWS are summarized,
  * keeping the latest, so a very long rollout does not build an unbounded DOM.
  * @param {HTMLElement} root
- * @param {any[]} events
+ * @param {import('./types.js').RolloutEvent[]} events the rollout's events (from the server: each carries `ts`)
  * @param {number} now runtime clock, for spans still open
  */
 export function renderTimeline(root, events, now) {
-  let spans = timelineSpans(events);
+  let spans = timelineSpans(/** @type {TimedEvent[]} */ (events));
   root.replaceChildren();
   if (spans.length === 0) {
     root.textContent = 'no events yet';

@@ -3,30 +3,48 @@
 // children's reward mean and spread there. Built from the page's rollout records, which carry
 // `parentId` and `branchTurn` from the `rollout.submitted` event (or the summary's `parent_id`,
 // `branch_turn`). The pure part (`treeOf`) has no DOM and is tested under Node.
+// @ts-check
+
+/**
+ * @typedef {{ id: string, parentId?: string|null, branchTurn?: number|null, reward?: number|null }} TreeMember
+ */
+/**
+ * @template {TreeMember} T
+ * @typedef {{ record: T, points: Array<{ turn: number, mean: number|null, std: number|null, children: TreeNode<T>[] }> }} TreeNode
+ */
 
 /**
  * The tree of `members` (records with id, parentId, branchTurn, trajectoryId, outcome, reward):
  * its roots (members whose parent is not among them) and, per node, its branch points in turn
  * order, each with its children and their reward mean / population std (null when none graded).
- * @param {Array<{id: string, parentId?: string|null, branchTurn?: number|null, reward?: number|null}>} members
+ * @template {TreeMember} T
+ * @param {T[]} members
+ * @returns {{ roots: TreeNode<T>[], forked: boolean }}
  */
 export function treeOf(members) {
   const byId = new Map(members.map((m) => [m.id, m]));
+  /** @type {Map<string, T[]>} */
   const kids = new Map();
+  /** @type {T[]} */
   const roots = [];
   for (const m of members) {
     const p = m.parentId ?? null;
     if (p !== null && byId.has(p)) {
       if (!kids.has(p)) kids.set(p, []);
-      kids.get(p).push(m);
+      kids.get(p)?.push(m);
     } else roots.push(m);
   }
+  /**
+   * @param {T} m
+   * @returns {TreeNode<T>}
+   */
   const node = (m) => {
+    /** @type {Map<number, T[]>} */
     const points = new Map();
     for (const c of kids.get(m.id) ?? []) {
       const t = c.branchTurn ?? 0;
       if (!points.has(t)) points.set(t, []);
-      points.get(t).push(c);
+      points.get(t)?.push(c);
     }
     return {
       record: m,
@@ -43,8 +61,16 @@ export function treeOf(members) {
   return { roots: roots.map(node), forked: members.some((m) => (m.parentId ?? null) !== null) };
 }
 
+/** @param {number|null|undefined} v */
 const fmt = (v) => (v === null || v === undefined ? '–' : Number.isInteger(v) ? String(v) : v.toFixed(3));
 
+/**
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {string} [cls]
+ * @param {string} [text]
+ * @returns {HTMLElementTagNameMap[K]}
+ */
 function el(tag, cls, text) {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
@@ -79,8 +105,8 @@ function ensureStyle() {
  * Draws the tree of the selected rollout's group into `root` (hidden when the group has no
  * forked member). `rollouts` is the page's Map of records.
  * @param {HTMLElement} root
- * @param {Map<string, any>} rollouts
- * @param {any} selected the selected record
+ * @param {Map<string, import('./types.js').RolloutRecord>} rollouts
+ * @param {import('./types.js').RolloutRecord | null | undefined} selected the selected record
  * @param {(id: string) => void} onSelect
  */
 export function renderTree(root, rollouts, selected, onSelect) {
@@ -92,12 +118,16 @@ export function renderTree(root, rollouts, selected, onSelect) {
   ensureStyle();
   root.classList.add('tree-view');
   root.append(el('div', 'tree-head', `tree · ${members.length} rollouts · siblings side by side under their branch point`));
+  /**
+   * @param {TreeNode<import('./types.js').RolloutRecord>} n
+   * @returns {HTMLElement}
+   */
   const draw = (n) => {
     const box = el('div', 'tree-node');
     const r = n.record;
     const card = el('div', 'tree-card', `${r.trajectoryId ?? r.id.slice(0, 8)} · ${r.outcome ?? r.state ?? '…'} · reward ${fmt(r.reward)}`);
     card.dataset.outcome = r.outcome ?? '';
-    if (r.id === selected.id) card.classList.add('selected');
+    if (r.id === /** @type {import('./types.js').RolloutRecord} */ (selected).id) card.classList.add('selected');
     card.title = r.id;
     card.addEventListener('click', () => onSelect(r.id));
     box.append(card);
