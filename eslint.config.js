@@ -140,7 +140,7 @@ export default tseslint.config(
   {
     // The visualizer's browser modules: an undefined name is an error. The browser globals the
     // page uses are listed here (no `globals` dependency for a dozen names); a new one is added
-    // when the lint names it. TypeScript checks the `// @ts-check` files further (visualizer/tsconfig.json).
+    // when the lint names it. TypeScript checks every file further (visualizer/tsconfig.json, checkJs).
     files: ['visualizer/**/*.js'],
     languageOptions: {
       sourceType: 'module',
