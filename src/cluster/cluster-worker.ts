@@ -261,7 +261,8 @@ export class ClusterWorker {
       await this.eventsWritten(id, seen);
       // Attempts made on nodes that died before this one count too.
       const prior = Math.max(0, job.attemptsStarted - 1);
-      return { committed: await this.store.commit({ ...result, attempts: result.attempts + prior }, this.now()) };
+      // Stamped with this node's id: the gateway (Polar's `node_id`) names the worker that ran it.
+      return { committed: await this.store.commit({ ...result, attempts: result.attempts + prior, nodeId: this.nodeId }, this.now()) };
     } finally {
       this.cancels.delete(id);
       this.resultSeen.delete(id);
