@@ -231,6 +231,33 @@ describe('Polar tasks on the runtime', () => {
     expect((await api('DELETE', '/rollout/task/unknown?register_if_missing=maybe')).status).toBe(422);
   });
 
+  it('lists tasks by status, harness and since (seconds), newest first, at most limit; a bad query is 422 naming it', async () => {
+    await start();
+    expect((await api('POST', '/rollout/task/submit', task('old'))).status).toBe(200);
+    await poll('old');
+    await clock.advance(10_000);
+    const mid = clock.now() / 1000;
+    expect((await api('POST', '/rollout/task/submit', task('slow', {}, [bash('sleep 3600'), finish]))).status).toBe(200);
+    await clock.advance(10_000);
+    expect((await api('POST', '/rollout/task/submit', task('gone', {}, [bash('sleep 3600'), finish]))).status).toBe(200);
+    expect((await api('DELETE', '/rollout/task/gone')).body.status).toBe('cancelled');
+    const ids = async (q: string): Promise<string[]> => (await api('GET', `/tasks${q}`)).body.tasks.map((t: any) => t.task_id);
+    expect(await ids('')).toEqual(['gone', 'slow', 'old']);
+    expect(await ids('?status=completed')).toEqual(['old']);
+    expect(await ids('?status=running')).toEqual(['slow']);
+    expect(await ids('?status=cancelled')).toEqual(['gone']);
+    expect(await ids('?harness=shell&limit=2')).toEqual(['gone', 'slow']);
+    expect(await ids('?harness=codex')).toEqual([]);
+    expect(await ids(`?since=${mid}`)).toEqual(['gone', 'slow']);
+    expect(await ids(`?since=${clock.now() / 1000 + 1}`)).toEqual([]);
+    for (const [q, name] of [['?limit=0', 'limit'], ['?limit=1001', 'limit'], ['?limit=2.5', 'limit'], ['?since=soon', 'since']] as const) {
+      const r = await api('GET', `/tasks${q}`);
+      expect(r.status).toBe(422);
+      expect(r.body.detail[0].loc).toEqual(['query', name]);
+    }
+    expect((await api('DELETE', '/rollout/task/slow')).status).toBe(200);
+  });
+
   it('posts the TaskResult to callback_url, retrying 503 twice 5 s apart on the clock', async () => {
     await start();
     const seen: { status: number; body: any }[] = [];
