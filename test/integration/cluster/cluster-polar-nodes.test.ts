@@ -115,8 +115,7 @@ describe.skipIf(!hasRedis)("Polar's /nodes on a cluster gateway (install redis-s
     expect(listed).toEqual(['worker-a', 'worker-b']);
     expect(done.results.map((r: any) => r.node_id).sort()).toEqual(listed);
     // The session listing says the same.
-    const sessions = (await api('GET', '/tasks/two/sessions')).body;
-    expect((Array.isArray(sessions) ? sessions : sessions.sessions).map((r: any) => r.node_id).sort()).toEqual(listed);
+    expect((await api('GET', '/tasks/two/sessions')).body.sessions.map((r: any) => r.node_id).sort()).toEqual(listed);
 
     let queued: any;
     await expect.poll(async () => ((queued = (await api('GET', '/rollout/task/queued')).body), queued.status), { timeout: 30_000 }).toBe('cancelled');
@@ -125,4 +124,8 @@ describe.skipIf(!hasRedis)("Polar's /nodes on a cluster gateway (install redis-s
     await Promise.all(workers.splice(0).map((w) => w.close()));
     expect(providers.every((p) => p.live === 0)).toBe(true);
   }, 120_000);
+
+  // The cluster runtime has no generation pause: Polar's pause around a weight sync answers 501
+  // on a --redis gateway (the workers' in-flight calls are not counted there either).
+  it.todo('pauses LLM calls on every worker of a --redis cluster for /admin/inference/pause, answering once none is in flight (#25)');
 });
