@@ -5,13 +5,15 @@ import { ManualClock } from '../../../src/clock.js';
 import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
 import { serviceRuntimeFactory } from '../../../src/server/runtime-factory.js';
 import { createService, type RolloutService } from '../../../src/server/service.js';
+import type { ServiceRuntime } from '../../../src/server/service-runtime.js';
 import { MemorySandboxProvider } from '../../../src/testing/memory-sandbox.js';
 import { createTestHandler, TestCodec } from '../../../src/testing/index.js';
 import { redisServerPath, startRedis, type TestRedis } from '../../helpers/redis-server.js';
 
 // Polar's /nodes on a `--redis` gateway: each live worker of the cluster is a node (from its
 // heartbeat in Redis), not the gateway; /health and /rollout/status count them. A session's
-// `node_id` is the worker that ran it, as /nodes names it.
+// `node_id` is the worker that ran it, as /nodes names it. Polar's generation pause holds new
+// LLM calls on every worker.
 const hasRedis = redisServerPath() !== null;
 const codec = createQwen3Codec();
 
@@ -125,7 +127,49 @@ describe.skipIf(!hasRedis)("Polar's /nodes on a cluster gateway (install redis-s
     expect(providers.every((p) => p.live === 0)).toBe(true);
   }, 120_000);
 
-  // The cluster runtime has no generation pause: Polar's pause around a weight sync answers 501
-  // on a --redis gateway (the workers' in-flight calls are not counted there either).
-  it.todo('pauses LLM calls on every worker of a --redis cluster for /admin/inference/pause, answering once none is in flight (#25)');
+  it('pauses LLM calls on every worker for /admin/inference/pause, a worker that joins later too, and resumes them', async () => {
+    service = createService({ createRuntime: clusterRuntimeFactory({ ...opts, redis: redis.url }), backends: [{ address: 'oracle' }] }, { port: 0, backendsIntervalMs: 0 });
+    const url = await service.listen();
+    const api = async (method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> => {
+      const res = await fetch(url + path, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+      return { status: res.status, body: await res.json() };
+    };
+    // The workers' runtimes, to see what each applied.
+    const runtimes: ServiceRuntime[] = [];
+    const factory = serviceRuntimeFactory({ codec: new TestCodec(), sandboxes: () => new MemorySandboxProvider(), handlers: [createTestHandler({ name: 'harness', aliases: [] })], runtime: { sandboxDriver: 'none' }, retainEvents: 0 });
+    const startWorker = async (nodeId: string): Promise<void> => {
+      workers.push(
+        await ClusterWorker.start({ ...opts, redis: redis.url }, {
+          nodeId,
+          capacity: 2,
+          createRuntime: async () => {
+            const rt = await factory();
+            runtimes.push(rt);
+            return rt;
+          },
+        }),
+      );
+    };
+    await startWorker('worker-a');
+    await startWorker('worker-b');
+    await expect.poll(async () => (await api('GET', '/nodes')).body.length, { timeout: 30_000 }).toBe(2);
+
+    // The answer comes once both workers said they hold new calls and none is in flight.
+    const paused = await api('POST', '/admin/inference/pause?timeout_seconds=30');
+    expect(paused).toEqual({ status: 200, body: { paused: true, drained: true, inflight: 0 } });
+    expect(runtimes.map((r) => r.generationPaused)).toEqual([true, true]);
+    // A worker that joins while paused starts paused (from the cluster's settings).
+    await startWorker('worker-c');
+    expect(runtimes[2]!.generationPaused).toBe(true);
+    await expect.poll(async () => (await api('GET', '/nodes')).body.length, { timeout: 30_000 }).toBe(3);
+    expect((await api('GET', '/admin/inference/status')).body).toEqual({ paused: true, drained: true, inflight: 0 });
+
+    // A session submitted while paused runs once generation resumes.
+    const oracle = [{ content: 'done', tool_calls: [{ name: 'finish', arguments: { message: 'done' } }] }];
+    expect((await api('POST', '/rollout/task/submit', { task_id: 'p', instruction: 'do it', agent: { harness: 'shell', custom_shell: { command: 'agent' }, settings: { oracle } } })).status).toBe(200);
+    const resumed = await api('POST', '/admin/inference/resume');
+    expect(resumed.body.paused).toBe(false);
+    await expect.poll(() => runtimes.map((r) => r.generationPaused), { timeout: 30_000 }).toEqual([false, false, false]);
+    await expect.poll(async () => (await api('GET', '/rollout/task/p')).body.status, { timeout: 30_000 }).toBe('completed');
+  }, 120_000);
 });
