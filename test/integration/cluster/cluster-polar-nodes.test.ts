@@ -8,6 +8,7 @@ import { createService, type RolloutService } from '../../../src/server/service.
 import type { ServiceRuntime } from '../../../src/server/service-runtime.js';
 import { MemorySandboxProvider } from '../../../src/testing/memory-sandbox.js';
 import { createTestHandler, TestCodec } from '../../../src/testing/index.js';
+import { startFakeLlmServer } from '../../../src/testing/fake-llm-server.js';
 import { redisServerPath, startRedis, type TestRedis } from '../../helpers/redis-server.js';
 
 // Polar's /nodes on a `--redis` gateway: each live worker of the cluster is a node (from its
@@ -171,5 +172,44 @@ describe.skipIf(!hasRedis)("Polar's /nodes on a cluster gateway (install redis-s
     expect(resumed.body.paused).toBe(false);
     await expect.poll(() => runtimes.map((r) => r.generationPaused), { timeout: 30_000 }).toEqual([false, false, false]);
     await expect.poll(async () => (await api('GET', '/rollout/task/p')).body.status, { timeout: 30_000 }).toBe('completed');
+  }, 120_000);
+
+  it('answers the pause only once the LLM call a worker has in flight ended', async () => {
+    // The engine answers after 1 s on a manual clock: its call stays in flight until the test moves it.
+    const llmClock = new ManualClock();
+    const llm = await startFakeLlmServer({ codec, latencyMs: 1000, clock: llmClock, maxModelLen: 1_000_000 });
+    try {
+      service = createService({ createRuntime: clusterRuntimeFactory({ ...opts, redis: redis.url }), backends: [{ address: llm.url }] }, { port: 0, backendsIntervalMs: 0 });
+      const url = await service.listen();
+      const api = async (method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> => {
+        const res = await fetch(url + path, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+        return { status: res.status, body: await res.json() };
+      };
+      workers.push(
+        await ClusterWorker.start({ ...opts, redis: redis.url }, {
+          nodeId: 'worker-a',
+          capacity: 1,
+          createRuntime: serviceRuntimeFactory({ codec, sandboxes: () => new MemorySandboxProvider(), handlers: [createTestHandler({ name: 'harness', aliases: [] })], runtime: { sandboxDriver: 'none' }, retainEvents: 0 }),
+        }),
+      );
+      await expect.poll(async () => (await api('GET', '/nodes')).body.length, { timeout: 30_000 }).toBe(1);
+      expect((await api('POST', '/rollout/task/submit', { task_id: 'f', instruction: 'do it', agent: { harness: 'shell', custom_shell: { command: 'agent' } } })).status).toBe(200);
+      await expect.poll(() => llm.requests, { timeout: 30_000 }).toBe(1);
+
+      let answered = false;
+      const pause = api('POST', '/admin/inference/pause?timeout_seconds=60').finally(() => (answered = true));
+      // The worker acknowledged the pause with its one call still in flight: no answer yet.
+      await expect.poll(async () => (await api('GET', '/admin/inference/status')).body, { timeout: 30_000 }).toEqual({ paused: true, drained: false, inflight: 1 });
+      expect(answered).toBe(false);
+      await llmClock.advance(1000);
+      expect(await pause).toEqual({ status: 200, body: { paused: true, drained: true, inflight: 0 } });
+      // Held: no new call reached the engine while paused.
+      expect(llm.requests).toBe(1);
+      expect((await api('POST', '/admin/inference/resume')).body.paused).toBe(false);
+      expect((await api('DELETE', '/rollout/task/f')).status).toBe(200);
+    } finally {
+      await Promise.all(workers.splice(0).map((w) => w.close()));
+      await llm.close();
+    }
   }, 120_000);
 });
