@@ -249,6 +249,36 @@ export class ClusterRuntime implements ServiceRuntime {
   workerNodes = (): { heartbeatMs: number; nodes: readonly ClusterNodeStatus[] } => ({ heartbeatMs: this.options.heartbeatMs, nodes: this.board.live });
   setWeightVersion = (version: string | number, backendId?: string): void => this.backends.setWeightVersion(version, backendId);
 
+  /** The last generation pause/resume sent to the workers (its epoch names it in their heartbeats). */
+  private generation = { paused: false, epoch: '' };
+  /** New LLM calls wait on every worker (calls in flight finish); {@link generationDrain} says when they did. */
+  pauseGeneration = (): void => this.sendGeneration(true);
+  /** New LLM calls go again on every worker. */
+  resumeGeneration = (): void => this.sendGeneration(false);
+  get generationPaused(): boolean {
+    return this.generation.paused;
+  }
+
+  /**
+   * Whether every live worker applied the last pause/resume (its heartbeat names that epoch) and
+   * the LLM calls they have in flight. A worker that cannot pause never acknowledges.
+   */
+  generationDrain = (): { acked: boolean; inflight: number } => {
+    const nodes = this.board.live;
+    return {
+      acked: nodes.every((n) => n.generation?.epoch === this.generation.epoch && n.generation.paused === this.generation.paused),
+      inflight: nodes.reduce((s, n) => s + (n.generation?.inflight ?? 0), 0),
+    };
+  };
+
+  private sendGeneration(paused: boolean): void {
+    const g = { paused, epoch: randomUUID() };
+    this.generation = g;
+    // Kept in the settings too: a worker that joins later starts in the same state. A failed
+    // send is never acknowledged, so a caller waiting on generationDrain times out.
+    void this.control({ type: 'generation', ...g }, (m) => m.hset(this.keys.settings, 'generation', JSON.stringify(g))).catch(() => undefined);
+  }
+
   /**
    * Detaches this gateway: stops the tail, rejects results still awaited here with
    * RuntimeClosedError (a `/process` caller gets a 503 and retries; the rollout goes on and its

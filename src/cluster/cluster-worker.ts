@@ -176,6 +176,14 @@ export class ClusterWorker {
       }
     }
     this.clusterPaused = settings['paused'] === '1';
+    if (settings['generation'] !== undefined) {
+      try {
+        const g = JSON.parse(settings['generation']) as { paused: boolean; epoch: string };
+        this.applyGeneration(g.paused === true, String(g.epoch));
+      } catch {
+        this.log('ignoring a malformed generation setting');
+      }
+    }
     this.forward = this.forwardEvents();
     // The other workers' backend load, before this node's first job picks a backend.
     await this.load.start();
@@ -261,7 +269,8 @@ export class ClusterWorker {
       await this.eventsWritten(id, seen);
       // Attempts made on nodes that died before this one count too.
       const prior = Math.max(0, job.attemptsStarted - 1);
-      return { committed: await this.store.commit({ ...result, attempts: result.attempts + prior }, this.now()) };
+      // Stamped with this node's id: the gateway (Polar's `node_id`) names the worker that ran it.
+      return { committed: await this.store.commit({ ...result, attempts: result.attempts + prior, nodeId: this.nodeId }, this.now()) };
     } finally {
       this.cancels.delete(id);
       this.resultSeen.delete(id);
@@ -332,7 +341,24 @@ export class ClusterWorker {
         this.clusterPaused = false;
         this.resumeIfAllowed();
         return;
+      case 'generation':
+        this.applyGeneration(msg.paused, msg.epoch);
+        // The gateway waits for this node's word: say it now, not at the next beat.
+        void this.heartbeat().catch(() => undefined);
+        return;
     }
+  }
+
+  /** The epoch of the generation pause/resume applied last ('' for none). */
+  private generationEpoch = '';
+
+  /** Holds (or releases) the runtime's new LLM calls; calls in flight finish. */
+  private applyGeneration(paused: boolean, epoch: string): void {
+    const rt = this.runtime;
+    if (!rt.pauseGeneration || !rt.resumeGeneration) return;
+    if (paused) rt.pauseGeneration();
+    else rt.resumeGeneration();
+    this.generationEpoch = epoch;
   }
 
   /** Re-reads the registry and applies it; serialized, so two notices never interleave. */
@@ -386,6 +412,9 @@ export class ClusterWorker {
       completed: s.completed,
       outcomes: s.outcomes,
       ...(this.unhealthy !== null ? { unhealthy: this.unhealthy } : {}),
+      ...(this.runtime.pauseGeneration
+        ? { generation: { paused: this.runtime.generationPaused ?? false, epoch: this.generationEpoch, inflight: (this.runtime.listBackends?.() ?? []).reduce((n, b) => n + b.inFlight, 0) } }
+        : {}),
       at: this.now(),
     };
     await this.redis.hset(this.keys.nodes, this.nodeId, JSON.stringify(hb));

@@ -39,6 +39,8 @@ export const ClusterControlSchema = z.discriminatedUnion('type', [
   /** Stop / restart taking new jobs on every worker (rollouts already running go on). */
   z.object({ type: z.literal('pause') }),
   z.object({ type: z.literal('resume') }),
+  /** Hold / release new LLM calls on every worker (calls in flight finish); `epoch` names this change in the heartbeats. */
+  z.object({ type: z.literal('generation'), paused: z.boolean(), epoch: z.string() }),
 ]);
 export type ClusterControl = z.infer<typeof ClusterControlSchema>;
 
@@ -61,6 +63,8 @@ export const ClusterNodeStatusSchema = z.object({
   outcomes: z.record(z.string(), z.number()),
   /** Set while the node takes no jobs because its sandboxes fail (why); absent while healthy. */
   unhealthy: z.string().optional(),
+  /** The generation pause the node applied last (its `epoch`, '' for none) and its LLM calls in flight now; absent where the runtime cannot pause generation. */
+  generation: z.object({ paused: z.boolean(), epoch: z.string(), inflight: z.number().int() }).optional(),
   /** Wall clock of the heartbeat (ms since the epoch). */
   at: z.number(),
 });

@@ -133,5 +133,7 @@ export const RolloutResultSchema = z.object({
   parentId: z.string().nullable().optional(),
   /** A branch: the turn boundary it was forked at (assistant turns sampled before it), else absent or null. */
   branchTurn: z.number().int().nullable().optional(),
+  /** The `--redis` cluster worker that ran it (its heartbeat's `nodeId`), stamped by that worker; absent on a single node. */
+  nodeId: z.string().optional(),
 });
 export type RolloutResult = z.infer<typeof RolloutResultSchema>;

@@ -24,7 +24,7 @@ export interface SubmitOptions {
   groupId?: string | undefined;
   /**
    * Orders the wait for an INIT slot: higher first, FIFO within one priority, default 0. A
-   * rollout already started is never preempted. (The embedded runtime; a cluster ignores it.)
+   * rollout already started is never preempted. (A cluster passes it to BullMQ as the job's priority.)
    */
   priority?: number | undefined;
 }

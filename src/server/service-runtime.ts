@@ -41,6 +41,8 @@ export type ServiceRuntime = Runtime &
     workerIds?(): readonly string[];
     /** The cluster's live workers' last heartbeats (a gateway), for Polar's `/nodes`. */
     workerNodes?(): { heartbeatMs: number; nodes: readonly ClusterNodeStatus[] };
+    /** A gateway: whether every live worker applied the last generation pause/resume, and their LLM calls in flight. */
+    generationDrain?(): { acked: boolean; inflight: number };
     /** A rollout `get` does not know locally, looked up where the runtime keeps it (the Redis cluster). */
     lookup?(id: string): Promise<RolloutSummary | undefined>;
     /** A stored shared prefix of a fork (#26), where the runtime forks. */

@@ -69,7 +69,7 @@ export function polarRoutes(service: ServiceContext, opts: PolarRouteOptions): P
     rt.pauseGeneration();
     const deadline = opts.clock.now() + timeoutS * 1000;
     // New calls wait from now on; the answer comes once the ones in flight have ended.
-    while (inflight(rt) > 0) {
+    while (!drained(rt)) {
       if (opts.clock.now() >= deadline) throw new HttpError(504, 'PAUSE_TIMEOUT', `Timed out waiting for inference requests to drain after ${timeoutS}s`);
       await sleep(opts.clock, PAUSE_POLL_MS);
     }
@@ -144,14 +144,24 @@ function weights(service: ServiceContext): WeightRuntime {
   return rt as WeightRuntime;
 }
 
-/** LLM calls at the engines now: the backend pool's in-flight count. */
+/** LLM calls at the engines now: the backend pool's in-flight count; a cluster's, from its workers' heartbeats. */
 function inflight(rt: ServiceRuntime): number {
+  if (rt.generationDrain) return rt.generationDrain().inflight;
   return (rt.listBackends?.() ?? []).reduce((n, b) => n + b.inFlight, 0);
+}
+
+/** No LLM call in flight, and on a cluster every worker has applied the last pause/resume. */
+function drained(rt: ServiceRuntime): boolean {
+  if (rt.generationDrain) {
+    const d = rt.generationDrain();
+    return d.acked && d.inflight === 0;
+  }
+  return inflight(rt) === 0;
 }
 
 function generation(rt: WeightRuntime): Record<string, unknown> {
   const n = inflight(rt);
-  return { paused: rt.generationPaused ?? false, drained: n === 0, inflight: n };
+  return { paused: rt.generationPaused ?? false, drained: drained(rt), inflight: n };
 }
 
 /** A number from the query (`dflt` when absent); 422 naming `query.<name>` when it is not one `ok` accepts. */

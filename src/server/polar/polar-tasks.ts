@@ -62,7 +62,7 @@ export interface PolarTasksDeps {
   clock: Clock;
   /** The HTTP client of callbacks (tests inject one). Default global fetch. */
   fetch?: typeof fetch | undefined;
-  /** This node's id, on every session result. */
+  /** This node's id, on every session result of a single node (a cluster's results name their worker). */
   nodeId: string;
 }
 
@@ -322,7 +322,9 @@ export class PolarTasks {
       builder: rec.req.builder.strategy,
       builderConfig: rec.req.builder.config,
       evaluator: (rec.req.evaluator?.strategy ?? null) as EvaluatorName | null,
-      nodeId: this.deps.nodeId,
+      // In a `--redis` cluster, the worker that ran it (as `/nodes` lists it); a session no worker
+      // ran (cancelled while queued) has none. On a single node, this node.
+      nodeId: r.nodeId ?? (this.deps.service.runtime?.workerNodes ? null : this.deps.nodeId),
       // A cancel by DELETE is not ours to explain: the task says cancelled.
       endedBy: r.outcome === 'cancelled' || r.outcome === 'timed-out' ? s.endedBy : null,
       taskMetadata: rec.req.metadata,

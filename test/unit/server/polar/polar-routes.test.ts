@@ -231,6 +231,33 @@ describe('Polar tasks on the runtime', () => {
     expect((await api('DELETE', '/rollout/task/unknown?register_if_missing=maybe')).status).toBe(422);
   });
 
+  it('lists tasks by status, harness and since (seconds), newest first, at most limit; a bad query is 422 naming it', async () => {
+    await start();
+    expect((await api('POST', '/rollout/task/submit', task('old'))).status).toBe(200);
+    await poll('old');
+    await clock.advance(10_000);
+    const mid = clock.now() / 1000;
+    expect((await api('POST', '/rollout/task/submit', task('slow', {}, [bash('sleep 3600'), finish]))).status).toBe(200);
+    await clock.advance(10_000);
+    expect((await api('POST', '/rollout/task/submit', task('gone', {}, [bash('sleep 3600'), finish]))).status).toBe(200);
+    expect((await api('DELETE', '/rollout/task/gone')).body.status).toBe('cancelled');
+    const ids = async (q: string): Promise<string[]> => (await api('GET', `/tasks${q}`)).body.tasks.map((t: any) => t.task_id);
+    expect(await ids('')).toEqual(['gone', 'slow', 'old']);
+    expect(await ids('?status=completed')).toEqual(['old']);
+    expect(await ids('?status=running')).toEqual(['slow']);
+    expect(await ids('?status=cancelled')).toEqual(['gone']);
+    expect(await ids('?harness=shell&limit=2')).toEqual(['gone', 'slow']);
+    expect(await ids('?harness=codex')).toEqual([]);
+    expect(await ids(`?since=${mid}`)).toEqual(['gone', 'slow']);
+    expect(await ids(`?since=${clock.now() / 1000 + 1}`)).toEqual([]);
+    for (const [q, name] of [['?limit=0', 'limit'], ['?limit=1001', 'limit'], ['?limit=2.5', 'limit'], ['?since=soon', 'since']] as const) {
+      const r = await api('GET', `/tasks${q}`);
+      expect(r.status).toBe(422);
+      expect(r.body.detail[0].loc).toEqual(['query', name]);
+    }
+    expect((await api('DELETE', '/rollout/task/slow')).status).toBe(200);
+  });
+
   it('posts the TaskResult to callback_url, retrying 503 twice 5 s apart on the clock', async () => {
     await start();
     const seen: { status: number; body: any }[] = [];
@@ -350,7 +377,7 @@ describe('Polar tasks on the runtime', () => {
 });
 
 describe('one runtime under every API', () => {
-  it('runs a Polar session and a native /v1 rollout under the same supervisor and limits', async () => {
+  it('runs a Polar session, a native /v1 rollout and a ProRL /process under the same supervisor and limits', async () => {
     await start({ stages: { init: 8, run: 1 } });
     expect((await api('POST', '/rollout/task/submit', task('shared', {}, [bash('sleep 3600'), finish]))).status).toBe(200);
     await expect.poll(() => rt().status().stages.run.active, { timeout: 5_000, interval: 5 }).toBe(1);
@@ -358,11 +385,18 @@ describe('one runtime under every API', () => {
     expect(native.status).toBe(202);
     // The one RUN slot is the Polar session's: the native rollout waits for it.
     await expect.poll(() => rt().get(native.body.id)?.state, { timeout: 5_000, interval: 5 }).toBe('waitingRun');
+    // So does a ProRL /process call (held until its rollout ends).
+    const prorl = api('POST', '/process', { instance: { data_source: 'harness', instance_id: 'p', oracle: [finish] }, job_id: 'prorl-1' });
+    await expect.poll(() => rt().list().find((x) => x.instanceId === 'p')?.state, { timeout: 5_000, interval: 5 }).toBe('waitingRun');
+    expect(rt().status().stages.run.active).toBe(1);
     const session = (await api('GET', '/tasks/shared/sessions')).body.sessions[0].session_id as string;
     // The native API sees the Polar session as the rollout it is.
     const seen = await api('GET', `/v1/rollouts/${session}`);
     expect(seen.body).toMatchObject({ id: session, group_id: 'polar:shared', data_source: 'harness', state: 'acting' });
     expect((await api('DELETE', '/rollout/task/shared')).body.status).toBe('cancelled');
     await expect.poll(async () => (await api('GET', `/v1/rollouts/${native.body.id}`)).body.outcome, { timeout: 5_000, interval: 5 }).toBe('completed');
+    const done = await prorl;
+    expect(done.status).toBe(200);
+    expect(done.body).toMatchObject({ job_id: 'prorl-1' });
   });
 });
