@@ -44,7 +44,8 @@ function exportsOf(env: Record<string, string>, field: string): string {
  *   `runtime.workdir`) with `runtime.env`, `agent.env` and `custom_shell.env` exported;
  *   a preset (`codex`, `claude_code`, …): `preset` (the harness family's name for it) and
  *   `instruction`, with `env` and `model`;
- * - `runtime.image` → `image`; `runtime.prepare` → `setup` steps in order (uploads are staged in
+ * - `runtime.image` is not used (sessions run on the sandbox's default root; docs/polar.md, "Not
+ *   here"); `runtime.prepare` → `setup` steps in order (uploads are staged in
  *   the workspace and copied to their target; `exec` retried up to `max_attempts`);
  * - `evaluator` → `eval_command` (see {@link evalCommand}) and `eval_timeout_s`;
  * - `agent.settings.model_kwargs` (`temperature`, `top_p`, `max_tokens`, `extra_body.top_k`) and
@@ -62,7 +63,6 @@ export function toInstance(task: TaskRequest, uploads: TaskUploads): MappedTask 
   (task.runtime?.prepare ?? []).forEach((step, i) => setup.push(prepareStep(step, i, uploads.prepare.get(i), files)));
 
   const instance: Record<string, unknown> = { data_source: 'harness', instance_id: task.task_id };
-  if (task.runtime) instance['image'] = task.runtime.image;
   if (harness === 'shell') {
     const shell = agent.custom_shell!;
     const cwd = shell.cwd ?? workdir;

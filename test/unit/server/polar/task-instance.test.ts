@@ -45,7 +45,7 @@ describe('toInstance', () => {
     ['opencode', 'opencode'],
   ])("maps Polar's %s onto the harness preset %s with the instruction, env and model", (polar, preset) => {
     const { instance } = toInstance(req({ agent: { harness: polar, model_name: 'Qwen3-4B', env: { K: 'v' } }, runtime: { image: 'swe:1', env: { R: 'r' }, workdir: '/testbed' } }), none);
-    expect(instance).toEqual({ data_source: 'harness', instance_id: 't1', preset, instruction: "fix it's bug", env: { R: 'r', K: 'v' }, model: 'Qwen3-4B', cwd: '/testbed', image: 'swe:1', eval_command: 'true' });
+    expect(instance).toEqual({ data_source: 'harness', instance_id: 't1', preset, instruction: "fix it's bug", env: { R: 'r', K: 'v' }, model: 'Qwen3-4B', cwd: '/testbed', eval_command: 'true' });
     // The harness schema carries the preset's cwd (it dropped it once).
     expect(HarnessInstanceSchema.parse(instance).cwd).toBe('/testbed');
   });
