@@ -123,5 +123,5 @@ describe('rollout serve, end to end', () => {
     expect(seen.some((e) => e.type === 'gap')).toBe(false);
     expect(seen.map((e) => e.seq)).toEqual(Array.from({ length: seen.length }, (_, i) => i + 1));
     expect(new Set(seen.filter((e) => e.type === 'rollout.result').map((e) => e.rolloutId))).toEqual(new Set(batch.body.rollout_ids));
-  });
+  }, 90_000);
 });
