@@ -75,6 +75,8 @@ export class HostSandbox {
   private pythonRunning = 0;
   /** A fork branch's snapshot (its workspace's lower layer), released at close. */
   private snapshot: ForkSnapshot | null = null;
+  /** A fork's shell state for the next shell start to restore (its file in the control dir), once. */
+  private pendingRestore: { name: string; lastExit: number | null } | null = null;
   /** The control dir as the shell sees it (set at each shell start). */
   private ctlInside = '/run/rollout';
 
@@ -187,10 +189,11 @@ export class HostSandbox {
         if (req.driver === 'none') throw new TaskError('harnessStore needs a sandbox driver (bwrap or unshare), not none', { code: 'BAD_SPEC', stage: 'init' });
         sb.harnessBinds = mountHarnessStore(req.spec.harnessStore, ctlDir);
       }
+      // A branch's shell restores the parent's state on its init line (no second round trip).
+      if (branchOf) sb.pendingRestore = sb.writeShellState(branchOf.shellState, branchOf.lastExit);
       await sb.startShell().catch((err: unknown) => {
         throw entrypointFailed(req.image, err);
       });
-      if (branchOf) await sb.restoreShellState(branchOf.shellState, branchOf.lastExit);
       for (const cmd of branchOf ? [] : (req.spec.setup ?? [])) {
         const r = await sb.bash({ command: cmd });
         if (r.exitCode !== 0) {
@@ -302,8 +305,11 @@ export class HostSandbox {
     // would follow whatever links the sandbox has put on its way since.
     const hostWorkdir = this.imageMount ? this.workdir : fs.realpathSync(this.workdir);
     this.ctlInside = launch.ctlInside;
+    const restore = this.pendingRestore;
+    this.pendingRestore = null;
     this.pty = await PtySession.start(
       {
+        firstCommand: restore ? restoreCommand(path.posix.join(launch.ctlInside, restore.name), restore.lastExit) : undefined,
         argv: launch.argv,
         cwd: launch.hostCwd,
         env: this.env(launch.home),
@@ -323,7 +329,9 @@ export class HostSandbox {
         },
       },
       this.req.tools.startTimeoutMs,
-    );
+    ).finally(() => {
+      if (restore) fs.rmSync(path.join(this.ctlDir, restore.name), { force: true });
+    });
     this.lease.ptyPid = this.pty.pid;
     this.lease.ptyStart = processStartTime(this.pty.pid);
     writeLease(this.lease);
@@ -686,16 +694,11 @@ export class HostSandbox {
     }
   }
 
-  /** Restores a fork's captured shell state in this (branch's) fresh shell: shell-state.ts. */
-  private async restoreShellState(state: string, lastExit: number | null): Promise<void> {
+  /** Writes a fork's captured shell state into the control dir, for the shell's start to restore: shell-state.ts. */
+  private writeShellState(state: string, lastExit: number | null): { name: string; lastExit: number | null } {
     const name = `fork-state-${this.id}.sh`;
-    const file = path.join(this.ctlDir, name);
-    fs.writeFileSync(file, state, { mode: 0o644 });
-    try {
-      await this.alive().internal(restoreCommand(path.posix.join(this.ctlInside, name), lastExit), this.req.tools.startTimeoutMs);
-    } finally {
-      fs.rmSync(file, { force: true });
-    }
+    fs.writeFileSync(path.join(this.ctlDir, name), state, { mode: 0o644 });
+    return { name, lastExit };
   }
 
   /** Kills everything and removes the directory and cgroup. Idempotent; never throws. */
