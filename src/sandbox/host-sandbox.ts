@@ -15,7 +15,7 @@ import { PythonRepl, REPL_DRIVER, REPL_PYTHON_FLAGS } from './python-repl.js';
 import { SANDBOX_DNS, UserNet } from './network.js';
 import { LLM_PROXY_URL, LlmProxyForwarder, checkProxySocket, mountProxySocket } from './llm-proxy-forwarder.js';
 import { mountHarnessStore } from './harness-mount.js';
-import { ForkSnapshot, mountBranchWorkspace } from './fork-snapshot.js';
+import { ForkSnapshot } from './fork-snapshot.js';
 import { captureCommand, restoreCommand } from './shell-state.js';
 import { chownTree, makeSandboxFs, pinDir, removeSandboxFs, unpinDir, type SandboxFs } from './sandbox-fs.js';
 import { isRoot } from './sandbox-user.js';
@@ -135,8 +135,8 @@ export class HostSandbox {
     let files: SandboxFs;
     let mount: ImageMount | null;
     try {
-      files = makeSandboxFs(dir, { bytes: req.limits.workdirBytes, uid, stateDir: ctx.stateDir });
-      if (branchOf && !req.image) mountBranchWorkspace(files.root, files.workdir, branchOf.snapshot.layers);
+      // A host-root branch's workspace: an overlay of the snapshot's layers under its own upper dir.
+      files = makeSandboxFs(dir, { bytes: req.limits.workdirBytes, uid, stateDir: ctx.stateDir, lowerLayers: branchOf && !req.image ? branchOf.snapshot.layers : undefined });
       // A branch of an image sandbox: the snapshot layers (its parent's changes, its grandparent's…) above the image's.
       mount = req.image ? await mountImageRoot(dir, req.image, uid, { removeOnFailure: false, top: branchOf?.snapshot.layers }) : null;
     } catch (err) {
