@@ -575,11 +575,11 @@ export class HostSandbox {
   /**
    * Forks the sandbox at a turn boundary into one branch per `branches` entry (Sandbox.fork, #26).
    *
-   * In order: the shell's state is captured (an internal command: shell-state.ts); every
-   * process is frozen (cgroup freezer); what a branch cannot get is listed; the filesystem is
-   * snapshotted (fork-snapshot.ts: shared without a copy when the parent ends here, else copied
-   * once); then, with `keepParent`, the parent is thawed; the branches are made on this host
-   * from the snapshot, each restoring the shell state before its first command; without
+   * In order: the shell's state is captured (an internal command: shell-state.ts; without
+   * `keepParent` the snapshot's bind is made meanwhile); every process is frozen (cgroup
+   * freezer); what a branch cannot get is listed; the filesystem is snapshotted
+   * (fork-snapshot.ts: shared without a copy when the parent ends here, else copied once); then, with `keepParent`, the parent is thawed; the branches are made on this host
+   * from the snapshot, each restoring the shell state on its shell's init line; without
    * `keepParent` the parent, frozen until they all stand, is closed last (`parentClosed`: its
    * close, under way, for the host to wait on before it exits).
    *
@@ -599,23 +599,13 @@ export class HostSandbox {
     if (this.imageMount && this.imageMount.kind !== 'kernel') throw new SandboxError(`sandbox ${this.id}: only an image sandbox on a kernel overlay can be forked (this one is ${this.imageMount.kind})`, { code: 'FORK_FAILED' });
     const lastExit = pty.lastExitCode;
     const capture = captureCommand(lastExit);
-    const shellState = capture.parse(await pty.internal(capture.command, this.req.tools.startTimeoutMs));
-    const frozenAt = Date.now();
-    try {
-      await cgroup.freeze();
-    } catch (err) {
-      throw new SandboxError(`sandbox ${this.id} could not be frozen: ${(err as Error).message}`, { code: 'FREEZE_UNAVAILABLE', cause: err });
-    }
-    let snapshot: ForkSnapshot;
-    let lost: string[];
-    try {
-      lost = this.lostAtFork();
+    const takeSnapshot = async (): Promise<ForkSnapshot> => {
       // What the parent changed: an image sandbox's upper dir; a branch's own upper dir (its
       // snapshot stacks on the branch's, with no copy of what that one holds); else the workspace.
       const source = this.imageMount ? overlayDirs(this.dir).upper : this.snapshot ? path.join(this.files.root, 'upper') : null;
       const sourceFd = source === null ? this.workdirFd! : fs.openSync(source, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
       try {
-        snapshot = await ForkSnapshot.take(sourceFd, {
+        return await ForkSnapshot.take(sourceFd, {
           stateDir: ctx.stateDir,
           mode: req.keepParent ? 'copy' : 'share',
           parent: this.snapshot,
@@ -625,8 +615,41 @@ export class HostSandbox {
       } finally {
         if (sourceFd !== this.workdirFd) fs.closeSync(sourceFd);
       }
+    };
+    const captured = pty.internal(capture.command, this.req.tools.startTimeoutMs);
+    // Without keepParent the snapshot is a bind of the parent's own directory, no copy: nothing of
+    // it depends on what the files hold, so it is made while the shell prints its state (the
+    // parent is frozen before any branch mounts it). A copy waits for the freeze.
+    let snapshot: ForkSnapshot | null = null;
+    if (!req.keepParent) {
+      try {
+        snapshot = await takeSnapshot();
+      } catch (err) {
+        await captured.catch(() => undefined);
+        throw err;
+      }
+    }
+    let shellState: string;
+    let frozenAt = 0;
+    try {
+      shellState = capture.parse(await captured);
+      frozenAt = Date.now();
+      try {
+        await cgroup.freeze();
+      } catch (err) {
+        throw new SandboxError(`sandbox ${this.id} could not be frozen: ${(err as Error).message}`, { code: 'FREEZE_UNAVAILABLE', cause: err });
+      }
+    } catch (err) {
+      await snapshot?.release();
+      throw err;
+    }
+    let lost: string[];
+    try {
+      lost = this.lostAtFork();
+      snapshot ??= await takeSnapshot();
     } catch (err) {
       cgroup.thaw();
+      await snapshot?.release();
       throw err;
     }
     let frozenMs = 0;
