@@ -150,6 +150,11 @@ export class PidsCgroup {
     return path.join(this.dir, 'cgroup.procs');
   }
 
+  /** The freezer group's `cgroup.procs`, or null without a freezer group. */
+  get freezerProcsFile(): string | null {
+    return this.freezerDir ? path.join(this.freezerDir, 'cgroup.procs') : null;
+  }
+
   /** The memory group's `cgroup.procs`, or null without a memory group. */
   get memoryProcsFile(): string | null {
     return this.memoryDir ? path.join(this.memoryDir, 'cgroup.procs') : null;

@@ -69,6 +69,12 @@ export interface LaunchPlan {
   cgroupProcs: string | null;
   /** The memory cgroup's cgroup.procs to join as well, or null without one. */
   memoryCgroupProcs: string | null;
+  /**
+   * The freezer cgroup's cgroup.procs (a fork's freeze, #26) to join as well, before the driver
+   * makes the sandbox's cgroup namespace (joined later, the group's path would show in the
+   * sandbox's /proc/self/cgroup); null or absent without one.
+   */
+  freezerCgroupProcs?: string | null | undefined;
   /** Host uid/gid to run the sandbox as (the launcher drops to it before the driver); null keeps ours. */
   sandboxUid: number | null;
   /** The compiled seccomp filter (seccomp.ts), or null to run without one. */
@@ -260,15 +266,15 @@ os.execvp(sys.argv[3], sys.argv[3:])
 `;
 
 /**
- * Joins the sandbox's cgroups (pids, memory) and opens the seccomp filter as fd 9 for bwrap,
- * then execs the rest. Fails closed: a cgroup that cannot be joined stops the launch rather
- * than running the sandbox unlimited. Arguments: pids procs, memory procs, filter ('/dev/null'
- * for none of each), command...
+ * Joins the sandbox's cgroups (pids, memory, freezer) and opens the seccomp filter as fd 9 for
+ * bwrap, then execs the rest. Fails closed: a cgroup that cannot be joined stops the launch
+ * rather than running the sandbox unlimited. Arguments: pids procs, memory procs, filter,
+ * freezer procs ('/dev/null' for none of each), command...
  */
-const LAUNCH_PRELUDE = 'echo $$ > "$0" && echo $$ > "$1" && exec 9<"$2" && shift 2 && exec "$@"';
+const LAUNCH_PRELUDE = 'echo $$ > "$0" && echo $$ > "$1" && echo $$ > "$3" && exec 9<"$2" && shift 3 && exec "$@"';
 
-/** {@link LAUNCH_PRELUDE} that also opens bwrap's argument file (`$3`) as fd 8 (bwrap reads and closes it). */
-const LAUNCH_PRELUDE_ARGS = 'echo $$ > "$0" && echo $$ > "$1" && exec 9<"$2" 8<"$3" && shift 3 && exec "$@"';
+/** {@link LAUNCH_PRELUDE} that also opens bwrap's argument file (`$4`) as fd 8 (bwrap reads and closes it). */
+const LAUNCH_PRELUDE_ARGS = 'echo $$ > "$0" && echo $$ > "$1" && echo $$ > "$3" && exec 9<"$2" 8<"$4" && shift 4 && exec "$@"';
 
 /**
  * Host root's way into a bwrap sandbox for the REPL, in the host's Python (`-I -S`: no site, no
@@ -449,7 +455,7 @@ export function buildLaunch(plan: LaunchPlan, hostPython: string | null = truste
   }
   const argv = [
     '/bin/sh', '-c', argsData !== undefined ? LAUNCH_PRELUDE_ARGS : LAUNCH_PRELUDE,
-    plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', (plan.driver === 'bwrap' && plan.seccompFile) || '/dev/null',
+    plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', (plan.driver === 'bwrap' && plan.seccompFile) || '/dev/null', plan.freezerCgroupProcs ?? '/dev/null',
     ...(argsData !== undefined ? [plan.argsFile!] : []),
     ...prlimit, ...drop, ...(plan.imageRoot?.enterPid ? ['nsenter', '-t', String(plan.imageRoot.enterPid), '-U', '-m', '--preserve-credentials', '--'] : []), ...driverArgs, ...plan.command,
   ];
@@ -491,7 +497,7 @@ function isUnder(p: string, dir: string): boolean {
  * starts before its seccomp filter; the REPL driver takes the sandbox's PATH for its cells.
  * With the `none` driver there is nothing to enter and `command` runs as is under the limits.
  */
-export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupProcs' | 'memoryCgroupProcs' | 'sandboxUid' | 'imageRoot'>, targetPid: number, command: string[], hostPython: string | null = trustedHostPython()): string[] {
+export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupProcs' | 'memoryCgroupProcs' | 'freezerCgroupProcs' | 'sandboxUid' | 'imageRoot'>, targetPid: number, command: string[], hostPython: string | null = trustedHostPython()): string[] {
   const t = String(targetPid);
   let enter: string[];
   // An image whose User is root: uid 0 in the sandbox's user namespace would keep that
@@ -510,5 +516,5 @@ export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupP
     const drop = plan.sandboxUid !== null ? dropTo(plan.sandboxUid, true) : [];
     enter = [...drop, 'nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '--preserve-credentials', '-r', '-w', '--', 'setpriv', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--'];
   } else enter = ['nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '--preserve-credentials', '-r', '-w', '--', ...rootDrop];
-  return ['/bin/sh', '-c', LAUNCH_PRELUDE, plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', '/dev/null', ...prlimitArgs(plan), ...enter, ...command];
+  return ['/bin/sh', '-c', LAUNCH_PRELUDE, plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', '/dev/null', plan.freezerCgroupProcs ?? '/dev/null', ...prlimitArgs(plan), ...enter, ...command];
 }

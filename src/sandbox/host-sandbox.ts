@@ -225,6 +225,7 @@ export class HostSandbox {
       ctlDir: this.ctlDir,
       cgroupProcs: this.cgroup?.procsFile ?? null,
       memoryCgroupProcs: this.cgroup?.memoryProcsFile ?? null,
+      freezerCgroupProcs: this.cgroup?.freezerProcsFile ?? null,
       sandboxUid: this.uid,
       seccompFile: this.seccompFile,
       resolvConf: this.req.spec.network ? path.join(this.ctlDir, 'resolv.conf') : null,
@@ -337,7 +338,7 @@ export class HostSandbox {
     writeLease(this.lease);
     this.shellPid = this.findShell();
     this.shellStart = processStartTime(this.shellPid ?? this.pty.pid);
-    // The launcher joins the pids and memory groups itself; the freezer group from here.
+    // The launcher joins the groups itself (the freezer's too); stragglers forked before it did join here.
     this.cgroup?.joinFreezer();
     if (this.req.spec.network && this.req.driver !== 'none') {
       // A fresh namespace (first start, or after `exit`) needs its own user-mode network.

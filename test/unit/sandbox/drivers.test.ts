@@ -26,6 +26,9 @@ describe('buildLaunch', () => {
     const { argv } = buildLaunch(plan);
     expect(argv.slice(3, 6)).toEqual([plan.cgroupProcs, plan.memoryCgroupProcs, plan.seccompFile]);
     expect(argv[2]).toContain('exec 9<"$2"');
+    // The freezer group too, before bwrap makes the cgroup namespace (#26): none here.
+    expect(argv[6]).toBe('/dev/null');
+    expect(buildLaunch({ ...plan, freezerCgroupProcs: '/sys/fs/cgroup/freezer/rollout-runtime/x/cgroup.procs' }).argv[6]).toBe('/sys/fs/cgroup/freezer/rollout-runtime/x/cgroup.procs');
     expect(argv).toContain('--fsize=1048576');
     expect(argv).not.toContain('--nproc=64');
     const b = argv.indexOf('bwrap');
@@ -39,8 +42,8 @@ describe('buildLaunch', () => {
 
   it("with an args file, bwrap's own arguments (host paths) leave its argv for the file, read on fd 8", () => {
     const l = buildLaunch({ ...plan, argsFile: '/state/sandboxes/x/fs/bwrap.args' });
-    expect(l.argv[2]).toContain('exec 9<"$2" 8<"$3" && shift 3');
-    expect(l.argv[6]).toBe('/state/sandboxes/x/fs/bwrap.args');
+    expect(l.argv[2]).toContain('exec 9<"$2" 8<"$4" && shift 4');
+    expect(l.argv[7]).toBe('/state/sandboxes/x/fs/bwrap.args');
     const b = l.argv.indexOf('bwrap');
     expect(l.argv.slice(b)).toEqual(['bwrap', '--args', '8', '--', 'bash', '-i']);
     const inFile = l.argsData!.split('\0');
