@@ -7,8 +7,17 @@
  * - fork_p50_ms: `fork({ rolloutIds: [4 ids], keepParent: false })`, from the call to 4 branches
  *   ready to act (shells started, shell state restored): the parent's workspace is shared, no copy;
  * - fork_keep_parent_p50_ms: the same with keepParent (default): the workspace is copied once;
- * - replay_p50_ms: starting a sandbox and replaying BUILD_COMMANDS (the baseline);
- * - fork_over_replay = replay_p50_ms / fork_p50_ms (and fork_keep_parent_over_replay);
+ * - replay_p50_ms: re-creating the same state the way the rollout made it: starting a sandbox
+ *   and replaying the prefix's actions, BUILD_COMMANDS, one bash call per action
+ *   (`replay_actions` of them) — the issue's baseline;
+ * - replay_one_command_p50_ms: the cheapest replay there is: starting a sandbox and running every
+ *   action in one bash call (no per-call round trip);
+ * - fork_over_replay = replay_p50_ms / fork_p50_ms (and fork_keep_parent_over_replay,
+ *   fork_over_replay_one_command against the single-command replay);
+ * - *_cpu_p50_ms: the CPU time of this process's tree (the sandbox host, its shells, mounts and
+ *   copies) over each fork or replay, from /proc (10 ms ticks): steadier than wall time on a
+ *   shared machine; a fork's leaves out the parent it closes;
+ * - fork_cpu_over_replay: replay_cpu_p50_ms / fork_cpu_p50_ms;
  * - frozen_p50_ms / frozen_keep_parent_p50_ms: how long the parent's processes were frozen;
  * - branch_disk_bytes / branch_disk_after_write_bytes: what a branch's own tmpfs holds (its
  *   overlay upper dir) right after the fork and after it writes 1 MB; parent_disk_bytes for scale;
@@ -18,7 +27,7 @@
  * Run: npx tsx bench/fork.ts (as root, with the cgroup v1 freezer; `BENCH_FORK_RUNS` sets the
  * number of forks per mode, default 5).
  */
-import fs from 'node:fs';
+import fs, { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createSandboxProvider } from '../src/sandbox/index.js';
@@ -32,8 +41,10 @@ const FILE_BYTES = 10 * 1024;
 const DIRS = 10;
 
 /**
- * The actions that build the state: 10 commands of 1,000 files of 10 KiB each (bash's builtin
- * printf, no process per file: the cheapest replay of such a prefix), then shell state.
+ * The prefix's actions, the state they build: 10 actions of 1,000 files of 10 KiB each, then one
+ * setting shell state — 11 bash calls. The cheapest actions that can build such a workspace
+ * (bash's builtin printf, no process per file, no compute, no network): a real prefix's actions
+ * (installs, builds, test runs) cost far more to replay, so the ratio here is a floor.
  */
 const BUILD_COMMANDS = [
   ...Array.from({ length: DIRS }, (_, d) => `mkdir -p d${d} && for i in {1..${FILES / DIRS}}; do printf '%${FILE_BYTES}s' '' > d${d}/f$i; done`),
@@ -57,12 +68,54 @@ async function run(sb: Sandbox, command: string): Promise<string> {
   return r.output.trim();
 }
 
-/** A sandbox with the state built: the replay, timed. */
-async function build(): Promise<{ sb: Sandbox; ms: number }> {
+/**
+ * CPU time, in ms (USER_HZ ticks of 10 ms), of each process of this one's tree (the sandbox host,
+ * its shells, mounts and copies), each counting its reaped children (utime + stime + cutime +
+ * cstime). Keyed by pid and start time.
+ */
+function cpuTree(): Map<string, number> {
+  const all: Array<{ key: string; pid: number; ppid: number; ms: number }> = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const s = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+      all.push({ key: `${d}:${f[19]}`, pid: Number(d), ppid: Number(f[1]), ms: (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * 10 });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const children = new Map<number, typeof all>();
+  for (const p of all) children.set(p.ppid, [...(children.get(p.ppid) ?? []), p]);
+  const out = new Map<string, number>();
+  const stack = all.filter((p) => p.pid === process.pid);
+  while (stack.length) {
+    const p = stack.pop()!;
+    out.set(p.key, p.ms);
+    stack.push(...(children.get(p.pid) ?? []));
+  }
+  return out;
+}
+
+/**
+ * The CPU time the tree used since `before` (a {@link cpuTree}): what every process alive now used
+ * since then (all of it for a new one). A process that left the tree unreaped by it (a closed
+ * sandbox's, killed) is not counted: its time before was not this window's.
+ */
+function cpuSince(before: Map<string, number>): number {
+  let ms = 0;
+  for (const [k, v] of cpuTree()) ms += v - (before.get(k) ?? 0);
+  return ms;
+}
+
+/** A sandbox with the state built, one bash call per action (or all in one call): the replay, timed. */
+async function build(oneCommand = false): Promise<{ sb: Sandbox; ms: number; cpu: number }> {
+  const c0 = cpuTree();
   const t = performance.now();
   const sb = await provider.create({}, { rolloutId: 'bench-fork' });
-  for (const c of BUILD_COMMANDS) await run(sb, c);
-  return { sb, ms: performance.now() - t };
+  if (oneCommand) await run(sb, BUILD_COMMANDS.map((c) => `{ ${c}; }`).join(' && '));
+  else for (const c of BUILD_COMMANDS) await run(sb, c);
+  return { sb, ms: performance.now() - t, cpu: cpuSince(c0) };
 }
 
 /** Bytes used on the filesystem holding the sandbox's /workspace (a branch: its overlay's upper tmpfs). */
@@ -78,22 +131,29 @@ function memBytes(sb: Sandbox): number {
 
 try {
   const replays: number[] = [];
+  const replayCpu: number[] = [];
+  const replaysOne: number[] = [];
   const forks: number[] = [];
+  const forkCpu: number[] = [];
+  const forkKeepCpu: number[] = [];
   const frozen: number[] = [];
   const forksKeep: number[] = [];
   const frozenKeep: number[] = [];
   // keepParent false: each fork consumes its parent, so each run builds one (that build is a replay too).
   for (let i = 0; i < RUNS; i++) {
-    const { sb, ms } = await build();
+    const { sb, ms, cpu } = await build();
     replays.push(ms);
+    replayCpu.push(cpu);
     if (i === 0) {
       const n = Number(await run(sb, 'find /workspace -type f | wc -l'));
       if (n !== FILES) throw new Error(`the workspace holds ${n} files, not ${FILES}`);
       figures.parent_disk_bytes = await diskBytes(sb);
     }
+    const c0 = cpuTree();
     const t = performance.now();
     const f = await sb.fork!({ rolloutIds: Array.from({ length: K }, (_, j) => `b-${i}-${j}`), keepParent: false });
     forks.push(performance.now() - t);
+    forkCpu.push(cpuSince(c0));
     frozen.push(f.frozenMs);
     if (i === 0) {
       const b = f.branches[0]!;
@@ -105,13 +165,20 @@ try {
       figures.branch_mem_after_write_bytes = memBytes(b);
     }
     await Promise.all(f.branches.map((b) => b.close()));
+    // The single-command replay, alternated with the per-action one.
+    const one = await build(true);
+    replaysOne.push(one.ms);
+    if (i === 0 && (await run(one.sb, 'pwd; echo $RUN_ID; greet; find /workspace -type f | wc -l')) !== `/workspace/d3\nbench\nhi\n${FILES}`) throw new Error('the one-command replay built another state');
+    await one.sb.close();
   }
   // keepParent true: one parent, forked RUNS times.
   const { sb: parent } = await build();
   for (let i = 0; i < RUNS; i++) {
+    const c0 = cpuTree();
     const t = performance.now();
     const f = await parent.fork!({ rolloutIds: Array.from({ length: K }, (_, j) => `k-${i}-${j}`) });
     forksKeep.push(performance.now() - t);
+    forkKeepCpu.push(cpuSince(c0));
     frozenKeep.push(f.frozenMs);
     if (i === 0) figures.copied_bytes = f.copiedBytes;
     await Promise.all(f.branches.map((b) => b.close()));
@@ -125,9 +192,16 @@ try {
   figures.fork_keep_parent_p50_ms = round(median(forksKeep), 1);
   figures.frozen_p50_ms = round(median(frozen), 1);
   figures.frozen_keep_parent_p50_ms = round(median(frozenKeep), 1);
+  figures.replay_actions = BUILD_COMMANDS.length;
   figures.replay_p50_ms = round(median(replays), 1);
+  figures.replay_one_command_p50_ms = round(median(replaysOne), 1);
   figures.fork_over_replay = round(median(replays) / median(forks), 2);
+  figures.fork_over_replay_one_command = round(median(replaysOne) / median(forks), 2);
   figures.fork_keep_parent_over_replay = round(median(replays) / median(forksKeep), 2);
+  figures.fork_cpu_p50_ms = round(median(forkCpu), 0);
+  figures.fork_keep_parent_cpu_p50_ms = round(median(forkKeepCpu), 0);
+  figures.replay_cpu_p50_ms = round(median(replayCpu), 0);
+  figures.fork_cpu_over_replay = round(median(replayCpu) / median(forkCpu), 2);
   figures.load_avg_1m = round(os.loadavg()[0]!, 2);
 } finally {
   await provider.close();

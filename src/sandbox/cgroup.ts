@@ -150,14 +150,14 @@ export class PidsCgroup {
     return path.join(this.dir, 'cgroup.procs');
   }
 
-  /** The memory group's `cgroup.procs`, or null without a memory group. */
-  get memoryProcsFile(): string | null {
-    return this.memoryDir ? path.join(this.memoryDir, 'cgroup.procs') : null;
-  }
-
   /** The freezer group's `cgroup.procs`, or null without a freezer group. */
   get freezerProcsFile(): string | null {
     return this.freezerDir ? path.join(this.freezerDir, 'cgroup.procs') : null;
+  }
+
+  /** The memory group's `cgroup.procs`, or null without a memory group. */
+  get memoryProcsFile(): string | null {
+    return this.memoryDir ? path.join(this.memoryDir, 'cgroup.procs') : null;
   }
 
   /** The highest memory use the memory group recorded (bytes), or null without one. */

@@ -70,9 +70,9 @@ export interface LaunchPlan {
   /** The memory cgroup's cgroup.procs to join as well, or null without one. */
   memoryCgroupProcs: string | null;
   /**
-   * The freezer cgroup's cgroup.procs (forks, #26), joined at launch with the others: before
-   * the sandbox's cgroup namespace exists, so inside it the group is its root (`/`) and no path
-   * of ours shows in /proc/self/cgroup. Absent or null without one.
+   * The freezer cgroup's cgroup.procs (a fork's freeze, #26) to join as well, before the driver
+   * makes the sandbox's cgroup namespace (joined later, the group's path would show in the
+   * sandbox's /proc/self/cgroup); null or absent without one.
    */
   freezerCgroupProcs?: string | null | undefined;
   /** Host uid/gid to run the sandbox as (the launcher drops to it before the driver); null keeps ours. */
@@ -266,15 +266,15 @@ os.execvp(sys.argv[3], sys.argv[3:])
 `;
 
 /**
- * Joins the sandbox's cgroups (pids, memory) and opens the seccomp filter as fd 9 for bwrap,
- * then execs the rest. Fails closed: a cgroup that cannot be joined stops the launch rather
- * than running the sandbox unlimited. Arguments: pids procs, memory procs, filter ('/dev/null'
- * for none of each), command...
+ * Joins the sandbox's cgroups (pids, memory, freezer) and opens the seccomp filter as fd 9 for
+ * bwrap, then execs the rest. Fails closed: a cgroup that cannot be joined stops the launch
+ * rather than running the sandbox unlimited. Arguments: pids procs, memory procs, filter,
+ * freezer procs ('/dev/null' for none of each), command...
  */
-const LAUNCH_PRELUDE = 'echo $$ > "$0" && echo $$ > "$1" && echo $$ > "$2" && exec 9<"$3" && shift 3 && exec "$@"';
+const LAUNCH_PRELUDE = 'echo $$ > "$0" && echo $$ > "$1" && echo $$ > "$3" && exec 9<"$2" && shift 3 && exec "$@"';
 
 /** {@link LAUNCH_PRELUDE} that also opens bwrap's argument file (`$4`) as fd 8 (bwrap reads and closes it). */
-const LAUNCH_PRELUDE_ARGS = 'echo $$ > "$0" && echo $$ > "$1" && echo $$ > "$2" && exec 9<"$3" 8<"$4" && shift 4 && exec "$@"';
+const LAUNCH_PRELUDE_ARGS = 'echo $$ > "$0" && echo $$ > "$1" && echo $$ > "$3" && exec 9<"$2" 8<"$4" && shift 4 && exec "$@"';
 
 /**
  * Host root's way into a bwrap sandbox for the REPL, in the host's Python (`-I -S`: no site, no
@@ -455,7 +455,7 @@ export function buildLaunch(plan: LaunchPlan, hostPython: string | null = truste
   }
   const argv = [
     '/bin/sh', '-c', argsData !== undefined ? LAUNCH_PRELUDE_ARGS : LAUNCH_PRELUDE,
-    plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', plan.freezerCgroupProcs ?? '/dev/null', (plan.driver === 'bwrap' && plan.seccompFile) || '/dev/null',
+    plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', (plan.driver === 'bwrap' && plan.seccompFile) || '/dev/null', plan.freezerCgroupProcs ?? '/dev/null',
     ...(argsData !== undefined ? [plan.argsFile!] : []),
     ...prlimit, ...drop, ...(plan.imageRoot?.enterPid ? ['nsenter', '-t', String(plan.imageRoot.enterPid), '-U', '-m', '--preserve-credentials', '--'] : []), ...driverArgs, ...plan.command,
   ];
@@ -516,5 +516,5 @@ export function buildEnter(plan: Pick<LaunchPlan, 'driver' | 'limits' | 'cgroupP
     const drop = plan.sandboxUid !== null ? dropTo(plan.sandboxUid, true) : [];
     enter = [...drop, 'nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '--preserve-credentials', '-r', '-w', '--', 'setpriv', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--'];
   } else enter = ['nsenter', '-t', t, '-U', '-C', '-i', '-u', '-n', '-p', '-m', '--preserve-credentials', '-r', '-w', '--', ...rootDrop];
-  return ['/bin/sh', '-c', LAUNCH_PRELUDE, plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', plan.freezerCgroupProcs ?? '/dev/null', '/dev/null', ...prlimitArgs(plan), ...enter, ...command];
+  return ['/bin/sh', '-c', LAUNCH_PRELUDE, plan.cgroupProcs ?? '/dev/null', plan.memoryCgroupProcs ?? '/dev/null', '/dev/null', plan.freezerCgroupProcs ?? '/dev/null', ...prlimitArgs(plan), ...enter, ...command];
 }

@@ -9,7 +9,7 @@ import { isMountPoint, pinDir, unpinDir } from './sandbox-fs.js';
 
 /**
  * The filesystem snapshot of one fork (#26): a read-only directory, `lower`, that every branch of
- * the fork mounts as a lower layer of its own overlay ({@link mountBranchWorkspace}, or the image
+ * the fork mounts as a lower layer of its own overlay (sandbox-fs.ts `makeSandboxFs`, or the image
  * overlay's `top`), so a branch costs no disk until it writes. It holds what the parent had
  * changed: a host-root sandbox's workspace, an image sandbox's overlay upper dir, or — when the
  * parent is itself a branch — that branch's upper dir (whiteouts and opaque markers included),
@@ -136,28 +136,4 @@ function copyTree(src: string, dst: string): Promise<void> {
     // cp's messages name host paths under the state dir: they stay in the host's error, not the policy's view.
     p.on('close', (code) => (code === 0 ? resolve() : reject(new SandboxError(`cannot copy the workspace for a fork (cp exit ${code}): ${err.trim()}`, { code: 'FORK_FAILED' }))));
   });
-}
-
-/**
- * Mounts a host-root branch's workspace: an overlay of `lower` (the snapshot, read-only) under an
- * upper dir on the branch's own tmpfs (`<root>/upper`, so its size cap holds for what the branch
- * writes), at `workdir`. The upper dir's root takes the lower root's owner and mode (the merged
- * root shows the upper's). The options name `l`, a link in `root` to the snapshot, relative to
- * `root`: they show in the sandbox's mountinfo, which must name no host path.
- * @throws SandboxError `FORK_FAILED` when the overlay cannot be mounted.
- */
-export function mountBranchWorkspace(root: string, workdir: string, layers: readonly string[]): void {
-  const upper = path.join(root, 'upper');
-  fs.mkdirSync(upper, { mode: 0o755 });
-  fs.mkdirSync(path.join(root, 'ovl-work'), { mode: 0o700 });
-  // The merged root shows the upper root's owner and mode: the parent's, from the top layer that has its root.
-  const st = fs.statSync(layers[0]!);
-  fs.chownSync(upper, st.uid, st.gid);
-  fs.chmodSync(upper, st.mode & 0o7777);
-  const links = layers.map((d, i) => {
-    fs.symlinkSync(d, path.join(root, `l${i}`));
-    return `l${i}`;
-  });
-  const r = spawnSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${links.join(':')},upperdir=upper,workdir=ovl-work,index=off,xino=off`, workdir], { cwd: root, encoding: 'utf8' });
-  if (r.status !== 0) throw new SandboxError(`cannot mount a fork branch's workspace: ${(r.stderr || r.error?.message || '').trim()}`, { code: 'FORK_FAILED', stage: 'init' });
 }

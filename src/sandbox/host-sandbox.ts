@@ -15,7 +15,7 @@ import { PythonRepl, REPL_DRIVER, REPL_PYTHON_FLAGS } from './python-repl.js';
 import { SANDBOX_DNS, UserNet } from './network.js';
 import { LLM_PROXY_URL, LlmProxyForwarder, checkProxySocket, mountProxySocket } from './llm-proxy-forwarder.js';
 import { mountHarnessStore } from './harness-mount.js';
-import { ForkSnapshot, mountBranchWorkspace } from './fork-snapshot.js';
+import { ForkSnapshot } from './fork-snapshot.js';
 import { captureCommand, restoreCommand } from './shell-state.js';
 import { chownTree, makeSandboxFs, pinDir, removeSandboxFs, unpinDir, type SandboxFs } from './sandbox-fs.js';
 import { isRoot } from './sandbox-user.js';
@@ -75,6 +75,8 @@ export class HostSandbox {
   private pythonRunning = 0;
   /** A fork branch's snapshot (its workspace's lower layer), released at close. */
   private snapshot: ForkSnapshot | null = null;
+  /** A fork's shell state for the next shell start to restore (its file in the control dir), once. */
+  private pendingRestore: { name: string; lastExit: number | null } | null = null;
   /** The control dir as the shell sees it (set at each shell start). */
   private ctlInside = '/run/rollout';
 
@@ -133,8 +135,8 @@ export class HostSandbox {
     let files: SandboxFs;
     let mount: ImageMount | null;
     try {
-      files = makeSandboxFs(dir, { bytes: req.limits.workdirBytes, uid, stateDir: ctx.stateDir });
-      if (branchOf && !req.image) mountBranchWorkspace(files.root, files.workdir, branchOf.snapshot.layers);
+      // A host-root branch's workspace: an overlay of the snapshot's layers under its own upper dir.
+      files = makeSandboxFs(dir, { bytes: req.limits.workdirBytes, uid, stateDir: ctx.stateDir, lowerLayers: branchOf && !req.image ? branchOf.snapshot.layers : undefined });
       // A branch of an image sandbox: the snapshot layers (its parent's changes, its grandparent's…) above the image's.
       mount = req.image ? await mountImageRoot(dir, req.image, uid, { removeOnFailure: false, top: branchOf?.snapshot.layers }) : null;
     } catch (err) {
@@ -187,10 +189,11 @@ export class HostSandbox {
         if (req.driver === 'none') throw new TaskError('harnessStore needs a sandbox driver (bwrap or unshare), not none', { code: 'BAD_SPEC', stage: 'init' });
         sb.harnessBinds = mountHarnessStore(req.spec.harnessStore, ctlDir);
       }
+      // A branch's shell restores the parent's state on its init line (no second round trip).
+      if (branchOf) sb.pendingRestore = sb.writeShellState(branchOf.shellState, branchOf.lastExit);
       await sb.startShell().catch((err: unknown) => {
         throw entrypointFailed(req.image, err);
       });
-      if (branchOf) await sb.restoreShellState(branchOf.shellState, branchOf.lastExit);
       for (const cmd of branchOf ? [] : (req.spec.setup ?? [])) {
         const r = await sb.bash({ command: cmd });
         if (r.exitCode !== 0) {
@@ -303,8 +306,11 @@ export class HostSandbox {
     // would follow whatever links the sandbox has put on its way since.
     const hostWorkdir = this.imageMount ? this.workdir : fs.realpathSync(this.workdir);
     this.ctlInside = launch.ctlInside;
+    const restore = this.pendingRestore;
+    this.pendingRestore = null;
     this.pty = await PtySession.start(
       {
+        firstCommand: restore ? restoreCommand(path.posix.join(launch.ctlInside, restore.name), restore.lastExit) : undefined,
         argv: launch.argv,
         cwd: launch.hostCwd,
         env: this.env(launch.home),
@@ -324,14 +330,15 @@ export class HostSandbox {
         },
       },
       this.req.tools.startTimeoutMs,
-    );
+    ).finally(() => {
+      if (restore) fs.rmSync(path.join(this.ctlDir, restore.name), { force: true });
+    });
     this.lease.ptyPid = this.pty.pid;
     this.lease.ptyStart = processStartTime(this.pty.pid);
     writeLease(this.lease);
     this.shellPid = this.findShell();
     this.shellStart = processStartTime(this.shellPid ?? this.pty.pid);
-    // The launcher joins the pids, memory and freezer groups itself; a process that reached the
-    // pids group another way (none should) is moved into the freezer group here.
+    // The launcher joins the groups itself (the freezer's too); stragglers forked before it did join here.
     this.cgroup?.joinFreezer();
     if (this.req.spec.network && this.req.driver !== 'none') {
       // A fresh namespace (first start, or after `exit`) needs its own user-mode network.
@@ -569,11 +576,11 @@ export class HostSandbox {
   /**
    * Forks the sandbox at a turn boundary into one branch per `branches` entry (Sandbox.fork, #26).
    *
-   * In order: the shell's state is captured (an internal command: shell-state.ts); every
-   * process is frozen (cgroup freezer); what a branch cannot get is listed; the filesystem is
-   * snapshotted (fork-snapshot.ts: shared without a copy when the parent ends here, else copied
-   * once); then, with `keepParent`, the parent is thawed; the branches are made on this host
-   * from the snapshot, each restoring the shell state before its first command; without
+   * In order: the shell's state is captured (an internal command: shell-state.ts; without
+   * `keepParent` the snapshot's bind is made meanwhile); every process is frozen (cgroup
+   * freezer); what a branch cannot get is listed; the filesystem is snapshotted
+   * (fork-snapshot.ts: shared without a copy when the parent ends here, else copied once); then, with `keepParent`, the parent is thawed; the branches are made on this host
+   * from the snapshot, each restoring the shell state on its shell's init line; without
    * `keepParent` the parent, frozen until they all stand, is closed last (`parentClosed`: its
    * close, under way, for the host to wait on before it exits).
    *
@@ -593,23 +600,13 @@ export class HostSandbox {
     if (this.imageMount && this.imageMount.kind !== 'kernel') throw new SandboxError(`sandbox ${this.id}: only an image sandbox on a kernel overlay can be forked (this one is ${this.imageMount.kind})`, { code: 'FORK_FAILED' });
     const lastExit = pty.lastExitCode;
     const capture = captureCommand(lastExit);
-    const shellState = capture.parse(await pty.internal(capture.command, this.req.tools.startTimeoutMs));
-    const frozenAt = Date.now();
-    try {
-      await cgroup.freeze();
-    } catch (err) {
-      throw new SandboxError(`sandbox ${this.id} could not be frozen: ${(err as Error).message}`, { code: 'FREEZE_UNAVAILABLE', cause: err });
-    }
-    let snapshot: ForkSnapshot;
-    let lost: string[];
-    try {
-      lost = this.lostAtFork();
+    const takeSnapshot = async (): Promise<ForkSnapshot> => {
       // What the parent changed: an image sandbox's upper dir; a branch's own upper dir (its
       // snapshot stacks on the branch's, with no copy of what that one holds); else the workspace.
       const source = this.imageMount ? overlayDirs(this.dir).upper : this.snapshot ? path.join(this.files.root, 'upper') : null;
       const sourceFd = source === null ? this.workdirFd! : fs.openSync(source, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
       try {
-        snapshot = await ForkSnapshot.take(sourceFd, {
+        return await ForkSnapshot.take(sourceFd, {
           stateDir: ctx.stateDir,
           mode: req.keepParent ? 'copy' : 'share',
           parent: this.snapshot,
@@ -619,8 +616,41 @@ export class HostSandbox {
       } finally {
         if (sourceFd !== this.workdirFd) fs.closeSync(sourceFd);
       }
+    };
+    const captured = pty.internal(capture.command, this.req.tools.startTimeoutMs);
+    // Without keepParent the snapshot is a bind of the parent's own directory, no copy: nothing of
+    // it depends on what the files hold, so it is made while the shell prints its state (the
+    // parent is frozen before any branch mounts it). A copy waits for the freeze.
+    let snapshot: ForkSnapshot | null = null;
+    if (!req.keepParent) {
+      try {
+        snapshot = await takeSnapshot();
+      } catch (err) {
+        await captured.catch(() => undefined);
+        throw err;
+      }
+    }
+    let shellState: string;
+    let frozenAt = 0;
+    try {
+      shellState = capture.parse(await captured);
+      frozenAt = Date.now();
+      try {
+        await cgroup.freeze();
+      } catch (err) {
+        throw new SandboxError(`sandbox ${this.id} could not be frozen: ${(err as Error).message}`, { code: 'FREEZE_UNAVAILABLE', cause: err });
+      }
+    } catch (err) {
+      await snapshot?.release();
+      throw err;
+    }
+    let lost: string[];
+    try {
+      lost = this.lostAtFork();
+      snapshot ??= await takeSnapshot();
     } catch (err) {
       cgroup.thaw();
+      await snapshot?.release();
       throw err;
     }
     let frozenMs = 0;
@@ -688,16 +718,11 @@ export class HostSandbox {
     }
   }
 
-  /** Restores a fork's captured shell state in this (branch's) fresh shell: shell-state.ts. */
-  private async restoreShellState(state: string, lastExit: number | null): Promise<void> {
+  /** Writes a fork's captured shell state into the control dir, for the shell's start to restore: shell-state.ts. */
+  private writeShellState(state: string, lastExit: number | null): { name: string; lastExit: number | null } {
     const name = `fork-state-${this.id}.sh`;
-    const file = path.join(this.ctlDir, name);
-    fs.writeFileSync(file, state, { mode: 0o644 });
-    try {
-      await this.alive().internal(restoreCommand(path.posix.join(this.ctlInside, name), lastExit), this.req.tools.startTimeoutMs);
-    } finally {
-      fs.rmSync(file, { force: true });
-    }
+    fs.writeFileSync(path.join(this.ctlDir, name), state, { mode: 0o644 });
+    return { name, lastExit };
   }
 
   /** Kills everything and removes the directory and cgroup. Idempotent; never throws. */

@@ -21,6 +21,12 @@ export interface PtySessionOptions {
   maxOutputChars: number;
   /** Maps the shell's `$PWD` to what the model sees (host workdir → /workspace). */
   mapCwd?: (cwd: string) => string;
+  /**
+   * A command of the runtime's own run on the init line, before the first marker (a fork
+   * branch's shell-state restore: shell-state.ts), saving a round trip; the first marker carries
+   * its `$?`, the session's first {@link PtySession.lastExitCode}.
+   */
+  firstCommand?: string | undefined;
   /** Called once when the shell exits on its own (not after {@link PtySession.dispose}). */
   onExit?: (info: { exitCode: number; signal?: number | undefined }) => void;
 }
@@ -90,7 +96,8 @@ export class PtySession {
     // marker is the only prompt. History off disk.
     const init =
       `stty -echo; unset HISTFILE; PS1=''; PS2=''; PS0=''; ` +
-      `PROMPT_COMMAND='__rr_ec=$?; printf "\\036RR%s%s:%s:%s\\037" ${a} ${b} "$__rr_ec" "$PWD"'\n`;
+      `PROMPT_COMMAND='__rr_ec=$?; printf "\\036RR%s%s:%s:%s\\037" ${a} ${b} "$__rr_ec" "$PWD"'` +
+      (opts.firstCommand ? `; ${opts.firstCommand}\n` : '\n');
     s.term.write(init);
     const ev = await s.waitEvent(timeoutMs, timeoutMs);
     if (ev !== 'done') {

@@ -31,26 +31,59 @@ export interface SandboxFs {
  * @throws SandboxError naming the directory that the sandbox's uid cannot pass, or when the
  *   tmpfs cannot be mounted although this process is root.
  */
-export function makeSandboxFs(dir: string, opts: { bytes: number; uid: number | null; stateDir: string }): SandboxFs {
+export function makeSandboxFs(dir: string, opts: { bytes: number; uid: number | null; stateDir: string; lowerLayers?: readonly string[] | undefined }): SandboxFs {
   const root = path.join(dir, 'fs');
   fs.mkdirSync(root, { recursive: true });
   let capped = false;
-  if (isRoot()) {
+  const layers = opts.lowerLayers;
+  if (layers && !isRoot()) throw new SandboxError("a fork branch's workspace overlay needs root", { code: 'FORK_FAILED', stage: 'init' });
+  if (layers) {
+    // One process for the tmpfs and the overlay on it (a spawn from this process is the dearest step of a branch).
+    const st = fs.statSync(layers[0]!);
+    const r = spawnSync('/bin/sh', ['-c', BRANCH_MOUNT, 'sh', root, `size=${opts.bytes},mode=0711,nosuid,nodev`, `${st.uid}:${st.gid}`, (st.mode & 0o7777).toString(8), ...layers], { encoding: 'utf8' });
+    if (r.status !== 0) throw new SandboxError(`cannot mount a fork branch's workspace: ${(r.stderr || r.error?.message || '').trim()}`, { code: 'FORK_FAILED', stage: 'init' });
+    capped = true;
+  } else if (isRoot()) {
     const r = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${opts.bytes},mode=0711,nosuid,nodev`, 'rollout-sandbox', root], { encoding: 'utf8' });
     if (r.status !== 0) throw new SandboxError(`cannot mount the sandbox's tmpfs: ${(r.stderr || r.error?.message || '').trim()}`, { code: 'SANDBOX_FS', stage: 'init' });
     capped = true;
   }
   const layout: SandboxFs = { root, workdir: path.join(root, 'workspace'), ctlDir: path.join(root, 'ctl'), homeDir: path.join(root, 'home'), capped };
-  fs.mkdirSync(layout.workdir, { mode: 0o755 });
+  if (!layers) fs.mkdirSync(layout.workdir, { mode: 0o755 });
   fs.mkdirSync(layout.ctlDir, { mode: 0o755 });
   fs.mkdirSync(layout.homeDir, { mode: 0o755 });
   if (opts.uid !== null) {
-    fs.chownSync(layout.workdir, opts.uid, opts.uid);
+    // A branch's merged root already shows its parent's owner and mode (a chown would copy it up for nothing).
+    if (!layers) fs.chownSync(layout.workdir, opts.uid, opts.uid);
     fs.chownSync(layout.homeDir, opts.uid, opts.uid);
     grantSearch(opts.stateDir, root);
   }
   return layout;
 }
+
+/**
+ * A fork branch's filesystem (#26), in one `sh` run with `$1` the root, `$2` the tmpfs options,
+ * `$3`/`$4` the owner and octal mode of the top lower layer's root, then the lower layers, top
+ * first: the branch's tmpfs at the root (size-capped: what the branch writes counts against it),
+ * and on it the workspace, an overlay of the layers (read-only, shared) under `upper`. The upper
+ * root takes the top layer root's owner and mode (the merged root shows the upper's). The
+ * overlay's options name `l<i>`, links in the root to the layers, relative to it: they show in
+ * the sandbox's mountinfo, which must name no host path.
+ */
+const BRANCH_MOUNT = [
+  'set -e',
+  'mount -t tmpfs -o "$2" rollout-sandbox "$1"',
+  'cd "$1"',
+  'mkdir -m 755 upper workspace',
+  'mkdir -m 700 ovl-work',
+  'chown "$3" upper',
+  'chmod "$4" upper',
+  'shift 4',
+  'i=0',
+  'lowers=',
+  'for l; do ln -s -- "$l" "l$i"; lowers="${lowers:+$lowers:}l$i"; i=$((i + 1)); done',
+  'mount -t overlay overlay -o "lowerdir=$lowers,upperdir=upper,workdir=ovl-work,index=off,xino=off" workspace',
+].join('\n');
 
 /**
  * Gives the sandbox uid the workspace's seeded files (seeding runs as root, before any sandboxed

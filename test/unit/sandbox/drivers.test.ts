@@ -14,7 +14,6 @@ const plan: LaunchPlan = {
   ctlDir: '/state/sandboxes/x/ctl',
   cgroupProcs: '/sys/fs/cgroup/pids/rollout-runtime/x/cgroup.procs',
   memoryCgroupProcs: '/sys/fs/cgroup/memory/rollout-runtime/x/cgroup.procs',
-  freezerCgroupProcs: '/sys/fs/cgroup/freezer/rollout-runtime/x/cgroup.procs',
   sandboxUid: 2000000123,
   seccompFile: '/state/sandboxes/x/ctl/seccomp.bpf',
   resolvConf: null,
@@ -23,10 +22,13 @@ const plan: LaunchPlan = {
 };
 
 describe('buildLaunch', () => {
-  it('joins the three cgroups, opens the seccomp filter, applies rlimits, then runs bwrap with every namespace and no network', () => {
+  it('joins both cgroups, opens the seccomp filter, applies rlimits, then runs bwrap with every namespace and no network', () => {
     const { argv } = buildLaunch(plan);
-    expect(argv.slice(3, 7)).toEqual([plan.cgroupProcs, plan.memoryCgroupProcs, plan.freezerCgroupProcs, plan.seccompFile]);
-    expect(argv[2]).toContain('exec 9<"$3"');
+    expect(argv.slice(3, 6)).toEqual([plan.cgroupProcs, plan.memoryCgroupProcs, plan.seccompFile]);
+    expect(argv[2]).toContain('exec 9<"$2"');
+    // The freezer group too, before bwrap makes the cgroup namespace (#26): none here.
+    expect(argv[6]).toBe('/dev/null');
+    expect(buildLaunch({ ...plan, freezerCgroupProcs: '/sys/fs/cgroup/freezer/rollout-runtime/x/cgroup.procs' }).argv[6]).toBe('/sys/fs/cgroup/freezer/rollout-runtime/x/cgroup.procs');
     expect(argv).toContain('--fsize=1048576');
     expect(argv).not.toContain('--nproc=64');
     const b = argv.indexOf('bwrap');
@@ -40,7 +42,7 @@ describe('buildLaunch', () => {
 
   it("with an args file, bwrap's own arguments (host paths) leave its argv for the file, read on fd 8", () => {
     const l = buildLaunch({ ...plan, argsFile: '/state/sandboxes/x/fs/bwrap.args' });
-    expect(l.argv[2]).toContain('exec 9<"$3" 8<"$4" && shift 4');
+    expect(l.argv[2]).toContain('exec 9<"$2" 8<"$4" && shift 4');
     expect(l.argv[7]).toBe('/state/sandboxes/x/fs/bwrap.args');
     const b = l.argv.indexOf('bwrap');
     expect(l.argv.slice(b)).toEqual(['bwrap', '--args', '8', '--', 'bash', '-i']);
@@ -67,7 +69,7 @@ describe('buildLaunch', () => {
   it('keeps its own uid when not root, and disables nested user namespaces without a filter', () => {
     const { argv } = buildLaunch({ ...plan, sandboxUid: null, seccompFile: null });
     expect(argv).not.toContain('setpriv');
-    expect(argv[6]).toBe('/dev/null');
+    expect(argv[5]).toBe('/dev/null');
     expect(argv).toContain('--disable-userns');
   });
 
@@ -110,7 +112,7 @@ describe('buildLaunch', () => {
     expect(prog.indexOf('\ndrop_bounding_set()')).toBeLessThan(prog.indexOf('os.setresuid'));
     // Nothing is looked up inside the sandbox's root while privileged: no nsenter, no setpriv.
     expect(argv.filter((a) => a === 'nsenter' || a === 'setpriv')).toEqual([]);
-    expect(argv.slice(3, 6)).toEqual([plan.cgroupProcs, plan.memoryCgroupProcs, plan.freezerCgroupProcs]);
+    expect(argv.slice(3, 5)).toEqual([plan.cgroupProcs, plan.memoryCgroupProcs]);
   });
 
   it('without a host python3, enters a bwrap sandbox with the host\'s nsenter alone (the bounding set then stays full)', () => {
