@@ -489,9 +489,10 @@ export class HostSandbox {
   }
 
   /** What the integrity monitor (#27) watches of this sandbox: its pids cgroup, a pid in its network namespace, the spec's `network`. */
-  get integrityTargets(): { cgroup: string | null; netPid: number | null; network: boolean; inside: string } {
+  get integrityTargets(): { cgroup: string | null; netPid: number | null; network: boolean; inside: string; readPaths: boolean } {
     const own = this.req.driver !== 'none';
     return {
+      readPaths: this.req.driver !== 'unshare',
       cgroup: own && this.cgroup ? path.relative('/sys/fs/cgroup/pids', this.cgroup.dir).replace(/^(?!\/)/, '/') : null,
       netPid: own ? (this.shellPid ?? this.pty?.pid ?? null) : null,
       network: this.req.spec.network ?? false,

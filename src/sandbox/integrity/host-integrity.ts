@@ -20,6 +20,12 @@ export interface IntegrityTargets {
   network: boolean;
   /** The workspace's path as the sandbox's processes see it (`/workspace`, an image's working dir). */
   inside: string;
+  /**
+   * False when the observer cannot name what the sandbox's processes open: with the `unshare`
+   * driver a read's path resolves in the sandbox's own mount tree, which matches no workspace
+   * root (secret reads then go unobserved and the result says `degraded`). Absent: true.
+   */
+  readPaths?: boolean | undefined;
 }
 
 interface HostSandboxLike {
@@ -88,6 +94,7 @@ export async function handleIntegrity(sb: HostSandboxLike, req: { op: 'start' | 
         if (!observer.caps.exec && !observer.caps.reads) m.unobserved.push({ what: 'exec', why: observer.caps.why.join('; ') });
         if (secret.globs.length > 0) {
           if (!observer.caps.reads) m.unobserved.push({ what: 'reads', why: observer.caps.why.join('; ') });
+          else if (targets.readPaths === false) m.unobserved.push({ what: 'reads', why: "the unshare driver's mount namespace hides the paths the sandbox opens from the observer (install bubblewrap)" });
           else if (dirs.truncated) m.unobserved.push({ what: 'reads', why: `more than ${MAX_SECRET_DIRS} directories hold secret paths` });
           else if (w.marked < dirs.dirs.length) m.unobserved.push({ what: 'reads', why: `${dirs.dirs.length - w.marked} of ${dirs.dirs.length} directories not marked (${w.errors.join('; ')})` });
         }

@@ -86,7 +86,17 @@ const noObserver = process.getuid?.() !== 0 ? 'needs root (the process-events co
 describe.skipIf(noObserver !== null)(`processes, secret reads and network attempts are caught at the turn that did it${skipNote(noObserver)}`, () => {
   const kinds = (r: RolloutResult) => (r.integrity?.violations ?? []).map((v) => [v.kind, v.turn] as const);
 
-  it('git log --all reads the history in .git (secret by default for SWE rows)', async () => {
+  // The unshare driver (no bwrap): a read's path resolves in the sandbox's own mount tree, so
+  // secret reads go unobserved, and the result says so instead of claiming a full watch.
+  const readsSeen = testDriver() !== 'unshare';
+
+  it.runIf(!readsSeen)('under the unshare driver, secret reads are stated unobserved: mode degraded, never a silent full', async () => {
+    const r = await run({ ...intervals, oracle: [LOOK, bash('git log --all --oneline'), finish] });
+    expect(r.integrity!.mode, JSON.stringify(r.integrity)).toBe('degraded');
+    expect(JSON.stringify(r.integrity)).toContain('unshare driver');
+  });
+
+  it.runIf(readsSeen)('git log --all reads the history in .git (secret by default for SWE rows)', async () => {
     const r = await run({ ...intervals, oracle: [LOOK, bash('git log --all --oneline'), finish] });
     expect(kinds(r), JSON.stringify(r.integrity)).toEqual([['read-secret', 1]]);
     expect(r.integrity!.violations[0]!.path).toMatch(/^\.git\//);
@@ -95,7 +105,7 @@ describe.skipIf(noObserver !== null)(`processes, secret reads and network attemp
     expect(r.integrity!.execs!.filter((e) => e.turn === 1).map((e) => e.argv?.[0]?.split('/').pop())).toContain('git');
   });
 
-  it('git show reads an object from .git', async () => {
+  it.runIf(readsSeen)('git show reads an object from .git', async () => {
     const r = await run({ ...wordCount, oracle: [bash('git show --stat HEAD | head -3'), finish] });
     expect(kinds(r)).toEqual([['read-secret', 0]]);
     expect(r.integrity!.violations[0]!.detail).toMatch(/\.git\/objects\//);
@@ -212,7 +222,7 @@ describe('no false positives', () => {
     expect(r.integrity?.violations).toEqual([]);
     expect(r.integrity?.actions).toBeGreaterThan(0);
     // The SWE default has .git as secret: observed (where the observer runs), so the report is not degraded.
-    if (noObserver === null) expect([r.integrity?.mode, r.integrity?.reason]).toEqual(['full', undefined]);
+    if (noObserver === null && testDriver() !== 'unshare') expect([r.integrity?.mode, r.integrity?.reason]).toEqual(['full', undefined]);
     else expect(r.integrity?.reason).toMatch(/secret reads not observed/);
   });
 });
