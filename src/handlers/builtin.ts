@@ -12,3 +12,12 @@ import { sweHandler } from './tasks/swe.js';
  * `shell`, and `harness` (any agent program, through a per-rollout LLM proxy). Users add their own with the `handlers` option. See docs/tasks.md.
  */
 export const builtinHandlers: AgentHandler[] = [mathHandler, codeHandler, sweHandler, stemHandler, shellHandler, harnessHandler];
+
+/**
+ * The family a `data_source` is counted under: the handler whose name or alias it is (the first
+ * such handler wins), else the data source itself. `rollout run`'s summary and metrics and the
+ * visualizer's alias table (`/visualizer/info.json`) all merge by this one rule.
+ */
+export function familyOf(dataSource: string, handlers: readonly AgentHandler[] = builtinHandlers): string {
+  return handlers.find((h) => h.name === dataSource || h.aliases?.includes(dataSource))?.name ?? dataSource;
+}

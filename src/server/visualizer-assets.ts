@@ -3,7 +3,7 @@ import { stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { extname, resolve, sep } from 'node:path';
 import { rolloutMachine } from '../../machines/rollout.machine.js';
-import { builtinHandlers } from '../handlers/builtin.js';
+import { builtinHandlers, familyOf } from '../handlers/builtin.js';
 import type { AgentHandler } from '../proxy/agent-contract.js';
 import { packagePath } from '../package-root.js';
 
@@ -187,15 +187,17 @@ const CONTENT_TYPES: Record<string, string> = {
 
 /**
  * data_source alias -> the family it is counted under, as `rollout run`'s summary merges them
- * (`familyOf`: the built-in handler whose name or alias it is; the first such handler wins).
+ * ({@link familyOf}: the built-in handler whose name or alias it is; the first such handler wins).
  * Served to the page in `/visualizer/info.json` so its per-source figures match the CLI's
  * without a copy of the table in JS. Only aliases are listed: anything else is its own family.
  */
 export function dataSourceFamilies(handlers: readonly AgentHandler[] = builtinHandlers): Record<string, string> {
-  const familyOf = (ds: string): string => handlers.find((h) => h.name === ds || h.aliases?.includes(ds))?.name ?? ds;
   const out: Record<string, string> = {};
   for (const h of handlers) {
-    for (const a of h.aliases ?? []) if (familyOf(a) !== a) out[a] = familyOf(a);
+    for (const a of h.aliases ?? []) {
+      const family = familyOf(a, handlers);
+      if (family !== a) out[a] = family;
+    }
   }
   return out;
 }

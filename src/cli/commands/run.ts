@@ -3,7 +3,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { RolloutError, ValidationError } from '../../errors.js';
-import { builtinHandlers } from '../../handlers/builtin.js';
+import { builtinHandlers, familyOf } from '../../handlers/builtin.js';
 import type { RolloutResult } from '../../protocol/trajectory.js';
 import type { SamplingParams } from '../../protocol/instance.js';
 import { formatSummary, summarize, toSummaryRow, type RunSummary, type SummaryRow } from './run-summary.js';
@@ -282,8 +282,7 @@ export async function runTasks(
     const p = progress;
     const started = Date.now();
     const collected: SummaryRow[] = [];
-    const familyOf = (ds: string) => builtinHandlers.find((h) => h.name === ds || h.aliases?.includes(ds))?.name ?? ds;
-    const metrics = new RunMetrics(opts.n, familyOf);
+    const metrics = new RunMetrics(opts.n, (ds) => familyOf(ds));
     let writes = Promise.resolve();
     // Submitted through a window rather than all at once: a file of any length stays within the
     // runtime's admission queue, and results stream out while later tasks wait their turn.
@@ -344,7 +343,7 @@ export async function runTasks(
     await Promise.all(pending);
     await writes;
     progress.stop();
-    const summary = summarize(collected, opts.n, Date.now() - started, familyOf, tasks.length);
+    const summary = summarize(collected, opts.n, Date.now() - started, (ds) => familyOf(ds), tasks.length);
     await writeFile(join(opts.outDir, 'summary.json'), `${JSON.stringify({ tasks_file: resolve(opts.tasksPath), backend: env.description, ...summary }, null, 2)}\n`);
     const metricsPath = await metrics.write(opts.outDir, started);
     io.stdout.write(formatSummary(summary));
