@@ -81,9 +81,9 @@ export class PidsCgroup {
   }
 
   /**
-   * Moves every process of the pids group that is not yet in the freezer group into it (the
-   * launcher cannot join it itself: its prelude writes two procs files; drivers.ts). Children
-   * inherit the group, so after the shell's start only stragglers forked meanwhile need it.
+   * Moves every process of the pids group that is not yet in the freezer group into it. The
+   * launch and the REPL's entry join the freezer group themselves (drivers.ts) and children
+   * inherit it, so this only catches a straggler; {@link freeze} runs it before each attempt.
    * A process that exits meanwhile is skipped. No-op without a freezer group.
    */
   joinFreezer(): void {

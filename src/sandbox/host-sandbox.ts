@@ -338,8 +338,6 @@ export class HostSandbox {
     writeLease(this.lease);
     this.shellPid = this.findShell();
     this.shellStart = processStartTime(this.shellPid ?? this.pty.pid);
-    // The launcher joins the groups itself (the freezer's too); stragglers forked before it did join here.
-    this.cgroup?.joinFreezer();
     if (this.req.spec.network && this.req.driver !== 'none') {
       // A fresh namespace (first start, or after `exit`) needs its own user-mode network.
       this.net?.close();
