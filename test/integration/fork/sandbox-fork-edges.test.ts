@@ -13,6 +13,7 @@ import { isSameProcessAlive } from '../../../src/sandbox/proc.js';
 import { SandboxError } from '../../../src/errors.js';
 import type { Sandbox } from '../../../src/sandbox/sandbox.js';
 import { haveTools } from '../../helpers/system-tools.js';
+import { forkProvider, freezerMounted, run } from './fork-kit.js';
 import { isGone, until } from '../sandbox/helpers.js';
 
 /**
@@ -20,7 +21,7 @@ import { isGone, until } from '../sandbox/helpers.js';
  * a fork mid-command, no freezer, hostile file names, and a runtime killed with -9.
  */
 const root = process.getuid?.() === 0;
-const freezer = fs.existsSync('/sys/fs/cgroup/freezer/cgroup.procs');
+const freezer = freezerMounted();
 const ok = haveTools('bwrap') && root && freezer;
 if (!root || !freezer) console.warn('sandbox fork edge tests skipped: they need root and the cgroup v1 freezer controller (/sys/fs/cgroup/freezer)');
 const ROOT = path.resolve(import.meta.dirname, '../../..');
@@ -30,19 +31,12 @@ let provider: HostSandboxProvider;
 
 beforeAll(() => {
   if (!ok) return;
-  stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-fork-edge-'));
-  provider = createSandboxProvider({ driver: 'bwrap', hosts: 1, stateDir, timeouts: { bashMs: 20_000, noOutputMs: 20_000, pythonMs: 20_000 } });
+  ({ stateDir, provider } = forkProvider('sbx-fork-edge-'));
 });
 afterAll(async () => {
   await provider?.close();
   if (stateDir) fs.rmSync(stateDir, { recursive: true, force: true });
 });
-
-async function run(sb: Sandbox, command: string): Promise<string> {
-  const r = await sb.bash({ command });
-  expect(r.exitCode, `${command}: ${r.output}`).toBe(0);
-  return r.output.trim();
-}
 
 function lines(file: string): number {
   try {

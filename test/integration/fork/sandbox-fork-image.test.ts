@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { freezerMounted, run } from './fork-kit.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,19 +19,13 @@ const why = !withPython
   ? 'set ROLLOUT_TEST_PYTHON_IMAGE=1 (builds the Python test image with scripts/build-test-images.sh python)'
   : process.getuid?.() !== 0
     ? 'needs root (kernel overlayfs)'
-    : !fs.existsSync('/sys/fs/cgroup/freezer/cgroup.procs')
+    : !freezerMounted()
       ? 'needs the cgroup v1 freezer controller'
       : missingTools('bwrap');
 if (withPython && why) throw new Error(`ROLLOUT_TEST_PYTHON_IMAGE=1 but the image fork tests cannot run: ${why}`);
 
 let dir: string;
 let provider: HostSandboxProvider & { warmPoolStats?: () => Array<{ hits: number; ready: number }> };
-
-async function run(sb: Sandbox, command: string): Promise<string> {
-  const r = await sb.bash({ command });
-  expect(r.exitCode, `${command}: ${r.output}`).toBe(0);
-  return r.output.trim();
-}
 
 describe.skipIf(why !== null)(`image sandbox forks${why ? ` (skipped: ${why})` : ''}`, () => {
   beforeAll(async () => {

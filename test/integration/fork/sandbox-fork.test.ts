@@ -1,18 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { createSandboxProvider, type HostSandboxProvider } from '../../../src/sandbox/index.js';
+import type { HostSandboxProvider } from '../../../src/sandbox/index.js';
 import { SandboxError } from '../../../src/errors.js';
 import type { Sandbox } from '../../../src/sandbox/sandbox.js';
 import { haveTools } from '../../helpers/system-tools.js';
+import { forkProvider, freezerMounted, run } from './fork-kit.js';
 
 /**
  * Sandbox forks (#26), host-root sandboxes on real bwrap as root: freeze, shell state, copy-on-write
  * workspace, keepParent true and false.
  */
 const root = process.getuid?.() === 0;
-const freezer = fs.existsSync('/sys/fs/cgroup/freezer/cgroup.procs');
+const freezer = freezerMounted();
 const ok = haveTools('bwrap') && root && freezer;
 if (!root || !freezer) console.warn('sandbox fork tests skipped: they need root and the cgroup v1 freezer controller (/sys/fs/cgroup/freezer)');
 
@@ -21,19 +21,12 @@ let provider: HostSandboxProvider;
 
 beforeAll(() => {
   if (!ok) return;
-  stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-fork-'));
-  provider = createSandboxProvider({ driver: 'bwrap', hosts: 1, stateDir, timeouts: { bashMs: 20_000, noOutputMs: 20_000, pythonMs: 20_000 } });
+  ({ stateDir, provider } = forkProvider('sbx-fork-'));
 });
 afterAll(async () => {
   await provider?.close();
   if (stateDir) fs.rmSync(stateDir, { recursive: true, force: true });
 });
-
-async function run(sb: Sandbox, command: string): Promise<string> {
-  const r = await sb.bash({ command });
-  expect(r.exitCode, `${command}: ${r.output}`).toBe(0);
-  return r.output.trim();
-}
 
 /** Entries of the state dir's sandboxes directory (sandboxes and snapshots). */
 function stateEntries(): string[] {
