@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { builtinHandlers } from '../handlers/builtin.js';
 import { HandlerRegistry } from '../handlers/registry.js';
+import type { ChatCodec } from '../llm/chat-codec.js';
 import type { BackendInfo, BackendSpec, LlmClient, ManagedLlmClient } from '../llm/llm-client.js';
 import { memberSeed } from '../llm/member-seed.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
@@ -70,6 +71,12 @@ export interface EmbeddedRuntime extends Omit<Runtime, 'fork'>, ForkControl {
    * prompts added without their own. Throws ValidationError naming a bad option.
    */
   buffer(options: RolloutBufferOptionsInput, opts?: { sampling?: unknown; id?: string }): RolloutBuffer;
+  /**
+   * The codec a rollout this runtime still holds was tokenized with: its job's own
+   * (`sampling.custom_tokenizer`, `reasoning_effort`) or the runtime's; undefined for an id it
+   * does not hold.
+   */
+  codecOf(id: string): ChatCodec | undefined;
 }
 
 function isManaged(llm: LlmClient): llm is ManagedLlmClient {
@@ -207,6 +214,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     materialize: (t, o) => materializeTrajectory(t, (id) => sup.forks.prefixes.get(id), o),
     dataSources: () => knownSources,
     buffer: (o, extra = {}) => new RolloutBuffer(runtime, o, { ...extra, clock, trainerVersion: () => weights.trainerVersion }),
+    codecOf: (id) => sup.find(id)?.codec,
     get(id: string): RolloutSummary | undefined {
       const s = sup.find(id);
       return s ? summarize(s) : undefined;

@@ -1,8 +1,10 @@
-import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { createReadStream, statSync } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ValidationError } from '../errors.js';
+import type { ChatCodec } from '../llm/chat-codec.js';
+import { codecFor } from '../llm/codec-registry.js';
 import { RolloutEventSchema, type RolloutEvent, type RolloutState } from '../protocol/events.js';
 import { RolloutResultSchema, type Outcome, type RolloutResult } from '../protocol/trajectory.js';
 import type { EventsOptions, GroupHandle, RolloutHandle, RolloutSummary, RuntimeStatus } from '../runtime/runtime-api.js';
@@ -10,6 +12,39 @@ import type { ServiceRuntime } from './service-runtime.js';
 
 /** The files `rollout run` writes in its output directory, and what a replay reads. */
 export const RUN_FILES = { trajectories: 'trajectories.jsonl', events: 'events.jsonl', summary: 'summary.json' } as const;
+
+/**
+ * The codec a run tokenized with, as `summary.json` records it (`--tokenizer`, `--tool-parser`;
+ * null: the default): a tokenizer directory as an absolute path, a hub name as given.
+ */
+export function runCodecRecord(tokenizer: string | undefined, toolParser: string | undefined): { tokenizer: string | null; tool_parser: string | null } {
+  const isDir = tokenizer !== undefined && (statSync(tokenizer, { throwIfNoEntry: false })?.isDirectory() ?? false);
+  return { tokenizer: tokenizer === undefined ? null : isDir ? resolve(tokenizer) : tokenizer, tool_parser: toolParser ?? null };
+}
+
+/**
+ * The codec a recorded run was tokenized with, from its `summary.json`; undefined when the file
+ * does not say (a run recorded before it did) or the tokenizer cannot be loaded here any more
+ * (`warn` says why): the token view then decodes with the default and says it assumed so.
+ */
+async function recordedCodec(dir: string, warn: (message: string) => void): Promise<ChatCodec | undefined> {
+  let summary: unknown;
+  try {
+    summary = JSON.parse(await readFile(join(dir, RUN_FILES.summary), 'utf8'));
+  } catch {
+    return undefined;
+  }
+  const s = summary as { tokenizer?: unknown; tool_parser?: unknown } | null;
+  if (s === null || typeof s !== 'object' || !('tokenizer' in s)) return undefined;
+  const tokenizer = typeof s.tokenizer === 'string' ? s.tokenizer : undefined;
+  const toolParser = typeof s.tool_parser === 'string' ? s.tool_parser : undefined;
+  try {
+    return codecFor({ tokenizer, toolParser });
+  } catch (err) {
+    warn(`the run's tokenizer ${tokenizer ?? ''} cannot be loaded (${(err as Error).message}); token texts are decoded with the default`);
+    return undefined;
+  }
+}
 
 /** A finished rollout's final state, from its outcome. */
 const FINAL: Record<Outcome, RolloutState> = {
@@ -38,7 +73,7 @@ export interface RunReplayInfo {
  *
  * @throws ValidationError naming the directory when it holds no `trajectories.jsonl`.
  */
-export async function openRunReplay(dir: string): Promise<ServiceRuntime & { readonly replay: RunReplayInfo }> {
+export async function openRunReplay(dir: string, opts: { warn?: (message: string) => void } = {}): Promise<ServiceRuntime & { readonly replay: RunReplayInfo }> {
   const trajPath = join(dir, RUN_FILES.trajectories);
   if (!(await stat(trajPath).catch(() => null))?.isFile()) {
     throw new ValidationError(`${dir} is not a run's output directory: it has no ${RUN_FILES.trajectories} (rollout run writes one under rollouts-out/<timestamp>/)`, [{ path: 'DIR', message: `no ${RUN_FILES.trajectories}` }]);
@@ -88,8 +123,11 @@ export async function openRunReplay(dir: string): Promise<ServiceRuntime & { rea
     throw new ValidationError('this is a read-only view of a finished run (rollout view): it runs nothing; submit to rollout serve instead', [{ path: 'instance', message: 'read-only view' }]);
   };
 
+  const codec = await recordedCodec(dir, opts.warn ?? ((m) => void process.stderr.write(`warning: ${m}\n`)));
+
   return {
     replay: { rollouts: results.size, events: events.length, skipped },
+    ...(codec ? { codec } : {}),
     submit: (): RolloutHandle => readOnly(),
     submitGroup: (): GroupHandle => readOnly(),
     cancel: () => Promise.resolve(false),

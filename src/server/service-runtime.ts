@@ -54,6 +54,8 @@ export type ServiceRuntime = Runtime &
      * visualizer's token view its text (`GET /v1/rollouts/:id/tokens`).
      */
     readonly codec?: Pick<ChatCodec, 'name' | 'encode'> & Partial<Pick<ChatCodec, 'decode'>>;
+    /** The codec one rollout was tokenized with when it is not {@link codec} (a job's `custom_tokenizer`); undefined: not known here. */
+    codecOf?(id: string): Pick<ChatCodec, 'name' | 'decode'> | undefined;
   };
 
 /** A handle whose submission is durable only once `accepted` resolves (the Redis cluster); answer 202 after it. */

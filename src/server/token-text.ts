@@ -52,8 +52,10 @@ export function tokenTexts(codec: Pick<ChatCodec, 'decode'>, ids: readonly numbe
 /**
  * `GET /v1/rollouts/:id/tokens`: the decoded text of each token of an ended rollout's
  * trajectory (`text`, aligned with `result.trajectory.tokens`), for the visualizer's token view.
- * Decoded with the runtime's codec; a runtime without one (`rollout view` of a finished run)
- * uses the default (Qwen3) and says so with `assumed: true`. 404 for an unknown rollout, 409
+ * Decoded with the codec the rollout was tokenized with: its job's own (`custom_tokenizer`), else
+ * the runtime's (for `rollout view`, the run's `--tokenizer` as its summary.json records it). Where
+ * that is not known (a run recorded before summary.json said it, a tokenizer directory since gone)
+ * the default (Qwen3) is used and the answer says so with `assumed: true`. 404 for an unknown rollout, 409
  * while it has no result.
  */
 export function tokenTextRoute(service: ServiceContext): Route {
@@ -67,7 +69,7 @@ export function tokenTextRoute(service: ServiceContext): Route {
       const s = rt.get(id) ?? (await rt.lookup?.(id));
       if (!s) throw new HttpError(404, 'NOT_FOUND', `no rollout ${id.slice(0, 200)}`);
       if (!s.result) throw new HttpError(409, 'NOT_ENDED', `rollout ${id.slice(0, 200)} has not ended: its tokens are known once it has a result`);
-      const own = rt.codec?.decode === undefined ? undefined : (rt.codec as Pick<ChatCodec, 'name' | 'decode'>);
+      const own = rt.codecOf?.(id) ?? (rt.codec?.decode === undefined ? undefined : (rt.codec as Pick<ChatCodec, 'name' | 'decode'>));
       const codec = own ?? codecFor({});
       return { status: 200, body: { id, codec: codec.name, assumed: own === undefined, text: tokenTexts(codec, s.result.trajectory.tokens) } };
     },

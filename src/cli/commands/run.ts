@@ -15,7 +15,7 @@ import { chooseConcurrency } from './run-concurrency.js';
 import { RejectionBreaker } from './run-breaker.js';
 import { recordEvents } from './run-events.js';
 import { RunMetrics } from './run-metrics.js';
-import { RUN_FILES } from '../../server/run-replay.js';
+import { RUN_FILES, runCodecRecord } from '../../server/run-replay.js';
 import { createService, type RolloutService } from '../../server/service.js';
 import { serveVisualizer } from '../../server/visualizer-assets.js';
 import { listenFailure } from '../listen-error.js';
@@ -344,7 +344,7 @@ export async function runTasks(
     await writes;
     progress.stop();
     const summary = summarize(collected, opts.n, Date.now() - started, (ds) => familyOf(ds), tasks.length);
-    await writeFile(join(opts.outDir, 'summary.json'), `${JSON.stringify({ tasks_file: resolve(opts.tasksPath), backend: env.description, ...summary }, null, 2)}\n`);
+    await writeFile(join(opts.outDir, 'summary.json'), `${JSON.stringify({ tasks_file: resolve(opts.tasksPath), backend: env.description, ...runCodecRecord(opts.tokenizer, opts.toolParser), ...summary }, null, 2)}\n`);
     const metricsPath = await metrics.write(opts.outDir, started);
     io.stdout.write(formatSummary(summary));
     if (opts.tree) {
