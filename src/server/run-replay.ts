@@ -23,27 +23,33 @@ export function runCodecRecord(tokenizer: string | undefined, toolParser: string
 }
 
 /**
- * The codec a recorded run was tokenized with, from its `summary.json`; undefined when the file
+ * The codec a recorded run was tokenized with, from its `summary.json`, loaded on first use (a
+ * tokenizer takes about a second to load; only the token view needs it). Undefined when the file
  * does not say (a run recorded before it did) or the tokenizer cannot be loaded here any more
  * (`warn` says why): the token view then decodes with the default and says it assumed so.
  */
-async function recordedCodec(dir: string, warn: (message: string) => void): Promise<ChatCodec | undefined> {
+async function recordedCodec(dir: string, warn: (message: string) => void): Promise<() => ChatCodec | undefined> {
   let summary: unknown;
   try {
     summary = JSON.parse(await readFile(join(dir, RUN_FILES.summary), 'utf8'));
   } catch {
-    return undefined;
+    return () => undefined;
   }
   const s = summary as { tokenizer?: unknown; tool_parser?: unknown } | null;
-  if (s === null || typeof s !== 'object' || !('tokenizer' in s)) return undefined;
+  if (s === null || typeof s !== 'object' || !('tokenizer' in s)) return () => undefined;
   const tokenizer = typeof s.tokenizer === 'string' ? s.tokenizer : undefined;
   const toolParser = typeof s.tool_parser === 'string' ? s.tool_parser : undefined;
-  try {
-    return codecFor({ tokenizer, toolParser });
-  } catch (err) {
-    warn(`the run's tokenizer ${tokenizer ?? ''} cannot be loaded (${(err as Error).message}); token texts are decoded with the default`);
-    return undefined;
-  }
+  let made: { codec: ChatCodec | undefined } | undefined;
+  return () => {
+    if (made) return made.codec;
+    try {
+      made = { codec: codecFor({ tokenizer, toolParser }) };
+    } catch (err) {
+      warn(`the run's tokenizer ${tokenizer ?? ''} cannot be loaded (${(err as Error).message}); token texts are decoded with the default`);
+      made = { codec: undefined };
+    }
+    return made.codec;
+  };
 }
 
 /** A finished rollout's final state, from its outcome. */
@@ -127,7 +133,9 @@ export async function openRunReplay(dir: string, opts: { warn?: (message: string
 
   return {
     replay: { rollouts: results.size, events: events.length, skipped },
-    ...(codec ? { codec } : {}),
+    get codec() {
+      return codec();
+    },
     submit: (): RolloutHandle => readOnly(),
     submitGroup: (): GroupHandle => readOnly(),
     cancel: () => Promise.resolve(false),
