@@ -1,44 +1,22 @@
 import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
-import { chromiumMissing, launchBrowser, type TestBrowser } from './browser.js';
-import { startFixtureServer, syntheticRollout, type EventInput, type FixtureServer } from './fixture-server.js';
+import { fixturePages } from './fixture-pages.js';
+import { syntheticRollout, type EventInput } from './fixture-server.js';
 
 // The page against a stand-in server that speaks the service's WebSocket protocol with recorded
 // events: table, filters, state graph, timeline, terminal replay, conversation, resume, load.
 
 const T0 = 1_800_000_000_000;
-let browser: TestBrowser | undefined;
-let server: FixtureServer | null = null;
-let page: Page | null = null;
-
-const missing = chromiumMissing();
-
-beforeAll(async () => {
-  if (!missing) browser = await launchBrowser();
-});
-afterAll(async () => {
-  await browser?.close();
-});
-afterEach(async () => {
-  await page?.close();
-  page = null;
-  await server?.close();
-  server = null;
-});
-
-async function open(srv: FixtureServer, hash = ''): Promise<Page> {
-  page = await browser!.context.newPage();
-  await page.goto(`${srv.url}/visualizer${hash}`);
-  return page;
-}
+const pages = fixturePages();
+const { missing, open } = pages;
 
 const shownRows = (p: Page): Promise<string | null> => p.getAttribute('#row-count', 'data-shown');
 
 describe.skipIf(missing)('visualizer page (recorded events)', () => {
   it('fills the table with every rollout on the stream, with its task, state, outcome and reward', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     for (let i = 0; i < 12; i++) server.push(syntheticRollout(`r-${i}`, T0 + i * 100, { finish: i % 2 === 0 }));
     const p = await open(server);
     await p.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '12');
@@ -48,7 +26,7 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
   });
 
   it('lists rollouts known only from GET /v1/rollouts, whose events are past retention', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     server.listing.push({
       id: 'old-1', instance_id: 'i-old', group_id: null, trajectory_id: '0', data_source: 'math', state: 'done', turn: 3, tokens: 99,
       attempt: 1, submitted_at: T0 - 60_000, outcome: 'truncated', reward: 0, resolved: false, wall_ms: 2500, violations: null,
@@ -60,7 +38,7 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
   });
 
   it('filters rows by state, outcome and task', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     for (let i = 0; i < 10; i++) server.push(syntheticRollout(`r-${i}`, T0 + i * 100, { finish: i < 4, task: i % 2 === 0 ? 'math' : 'swe' }));
     const p = await open(server);
     await p.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '10');
@@ -74,7 +52,7 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
   });
 
   it('sorts by a column when its header is clicked, descending on a second click', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     for (const [i, turns] of [2, 3, 1].entries()) server.push(syntheticRollout(`r-${i}`, T0 + i * 100, { turns }));
     const p = await open(server);
     await p.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '3');
@@ -92,21 +70,20 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
   });
 
   it('flags a live rollout that has sat in one state longer than ?stuck= seconds', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     server.push(syntheticRollout('stuck-1', T0, { finish: false }));
     server.push(syntheticRollout('moving-1', T0 + 20_000, { finish: false }));
     server.push(syntheticRollout('ended-1', T0));
-    page = await browser!.context.newPage();
-    await page.goto(`${server.url}/visualizer?stuck=30`);
+    const page = await open(server, '?stuck=30');
     await page.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '3');
     // The runtime's clock, from its heartbeat: 40 s after the first rollout's last transition.
     server.broadcast({ type: 'heartbeat', ts: T0 + 40_500, seq: server.lastSeq() });
-    await expect.poll(() => page!.getAttribute('#stuck', 'data-count')).toBe('1');
+    await expect.poll(() => page.getAttribute('#stuck', 'data-count')).toBe('1');
     expect(await page.locator('.rows .row.stuck').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.id))).toEqual(['stuck-1']);
   });
 
   it('highlights the current state of a selected rollout in the state graph drawn from graph.json', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     server.push(syntheticRollout('live-1', T0, { finish: false }));
     const p = await open(server);
     await p.locator('.rows .row[data-id="live-1"]').click();
@@ -119,7 +96,7 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
   });
 
   it('draws a waterfall row per stage, LLM call and tool call', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     server.push(syntheticRollout('r-0', T0, { turns: 2 }));
     const p = await open(server, '#rollout=r-0');
     await p.waitForSelector('#timeline .tl-row');
@@ -129,7 +106,7 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
   });
 
   it('replays the bash session one command at a time with its output', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     server.push(syntheticRollout('r-0', T0, { turns: 3 }));
     const p = await open(server, '#rollout=r-0');
     const pane = p.locator('#terminal .term-pane');
@@ -142,7 +119,7 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
   });
 
   it('shows the conversation from the events, then the full trajectory once the rollout is done', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     server.results.set('r-0', {
       id: 'r-0',
       trajectory: { messages: [{ role: 'system', content: 'You are an agent.' }, { role: 'user', content: 'Fix the bug in main.py' }] },
@@ -160,7 +137,7 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
   });
 
   it('resumes after a dropped WebSocket from the last seq it saw, missing nothing', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     server.push(syntheticRollout('r-0', T0));
     const p = await open(server);
     await p.waitForSelector('.rows .row[data-id="r-0"]');
@@ -175,7 +152,7 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
   });
 
   it('shows a server error such as a stopped runtime in the header', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     const p = await open(server);
     await expect.poll(() => server!.subscribes.length).toBe(1);
     server.broadcast({ type: 'error', error: { code: 'STOPPED', message: 'the runtime stopped; subscriptions ended', issues: [] } });
@@ -183,7 +160,7 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
   });
 
   it('replays the events of a slow-client gap on a second subscription and folds them in order', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     const events = syntheticRollout('r-0', T0, { turns: 2 });
     server.push(events.slice(0, 4));
     const p = await open(server);
@@ -205,7 +182,7 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
   });
 
   it('shows per-backend load from backends snapshots', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     const p = await open(server);
     await p.waitForFunction(() => document.querySelector('#conn')?.getAttribute('data-state') === 'open');
     await expect.poll(() => server!.subscribes.length).toBe(1);
@@ -216,7 +193,7 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
   });
 
   it('stays responsive with 1,000 live rollouts streaming in', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     const p = await open(server);
     await p.waitForFunction(() => document.querySelector('#conn')?.getAttribute('data-state') === 'open');
     await expect.poll(() => server!.subscribes.length).toBe(1);
@@ -255,12 +232,12 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
   });
 
   it('logs no page errors while it runs', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     server.push(syntheticRollout('r-0', T0));
     server.results.set('r-0', { id: 'r-0', trajectory: { messages: [] } });
-    const before = browser!.errors.length;
+    const before = pages.browser().errors.length;
     const p = await open(server, '#rollout=r-0');
     await p.waitForSelector('#graph .node.current');
-    expect(browser!.errors.slice(before)).toEqual([]);
+    expect(pages.browser().errors.slice(before)).toEqual([]);
   });
 });

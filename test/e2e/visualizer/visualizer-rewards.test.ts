@@ -1,38 +1,14 @@
 import { readFile } from 'node:fs/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Page } from 'playwright-core';
-import { chromiumMissing, launchBrowser, type TestBrowser } from './browser.js';
-import { startFixtureServer, syntheticRollout, type FixtureServer } from './fixture-server.js';
+import { describe, expect, it } from 'vitest';
+import { fixturePages } from './fixture-pages.js';
+import { syntheticRollout } from './fixture-server.js';
 
 // The reward-first parts of the page in a real browser: reward histogram and outcome split,
 // GRPO group view, token view, eval panel, downloads, the first-run hint and deep links.
 
 const T0 = 1_800_000_000_000;
-let browser: TestBrowser | undefined;
-let server: FixtureServer | null = null;
-let page: Page | null = null;
-
-// Without Debian's chromium the file skips with the install line (test/helpers/system-tools.ts).
-const missing = chromiumMissing();
-
-beforeAll(async () => {
-  if (!missing) browser = await launchBrowser();
-});
-afterAll(async () => {
-  await browser?.close();
-});
-afterEach(async () => {
-  await page?.close();
-  page = null;
-  await server?.close();
-  server = null;
-});
-
-async function open(srv: FixtureServer, hash = ''): Promise<Page> {
-  page = await browser!.context.newPage();
-  await page.goto(`${srv.url}/visualizer${hash}`);
-  return page;
-}
+const pages = fixturePages();
+const { missing, open } = pages;
 
 /** A result with a two-turn token trajectory (the second turn cut by the token limit) and eval details. */
 function fullResult(id: string) {
@@ -77,7 +53,7 @@ function fullResult(id: string) {
 
 describe.skipIf(missing)('visualizer page: rewards first', () => {
   it('draws the reward distribution per data source and splits completed rollouts with reward 0 out of the outcomes', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     for (let i = 0; i < 10; i++) server.push(syntheticRollout(`m-${i}`, T0 + i * 10, { task: 'math', reward: i < 3 ? 0 : 1 }));
     for (let i = 0; i < 4; i++) server.push(syntheticRollout(`c-${i}`, T0 + 500 + i * 10, { task: 'code', reward: 0.5 }));
     const p = await open(server);
@@ -94,7 +70,7 @@ describe.skipIf(missing)('visualizer page: rewards first', () => {
   });
 
   it('shows a GRPO group’s members side by side with their advantage and flags an all-equal group as no signal', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     for (let i = 0; i < 4; i++) server.push(syntheticRollout(`g1-${i}`, T0 + i * 10, { groupId: 'g1', trajectoryId: String(i), reward: i % 2 }));
     for (let i = 0; i < 4; i++) server.push(syntheticRollout(`g2-${i}`, T0 + 100 + i * 10, { groupId: 'g2', trajectoryId: String(i), reward: 1 }));
     const p = await open(server, '#rollout=g1-1');
@@ -112,7 +88,7 @@ describe.skipIf(missing)('visualizer page: rewards first', () => {
   });
 
   it('shows the token view with the loss mask, a logprob heat map and the turn cut by the token limit', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     server.results.set('t-0', fullResult('t-0'));
     server.push(syntheticRollout('t-0', T0));
     const p = await open(server, '#rollout=t-0');
@@ -133,7 +109,7 @@ describe.skipIf(missing)('visualizer page: rewards first', () => {
   });
 
   it('shows the eval panel: the per-test report and the git patch as a diff', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     server.results.set('e-0', fullResult('e-0'));
     server.push(syntheticRollout('e-0', T0));
     const p = await open(server, '#rollout=e-0');
@@ -146,7 +122,7 @@ describe.skipIf(missing)('visualizer page: rewards first', () => {
   });
 
   it('downloads the selected trajectory as JSON and the filtered rollouts as JSONL', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     for (let i = 0; i < 3; i++) {
       server.results.set(`d-${i}`, fullResult(`d-${i}`));
       server.push(syntheticRollout(`d-${i}`, T0 + i * 10, { task: i === 2 ? 'math' : 'swe' }));
@@ -167,7 +143,7 @@ describe.skipIf(missing)('visualizer page: rewards first', () => {
   });
 
   it('shows a first-run hint with a submit command on an empty page, and hides it once work arrives', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     const p = await open(server);
     await expect.poll(() => p.isVisible('#first-run')).toBe(true);
     expect(await p.innerText('#first-run-curl')).toContain(`curl -X POST ${server.url}/v1/rollouts`);
@@ -178,7 +154,7 @@ describe.skipIf(missing)('visualizer page: rewards first', () => {
   });
 
   it('scrolls a deep link’s row into view and highlights it', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     for (let i = 0; i < 300; i++) server.push(syntheticRollout(`r-${i}`, T0 + i * 10, { turns: 1 }));
     const p = await open(server, '#rollout=r-250');
     await p.waitForFunction(() => document.querySelector('#row-count')?.getAttribute('data-total') === '300');

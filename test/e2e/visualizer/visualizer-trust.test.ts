@@ -1,7 +1,6 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Page } from 'playwright-core';
-import { chromiumMissing, launchBrowser, type TestBrowser } from './browser.js';
-import { startFixtureServer, syntheticRollout, type EventInput, type FixtureServer } from './fixture-server.js';
+import { describe, expect, it } from 'vitest';
+import { fixturePages } from './fixture-pages.js';
+import { syntheticRollout, type EventInput } from './fixture-server.js';
 import { dataSourceFamilies } from '../../../src/server/visualizer-assets.js';
 
 // Views you can trust (#30 §3): each bug seen on screen, in a real browser against the fixture
@@ -9,31 +8,8 @@ import { dataSourceFamilies } from '../../../src/server/visualizer-assets.js';
 // badge and filter of #27 §3.
 
 const T0 = 1_800_000_000_000;
-let browser: TestBrowser | undefined;
-let server: FixtureServer | null = null;
-let page: Page | null = null;
-
-// Without Debian's chromium the file skips with the install line (test/helpers/system-tools.ts).
-const missing = chromiumMissing();
-
-beforeAll(async () => {
-  if (!missing) browser = await launchBrowser();
-});
-afterAll(async () => {
-  await browser?.close();
-});
-afterEach(async () => {
-  await page?.close();
-  page = null;
-  await server?.close();
-  server = null;
-});
-
-async function open(srv: FixtureServer, hash = ''): Promise<Page> {
-  page = await browser!.context.newPage();
-  await page.goto(`${srv.url}/visualizer${hash}`);
-  return page;
-}
+const pages = fixturePages();
+const { missing, open } = pages;
 
 const infraError = { name: 'InfraError', code: 'SANDBOX_START', message: 'sandbox did not start', retryable: true };
 
@@ -80,7 +56,7 @@ function listed(id: string, outcome: string, extra: Record<string, unknown> = {}
 
 describe.skipIf(missing)('visualizer page: views you can trust (#30)', () => {
   it('keeps the GRPO group panel updating after the selected rollout ended, as the other members end', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     const rewards = [1, 0, 1, 0];
     const full = rewards.map((reward, i) => syntheticRollout(`g-${i}`, T0 + i * 10, { groupId: 'g', trajectoryId: String(i), reward }));
     const started = full.map((events, i) => events.slice(0, syntheticRollout(`g-${i}`, T0 + i * 10, { groupId: 'g', trajectoryId: String(i), finish: false }).length));
@@ -99,7 +75,7 @@ describe.skipIf(missing)('visualizer page: views you can trust (#30)', () => {
   });
 
   it('counts every ended rollout once, from one source: header, outcome and state charts and the ended filter agree', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     // Rollouts known only from the listing (their events are past the server's retention).
     server.listing.push(listed('old-0', 'completed', { wall_ms: 3100 }), listed('old-1', 'task-error'), listed('old-2', 'completed', { wall_ms: 900 }));
     for (let i = 0; i < 5; i++) server.push(syntheticRollout(`ok-${i}`, T0 + i * 10, { reward: i % 2 }));
@@ -144,7 +120,7 @@ describe.skipIf(missing)('visualizer page: views you can trust (#30)', () => {
   });
 
   it('shows a failed, retried rollout’s elapsed time as its timeline does, and – when the time is unknown', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     server.listing.push(listed('old-failed', 'infra-error', { wall_ms: 3100 }), listed('old-unknown', 'infra-error'));
     server.push(retriedRollout('fail-0', T0, 'failed', 2000, 4200));
     const p = await open(server);
@@ -159,7 +135,7 @@ describe.skipIf(missing)('visualizer page: views you can trust (#30)', () => {
   });
 
   it('shows no gap warning on a fresh page of a healthy server whose early events are past its retention, and says which window it shows', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     for (let i = 0; i < 6; i++) server.push(syntheticRollout(`w-${i}`, T0 + i * 1000));
     const perRollout = syntheticRollout('x', 0).length;
     // The server retains only the last three rollouts' events; it still lists all six.
@@ -180,7 +156,7 @@ describe.skipIf(missing)('visualizer page: views you can trust (#30)', () => {
   });
 
   it('warns in amber when a resume reaches past the retention: events this page lost', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     server.push(syntheticRollout('a', T0));
     const p = await open(server);
     await p.waitForSelector('.rows .row[data-id="a"]');
@@ -200,7 +176,7 @@ describe.skipIf(missing)('visualizer page: views you can trust (#30)', () => {
   it('merges data-source aliases as rollout run’s summary does, from the server’s own table', async () => {
     const families = dataSourceFamilies();
     expect(families['deepscaler']).toBe('math');
-    server = await startFixtureServer();
+    const server = await pages.server();
     for (let i = 0; i < 3; i++) server.push(syntheticRollout(`ds-${i}`, T0 + i * 10, { task: 'deepscaler', reward: 1 }));
     for (let i = 0; i < 2; i++) server.push(syntheticRollout(`m-${i}`, T0 + 100 + i * 10, { task: 'math', reward: 0 }));
     server.push(syntheticRollout('cc-0', T0 + 200, { task: 'codecontests', reward: 1 }));
@@ -213,7 +189,7 @@ describe.skipIf(missing)('visualizer page: views you can trust (#30)', () => {
   });
 
   it('badges rollouts with integrity violations (kinds in the tooltip) and filters to the flagged ones (#27)', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     const hacked = syntheticRollout('hacked', T0, { reward: 1 });
     const result = hacked.at(-1)!;
     hacked[hacked.length - 1] = { ...result, violations: { 'edit-protected': 2, 'read-secret': 1 } } as EventInput;
@@ -234,11 +210,11 @@ describe.skipIf(missing)('visualizer page: views you can trust (#30)', () => {
     await expect.poll(() => p.innerText('#detail-summary')).toContain('⚑ integrity: 2 edit-protected, 1 read-secret');
     await p.uncheck('#filter-flagged');
     await expect.poll(() => p.getAttribute('#row-count', 'data-shown')).toBe('3');
-    expect(browser!.errors).toEqual([]);
+    expect(pages.browser().errors).toEqual([]);
   });
 
   it('says "live" on a live page', async () => {
-    server = await startFixtureServer();
+    const server = await pages.server();
     const p = await open(server);
     await p.waitForFunction(() => document.querySelector('#conn')?.getAttribute('data-state') === 'open');
     await expect.poll(() => p.getAttribute('#conn', 'data-mode')).toBe('live');
