@@ -170,7 +170,7 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     if (values['path-root']?.length) serviceOptions.pathRoots = [...(serviceOptions.pathRoots ?? []), ...values['path-root']];
     const polarImage = choiceFlag('polar-image', values['polar-image'], ['strict', 'ignore'] as const);
     if (polarImage) serviceOptions.polarImage = polarImage;
-    if (values['image-alias']?.length) serviceOptions.imageAliases = { ...(serviceOptions.imageAliases ?? {}), ...imageAliases(values['image-alias']) };
+    if (values['image-alias']?.length) serviceOptions.imageAliases = { ...(serviceOptions.imageAliases ?? {}), ...parseImageAliases(values['image-alias']) };
     // Checked before anything starts: an exposed, open service must not even begin (#9.6).
     const exposure = checkExposure(serviceOptions.host ?? '127.0.0.1', token, values.insecure ?? false);
     if (exposure.kind === 'refused') {
@@ -303,8 +303,8 @@ function makeSandboxes(driver: SandboxFlag, stateDir: string | undefined): Sandb
   return createSandboxProvider({ driver, ...(stateDir ? { stateDir } : {}) });
 }
 
-/** `--image-alias FROM=TO` flags as a map; a UsageError names the one without both sides. */
-function imageAliases(flags: readonly string[]): Record<string, string> {
+/** `--image-alias FROM=TO` flags as a map (a later FROM wins); a UsageError names the one without both sides. */
+export function parseImageAliases(flags: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (const f of flags) {
     const i = f.indexOf('=');
