@@ -69,8 +69,11 @@ export function serviceRuntimeFactory(parts: ServiceRuntimeParts): RuntimeFactor
       throw err;
     }
     const close = rt.close.bind(rt);
+    // The host provider tells the store its sandboxes read images from; a test double may not.
+    const imageStore = (sandboxes as { options?: { imageStore?: unknown } }).options?.imageStore;
     const service: ServiceRuntime = Object.assign(rt, {
       codec: parts.codec,
+      ...(typeof imageStore === 'string' ? { imageStore } : {}),
       close: async (opts?: { drain?: boolean }) => {
         try {
           await close(opts);

@@ -68,6 +68,18 @@ export const ServiceOptionsSchema = z
      * followed) inside one of these roots.
      */
     pathRoots: z.array(z.string().min(1)).default([]),
+    /**
+     * Polar's `runtime.image` (docs/polar.md, "Images"): `strict` runs each session in that image
+     * of the image store (after `imageAliases`) and refuses a task whose image is missing;
+     * `ignore` drops it and runs sessions on the sandbox's default root.
+     */
+    polarImage: z.enum(['strict', 'ignore']).default('strict'),
+    /**
+     * Image names a Polar trainer sends (`runtime.image`, Docker references) → the image-store
+     * names they run as; `*` maps every image no other entry names. `rollout serve --image-alias
+     * FROM=TO`, repeatable.
+     */
+    imageAliases: z.record(z.string().min(1).max(500), z.string().min(1).max(500)).default({}),
     /** Rollouts a `/v1/rollouts` listing returns at most. */
     listLimit: z.number().int().positive().default(100_000),
   })

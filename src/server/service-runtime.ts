@@ -37,6 +37,11 @@ export type ServiceRuntime = Runtime &
     dataSources?(): readonly string[];
     /** The runtime's admission limit, when it tells it: lets a batch be refused before any work. */
     readonly options?: { readonly maxQueued: number };
+    /**
+     * The image store this runtime's sandboxes read images from, when it runs sandboxes on this
+     * machine (absent on a `--redis` gateway): lets a task naming a missing image be refused at submit.
+     */
+    readonly imageStore?: string;
     /** The cluster's live workers (a gateway), for the operational log. */
     workerIds?(): readonly string[];
     /** The cluster's live workers' last heartbeats (a gateway), for Polar's `/nodes`. */

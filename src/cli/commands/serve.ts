@@ -37,6 +37,10 @@ const USAGE = `usage: rollout serve [options]
   --inspect-sample RATE    inspect a stable share of rollouts (0..1; whole groups are kept together)
   --state-dir DIR      sandbox leases and Polar task records (default: the OS temp dir; records then in memory only)
   --image-store DIR    task images (default: $ROLLOUT_IMAGE_STORE, else ~/.cache/rollout-runtime/images)
+  --polar-image MODE   Polar's runtime.image: strict (default: each session runs in that image of the store;
+                       a task naming one the store lacks is refused, 422) | ignore (run on the default root)
+  --image-alias FROM=TO  run Polar's runtime.image FROM as the image-store image TO (repeatable; FROM * maps
+                       every image no other alias names)
   --retain N           events kept for WebSocket resume (default 50000)
   --body-limit BYTES   request body limit (default 10485760)
   --stopped            start without a runtime until POST /start (the reference's behaviour)
@@ -91,6 +95,8 @@ const SERVE_FLAGS = {
   'inspect-sample': { type: 'string' },
   'state-dir': { type: 'string' },
   'image-store': { type: 'string' },
+  'polar-image': { type: 'string' },
+  'image-alias': { type: 'string', multiple: true },
   retain: { type: 'string' },
   'body-limit': { type: 'string' },
   stopped: { type: 'boolean' },
@@ -162,6 +168,9 @@ export async function run(argv: string[], deps: ServeDeps = {}): Promise<number>
     const token = values.token ?? process.env['ROLLOUT_TOKEN'];
     if (token) serviceOptions.token = token;
     if (values['path-root']?.length) serviceOptions.pathRoots = [...(serviceOptions.pathRoots ?? []), ...values['path-root']];
+    const polarImage = choiceFlag('polar-image', values['polar-image'], ['strict', 'ignore'] as const);
+    if (polarImage) serviceOptions.polarImage = polarImage;
+    if (values['image-alias']?.length) serviceOptions.imageAliases = { ...(serviceOptions.imageAliases ?? {}), ...parseImageAliases(values['image-alias']) };
     // Checked before anything starts: an exposed, open service must not even begin (#9.6).
     const exposure = checkExposure(serviceOptions.host ?? '127.0.0.1', token, values.insecure ?? false);
     if (exposure.kind === 'refused') {
@@ -292,6 +301,19 @@ export function inspectSelection(v: { inspect?: string | undefined; 'inspect-rol
  */
 function makeSandboxes(driver: SandboxFlag, stateDir: string | undefined): SandboxProvider {
   return createSandboxProvider({ driver, ...(stateDir ? { stateDir } : {}) });
+}
+
+/** `--image-alias FROM=TO` flags as a map (a later FROM wins); a UsageError names the one without both sides. */
+export function parseImageAliases(flags: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const f of flags) {
+    const i = f.indexOf('=');
+    const from = f.slice(0, i).trim();
+    const to = f.slice(i + 1).trim();
+    if (i < 0 || !from || !to) throw new UsageError(`--image-alias must be FROM=TO (a Docker reference, or *, and an image-store name), got '${f}'`);
+    out[from] = to;
+  }
+  return out;
 }
 
 const SANDBOX_FLAGS = ['auto', 'bwrap', 'unshare', 'none'] as const;

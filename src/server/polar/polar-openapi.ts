@@ -63,7 +63,7 @@ const timeoutQuery = [{ name: 'timeout_seconds', schema: { type: 'number', defau
 export const POLAR_OPS: Record<string, PolarOp> = {
   'GET /health': { summary: 'Polar: liveness and the node count', response: z.object({ status: z.literal('ok'), nodes: z.number().int() }), open: true },
   'POST /rollout/task/submit': {
-    summary: 'Polar: submit a task (num_samples sessions of one instruction); 409 when the id is running or was cancelled in the last 300 s, 422 naming the field, 429 past capacity',
+    summary: 'Polar: submit a task (num_samples sessions of one instruction); 409 when the id is running or was cancelled in the last 300 s, 422 naming the field (a runtime.image this server\'s image store lacks too), 429 past capacity (nothing started)',
     request: TaskRequestSchema,
     response: z.object({ task_id: z.string(), status: z.literal('running') }),
   },

@@ -12,6 +12,7 @@ import type { EvaluatorName, SessionResult, SessionStatus, TaskRequest, TaskStat
 import { PolarEventBus } from './polar-events.js';
 import { isUsable, toSessionResult, type EndedBy } from './session-result.js';
 import { postCallback } from './task-callback.js';
+import { taskImage, requireLocalImage, type TaskImage } from './task-image.js';
 import { toInstance } from './task-instance.js';
 import { TaskStore, type StoredTask } from './task-store.js';
 import { readTaskUploads } from './task-uploads.js';
@@ -46,6 +47,8 @@ interface SessionRec {
 
 interface TaskRec {
   req: TaskRequest;
+  /** The image its sessions run in (`runtime.image` after the server's policy and aliases). */
+  image: TaskImage;
   status: TaskState;
   sessions: SessionRec[];
   results: SessionResult[];
@@ -94,28 +97,35 @@ export class PolarTasks {
 
   /**
    * Admits a task whole or not at all. Throws HttpError 409 (running, or cancelled within 300 s),
-   * 413 (`num_samples` above the service's `maxBatchRollouts`), 429 (the queue cannot take
-   * `num_samples` more: nothing started), 503 (stopped), and
-   * ValidationError / 400s naming the field for what cannot run here.
+   * 429 (`num_samples` past capacity: above the service's `maxBatchRollouts`, or more than the
+   * queue can take now; nothing started), 503 (stopped), and ValidationError / 400s naming the
+   * field for what cannot run here — among them a `runtime.image` this server's image store lacks.
    */
   async submit(req: TaskRequest): Promise<void> {
     this.refuseDuplicate(req.task_id);
-    const max = this.deps.service.options.maxBatchRollouts;
+    const opts = this.deps.service.options;
+    const max = opts.maxBatchRollouts;
     if (req.num_samples > max) {
-      throw new HttpError(413, 'BATCH_TOO_LARGE', `the task asks for ${req.num_samples} sessions; one request may ask for ${max} at most`, [{ path: 'num_samples', message: `must be at most ${max}` }]);
+      // Polar's "past capacity" is 429 at once (the issue's contract), whatever the cause; the
+      // detail says this one is a per-task bound, so waiting will not help.
+      throw new HttpError(429, 'TOO_MANY_SESSIONS', `the task asks for ${req.num_samples} sessions; this server takes at most ${max} per task (maxBatchRollouts); nothing was started`, [{ path: 'num_samples', message: `must be at most ${max} on this server` }]);
     }
     const rt = this.runtime();
     checkDataSource(rt, 'harness', 'agent.harness');
     checkCapacity(rt, req.num_samples);
-    const uploads = await readTaskUploads(req, this.deps.service.options.pathRoots);
-    const mapped = toInstance(req, uploads);
+    const image = taskImage(req.runtime?.image, opts.polarImage, opts.imageAliases);
+    // Where this server runs the sandboxes, a missing image is refused now; a gateway has no
+    // store: the worker's session then fails IMAGE_NOT_FOUND, said in the session's `error`.
+    if (rt.imageStore !== undefined) requireLocalImage(image, rt.imageStore);
+    const uploads = await readTaskUploads(req, opts.pathRoots);
+    const mapped = toInstance(req, uploads, image.ref);
     confineInstancePaths(mapped.instance, this.deps.service.options.pathRoots, 'runtime');
     // The uploads were read asynchronously: check again before anything starts.
     this.refuseDuplicate(req.task_id);
     checkCapacity(rt, req.num_samples);
 
     const now = this.clock.now();
-    const rec: TaskRec = { req, status: 'running', sessions: [], results: [], createdAt: now, updatedAt: now, settled: Promise.resolve() };
+    const rec: TaskRec = { req, image, status: 'running', sessions: [], results: [], createdAt: now, updatedAt: now, settled: Promise.resolve() };
     const groupId = `polar:${req.task_id}`;
     // Subscribed before the first submit, so no session's first state is missed.
     this.follow(rt);
@@ -328,6 +338,7 @@ export class PolarTasks {
       // A cancel by DELETE is not ours to explain: the task says cancelled.
       endedBy: r.outcome === 'cancelled' || r.outcome === 'timed-out' ? s.endedBy : null,
       taskMetadata: rec.req.metadata,
+      image: rec.image,
       readyQueueMs,
       now: () => this.clock.now(),
     });

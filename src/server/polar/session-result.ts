@@ -1,6 +1,7 @@
 import type { RolloutResult } from '../../protocol/trajectory.js';
 import { redactHostPaths } from '../redact.js';
 import type { BuilderName, EvaluatorName, PolarTrajectory, SessionResult, SessionStatus, Trace } from './polar-models.js';
+import { importHint, type TaskImage } from './task-image.js';
 import { harborReward } from './task-instance.js';
 import { buildTraces, callsOf } from './trace-builder.js';
 
@@ -18,6 +19,8 @@ export interface SessionContext {
   endedBy: EndedBy;
   /** The task's `metadata`: its `group_id`, `policy_version`, `rollout_step` are copied to the trajectory's. */
   taskMetadata: Record<string, unknown>;
+  /** The image the session was to run in (`runtime.image` after the server's policy and aliases). */
+  image?: TaskImage | undefined;
   /** Time from INIT's end to RUN's start (the ready queue), when it was observed. */
   readyQueueMs: number;
   /** The clock, to time the trace build. */
@@ -61,6 +64,7 @@ export function toSessionResult(r: RolloutResult, ctx: SessionContext): SessionR
     status = 'ERROR';
     reward = 0;
     error = ctx.endedBy === 'early_stop' ? 'cancelled: the task stopped early (early_stop_min_usable_sessions reached)' : r.error ? redactHostPaths(`${r.error.name}: ${r.error.message}`) : `rollout ${r.outcome}`;
+    if (r.error?.code === 'IMAGE_NOT_FOUND' && ctx.image?.ref) error = imageNotFound(ctx.image, ctx.nodeId);
   }
   const traces: Trace[] = built.map((t) => ({
     ...t,
@@ -100,6 +104,8 @@ export function toSessionResult(r: RolloutResult, ctx: SessionContext): SessionR
     resolved: r.resolved,
     attempts: r.attempts,
     rollout_id: r.id,
+    // The image the session ran in (an image-store name; null: the default root) and what the trainer named.
+    ...(ctx.image ? { image: ctx.image.ref, runtime_image: ctx.image.requested } : {}),
     ...(verifierTimeout && status === 'COMPLETED' ? { verifier_timeout: true } : {}),
     ...(ctx.endedBy ? { ended_by: ctx.endedBy } : {}),
     ...(ctx.endedBy === 'early_stop' ? { early_stopped: true } : {}),
@@ -127,6 +133,12 @@ export function toSessionResult(r: RolloutResult, ctx: SessionContext): SessionR
     error,
     metadata,
   };
+}
+
+/** A session whose image the node's store lacks (a `--redis` worker: the gateway has no store to check at submit). */
+function imageNotFound(image: TaskImage, nodeId: string | null): string {
+  const named = image.ref === image.requested ? `'${image.ref!.slice(0, 200)}'` : `'${image.requested!.slice(0, 200)}' (image-store name '${image.ref!.slice(0, 200)}')`;
+  return `TaskError IMAGE_NOT_FOUND: runtime.image ${named} is not in the image store of ${nodeId ? `node ${nodeId}` : 'the node that ran it'}; on that node, ${importHint(image)}`;
 }
 
 function evaluatorReward(r: RolloutResult, evaluator: EvaluatorName | null, verifierTimeout: boolean): number | null {

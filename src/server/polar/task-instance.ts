@@ -44,16 +44,17 @@ function exportsOf(env: Record<string, string>, field: string): string {
  *   `runtime.workdir`) with `runtime.env`, `agent.env` and `custom_shell.env` exported;
  *   a preset (`codex`, `claude_code`, …): `preset` (the harness family's name for it) and
  *   `instruction`, with `env` and `model`;
- * - `runtime.image` is not used (sessions run on the sandbox's default root; docs/polar.md, "Not
- *   here"); `runtime.prepare` → `setup` steps in order (uploads are staged in
- *   the workspace and copied to their target; `exec` retried up to `max_attempts`);
+ * - `image` (what `runtime.image` became, task-image.ts: an image-store name, or null for the
+ *   sandbox's default root) → the instance's `image`, which the sessions' sandbox and eval run in;
+ *   `runtime.prepare` → `setup` steps in order (uploads are staged in the workspace and copied
+ *   to their target; `exec` retried up to `max_attempts`);
  * - `evaluator` → `eval_command` (see {@link evalCommand}) and `eval_timeout_s`;
  * - `agent.settings.model_kwargs` (`temperature`, `top_p`, `max_tokens`, `extra_body.top_k`) and
  *   `settings.sampling_seed` → sampling parameters; `settings.max_turns` → `max_llm_calls`;
  *   `settings.oracle` → the instance's `oracle` turns (the scripted policy, for tests and replays).
  * Throws ValidationError naming the field (a 422 at the route) for what cannot run here.
  */
-export function toInstance(task: TaskRequest, uploads: TaskUploads): MappedTask {
+export function toInstance(task: TaskRequest, uploads: TaskUploads, image: string | null = null): MappedTask {
   const agent = task.agent;
   const harness = agent.harness as PolarHarness;
   const runtimeEnv = task.runtime?.env ?? {};
@@ -63,6 +64,7 @@ export function toInstance(task: TaskRequest, uploads: TaskUploads): MappedTask 
   (task.runtime?.prepare ?? []).forEach((step, i) => setup.push(prepareStep(step, i, uploads.prepare.get(i), files)));
 
   const instance: Record<string, unknown> = { data_source: 'harness', instance_id: task.task_id };
+  if (image !== null) instance['image'] = image;
   if (harness === 'shell') {
     const shell = agent.custom_shell!;
     const cwd = shell.cwd ?? workdir;

@@ -64,13 +64,14 @@ const ORACLE = [
 
 describe.skipIf(skip)(`Polar's ${PRESET} preset on rollout serve (bwrap; ${INSTALL})`, () => {
   it('runs the CLI in runtime.workdir, resolves, and its traces are token-exact through per_request and prefix_merging', async () => {
-    server = await serve(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work]);
+    // On the host's root: the trainer's image name is dropped (--polar-image ignore); polar-image.e2e.test.ts runs codex in an imported image.
+    server = await serve(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work, '--polar-image', 'ignore']);
     const { tag, env } = testTag('polar-codex');
     const task = (id: string, builder: string): Record<string, unknown> => ({
       task_id: id,
       instruction: 'Write answer.py that prints 6*7, run it into out.txt, and tell me what it printed.',
       num_samples: 1,
-      runtime: { image: 'local', workdir: 'proj', prepare: [{ type: 'exec', command: 'mkdir -p proj' }] },
+      runtime: { image: 'ghcr.io/trainer/only-it-has:1', workdir: 'proj', prepare: [{ type: 'exec', command: 'mkdir -p proj' }] },
       agent: { harness: PRESET, model_name: 'policy', env, settings: { oracle: ORACLE } },
       builder: { strategy: builder },
       evaluator: { strategy: 'harbor', config: { tests_dir: join(work, 'tests'), tests_target: 'tests', verifier_dir: 'logs/verifier', test_command: 'bash tests/test.sh' } },

@@ -53,7 +53,7 @@ function task(id: string, oracle: unknown[]): Record<string, unknown> {
     instruction: String(row['problem_statement']),
     num_samples: 1,
     runtime: {
-      image: 'local',
+      image: 'ghcr.io/trainer/only-it-has:1',
       prepare: [
         { type: 'upload_dir', source: join(work, 'repo'), target: 'repo' },
         { type: 'exec', command: 'git init -q && git add -A && git commit -qm base', cwd: 'repo', env: GIT_ENV },
@@ -66,7 +66,8 @@ function task(id: string, oracle: unknown[]): Record<string, unknown> {
 
 describe.skipIf(skip)('Polar swebench_harness on rollout serve (bwrap, git, pytest)', () => {
   it('grades the agent\'s patch per test: the fix resolves (reward 1), an unfixed tree does not (reward 0)', async () => {
-    server = await serve(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work]);
+    // On the host's root (its python3 and pytest): the trainer's image name is dropped (--polar-image ignore).
+    server = await serve(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work, '--polar-image', 'ignore']);
     const fix = [
       { tool_calls: [{ name: 'bash', arguments: { command: "sed -i 's/if out and start < out\\[-1\\]\\[1\\]:/if out and start <= out[-1][1]:/' repo/minilib/intervals.py && grep -n 'start <=' repo/minilib/intervals.py" } }] },
       { content: 'fixed' },

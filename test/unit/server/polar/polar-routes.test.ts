@@ -8,6 +8,9 @@ import { ManualClock, type Clock } from '../../../../src/clock.js';
 import { serviceRuntimeFactory } from '../../../../src/server/runtime-factory.js';
 import { createService, type RolloutService } from '../../../../src/server/service.js';
 import type { ServiceRuntime } from '../../../../src/server/service-runtime.js';
+import type { ServiceOptionsInput } from '../../../../src/server/service-options.js';
+import { ImageStore } from '../../../../src/sandbox/images/image-store.js';
+import { tarOf, writeOciLayout } from '../../../helpers/images/oci-fixture.js';
 import { createTestHandler, MemorySandboxProvider, TestCodec } from '../../../../src/testing/index.js';
 
 // The Polar routes over the real service runtime (supervisor, oracle backend replaying
@@ -26,7 +29,7 @@ let warnings: string[];
 /** Timers of 5 s armed through the service's clock: the callback's spacing sleeps. */
 let armed5s: number;
 
-async function start(opts: { token?: string; maxQueued?: number; stages?: { init: number; run: number }; createMs?: number } = {}): Promise<void> {
+async function start(opts: { token?: string; maxQueued?: number; stages?: { init: number; run: number }; createMs?: number; imageStore?: string; service?: ServiceOptionsInput } = {}): Promise<void> {
   clock = new ManualClock();
   armed5s = 0;
   const m = clock;
@@ -41,26 +44,28 @@ async function start(opts: { token?: string; maxQueued?: number; stages?: { init
   providers = [];
   warnings = [];
   stateDir = mkdtempSync(join(tmpdir(), 'polar-unit-'));
+  const factory = serviceRuntimeFactory({
+    codec: new TestCodec(),
+    clock,
+    sandboxes: () => {
+      const p = new MemorySandboxProvider({ clock, latencyMs: (op) => (op === 'create' ? (opts.createMs ?? 0) : 0) });
+      providers.push(p);
+      return p;
+    },
+    handlers: [createTestHandler({ name: 'harness', aliases: [] })],
+    runtime: { sandboxDriver: 'none', retries: { max: 0, backoffMs: 0, backoffMaxMs: 0 }, maxQueued: opts.maxQueued ?? 1000, stages: opts.stages ?? { init: 8, run: 8 } },
+    retainEvents: 1000,
+      });
   service = createService(
     {
-      createRuntime: serviceRuntimeFactory({
-        codec: new TestCodec(),
-        clock,
-        sandboxes: () => {
-          const p = new MemorySandboxProvider({ clock, latencyMs: (op) => (op === 'create' ? (opts.createMs ?? 0) : 0) });
-          providers.push(p);
-          return p;
-        },
-        handlers: [createTestHandler({ name: 'harness', aliases: [] })],
-        runtime: { sandboxDriver: 'none', retries: { max: 0, backoffMs: 0, backoffMaxMs: 0 }, maxQueued: opts.maxQueued ?? 1000, stages: opts.stages ?? { init: 8, run: 8 } },
-        retainEvents: 1000,
-      }),
+      // The in-memory provider reads no image store: a test that names one stands in for the host provider's.
+      createRuntime: opts.imageStore ? async () => Object.assign(await factory(), { imageStore: opts.imageStore }) : factory,
       backends: [{ address: 'oracle' }],
       clock: spy,
       stateDir,
       warn: (m) => warnings.push(m),
     },
-    { port: 0, backendsIntervalMs: 0, ...(opts.token ? { token: opts.token } : {}) },
+    { port: 0, backendsIntervalMs: 0, ...(opts.token ? { token: opts.token } : {}), ...opts.service },
   );
   url = await service.listen();
 }
@@ -145,6 +150,65 @@ describe('POST /rollout/task/submit: bad input', () => {
   });
 });
 
+describe('runtime.image', () => {
+  let root: string;
+  let storeDir: string;
+  beforeEach(async () => {
+    root = mkdtempSync(join(tmpdir(), 'polar-unit-img-'));
+    storeDir = join(root, 'store');
+    writeOciLayout(join(root, 'layout'), [tarOf([{ name: 'etc/', type: '5' }, { name: 'etc/marker', content: 'x\n' }])]);
+    await new ImageStore(storeDir).import(join(root, 'layout'), { name: 'py-test' });
+  });
+  afterEach(() => rmSync(root, { recursive: true, force: true }));
+  const withImage = (id: string, image: string, n = 1): Record<string, unknown> => task(id, { num_samples: n, runtime: { image } });
+
+  it('refuses at submit a task whose image the local store lacks: 422 naming runtime.image with the import command, nothing started', async () => {
+    await start({ imageStore: storeDir });
+    const r = await api('POST', '/rollout/task/submit', withImage('gone', 'ghcr.io/acme/swe:7', 3));
+    expect(r.status).toBe(422);
+    expect(r.body.detail).toEqual([{ loc: ['body', 'runtime', 'image'], msg: expect.stringContaining("image 'ghcr.io/acme/swe:7' is not in this server's image store; import it with `rollout image import PATH --name ghcr.io/acme/swe:7`"), type: 'value_error' }]);
+    expect(rt().list()).toEqual([]);
+    expect((await api('GET', '/rollout/task/gone')).status).toBe(404);
+    // Imported now (by its repo name), the same task runs.
+    await new ImageStore(storeDir).import(join(root, 'layout'), { name: 'ghcr.io/acme/swe:7' });
+    expect((await api('POST', '/rollout/task/submit', withImage('gone', 'ghcr.io/acme/swe:7'))).status).toBe(200);
+    const st = await poll('gone');
+    expect(st.results[0].metadata).toMatchObject({ image: 'ghcr.io/acme/swe:7', runtime_image: 'ghcr.io/acme/swe:7' });
+  });
+
+  it('gives each session the store image runtime.image names, directly or through --image-alias', async () => {
+    await start({ imageStore: storeDir, service: { imageAliases: { 'python:3.11': 'py-test', 'ubuntu:22.04': 'nowhere' } } });
+    expect((await api('POST', '/rollout/task/submit', withImage('direct', 'py-test'))).status).toBe(200);
+    expect((await api('POST', '/rollout/task/submit', withImage('alias', 'docker.io/library/python:3.11', 2))).status).toBe(200);
+    // An alias naming an image the store lacks: refused, naming the alias to change.
+    const r = await api('POST', '/rollout/task/submit', withImage('other', 'ubuntu:22.04'));
+    expect(r.status).toBe(422);
+    expect(r.body.detail[0].msg).toContain("image 'nowhere' is not in this server's image store");
+    expect(r.body.detail[0].msg).toContain("the alias that maps runtime.image 'ubuntu:22.04'");
+    expect((await poll('direct')).results[0].metadata).toMatchObject({ image: 'py-test', runtime_image: 'py-test' });
+    for (const s of (await poll('alias')).results) expect(s.metadata).toMatchObject({ image: 'py-test', runtime_image: 'docker.io/library/python:3.11' });
+  });
+
+  it('drops runtime.image under --polar-image ignore: the sessions run on the default root', async () => {
+    await start({ imageStore: storeDir, service: { polarImage: 'ignore' } });
+    expect((await api('POST', '/rollout/task/submit', withImage('ign', 'ghcr.io/acme/never-imported:1'))).status).toBe(200);
+    expect((await poll('ign')).results[0].metadata).toMatchObject({ image: null, runtime_image: 'ghcr.io/acme/never-imported:1' });
+  });
+
+  it('refuses a host path as runtime.image with 422 naming it, whatever the store', async () => {
+    await start();
+    const r = await api('POST', '/rollout/task/submit', withImage('sif', '/images/swe.sif'));
+    expect(r.status).toBe(422);
+    expect(r.body.detail[0]).toMatchObject({ loc: ['body', 'runtime', 'image'], msg: expect.stringContaining('is a host path') });
+  });
+
+  it('without a store of its own (a --redis gateway) admits the task: the node that runs it checks its store', async () => {
+    await start();
+    expect((await api('POST', '/rollout/task/submit', withImage('remote', 'ghcr.io/acme/swe:9'))).status).toBe(200);
+    expect((await poll('remote')).results[0].metadata).toMatchObject({ image: 'ghcr.io/acme/swe:9' });
+  });
+});
+
 describe('Polar tasks on the runtime', () => {
   it('answers 429 at once for num_samples past the queue, with nothing started', async () => {
     await start({ maxQueued: 4 });
@@ -154,10 +218,18 @@ describe('Polar tasks on the runtime', () => {
     expect((await api('GET', '/rollout/task/big')).status).toBe(404);
     expect((await api('POST', '/rollout/task/submit', task('fits', { num_samples: 4 }))).status).toBe(200);
     await poll('fits');
-    // Past what one request may ask for at all: 413, before the queue is looked at.
-    const huge = await api('POST', '/rollout/task/submit', task('huge', { num_samples: 1_000_000 }));
-    expect(huge.status).toBe(413);
+  });
+
+  it('answers 429 at once for num_samples above what one task may ask for, naming the field, with nothing started', async () => {
+    await start({ service: { maxBatchRollouts: 8 } });
+    const huge = await api('POST', '/rollout/task/submit', task('huge', { num_samples: 9 }));
+    expect(huge.status).toBe(429);
+    expect(huge.body.detail).toMatch(/at most 8 per task/);
     expect(huge.body.error.issues[0].path).toBe('num_samples');
+    expect(rt().list()).toEqual([]);
+    expect((await api('GET', '/rollout/task/huge')).status).toBe(404);
+    expect((await api('POST', '/rollout/task/submit', task('huge', { num_samples: 8 }))).status).toBe(200);
+    await poll('huge');
   });
 
   it('admits waiting sessions by dispatch_priority, higher first, never preempting one started', async () => {

@@ -103,6 +103,20 @@ describe('toSessionResult', () => {
     expect(toSessionResult(result(), ctx({ builder: 'per_request' })).trajectory.traces).toHaveLength(2);
   });
 
+  it("says which runtime.image a node's store lacked and how to import it, keeping the runtime's error in metadata.failure", () => {
+    const missing = { name: 'TaskError', code: 'IMAGE_NOT_FOUND', message: "image 'py-test': not in the image store /tmp/store (import it with: rollout image import PATH --name py-test)", retryable: false, stage: 'init' as const };
+    const image = { requested: 'docker.io/library/python:3.11', ref: 'py-test', aliased: true };
+    const s = toSessionResult(result({ outcome: 'task-error', reward: null, error: missing, trajectory: { ...result().trajectory, turns: [] } }), ctx({ image, nodeId: 'worker-b' }));
+    expect(s.status).toBe('ERROR');
+    expect(s.error).toBe(
+      "TaskError IMAGE_NOT_FOUND: runtime.image 'docker.io/library/python:3.11' (image-store name 'py-test') is not in the image store of node worker-b; on that node, import it with `rollout image import PATH --name py-test` (PATH a `docker save` tarball or an OCI layout), or change the alias that maps runtime.image 'docker.io/library/python:3.11' onto it",
+    );
+    expect(s.trajectory.error).toBe(s.error);
+    expect(s.metadata).toMatchObject({ image: 'py-test', runtime_image: 'docker.io/library/python:3.11', failure: { code: 'IMAGE_NOT_FOUND', name: 'TaskError', message: "image 'py-test': not in the image store <host>/store (import it with: rollout image import PATH --name py-test)" } });
+    // Without an image of the task's, the runtime's own words stand.
+    expect(toSessionResult(result({ outcome: 'task-error', reward: null, error: missing }), ctx()).error).toBe("TaskError: image 'py-test': not in the image store <host>/store (import it with: rollout image import PATH --name py-test)");
+  });
+
   it('reads the Harbor reward from the eval output', () => {
     const s = toSessionResult(result({ reward: 0, evalDetails: { timed_out: false, output: 'x\nPOLAR_HARBOR_REWARD_TXT=0.25\nPOLAR_HARBOR_REWARD_JSON=\n' } }), ctx({ evaluator: 'harbor' }));
     expect(s.trajectory.traces[0]!.reward).toBe(0.25);

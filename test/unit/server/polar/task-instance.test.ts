@@ -50,6 +50,15 @@ describe('toInstance', () => {
     expect(HarnessInstanceSchema.parse(instance).cwd).toBe('/testbed');
   });
 
+  it("carries the task's image (an image-store name) in the instance's image, and none for the default root", () => {
+    for (const agent of [{ harness: 'shell', custom_shell: { command: 'x' } }, { harness: 'codex' }]) {
+      const r = req({ agent, runtime: { image: 'docker.io/library/python:3.11' } });
+      expect(toInstance(r, none, 'py-test').instance['image']).toBe('py-test');
+      expect(HarnessInstanceSchema.safeParse(toInstance(r, none, 'py-test').instance).success).toBe(true);
+      expect(toInstance(r, none).instance).not.toHaveProperty('image');
+    }
+  });
+
   it('turns prepare steps into setup in order: uploads staged then copied, exec retried up to max_attempts', () => {
     const uploads: TaskUploads = { prepare: new Map([[0, new Map([['', 'cfg']])], [1, new Map([['a.txt', 'A'], ['sub/b.txt', 'B']])]]), harborTests: null };
     const { instance } = toInstance(
