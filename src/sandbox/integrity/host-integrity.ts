@@ -4,7 +4,7 @@ import { TaskError } from '../../errors.js';
 import { globSet, type FileObservationResult, type GlobSet, type IntegrityViolation } from '../../protocol/integrity.js';
 import { FileMonitor } from './file-monitor.js';
 import { NetworkCounter } from './network-counter.js';
-import { MAX_NET_ADDRESSES, ProcessObserver, type ProcessDrain } from './process-observer.js';
+import { MAX_NET_ADDRESSES, NET_PACKET_BUDGET, ProcessObserver, type ProcessDrain } from './process-observer.js';
 import { RootMonitor } from './root-monitor.js';
 
 /** Directories marked for secret reads at most, per sandbox (fanotify marks are a per-user budget). */
@@ -185,7 +185,7 @@ export function networkViolations(turn: number, d: Pick<ProcessDrain, 'net' | 'n
     const parts = [];
     if (d.netMore > 0) parts.push(`${d.netMore} more attempt${d.netMore === 1 ? '' : 's'} to destinations past the first ${MAX_NET_ADDRESSES}`);
     if (d.netDropped > 0) parts.push(`${d.netDropped} packet${d.netDropped === 1 ? '' : 's'} dropped unread`);
-    if (d.netCapped) parts.push("the observer's packet budget was spent: a flood's attempts past it may be reported at a later action");
+    if (d.netCapped) parts.push(`the observer's packet budget (${NET_PACKET_BUDGET} a second) was spent`);
     out.push({ kind: 'network', turn, detail: `${parts.join('; ')} (refused: the sandbox has no network)` });
   }
   return out;

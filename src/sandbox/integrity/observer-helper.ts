@@ -24,6 +24,11 @@
  * On start it prints {"ready":true,"exec":bool,"reads":bool,"why":[…]} (what it could open).
  * It exits when its stdin closes (its host process ended).
  */
+/** Distinct destinations the helper keeps per sandbox between two drains; attempts to more are counted. */
+export const MAX_NET_ADDRESSES = 20;
+/** Packets the helper reads a second from all its TUN devices together, besides one queue's worth at each drain. */
+export const NET_PACKET_BUDGET = 2000;
+
 export const OBSERVER_SOURCE = String.raw`
 import ctypes, fcntl, json, os, select, socket, struct, sys, time
 
@@ -197,8 +202,9 @@ CLONE_NEWNET = 0x40000000
 TUN_DEV = 'rollout%d'
 SRC4 = socket.inet_aton('192.0.0.8')                          # RFC 7600's IPv4 dummy address
 SRC6 = socket.inet_pton(socket.AF_INET6, 'fd72:6f6c:6c6f::2')  # a unique-local address of ours
-NET_BUDGET = 2000   # packets read per second, all sandboxes together: a flood is left to the kernel's queue
-MAX_ADDRS = 20      # distinct addresses kept per sandbox between two drains; more are counted
+NET_BUDGET = ${NET_PACKET_BUDGET}   # packets read per second, all sandboxes together: a flood is left to the kernel's queue
+MAX_ADDRS = ${MAX_NET_ADDRESSES}      # distinct addresses kept per sandbox between two drains; more are counted
+TUN_QUEUE = 500     # the device's queue (txqueuelen): what a drain reads past the budget, at most
 tuns = {}           # tun fd -> watch id
 budget = [NET_BUDGET, 0.0]  # packets left in this window, the window's end (monotonic)
 
@@ -257,7 +263,7 @@ def net_attach(pid):
             idx = socket.if_nametoindex(ifr[:16].rstrip(b'\0').decode())
             rt = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, 0)
             rt.bind((0, 0))
-            nl_call(rt, 16, struct.pack('=BxHiII', 0, 0, idx, 1, 1), (), 0)  # RTM_NEWLINK: IFF_UP
+            nl_call(rt, 16, struct.pack('=BxHiII', 0, 0, idx, 1, 1), [(13, struct.pack('=I', TUN_QUEUE))], 0)  # RTM_NEWLINK: IFF_UP, IFLA_TXQLEN
             nl_call(rt, 20, struct.pack('=BBBBI', socket.AF_INET, 32, 0, 0, idx), [(2, SRC4), (1, SRC4)])  # RTM_NEWADDR
             nl_call(rt, 24, struct.pack('=BBBBBBBBI', socket.AF_INET, 0, 0, 0, 254, 4, 253, 1, 0), [(4, struct.pack('=i', idx))])  # RTM_NEWROUTE default, scope link
             try:
@@ -404,33 +410,35 @@ def on_packet(fd, n, p):
         except OSError:
             pass
 
-def read_tuns(only=None):
-    # Reads what the sandboxes sent, within the budget; a flood past it stays in the kernel's queue
-    # (bounded: the device's txqueuelen, the rest dropped and counted by the kernel).
+def read_tun(w, extra=0):
+    # Reads what a sandbox sent, within the budget, and then at most extra more; a flood past it
+    # stays in the kernel's queue (bounded: TUN_QUEUE packets, the rest dropped and counted by the kernel).
+    n = w.get('net')
+    while n is not None:
+        if budget[0] <= 0:
+            n['capped'] = True
+            if extra <= 0:
+                return
+            extra -= 1
+        else:
+            budget[0] -= 1
+        try:
+            p = os.read(n['fd'], 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            net_detach(w)  # the namespace is gone
+            return
+        n['packets'] += 1
+        on_packet(n['fd'], n, p)
+
+def read_tuns(ready):
     now = time.monotonic()
     if now >= budget[1]:
         budget[0], budget[1] = NET_BUDGET, now + 1.0
     for fd, wid in list(tuns.items()):
-        if only is not None and fd not in only:
-            continue
-        w = watches.get(wid)
-        n = w and w.get('net')
-        if n is None:
-            continue
-        while True:
-            if budget[0] <= 0:
-                n['capped'] = True
-                break
-            try:
-                p = os.read(fd, 65536)
-            except BlockingIOError:
-                break
-            except OSError:
-                net_detach(w)  # the namespace is gone
-                break
-            budget[0] -= 1
-            n['packets'] += 1
-            on_packet(fd, n, p)
+        if fd in ready and wid in watches:
+            read_tun(watches[wid])
 
 def net_drain(w):
     n = w.get('net')
@@ -516,6 +524,10 @@ def handle(req):
         w = watches.get(wid)
         if w is None:
             return {'execs': [], 'reads': [], 'lost': 0, 'unknown': True}
+        # What the action sent is in the answer: the queue is read to its end, past a spent budget
+        # by at most the queue's length (what a flood dropped beyond it, the kernel counted).
+        read_tuns(())
+        read_tun(w, TUN_QUEUE)
         out = {'execs': join_execs(w['execs'], w['paths']), 'reads': w['reads'], 'lost': w['lost']}
         out.update(net_drain(w))
         w['execs'], w['paths'], w['reads'], w['lost'] = [], [], [], 0
@@ -575,8 +587,6 @@ def main():
                 if fan >= 0:
                     read_fan_events()
                 forget_exited()
-                if tuns:
-                    read_tuns()
                 try:
                     out = handle(json.loads(line))
                 except Exception as e:

@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { OBSERVER_SOURCE } from './observer-helper.js';
 
+export { MAX_NET_ADDRESSES, NET_PACKET_BUDGET } from './observer-helper.js';
+
 /** The Python the observer runs on (Debian's; the suite's core needs it anyway). */
 const PYTHON = '/usr/bin/python3';
 const REPLY_TIMEOUT_MS = 10_000;
@@ -24,8 +26,6 @@ export interface ProcessDrain {
   netCapped: boolean;
 }
 
-/** Distinct destinations the helper keeps per sandbox between two drains (its MAX_ADDRS). */
-export const MAX_NET_ADDRESSES = 20;
 
 /** One destination the sandbox tried to reach: `ip:port` (`[ip6]:port`; no port for ICMP and others), how often, and a DNS query's name. */
 export interface NetAttempt {

@@ -56,4 +56,95 @@ describe.skipIf(noObserver !== null || testDriver() === 'none')(`network attempt
       expect(o.violations[0]!.detail).toMatch(/1 TCP attempt to 203\.0\.113\.7:443 refused/);
     });
   });
+
+  it('an IPv6 connect is reported with its bracketed address', async () => {
+    await withSandbox({}, async (sb) => {
+      await sb.integrity!({ op: 'start', protect: [] });
+      const out = await sb.bash({ command: py('import socket\ntry: socket.create_connection(("2001:db8::7", 80), 20)\nexcept OSError as e: print("errno", e.errno)') });
+      expect(out.output).toContain('errno 111');
+      expect(net((await sb.integrity!({ op: 'observe', turn: 4 })).violations)).toEqual([{ turn: 4, proto: 'tcp', address: '[2001:db8::7]:80' }]);
+    });
+  });
+
+  it('UDP datagrams are answered port-unreachable and reported, a DNS query with its name', async () => {
+    await withSandbox({}, async (sb) => {
+      await sb.integrity!({ op: 'start', protect: [] });
+      // A connected UDP socket learns of the ICMP answer: its next recv fails with ECONNREFUSED.
+      const udp = 'import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.settimeout(20)\ns.connect(("198.51.100.9", 9999))\ns.send(b"x")\ntry: s.recv(10)\nexcept OSError as e: print("errno", e.errno)';
+      const q = 'import socket, struct\nq = struct.pack("!HHHHHH", 1, 256, 1, 0, 0, 0) + b"\\x05pypi1\\x03org\\x00" + struct.pack("!HH", 1, 1)\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.sendto(q, ("198.51.100.53", 53))\ns.sendto(q, ("198.51.100.53", 53))';
+      const out = await sb.bash({ command: `${py(udp)}; ${py(q)}` });
+      expect(out.output).toContain('errno 111');
+      const o = await sb.integrity!({ op: 'observe', turn: 2 });
+      expect(net(o.violations)).toEqual([
+        { turn: 2, proto: 'udp', address: '198.51.100.9:9999' },
+        { turn: 2, proto: 'udp', address: '198.51.100.53:53' },
+      ]);
+      expect(o.violations[1]!.detail).toMatch(/^2 UDP attempts to 198\.51\.100\.53:53 \(a DNS query for pypi1\.org\) refused/);
+    });
+  });
+
+  it("bash's /dev/tcp and curl are refused and reported like any program", async () => {
+    await withSandbox({}, async (sb) => {
+      await sb.integrity!({ op: 'start', protect: [] });
+      const out = await sb.bash({ command: "(echo > /dev/tcp/203.0.113.8/8080) 2>&1; echo rc=$?; if command -v curl >/dev/null; then curl -sS -m 20 http://203.0.113.9:81/ 2>&1; echo curl=$?; fi" });
+      expect(out.output).toMatch(/Connection refused[\s\S]*rc=1/);
+      const want = [{ turn: 0, proto: 'tcp', address: '203.0.113.8:8080' }];
+      if (/curl=/.test(out.output)) {
+        expect(out.output).toContain('curl=7'); // couldn't connect
+        want.push({ turn: 0, proto: 'tcp', address: '203.0.113.9:81' });
+      }
+      expect(net((await sb.integrity!({ op: 'observe', turn: 0 })).violations)).toEqual(want);
+    });
+  });
+
+  it('a flood is capped: at most 20 addresses per action, the rest counted, and the reading bounded by the packet budget', async () => {
+    await withSandbox({}, async (sb) => {
+      await sb.integrity!({ op: 'start', protect: [] });
+      // UDP to 2,000 destinations as fast as the sandbox can send, for about a second.
+      const flood = 'import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nt = time.monotonic()\nn = 0\nwhile time.monotonic() - t < 1.0:\n  try: s.sendto(b"x", ("198.51.100.%d" % (n % 200 + 1), 1000 + n % 10)); n += 1\n  except OSError: pass\nprint("sent", n, "in", time.monotonic() - t)';
+      const out = await sb.bash({ command: py(flood) });
+      const [, sent, secs] = /sent (\d+) in ([\d.]+)/.exec(out.output)!;
+      const o = await sb.integrity!({ op: 'observe', turn: 5 });
+      const vs = o.violations.filter((v) => v.kind === 'network');
+      const listed = vs.filter((v) => v.address);
+      expect(listed).toHaveLength(20);
+      expect(listed.every((v) => v.turn === 5 && v.proto === 'udp')).toBe(true);
+      const summary = vs.find((v) => !v.address)!;
+      expect(summary.detail).toMatch(/more attempts to destinations past the first 20/);
+      const counted = (d: string) => Number(/^(\d+) UDP attempt/.exec(d)?.[1] ?? 0);
+      const read = listed.reduce((a, v) => a + counted(v.detail), 0) + Number(/(\d+) more attempts/.exec(summary.detail)![1]);
+      // 2,000 packets a second at most (the budget), and one queue (500) at the action's end.
+      expect(read).toBeLessThanOrEqual(2000 * (Math.ceil(Number(secs)) + 1) + 500);
+      // Every datagram is accounted for at this action: read, or dropped by the kernel and counted.
+      const dropped = Number(/(\d+) packets? dropped unread/.exec(summary.detail)?.[1] ?? 0);
+      if (read < Number(sent)) expect(summary.detail).toMatch(/packet budget \(2000 a second\) was spent/);
+      expect(read + dropped).toBeGreaterThanOrEqual(Number(sent));
+      expect(read + dropped).toBeLessThanOrEqual(Number(sent) + 10);
+      // A connect after the flood is still refused (once the budget's second is over) and seen at its own turn.
+      const after = await sb.bash({ command: py('import socket\ntry: socket.create_connection(("203.0.113.77", 22), 20)\nexcept OSError as e: print("errno", e.errno)') });
+      expect(after.output).toContain('errno 111');
+      expect(net((await sb.integrity!({ op: 'observe', turn: 6 })).violations)).toEqual([{ turn: 6, proto: 'tcp', address: '203.0.113.77:22' }]);
+    });
+  });
+
+  it('a sandbox with network: true keeps its user-mode network: no TUN device, nothing reported', async () => {
+    await withSandbox({ network: true }, async (sb) => {
+      const start = await sb.integrity!({ op: 'start', protect: [] });
+      expect(start.unobserved ?? []).toEqual([]);
+      const out = await sb.bash({ command: 'cut -d: -f1 /proc/net/dev | tail -n +3 | tr -d " " | sort | tr "\n" " "' });
+      expect(out.output.trim()).toBe('lo tap0');
+      expect((await sb.integrity!({ op: 'observe', turn: 0 })).violations).toEqual([]);
+    });
+  });
+
+  it('a sandbox without network sees the TUN device as its default route, and loopback stays its own', async () => {
+    await withSandbox({}, async (sb) => {
+      await sb.integrity!({ op: 'start', protect: [] });
+      const srv = 'import socket, threading\nl = socket.socket()\nl.bind(("127.0.0.1", 0))\nl.listen()\nc = socket.create_connection(l.getsockname(), 5)\nprint("local ok")';
+      const out = await sb.bash({ command: `cut -d: -f1 /proc/net/dev | tail -n +3 | tr -d " " | sort | tr "\\n" " "; echo; ${py(srv)}` });
+      expect(out.output).toMatch(/^lo rollout0 \n/m);
+      expect(out.output).toContain('local ok');
+      expect((await sb.integrity!({ op: 'observe', turn: 0 })).violations).toEqual([]);
+    });
+  });
 });
