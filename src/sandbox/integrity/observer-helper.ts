@@ -202,6 +202,7 @@ CLONE_NEWNET = 0x40000000
 TUN_DEV = 'rollout%d'
 SRC4 = socket.inet_aton('192.0.0.8')                          # RFC 7600's IPv4 dummy address
 SRC6 = socket.inet_pton(socket.AF_INET6, 'fd72:6f6c:6c6f::2')  # a unique-local address of ours
+LOOPBACK6 = socket.inet_pton(socket.AF_INET6, '::1')
 NET_BUDGET = ${NET_PACKET_BUDGET}   # packets read per second, all sandboxes together: a flood is left to the kernel's queue
 MAX_ADDRS = ${MAX_NET_ADDRESSES}      # distinct addresses kept per sandbox between two drains; more are counted
 TUN_QUEUE = 500     # the device's queue (txqueuelen): what a drain reads past the budget, at most
@@ -266,9 +267,12 @@ def net_attach(pid):
             nl_call(rt, 16, struct.pack('=BxHiII', 0, 0, idx, 1, 1), [(13, struct.pack('=I', TUN_QUEUE))], 0)  # RTM_NEWLINK: IFF_UP, IFLA_TXQLEN
             nl_call(rt, 20, struct.pack('=BBBBI', socket.AF_INET, 32, 0, 0, idx), [(2, SRC4), (1, SRC4)])  # RTM_NEWADDR
             nl_call(rt, 24, struct.pack('=BBBBBBBBI', socket.AF_INET, 0, 0, 0, 254, 4, 253, 1, 0), [(4, struct.pack('=i', idx))])  # RTM_NEWROUTE default, scope link
+            # Loopback never takes the default route: where lo is down (the unshare driver) it stays unreachable, as before.
+            nl_call(rt, 24, struct.pack('=BBBBBBBBI', socket.AF_INET, 8, 0, 0, 254, 4, 0, 7, 0), [(1, socket.inet_aton('127.0.0.0'))])  # RTN_UNREACHABLE
             try:
                 nl_call(rt, 20, struct.pack('=BBBBI', socket.AF_INET6, 128, 0x02, 0, idx), [(1, SRC6), (8, struct.pack('=I', 0x02))])  # IFA_F_NODAD
                 nl_call(rt, 24, struct.pack('=BBBBBBBBI', socket.AF_INET6, 0, 0, 0, 254, 4, 0, 1, 0), [(4, struct.pack('=i', idx))])
+                nl_call(rt, 24, struct.pack('=BBBBBBBBI', socket.AF_INET6, 128, 0, 0, 254, 4, 0, 7, 0), [(1, LOOPBACK6)])
             except OSError:
                 pass  # IPv6 disabled in the namespace: nothing to route
         finally:
@@ -348,6 +352,8 @@ def dns_name(q):
     return None
 
 def record(n, proto, v6, dst, port, name=None):
+    if dst[0] == 127 if not v6 else dst == LOOPBACK6:
+        return  # the sandbox's own loopback (down under the unshare driver, so routed here): not the network
     a = socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, dst)
     addr = a if port is None else ('[%s]:%d' % (a, port) if v6 else '%s:%d' % (a, port))
     key = (proto, addr)
@@ -445,7 +451,9 @@ def net_drain(w):
     if n is None:
         return {}
     dropped = 0
-    if n['capped']:
+    if n['capped'] or n['packets'] > 0:
+        # The kernel drops what overflows the queue, budget spent or the helper not scheduled in time.
+        n['packets'] = 0
         total = tx_dropped(n)
         dropped, n['dropped'] = max(0, total - n['dropped']), total
     out = {'net': list(n['seen'].values()), 'netMore': n['more'], 'netDropped': dropped, 'netCapped': n['capped']}
