@@ -268,11 +268,12 @@ def net_attach(pid):
             nl_call(rt, 20, struct.pack('=BBBBI', socket.AF_INET, 32, 0, 0, idx), [(2, SRC4), (1, SRC4)])  # RTM_NEWADDR
             nl_call(rt, 24, struct.pack('=BBBBBBBBI', socket.AF_INET, 0, 0, 0, 254, 4, 253, 1, 0), [(4, struct.pack('=i', idx))])  # RTM_NEWROUTE default, scope link
             # Loopback never takes the default route: where lo is down (the unshare driver) it stays unreachable, as before.
-            nl_call(rt, 24, struct.pack('=BBBBBBBBI', socket.AF_INET, 8, 0, 0, 254, 4, 0, 7, 0), [(1, socket.inet_aton('127.0.0.0'))])  # RTN_UNREACHABLE
+            # Not tied to the device, so it outlives it: replaced, not added, when a monitor restarts (NLM_F_CREATE|NLM_F_REPLACE).
+            nl_call(rt, 24, struct.pack('=BBBBBBBBI', socket.AF_INET, 8, 0, 0, 254, 4, 0, 7, 0), [(1, socket.inet_aton('127.0.0.0'))], 0x400 | 0x100)  # RTN_UNREACHABLE
             try:
                 nl_call(rt, 20, struct.pack('=BBBBI', socket.AF_INET6, 128, 0x02, 0, idx), [(1, SRC6), (8, struct.pack('=I', 0x02))])  # IFA_F_NODAD
                 nl_call(rt, 24, struct.pack('=BBBBBBBBI', socket.AF_INET6, 0, 0, 0, 254, 4, 0, 1, 0), [(4, struct.pack('=i', idx))])
-                nl_call(rt, 24, struct.pack('=BBBBBBBBI', socket.AF_INET6, 128, 0, 0, 254, 4, 0, 7, 0), [(1, LOOPBACK6)])
+                nl_call(rt, 24, struct.pack('=BBBBBBBBI', socket.AF_INET6, 128, 0, 0, 254, 4, 0, 7, 0), [(1, LOOPBACK6)], 0x400 | 0x100)
             except OSError:
                 pass  # IPv6 disabled in the namespace: nothing to route
         finally:

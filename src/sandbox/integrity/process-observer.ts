@@ -59,6 +59,20 @@ export class ProcessObserver {
     readonly caps: ObserverCapabilities,
   ) {}
 
+  /**
+   * Ends the host's observer, if one runs (its TUN devices close with it), and waits for its
+   * exit; the next {@link get} starts a new one. For a host that stops observing, and tests.
+   */
+  static async shutdown(): Promise<void> {
+    const p = ProcessObserver.shared;
+    ProcessObserver.shared = null;
+    const obs = await p?.catch(() => null);
+    if (!obs || obs.proc.exitCode !== null || obs.proc.signalCode !== null) return;
+    const exited = new Promise((resolve) => obs.proc.once('exit', resolve));
+    obs.proc.stdin!.end();
+    await exited;
+  }
+
   /** The host's observer, started once. @throws Error when it cannot start (no python3, not root). */
   static get(): Promise<ProcessObserver> {
     ProcessObserver.shared ??= ProcessObserver.start().catch((e: unknown) => {

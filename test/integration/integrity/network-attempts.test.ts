@@ -1,4 +1,4 @@
-import { chmodSync } from 'node:fs';
+import { chmodSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -147,5 +147,53 @@ describe.skipIf(noObserver !== null || testDriver() === 'none')(`network attempt
       expect(out.output).toContain(testDriver() === 'unshare' ? 'loopback down' : 'local ok');
       expect((await sb.integrity!({ op: 'observe', turn: 0 })).violations).toEqual([]);
     });
+  });
+});
+
+/** The TUN fds held by the observers this test process started (its descendants' python3 helpers). */
+function observerTunFds(): number {
+  const parent = new Map<number, number>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      parent.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // gone
+    }
+  }
+  const mine = (pid: number): boolean => {
+    for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) return true;
+    return false;
+  };
+  let n = 0;
+  for (const pid of parent.keys()) {
+    if (!mine(pid)) continue;
+    try {
+      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('/usr/bin/python3\0-I\0-S\0-c\0')) continue;
+      for (const fd of readdirSync(`/proc/${pid}/fd`)) if (readlinkSync(`/proc/${pid}/fd/${fd}`) === '/dev/net/tun') n++;
+    } catch {
+      // gone
+    }
+  }
+  return n;
+}
+
+describe.skipIf(noObserver !== null || testDriver() === 'none')(`the TUN device's lifetime${skipNote(noObserver)}`, () => {
+  it("is closed with its sandbox, so the sandbox's network namespace goes too", async () => {
+    const before = observerTunFds();
+    const sb = await provider.create({ files: { 'a.txt': 'a\n' } }, { rolloutId: 'integrity-net-lifetime' });
+    try {
+      await sb.integrity!({ op: 'start', protect: [] });
+      expect(observerTunFds()).toBe(before + 1);
+      // A second start (a restarted monitor) replaces the device rather than adding one.
+      await sb.integrity!({ op: 'start', protect: [] });
+      expect(observerTunFds()).toBe(before + 1);
+      await sb.bash({ command: '(echo > /dev/tcp/203.0.113.5/25) 2>/dev/null' });
+      expect(net((await sb.integrity!({ op: 'observe', turn: 1 })).violations)).toEqual([{ turn: 1, proto: 'tcp', address: '203.0.113.5:25' }]);
+    } finally {
+      await sb.close();
+    }
+    await expect.poll(observerTunFds, { timeout: 20_000 }).toBe(before);
   });
 });
