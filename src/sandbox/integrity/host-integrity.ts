@@ -44,6 +44,8 @@ interface Monitors {
   net: NetworkCounter | null;
   /** Attempts out are seen with their address by the observer (its TUN device is the sandbox's default route). */
   tun: boolean;
+  /** The network namespace watched (a pid in it and its inode): a restarted shell has a fresh one. */
+  netns: { pid: number; ino: number; allowed: boolean } | null;
   unobserved: Unobserved[];
 }
 
@@ -80,7 +82,7 @@ export async function handleIntegrity(sb: HostSandboxLike, req: { op: 'start' | 
     const root = ov ? new RootMonitor(ov.upper, ov.workspace) : null;
     const r = files.start();
     root?.start();
-    const m: Monitors = { files, root, procs: null, net: null, tun: false, unobserved: [] };
+    const m: Monitors = { files, root, procs: null, net: null, tun: false, netns: null, unobserved: [] };
     const targets = sb.integrityTargets;
     // Addresses are recorded only for a sandbox without network: with `network: true` attempts are allowed.
     const netPid = targets?.netPid && !targets.network ? targets.netPid : null;
@@ -113,6 +115,7 @@ export async function handleIntegrity(sb: HostSandboxLike, req: { op: 'start' | 
       }
     }
     if (targets?.netPid) {
+      m.netns = { pid: targets.netPid, ino: netnsInode(targets.netPid), allowed: targets.network };
       if (!m.tun) m.net = openCounters(m, targets.netPid, targets.network, netPid ? noTun : null);
     } else m.unobserved.push({ what: 'network', why: "this sandbox shares the host's network namespace (driver none)" });
     monitors.set(sb, m);
@@ -152,8 +155,52 @@ export async function handleIntegrity(sb: HostSandboxLike, req: { op: 'start' | 
       }
     }
   }
+  await followNetns(sb, m, turn, o);
   o.ms = performance.now() - t0;
   return o;
+}
+
+/** The inode of `pid`'s network namespace, or 0 when it is gone. */
+function netnsInode(pid: number): number {
+  try {
+    return fs.statSync(`/proc/${pid}/ns/net`).ino;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * A shell restarted by `exit` runs in a fresh network namespace, without the TUN device: its
+ * counters since its creation are the attempts made before this observation (counted, without
+ * address, at this action), and the device moves there for the next actions (else the counters
+ * go on).
+ */
+async function followNetns(sb: HostSandboxLike, m: Monitors, turn: number, o: FileObservationResult): Promise<void> {
+  const pid = sb.integrityTargets?.netPid;
+  if (!m.netns || !pid) return;
+  if (pid === m.netns.pid) return;
+  const ino = netnsInode(pid);
+  if (ino === 0 || ino === m.netns.ino) {
+    if (ino !== 0) m.netns = { ...m.netns, pid };
+    return;
+  }
+  const allowed = m.netns.allowed;
+  m.netns = { pid, ino, allowed };
+  const gap = NetworkCounter.open(pid, allowed, true);
+  if (gap) o.violations.push(...gap.observe(turn));
+  const un: Unobserved[] = [];
+  if (m.tun && m.procs) {
+    try {
+      const r = await m.procs.observer.moveNet(m.procs.key, pid);
+      if (r.ok) return;
+      m.tun = false;
+      m.net = openCounters({ unobserved: un }, pid, allowed, r.why);
+    } catch (e) {
+      m.tun = false;
+      m.net = openCounters({ unobserved: un }, pid, allowed, (e as Error).message);
+    }
+  } else if (m.net) m.net = gap ?? openCounters({ unobserved: un }, pid, allowed, null);
+  if (un.length > 0) o.unobserved = [...(o.unobserved ?? []), ...un];
 }
 
 /**

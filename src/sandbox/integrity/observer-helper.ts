@@ -484,6 +484,15 @@ def forget_exited():
         owner.pop(t, None)
     del exited[:]
 
+def net_watch(wid, w, pid):
+    try:
+        tun, rt, idx = net_attach(pid)
+    except OSError as e:
+        return {'netError': e.strerror or str(e)}
+    w['net'] = {'fd': tun, 'rt': rt, 'idx': idx, 'seen': {}, 'more': 0, 'capped': False, 'dropped': 0, 'packets': 0}
+    tuns[tun] = wid
+    return {'net': True}
+
 def prune(keep=None):
     # Forgets the watches whose sandbox is gone (their cgroup removed), closing their TUN devices:
     # an open TUN fd keeps its network namespace alive.
@@ -521,13 +530,16 @@ def handle(req):
         prune(wid)
         out = {'ok': True, 'marked': marked, 'errors': errors}
         if req.get('netPid'):
-            try:
-                tun, rt, idx = net_attach(int(req['netPid']))
-                w['net'] = {'fd': tun, 'rt': rt, 'idx': idx, 'seen': {}, 'more': 0, 'capped': False, 'dropped': 0, 'packets': 0}
-                tuns[tun] = wid
-                out['net'] = True
-            except OSError as e:
-                out['netError'] = e.strerror or str(e)
+            out.update(net_watch(wid, w, int(req['netPid'])))
+        return out
+    if op == 'net':
+        # A new network namespace for a watched sandbox (its shell restarted): the device moves there.
+        w = watches.get(wid)
+        if w is None:
+            return {'ok': False, 'error': 'not watched'}
+        net_detach(w)
+        out = {'ok': True}
+        out.update(net_watch(wid, w, int(req['netPid'])))
         return out
     if op == 'drain':
         w = watches.get(wid)

@@ -137,6 +137,13 @@ export class ProcessObserver {
     return { marked: Number(r.marked ?? 0), errors: (r.errors as string[] | undefined) ?? [], net };
   }
 
+  /** Moves sandbox `id`'s TUN device to the network namespace of `netPid` (its shell restarted in a fresh one). */
+  async moveNet(id: string, netPid: number): Promise<{ ok: true } | { ok: false; why: string }> {
+    const r = await this.call({ op: 'net', id, netPid });
+    if (r.ok !== true) throw new Error(String(r.error ?? 'net refused'));
+    return r.net === true ? { ok: true } : { ok: false, why: String(r.netError ?? 'the helper did not attach') };
+  }
+
   /** What sandbox `id` did since the last drain (everything before this call). */
   async drain(id: string): Promise<ProcessDrain> {
     const r = await this.call({ op: 'drain', id });

@@ -127,6 +127,21 @@ describe.skipIf(noObserver !== null || testDriver() === 'none')(`network attempt
     });
   });
 
+  it('follows a shell restarted by exit into its fresh network namespace', async () => {
+    await withSandbox({}, async (sb) => {
+      await sb.integrity!({ op: 'start', protect: [] });
+      // An attempt in the old shell, then `exit`: the new shell has a namespace of its own.
+      const before = await sb.bash({ command: '(echo > /dev/tcp/203.0.113.10/80) 2>/dev/null; exit 3' });
+      expect(before.exitCode).toBe(3);
+      expect(net((await sb.integrity!({ op: 'observe', turn: 0 })).violations)).toEqual([{ turn: 0, proto: 'tcp', address: '203.0.113.10:80' }]);
+      const after = await sb.bash({ command: '(echo > /dev/tcp/203.0.113.11/80) 2>&1' });
+      expect(after.output).toMatch(/Connection refused/);
+      const o = await sb.integrity!({ op: 'observe', turn: 1 });
+      expect(net(o.violations)).toEqual([{ turn: 1, proto: 'tcp', address: '203.0.113.11:80' }]);
+      expect(o.unobserved ?? []).toEqual([]);
+    });
+  });
+
   it('a sandbox with network: true keeps its user-mode network: no TUN device, nothing reported', async () => {
     await withSandbox({ network: true }, async (sb) => {
       const start = await sb.integrity!({ op: 'start', protect: [] });
