@@ -13,13 +13,23 @@
  *   directory holding a secret path: each open of a file in it, by any process, queues an event
  *   with the opener's pid and an fd of the file; a pid outside the sandbox's cgroup (the host
  *   itself) is skipped.
+ * - Network attempts of a sandbox without network: in its network namespace (setns from here,
+ *   nothing inside the sandbox) a TUN device is the default route (IPv4 and IPv6, set up over
+ *   rtnetlink); the helper answers each TCP SYN with a RST and each UDP datagram with an ICMP port
+ *   unreachable (so the attempt is refused at once) and records its destination. At most
+ *   NET_PACKET_BUDGET packets a second are read (all devices together); past it the kernel's
+ *   queue holds TUN_QUEUE packets and drops the rest, which a drain counts (the device's
+ *   tx_dropped). The device is closed on unwatch, on a new namespace (`net`) and when the
+ *   sandbox's cgroup is gone (checked every 5 s): an open TUN fd keeps its namespace alive.
  *
  * Both queues are filled synchronously by the kernel, so when a `drain` request arrives, the
  * helper first empties them and only then answers: everything the action did before the request
  * is in the answer. Protocol: one JSON object per line each way, answers in request order.
- *   {"op":"watch","id":S,"cgroup":"/rollout/S","dirs":[abs dirs],"roots":[host workspace],"inside":"/workspace","execfs":[paths]}
- *     → {"ok":true,"marked":n,"errors":[…]}
- *   {"op":"drain","id":S} → {"execs":[{"pid":n,"argv":[…]|null}],"reads":[workspace-relative paths],"lost":n}
+ *   {"op":"watch","id":S,"cgroup":"/rollout/S","dirs":[abs dirs],"roots":[host workspace],"inside":"/workspace","execfs":[paths],"netPid":n?}
+ *     → {"ok":true,"marked":n,"errors":[…],"net":true | "netError":why}
+ *   {"op":"net","id":S,"netPid":n} → {"ok":true,"net":true | "netError":why}   (the device moves to pid n's namespace)
+ *   {"op":"drain","id":S} → {"execs":[{"pid":n,"argv":[…]|null}],"reads":[workspace-relative paths],"lost":n,
+ *     "net":[{"proto","address","count","name"}],"netMore":n,"netDropped":n,"netCapped":bool}   (net* when the device is up)
  *   {"op":"unwatch","id":S} → {"ok":true}
  * On start it prints {"ready":true,"exec":bool,"reads":bool,"why":[…]} (what it could open).
  * It exits when its stdin closes (its host process ended).
@@ -357,7 +367,7 @@ def record(n, proto, v6, dst, port, name=None):
         return  # the sandbox's own loopback (down under the unshare driver, so routed here): not the network
     a = socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, dst)
     addr = a if port is None else ('[%s]:%d' % (a, port) if v6 else '%s:%d' % (a, port))
-    key = (proto, addr)
+    key = (proto, addr, name)  # a resolver's queries: one entry per name asked
     e = n['seen'].get(key)
     if e is not None:
         e['count'] += 1
