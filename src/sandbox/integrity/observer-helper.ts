@@ -397,6 +397,11 @@ def on_packet(fd, n, p):
         if dst[0] >= 224 or dst == b'\xff\xff\xff\xff' or struct.unpack_from('!H', p, 6)[0] & 0x1fff:
             return
     seg = p[hl:]
+    if v6 and proto == 44 and len(seg) >= 8:
+        # A fragment header: the first fragment carries the transport header, the others are not attempts.
+        if struct.unpack_from('!H', seg, 2)[0] >> 3:
+            return
+        proto, seg = seg[0], seg[8:]
     reply = None
     if proto == 6 and len(seg) >= 20:
         sport, dport, seq = struct.unpack_from('!HHI', seg)

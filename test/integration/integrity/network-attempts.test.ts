@@ -72,12 +72,15 @@ describe.skipIf(noObserver !== null || testDriver() === 'none')(`network attempt
       // A connected UDP socket learns of the ICMP answer: its next recv fails with ECONNREFUSED.
       const udp = 'import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.settimeout(20)\ns.connect(("198.51.100.9", 9999))\ns.send(b"x")\ntry: s.recv(10)\nexcept OSError as e: print("errno", e.errno)';
       const q = 'import socket, struct\nq = struct.pack("!HHHHHH", 1, 256, 1, 0, 0, 0) + b"\\x05pypi1\\x03org\\x00" + struct.pack("!HH", 1, 1)\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.sendto(q, ("198.51.100.53", 53))\ns.sendto(q, ("198.51.100.53", 53))';
-      const out = await sb.bash({ command: `${py(udp)}; ${py(q)}` });
+      // A datagram over the MTU leaves in fragments: one attempt, not one per fragment.
+      const big = 'import socket\nsocket.socket(socket.AF_INET6, socket.SOCK_DGRAM).sendto(b"x" * 4000, ("2001:db8::9", 7777))';
+      const out = await sb.bash({ command: `${py(udp)}; ${py(q)}; ${py(big)}` });
       expect(out.output).toContain('errno 111');
       const o = await sb.integrity!({ op: 'observe', turn: 2 });
       expect(net(o.violations)).toEqual([
         { turn: 2, proto: 'udp', address: '198.51.100.9:9999' },
         { turn: 2, proto: 'udp', address: '198.51.100.53:53' },
+        { turn: 2, proto: 'udp', address: '[2001:db8::9]:7777' },
       ]);
       expect(o.violations[1]!.detail).toMatch(/^2 UDP attempts to 198\.51\.100\.53:53 \(a DNS query for pypi1\.org\) refused/);
     });
