@@ -21,7 +21,14 @@
  * - monitor_action_ratio_5k / observe_roundtrip_p50_ms_5k: the same on a workspace of 5,000
  *   files (a mid-sized real repository), where the scan dominates (serial);
  * - violations_*: violations found for edit / delete / conftest / sitecustomize / link /
- *   git log --all / a denied program / a network attempt, run on the sample workspace (each 1).
+ *   git log --all / a denied program / a TCP and a UDP attempt out (with their address), run on
+ *   the sample workspace (each 1);
+ * - refused_connect_us_tun / refused_connect_us_noroute / refused_connect_ratio: one refused
+ *   TCP connect in a sandbox without network, through the observer's TUN device (the SYN read
+ *   and answered with a RST by the helper) ÷ without the monitor (no route: the kernel refuses at
+ *   once), interleaved rounds in two sandboxes, medians;
+ * - observer_cpu_share_flood: the observer helper's CPU time ÷ wall time while a sandbox sends
+ *   UDP as fast as it can for 2 s (bounded by the helper's packet budget, 2,000 a second).
  *
  * Run: npx tsx bench/integrity.ts
  */
@@ -29,6 +36,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createSandboxProvider } from '../src/sandbox/index.js';
+import { NET_PACKET_BUDGET } from '../src/sandbox/integrity/observer-helper.js';
 import type { Sandbox } from '../src/sandbox/sandbox.js';
 import { median, report, round } from './stats.js';
 
@@ -106,16 +114,45 @@ try {
     link: 'rm -f conftest.py sitecustomize.py; ln -s /dev/null conftest.py',
     git_log_all: 'git log --all --oneline >/dev/null',
     network: "python3 -c \"import socket\ntry: socket.create_connection(('198.51.100.7', 443), 2)\nexcept OSError: pass\"",
+    network_udp: "python3 -c \"import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('198.51.100.8', 53))\"",
   };
   let turn = 10_000;
   for (const [name, cmd] of Object.entries(hostile)) {
     await sb.bash({ command: cmd });
-    figures[`violations_${name}`] = (await sb.integrity!({ op: 'observe', turn: turn++ })).violations.filter((v) => v.kind !== 'delete-protected' || name === 'delete').length;
+    const found = (await sb.integrity!({ op: 'observe', turn: turn++ })).violations.filter((v) => v.kind !== 'delete-protected' || name === 'delete');
+    // A network attempt counts when it carries its address (the TUN device's), not only a count.
+    figures[`violations_${name}`] = name.startsWith('network') ? found.filter((v) => v.kind === 'network' && v.address).length : found.length;
   }
   // A denied program is matched by the runtime (integrity-monitor.ts): the host reports the command line.
   await sb.bash({ command: 'python3 -m pip install minilib >/dev/null 2>&1; true' });
   const execs = (await sb.integrity!({ op: 'observe', turn: turn++ })).execs ?? [];
   figures.violations_pip_install = execs.filter((e) => e.argv?.join(' ') === 'python3 -m pip install minilib').length;
+
+  // A refused connect through the TUN device (the monitor on) against no route (no monitor), interleaved.
+  const bare = await provider.create({}, { rolloutId: 'bench-integrity-bare' });
+  const connects = (n: number) =>
+    `python3 -c "import socket, time\nt = time.perf_counter()\nfor i in range(${n}):\n  try: socket.create_connection(('203.0.113.%d' % (i % 250 + 1), 443), 5)\n  except OSError: pass\nprint((time.perf_counter() - t) / ${n} * 1e6)"`;
+  const perConnect = async (box: Sandbox): Promise<number> => Number((await box.bash({ command: connects(100) })).output.trim());
+  const tunUs: number[] = [];
+  const noRouteUs: number[] = [];
+  for (let round = 0; round < 9; round++) {
+    tunUs.push(await perConnect(sb));
+    await sb.integrity!({ op: 'observe', turn: turn++ });
+    noRouteUs.push(await perConnect(bare));
+  }
+  figures.refused_connect_us_tun = round(median(tunUs), 1);
+  figures.refused_connect_us_noroute = round(median(noRouteUs), 1);
+  figures.refused_connect_ratio = round(median(tunUs) / median(noRouteUs), 2);
+  await bare.close();
+
+  // A UDP flood for 2 s: the helper's CPU share stays bounded by its packet budget.
+  const helper = observerPid();
+  const cpu0 = helper ? cpuMs(helper) : 0;
+  const w0 = performance.now();
+  await sb.bash({ command: `python3 -c "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nt = time.monotonic()\nn = 0\nwhile time.monotonic() - t < 2:\n  try: s.sendto(b'x', ('198.51.100.%d' % (n % 250 + 1), 9)); n += 1\n  except OSError: pass"` });
+  await sb.integrity!({ op: 'observe', turn: turn++ });
+  if (helper) figures.observer_cpu_share_flood = round((cpuMs(helper) - cpu0) / (performance.now() - w0), 3);
+  figures.observer_packet_budget = NET_PACKET_BUDGET;
   await sb.close();
 
   // A 5,000-file workspace: 50 packages of 100 modules.
@@ -135,4 +172,35 @@ try {
   fs.rmSync(stateDir, { recursive: true, force: true });
 }
 figures.loadavg_1m = round(os.loadavg()[0]!, 2);
+
+/** The pid of the observer helper this process's sandbox host started (a python3 -I -S -c below us), or null. */
+function observerPid(): number | null {
+  const parent = new Map<number, number>();
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+      parent.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // gone
+    }
+  }
+  for (const pid of parent.keys()) {
+    let mine = false;
+    for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) mine = true;
+    try {
+      if (mine && fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('/usr/bin/python3\0-I\0-S\0-c\0')) return pid;
+    } catch {
+      // gone
+    }
+  }
+  return null;
+}
+
+/** User + system CPU time of `pid`, in ms. */
+function cpuMs(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ 100)
+}
 report('integrity', figures);

@@ -200,6 +200,8 @@ export const IntegrityViolationSchema = z.object({
   argv: z.array(z.string()).optional(),
   /** A network attempt's address, when the mechanism sees it (see docs/integrity.md). */
   address: z.string().optional(),
+  /** A network attempt's protocol (`tcp`, `udp`, `icmp`, `icmpv6`, `ip-N`), with its address. */
+  proto: z.string().max(16).optional(),
   detail: z.string(),
 });
 export type IntegrityViolation = z.infer<typeof IntegrityViolationSchema>;

@@ -6,7 +6,7 @@ import { ProtocolError, SandboxError } from '../errors.js';
 import { UdsChannel, type WireMessage } from '../ipc/uds-channel.js';
 import { HostRequestSchema, type HostRequest } from '../protocol/sandbox.js';
 import { HostSandbox, type HostOwner } from './host-sandbox.js';
-import { handleIntegrity } from './integrity/host-integrity.js';
+import { handleIntegrity, releaseIntegrity } from './integrity/host-integrity.js';
 
 /** Options of {@link runSandboxHost}. */
 export interface SandboxHostOptions {
@@ -90,6 +90,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
       if (creating.has(req.sandboxId)) closedEarly.add(req.sandboxId);
       sandboxes.delete(req.sandboxId);
       if (sb) {
+        void releaseIntegrity(sb);
         const p = sb.close();
         closing.add(p);
         await p.finally(() => closing.delete(p));

@@ -4,7 +4,7 @@ import { TaskError } from '../../errors.js';
 import { globSet, type FileObservationResult, type GlobSet, type IntegrityViolation } from '../../protocol/integrity.js';
 import { FileMonitor } from './file-monitor.js';
 import { NetworkCounter } from './network-counter.js';
-import { ProcessObserver } from './process-observer.js';
+import { MAX_NET_ADDRESSES, NET_PACKET_BUDGET, ProcessObserver, type ProcessDrain } from './process-observer.js';
 import { RootMonitor } from './root-monitor.js';
 
 /** Directories marked for secret reads at most, per sandbox (fanotify marks are a per-user budget). */
@@ -40,7 +40,12 @@ interface Monitors {
   root: RootMonitor | null;
   /** The process and secret-read observer, and the sandbox's key there. */
   procs: { observer: ProcessObserver; key: string; secret: GlobSet } | null;
+  /** The network counters: the fallback when the observer's TUN device is not in the sandbox's namespace. */
   net: NetworkCounter | null;
+  /** Attempts out are seen with their address by the observer (its TUN device is the sandbox's default route). */
+  tun: boolean;
+  /** The network namespace watched (a pid in it and its inode): a restarted shell has a fresh one. */
+  netns: { pid: number; ino: number; allowed: boolean } | null;
   unobserved: Unobserved[];
 }
 
@@ -77,8 +82,11 @@ export async function handleIntegrity(sb: HostSandboxLike, req: { op: 'start' | 
     const root = ov ? new RootMonitor(ov.upper, ov.workspace) : null;
     const r = files.start();
     root?.start();
-    const m: Monitors = { files, root, procs: null, net: null, unobserved: [] };
+    const m: Monitors = { files, root, procs: null, net: null, tun: false, netns: null, unobserved: [] };
     const targets = sb.integrityTargets;
+    // Addresses are recorded only for a sandbox without network: with `network: true` attempts are allowed.
+    const netPid = targets?.netPid && !targets.network ? targets.netPid : null;
+    let noTun = 'the process observer did not start';
     if (!targets?.cgroup) {
       const why = 'this sandbox has no cgroup of its own (driver none)';
       m.unobserved.push({ what: 'exec', why }, { what: 'reads', why });
@@ -89,8 +97,10 @@ export async function handleIntegrity(sb: HostSandboxLike, req: { op: 'start' | 
         const dirs = secretDirs(sb.workdir, files, secret);
         // Programs run from the host's root and /usr (a host-root sandbox binds them), or the image's root, or the workspace.
         const execfs = ['/', '/usr', sb.workdir, ...(sb.overlayChanges ? [path.join(sb.workdir, '/usr')] : [])];
-        const w = await observer.watch(key, { cgroup: targets.cgroup, dirs: dirs.dirs, root: sb.workdir, inside: targets.inside, execfs });
+        const w = await observer.watch(key, { cgroup: targets.cgroup, dirs: dirs.dirs, root: sb.workdir, inside: targets.inside, execfs, netPid });
         m.procs = { observer, key, secret };
+        if (w.net?.ok) m.tun = true;
+        else if (w.net) noTun = w.net.why;
         if (!observer.caps.exec && !observer.caps.reads) m.unobserved.push({ what: 'exec', why: observer.caps.why.join('; ') });
         if (secret.globs.length > 0) {
           if (!observer.caps.reads) m.unobserved.push({ what: 'reads', why: observer.caps.why.join('; ') });
@@ -100,12 +110,13 @@ export async function handleIntegrity(sb: HostSandboxLike, req: { op: 'start' | 
         }
       } catch (e) {
         const why = (e as Error).message;
+        noTun = why;
         m.unobserved.push({ what: 'exec', why }, { what: 'reads', why });
       }
     }
     if (targets?.netPid) {
-      m.net = NetworkCounter.open(targets.netPid, targets.network);
-      if (!m.net) m.unobserved.push({ what: 'network', why: "the sandbox's network counters are not readable" });
+      m.netns = { pid: targets.netPid, ino: netnsInode(targets.netPid), allowed: targets.network };
+      if (!m.tun) m.net = openCounters(m, targets.netPid, targets.network, netPid ? noTun : null);
     } else m.unobserved.push({ what: 'network', why: "this sandbox shares the host's network namespace (driver none)" });
     monitors.set(sb, m);
     return { violations: [], created: 0, modified: 0, deleted: 0, entries: r.entries, truncated: r.truncated || (root?.truncated ?? false), ms: performance.now() - t0, unobserved: m.unobserved };
@@ -129,14 +140,109 @@ export async function handleIntegrity(sb: HostSandboxLike, req: { op: 'start' | 
       const read = [...new Set(d.reads.filter((rel) => m.procs!.secret.matches(rel)))];
       if (read.length > 0) o.violations.push(readViolation(turn, read));
       if (d.lost > 0) o.unobserved = [{ what: 'exec', why: `${d.lost} process or read events were lost at turn ${turn}` }];
+      if (m.tun) o.violations.push(...networkViolations(turn, d));
     } catch (e) {
       m.procs = null;
       const why = (e as Error).message;
       o.unobserved = [{ what: 'exec', why }, { what: 'reads', why }];
+      if (m.tun) {
+        // The helper's TUN device went with it: the sandbox is back to no route, which the counters see.
+        m.tun = false;
+        const pid = sb.integrityTargets?.netPid;
+        const un: Unobserved[] = [];
+        if (pid) m.net = openCounters({ unobserved: un }, pid, false, why);
+        o.unobserved.push(...un);
+      }
     }
   }
+  await followNetns(sb, m, turn, o);
   o.ms = performance.now() - t0;
   return o;
+}
+
+/** The inode of `pid`'s network namespace, or 0 when it is gone. */
+function netnsInode(pid: number): number {
+  try {
+    return fs.statSync(`/proc/${pid}/ns/net`).ino;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * A shell restarted by `exit` runs in a fresh network namespace, without the TUN device: its
+ * counters since its creation are the attempts made before this observation (counted, without
+ * address, at this action), and the device moves there for the next actions (else the counters
+ * go on).
+ */
+async function followNetns(sb: HostSandboxLike, m: Monitors, turn: number, o: FileObservationResult): Promise<void> {
+  const pid = sb.integrityTargets?.netPid;
+  if (!m.netns || !pid) return;
+  if (pid === m.netns.pid) return;
+  const ino = netnsInode(pid);
+  if (ino === 0 || ino === m.netns.ino) {
+    if (ino !== 0) m.netns = { ...m.netns, pid };
+    return;
+  }
+  const allowed = m.netns.allowed;
+  m.netns = { pid, ino, allowed };
+  const gap = NetworkCounter.open(pid, allowed, true);
+  if (gap) o.violations.push(...gap.observe(turn));
+  const un: Unobserved[] = [];
+  if (m.tun && m.procs) {
+    try {
+      const r = await m.procs.observer.moveNet(m.procs.key, pid);
+      if (r.ok) return;
+      m.tun = false;
+      m.net = openCounters({ unobserved: un }, pid, allowed, r.why);
+    } catch (e) {
+      m.tun = false;
+      m.net = openCounters({ unobserved: un }, pid, allowed, (e as Error).message);
+    }
+  } else if (m.net) m.net = gap ?? openCounters({ unobserved: un }, pid, allowed, null);
+  if (un.length > 0) o.unobserved = [...(o.unobserved ?? []), ...un];
+}
+
+/**
+ * The fallback for network attempts: the namespace's no-route counters (network-counter.ts),
+ * counts without addresses; `noTun` says why the addresses are not seen (null: not asked, the
+ * spec allows the network).
+ */
+function openCounters(m: Pick<Monitors, 'unobserved'>, pid: number, allowed: boolean, noTun: string | null): NetworkCounter | null {
+  const net = NetworkCounter.open(pid, allowed);
+  if (!net) m.unobserved.push({ what: 'network', why: "the sandbox's network counters are not readable" });
+  else if (noTun !== null) m.unobserved.push({ what: 'network', why: `attempts are counted without their address (${noTun})` });
+  return net;
+}
+
+/**
+ * The `network` violations of one action from the observer's TUN device: one per protocol and
+ * destination (with how many attempts), at most {@link MAX_NET_ADDRESSES}; one more, without an
+ * address, for the attempts past them or the packets a flood had dropped.
+ */
+export function networkViolations(turn: number, d: Pick<ProcessDrain, 'net' | 'netMore' | 'netDropped' | 'netCapped'>): IntegrityViolation[] {
+  const out: IntegrityViolation[] = d.net.map((a) => ({
+    kind: 'network',
+    turn,
+    address: a.address,
+    proto: a.proto,
+    detail: `${a.count} ${a.proto.toUpperCase()} attempt${a.count === 1 ? '' : 's'} to ${a.address}${a.name ? ` (a DNS query for ${a.name})` : ''} refused: the sandbox has no network`,
+  }));
+  if (d.netMore > 0 || d.netDropped > 0 || (d.netCapped && out.length > 0)) {
+    const parts = [];
+    if (d.netMore > 0) parts.push(`${d.netMore} more attempt${d.netMore === 1 ? '' : 's'} to destinations past the first ${MAX_NET_ADDRESSES}`);
+    if (d.netDropped > 0) parts.push(`${d.netDropped} packet${d.netDropped === 1 ? '' : 's'} dropped unread`);
+    if (d.netCapped) parts.push(`the observer's packet budget (${NET_PACKET_BUDGET} a second) was spent`);
+    out.push({ kind: 'network', turn, detail: `${parts.join('; ')} (refused: the sandbox has no network)` });
+  }
+  return out;
+}
+
+/** Stops observing `sb` (its sandbox is closing): the observer forgets it and closes its TUN device. Never throws. */
+export async function releaseIntegrity(sb: object): Promise<void> {
+  const m = monitors.get(sb);
+  monitors.delete(sb);
+  if (m?.procs) await m.procs.observer.unwatch(m.procs.key).catch(() => undefined);
 }
 
 /** One violation per action for its secret reads: the first path, and how many (with the first few) in the detail. */

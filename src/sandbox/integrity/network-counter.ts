@@ -8,7 +8,8 @@ import type { IntegrityViolation } from '../../protocol/integrity.js';
  * (/proc/<pid>/net/snmp, `Ip6OutNoRoutes` in snmp6) — a TCP connect, a UDP send, a DNS lookup
  * alike. Reading the two files per action costs ~20 µs and needs nothing but the pid. What it
  * misses: the address and the program (counters only; see docs/integrity.md), and connections to
- * the sandbox's own loopback (allowed: tests start local servers).
+ * the sandbox's own loopback (allowed: tests start local servers). The fallback of the observer's
+ * TUN device (observer-helper.ts), which sees the addresses.
  */
 export class NetworkCounter {
   private last: number;
@@ -21,10 +22,13 @@ export class NetworkCounter {
     this.last = first;
   }
 
-  /** Opens the counters of `pid`'s namespace; null when they are not readable. */
-  static open(pid: number, allowed: boolean): NetworkCounter | null {
+  /**
+   * Opens the counters of `pid`'s namespace; null when they are not readable. `fromZero`: counts
+   * from the namespace's creation (a fresh one: a restarted shell's), not from now.
+   */
+  static open(pid: number, allowed: boolean, fromZero = false): NetworkCounter | null {
     const n = readNoRoutes(pid);
-    return n === null ? null : new NetworkCounter(pid, allowed, n);
+    return n === null ? null : new NetworkCounter(pid, allowed, fromZero ? 0 : n);
   }
 
   /** A `network` violation when attempts out were refused since the last call (none when the spec allows the network). */

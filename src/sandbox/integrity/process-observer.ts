@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { OBSERVER_SOURCE } from './observer-helper.js';
 
+export { MAX_NET_ADDRESSES, NET_PACKET_BUDGET } from './observer-helper.js';
+
 /** The Python the observer runs on (Debian's; the suite's core needs it anyway). */
 const PYTHON = '/usr/bin/python3';
 const REPLY_TIMEOUT_MS = 10_000;
@@ -14,6 +16,23 @@ export interface ProcessDrain {
   reads: string[];
   /** Events dropped (a kernel queue overflowed, or more than the helper keeps per action). */
   lost: number;
+  /** Network attempts out of the sandbox's namespace (its TUN device), one entry per protocol and destination, first seen first. */
+  net: NetAttempt[];
+  /** Attempts to further destinations past the helper's {@link MAX_NET_ADDRESSES}, counted only. */
+  netMore: number;
+  /** Packets the kernel dropped unread while the helper's packet budget was spent. */
+  netDropped: number;
+  /** The packet budget was spent since the last drain: attempts may be reported at a later one. */
+  netCapped: boolean;
+}
+
+
+/** One destination the sandbox tried to reach: `ip:port` (`[ip6]:port`; no port for ICMP and others), how often, and a DNS query's name. */
+export interface NetAttempt {
+  proto: string;
+  address: string;
+  count: number;
+  name?: string | null;
 }
 
 /** What the observer can see on this machine; `why` says what it cannot, and why. */
@@ -39,6 +58,20 @@ export class ProcessObserver {
     private readonly proc: ChildProcess,
     readonly caps: ObserverCapabilities,
   ) {}
+
+  /**
+   * Ends the host's observer, if one runs (its TUN devices close with it), and waits for its
+   * exit; the next {@link get} starts a new one. For a host that stops observing, and tests.
+   */
+  static async shutdown(): Promise<void> {
+    const p = ProcessObserver.shared;
+    ProcessObserver.shared = null;
+    const obs = await p?.catch(() => null);
+    if (!obs || obs.proc.exitCode !== null || obs.proc.signalCode !== null) return;
+    const exited = new Promise((resolve) => obs.proc.once('exit', resolve));
+    obs.proc.stdin!.end();
+    await exited;
+  }
 
   /** The host's observer, started once. @throws Error when it cannot start (no python3, not root). */
   static get(): Promise<ProcessObserver> {
@@ -97,17 +130,33 @@ export class ProcessObserver {
    * children of `dirs`, execs from the filesystems of `execfs`. `root` is the workspace as this
    * host reaches it, `inside` as the sandbox's processes do.
    */
-  async watch(id: string, w: { cgroup: string; dirs: string[]; root: string; inside: string; execfs: string[] }): Promise<{ marked: number; errors: string[] }> {
-    const r = await this.call({ op: 'watch', id, cgroup: w.cgroup, dirs: w.dirs, roots: [w.root], inside: w.inside, execfs: w.execfs });
+  async watch(id: string, w: { cgroup: string; dirs: string[]; root: string; inside: string; execfs: string[]; netPid?: number | null }): Promise<{ marked: number; errors: string[]; net: { ok: true } | { ok: false; why: string } | null }> {
+    const r = await this.call({ op: 'watch', id, cgroup: w.cgroup, dirs: w.dirs, roots: [w.root], inside: w.inside, execfs: w.execfs, ...(w.netPid ? { netPid: w.netPid } : {}) });
     if (r.ok !== true) throw new Error(String(r.error ?? 'watch refused'));
-    return { marked: Number(r.marked ?? 0), errors: (r.errors as string[] | undefined) ?? [] };
+    const net = !w.netPid ? null : r.net === true ? ({ ok: true } as const) : { ok: false as const, why: String(r.netError ?? 'the helper did not attach') };
+    return { marked: Number(r.marked ?? 0), errors: (r.errors as string[] | undefined) ?? [], net };
+  }
+
+  /** Moves sandbox `id`'s TUN device to the network namespace of `netPid` (its shell restarted in a fresh one). */
+  async moveNet(id: string, netPid: number): Promise<{ ok: true } | { ok: false; why: string }> {
+    const r = await this.call({ op: 'net', id, netPid });
+    if (r.ok !== true) throw new Error(String(r.error ?? 'net refused'));
+    return r.net === true ? { ok: true } : { ok: false, why: String(r.netError ?? 'the helper did not attach') };
   }
 
   /** What sandbox `id` did since the last drain (everything before this call). */
   async drain(id: string): Promise<ProcessDrain> {
     const r = await this.call({ op: 'drain', id });
     if (typeof r.error === 'string') throw new Error(r.error);
-    return { execs: (r.execs as ProcessDrain['execs']) ?? [], reads: (r.reads as string[]) ?? [], lost: Number(r.lost ?? 0) };
+    return {
+      execs: (r.execs as ProcessDrain['execs']) ?? [],
+      reads: (r.reads as string[]) ?? [],
+      lost: Number(r.lost ?? 0),
+      net: (r.net as NetAttempt[] | undefined) ?? [],
+      netMore: Number(r.netMore ?? 0),
+      netDropped: Number(r.netDropped ?? 0),
+      netCapped: r.netCapped === true,
+    };
   }
 
   async unwatch(id: string): Promise<void> {

@@ -126,10 +126,14 @@ describe.skipIf(noObserver !== null)(`processes, secret reads and network attemp
   });
 
   it('a socket opened out of a sandbox without network is refused and reported', async () => {
-    const connect = "python3 -c \"import socket\ntry: socket.create_connection(('198.51.100.7', 443), 2)\nexcept OSError as e: print(e.errno)\""; 
+    const connect = "python3 -c \"import socket\ntry: socket.create_connection(('198.51.100.7', 443), 20)\nexcept OSError as e: print(e.errno)\"";
     const r = await run({ ...wordCount, oracle: [LOOK, LOOK, bash(connect), finish] });
-    expect(kinds(r)).toEqual([['network', 2]]);
-    expect(r.integrity!.violations[0]!.detail).toMatch(/1 attempt to reach the network refused/);
+    expect(kinds(r), JSON.stringify(r.integrity)).toEqual([['network', 2]]);
+    // With its address (the observer's TUN device, docs/integrity.md), refused at once: ECONNREFUSED.
+    expect(r.integrity!.violations[0]).toMatchObject({ address: '198.51.100.7:443', proto: 'tcp' });
+    expect(r.integrity!.violations[0]!.detail).toMatch(/1 TCP attempt to 198\.51\.100\.7:443 refused/);
+    expect(r.integrity!.mode).toBe('full');
+    expect(JSON.stringify(r.trajectory)).toContain('111');
   });
 
   it('under fail, a denied program ends the rollout at its turn as a task error', async () => {
