@@ -8,11 +8,17 @@ interface Located {
   ends: number[];
   /** Offset of the array's `]`. */
   close: number;
+  /**
+   * The keys of the top-level members after the array, in order (the history key not among
+   * them); null when one is `__proto__`, which an assignment cannot copy as `JSON.parse` makes it.
+   */
+  restKeys: string[] | null;
 }
 
 /** The previous body, its history array's layout and items as parsed. */
 interface Previous extends Located {
   buf: Buffer;
+  json: Record<string, unknown>;
   items: unknown[];
 }
 
@@ -30,9 +36,11 @@ export class BodyNestingError extends Error {
  * history item (found by a binary search over item ends with `Buffer.compare`, i.e. memcmp),
  * those k items are the previous body's items: only the rest of the body — the array's new
  * items and whatever surrounds the array — is parsed, and the k items already parsed are put
- * back in front of the new ones. The reused items are the previous call's objects, so the
- * readers' own reuse (chat-request-reader.ts `jsonEqual`, `reusedPrefix`) finds them equal by
- * identity at once.
+ * back in front of the new ones. When the members after the array (the CLIs' tools, tens of KB)
+ * are the previous body's byte for byte too, they are not parsed either: the previous values are
+ * put back, in the places `JSON.parse` gives them. The reused values are the previous call's
+ * objects, so the readers' own reuse (chat-request-reader.ts `jsonEqual`, `reusedPrefix`) finds
+ * them equal by identity at once.
  *
  * The result equals `JSON.parse` of the whole body for every body it accepts, and a body it
  * rejects (malformed, or nested deeper than `maxDepth`) is rejected with `JSON.parse`'s own
@@ -77,20 +85,28 @@ export class ResentBody {
     this.skips = 0;
     const items = isObject(json) ? json[this.key] : undefined;
     const at = Array.isArray(items) ? locate(buf, this.key) : null;
-    this.prev = at && at.ends.length === (items as unknown[]).length ? { ...at, buf, items: items as unknown[] } : null;
+    this.prev = at && at.ends.length === (items as unknown[]).length ? { ...at, buf, json: json as Record<string, unknown>, items: items as unknown[] } : null;
     return json;
   }
 
   /** The body with the items shared with `prev` reused, or null when none can be (the caller parses it whole). */
-  private reuse(buf: Buffer, prev: Previous): unknown {
-    // The most items whose bytes, and everything before them, are the previous body's.
+  private reuse(buf: Buffer, prev: Previous): Record<string, unknown> | null {
+    // The most items whose bytes, and everything before them, are the previous body's: all of
+    // them when the agent only appended (one memcmp), else a binary search over the item ends.
+    const n = prev.ends.length;
+    const same = (k: number): boolean => {
+      const end = prev.ends[k - 1]!;
+      return end <= buf.length && buf.compare(prev.buf, 0, end, 0, end) === 0;
+    };
     let lo = 0;
-    let hi = prev.ends.length;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1;
-      const end = prev.ends[mid - 1]!;
-      if (end <= buf.length && buf.compare(prev.buf, 0, end, 0, end) === 0) lo = mid;
-      else hi = mid - 1;
+    if (same(n)) lo = n;
+    else {
+      let hi = n - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (same(mid)) lo = mid;
+        else hi = mid - 1;
+      }
     }
     let k = lo;
     if (k === 0) return null;
@@ -109,23 +125,34 @@ export class ResentBody {
     const ends = prev.ends.slice(0, k);
     const close = scanItems(buf, start, ends);
     if (close < 0) return null;
-    // A second history key after the array would be the one `JSON.parse` keeps: the rest must
-    // not have one (the previous body's rest, byte for byte, was checked when it was located).
+    // The members after the array: the previous body's byte for byte (then they are its values,
+    // not parsed again: the CLIs' tools are tens of KB), or read here — and a second history key
+    // among them would be the one `JSON.parse` keeps, so none may be.
     const sameRest = buf.length - close === prev.buf.length - prev.close && buf.compare(prev.buf, prev.close, prev.buf.length, close, buf.length) === 0;
-    if (!sameRest && restHasKey(buf, close + 1, this.key)) return null;
+    let restKeys = prev.restKeys;
+    if (!sameRest) {
+      const keys = restKeysOf(buf, close + 1);
+      if (!keys || keys.includes(this.key)) return null;
+      restKeys = keys.includes('__proto__') ? null : keys;
+    }
+    const copyRest = sameRest && restKeys !== null;
     let json: unknown;
     try {
-      json = JSON.parse(buf.toString('utf8', 0, prev.open + 1) + buf.toString('utf8', start));
+      json = JSON.parse(buf.toString('utf8', 0, prev.open + 1) + (copyRest ? buf.toString('utf8', start, close + 1) + '}' : buf.toString('utf8', start)));
     } catch {
       return null;
     }
-    const tail = isObject(json) ? json[this.key] : undefined;
+    if (!isObject(json)) return null;
+    const tail = json[this.key];
     if (!Array.isArray(tail) || tail.length !== ends.length - k) return null;
     if (jsonValueDepth(json, this.maxDepth) > this.maxDepth) return null;
     const items = prev.items.slice(0, k);
     for (let j = 0; j < tail.length; j++) items.push(tail[j]);
-    (json as Record<string, unknown>)[this.key] = items;
-    this.prev = { buf, open: prev.open, ends, close, items };
+    json[this.key] = items;
+    // In their order after the history key (in place, for a key also before it), each with its
+    // last value: where `JSON.parse` of the whole body puts them.
+    if (copyRest) for (const key of restKeys!) json[key] = prev.json[key];
+    this.prev = { buf, open: prev.open, ends, close, restKeys, json, items };
     return json;
   }
 }
@@ -229,7 +256,8 @@ function locate(b: Buffer, key: string): Located | null {
   let i = skipWs(b, 0);
   if (b[i] !== LBRACE) return null;
   i = skipWs(b, i + 1);
-  let found: Located | null = null;
+  let found: Omit<Located, 'restKeys'> | null = null;
+  const restKeys: string[] = [];
   while (b[i] === QUOTE) {
     const ke = stringEnd(b, i);
     if (ke < 0) return null;
@@ -237,6 +265,7 @@ function locate(b: Buffer, key: string): Located | null {
     i = skipWs(b, ke);
     if (b[i] !== COLON) return null;
     i = skipWs(b, i + 1);
+    if (found && k !== null) restKeys.push(k);
     if (k === key) {
       if (found || b[i] !== LBRACK) return null;
       const ends: number[] = [];
@@ -252,24 +281,26 @@ function locate(b: Buffer, key: string): Located | null {
     if (b[i] !== COMMA) break;
     i = skipWs(b, i + 1);
   }
-  return found;
+  return found && { ...found, restKeys: restKeys.includes('__proto__') ? null : restKeys };
 }
 
-/** Whether the top-level object's members after offset `i` (just after the history array) name `key` again (or cannot be read: then, to be safe, yes). */
-function restHasKey(b: Buffer, i: number, key: string): boolean {
+/** The keys of the top-level object's members after offset `i` (just after the history array), in order; null when they cannot be read. */
+function restKeysOf(b: Buffer, i: number): string[] | null {
+  const keys: string[] = [];
   i = skipWs(b, i);
   while (b[i] === COMMA) {
     i = skipWs(b, i + 1);
-    if (b[i] !== QUOTE) return true;
+    if (b[i] !== QUOTE) return null;
     const ke = stringEnd(b, i);
-    if (ke < 0) return true;
+    if (ke < 0) return null;
     const k = keyAt(b, i, ke);
-    if (k === null || k === key) return true;
+    if (k === null) return null;
+    keys.push(k);
     i = skipWs(b, ke);
-    if (b[i] !== COLON) return true;
+    if (b[i] !== COLON) return null;
     i = valueEnd(b, skipWs(b, i + 1));
-    if (i < 0) return true;
+    if (i < 0) return null;
     i = skipWs(b, i);
   }
-  return false;
+  return keys;
 }
