@@ -8,8 +8,14 @@
  * no part names is Node's own (HTTP parsing, socket writes, promise ticks). Figures are ms of CPU
  * per call as sampled (the profiler itself adds some; shares are what to read).
  *
+ * With `PROFILE_DIALECTS=chat,responses,anthropic,google` (issue #24) it profiles instead, per
+ * dialect, streaming, bench/harness.ts's two sides: the dialect's conversation through a harness
+ * rollout's proxy, then the same conversation through bench/_proxy-floor.ts speaking the
+ * dialect (after a warm-up of each), with the same buckets plus the dialect's reader and writer
+ * and the floor's own code: `<dialect>_ours_<bucket>_ms` against `<dialect>_floor_<bucket>_ms`.
+ *
  * Run: npx tsx bench/proxy-profile.ts   (PROXY_BENCH_CALLS, default 300; PROFILE_DIR keeps the
- * .cpuprofile files for Chrome DevTools)
+ * .cpuprofile files for Chrome DevTools; PROFILE_DIALECTS as above)
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -22,7 +28,9 @@ import { LlmProxy } from '../src/proxy/llm-proxy.js';
 import { createRuntime } from '../src/runtime/runtime.js';
 import { createSandboxProvider } from '../src/sandbox/index.js';
 import { startFakeLlmServer } from '../src/testing/fake-llm-server.js';
+import { Conversation } from './_proxy-dialect-client.js';
 import { fixedAnswerEngine } from './_proxy-engine.js';
+import { startFloorServer, type FloorDialect } from './_proxy-floor.js';
 import { report, round } from './stats.js';
 
 const CALLS = Number(process.env.PROXY_BENCH_CALLS ?? 300);
@@ -43,6 +51,9 @@ interface Profile { nodes: { id: number; callFrame: { functionName: string; url:
 
 /** Buckets, first match from the innermost frame outwards: `function@file-part` (either may be empty). */
 const PARTS: [string, string][] = [
+  ['@_proxy-floor', 'floor_server'], ['@_proxy-dialect-client', 'bench_client'],
+  ['read@proxy/dialects/', 'proxy_dialect_read'], ['write@proxy/dialects/', 'proxy_dialect_write'], ['@proxy/sse', 'proxy_dialect_write'], ['@proxy/dialects/', 'proxy_dialect_other'],
+  ['chatCompletion@', 'loop_chat_completion'], ['@trajectory-builder', 'trajectory_builder'], ['@event-hub', 'loop_events'], ['@machines/', 'xstate_machine'],
   ['encodeContinuation@', 'codec_continuation'], ['parseAssistant@', 'codec_parse_answer'], ['sendJson@llm-proxy', 'proxy_write_answer'],
   ['place@segmented-trajectory', 'trajectory_place'], ['addTurn@', 'trajectory_add_turn'], ['safeParse@', 'proxy_zod_request'],
   ['chatMessagesOf@', 'proxy_messages_of'], ['@chat-request-reader', 'proxy_reader_prefix_compare'], ['parse@llm-proxy', 'proxy_json_parse_depth'], ['@llm-proxy', 'proxy_other'],
@@ -84,7 +95,44 @@ const server = await startFakeLlmServer({ policy: engine, codec });
 const provider = createSandboxProvider({ hosts: 1, stateDir: path.join(stateDir, 'p') });
 const rt = createRuntime({ codec, backends: [`prorl+${server.url}`], sandboxes: provider, maxIterations: CALLS + 10, retries: { max: 0 } });
 const figures: Record<string, number | string | boolean> = {};
+
+/** PROFILE_DIALECTS: per dialect, ours and the floor's streaming conversations, each profiled after its warm-up. */
+async function profileDialect(dialect: FloorDialect): Promise<void> {
+  const n0 = proxies.length;
+  const handle = rt.submit({ data_source: 'harness', instance_id: `profile-${dialect}`, command: 'sleep 600', eval_command: 'true', max_llm_calls: CALLS + 1, max_tokens_total: 10_000_000 } as never);
+  while (proxies.length === n0) await new Promise((r) => setTimeout(r, 20));
+  const { proxy, token } = proxies.at(-1)!;
+  const floorServer = await startFloorServer(server.url, codec, dialect);
+  const sides = { ours: new Conversation(dialect, proxy.socketPath, token, WARMUP), floor: new Conversation(dialect, floorServer.socketPath, 'floor', WARMUP) };
+  const got: Record<string, Record<string, number>> = {};
+  try {
+    for (const c of Object.values(sides)) await c.calls(WARMUP);
+    for (const [name, c] of Object.entries(sides)) {
+      await session.post('Profiler.start');
+      await c.calls(CALLS - WARMUP);
+      got[name] = buckets(await stopProfile(`${dialect}-${name}`), CALLS - WARMUP);
+      figures[`${dialect}_${name}_cpu_per_call_ms`] = round(c.cpu / c.lat.length);
+    }
+  } finally {
+    sides.ours.close();
+    sides.floor.close();
+    await handle.cancel('measured');
+    await handle.result.catch(() => undefined);
+    await floorServer.close();
+  }
+  const { ours, floor } = got as { ours: Record<string, number>; floor: Record<string, number> };
+  for (const k of [...new Set([...Object.keys(ours), ...Object.keys(floor)])].sort((a, b) => (ours[b] ?? 0) - (floor[b] ?? 0) - ((ours[a] ?? 0) - (floor[a] ?? 0)))) {
+    figures[`${dialect}_ours_${k}_ms`] = round(ours[k] ?? 0);
+    figures[`${dialect}_floor_${k}_ms`] = round(floor[k] ?? 0);
+  }
+}
+
+const PROFILE_DIALECTS = process.env.PROFILE_DIALECTS?.split(',') as FloorDialect[] | undefined;
 try {
+  if (PROFILE_DIALECTS) {
+    for (const d of PROFILE_DIALECTS) await profileDialect(d);
+    figures.load_avg_1m = round(os.loadavg()[0]!, 2);
+  } else {
   const handle = rt.submit({ data_source: 'harness', instance_id: 'profile', command: 'sleep 600', eval_command: 'true', max_llm_calls: CALLS + 1, max_tokens_total: 10_000_000 } as never);
   while (proxies.length === 0) await new Promise((r) => setTimeout(r, 20));
   const { proxy, token } = proxies[0]!;
@@ -133,6 +181,7 @@ try {
     if (directB[k]) figures[`direct_${k}_ms`] = round(directB[k]);
   }
   figures.load_avg_1m = round(os.loadavg()[0]!, 2);
+  }
 } finally {
   session.disconnect();
   await rt.close();

@@ -20,6 +20,12 @@ export interface ReadChatRequest {
  */
 export class ChatRequestReader {
   private prev: { raw: readonly unknown[]; body: OpenAiChatRequest['messages']; messages: Message[] } | null = null;
+  /**
+   * The previous request's tools as sent, validated and converted: tools re-sent byte for byte
+   * come back from resent-body.ts as the same object, and then skip the schema (zod copies every
+   * tool's JSON schema: tens of KB for the CLIs) and the conversion.
+   */
+  private prevTools: { raw: unknown; body: OpenAiChatRequest['tools']; tools: ToolSchema[] } | null = null;
 
   /** @throws ProxyRefusal 400 naming the field and the problem. */
   read(json: unknown): ReadChatRequest {
@@ -31,7 +37,10 @@ export class ChatRequestReader {
       const n = Math.min(raw.length - 1, prev.raw.length);
       while (k < n && jsonEqual(raw[k], prev.raw[k])) k++;
     }
-    const tail = k > 0 ? { ...(json as object), messages: (raw as unknown[]).slice(k) } : json;
+    const rawTools = raw !== undefined ? (json as { tools?: unknown }).tools : undefined;
+    const pt = this.prevTools;
+    const sameTools = pt !== null && typeof rawTools === 'object' && rawTools !== null && rawTools === pt.raw;
+    const tail = k > 0 || sameTools ? { ...(json as object), messages: k > 0 ? (raw as unknown[]).slice(k) : raw, ...(sameTools ? { tools: undefined } : {}) } : json;
     const parsed = OpenAiChatRequestSchema.safeParse(tail);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
@@ -46,6 +55,11 @@ export class ChatRequestReader {
       throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_value', (err as Error).message, 'messages');
     }
     const body = parsed.data;
+    if (sameTools) {
+      body.tools = pt.body;
+      conv.tools = pt.tools;
+    }
+    this.prevTools = { raw: rawTools, body: body.tools, tools: conv.tools };
     let messages = conv.messages;
     if (k > 0) {
       body.messages = prev!.body.slice(0, k).concat(body.messages);

@@ -8,6 +8,7 @@ import { acceptLlmListeners } from '../sandbox/llm-listener-handoff.js';
 import { createDialects, type Dialect, type DialectName, type DialectRoute, type InternalRequest } from './dialects/index.js';
 import { routeFromBody, routeOf } from './dialects/detect.js';
 import { jsonValueDepth } from './json-value-depth.js';
+import { BodyNestingError, ResentBody } from './resent-body.js';
 import { sendJson } from './dialects/dialect.js';
 import { ProxyRefusal, sendRefusal } from './openai-error.js';
 
@@ -67,6 +68,9 @@ export interface ProxyChatCall {
 
 const DEFAULT_MAX_BODY = 16 * 1024 * 1024;
 
+/** The top-level field of each dialect's request that holds the conversation an agent re-sends. */
+const HISTORY_KEY: Record<DialectName, string> = { chat: 'messages', responses: 'input', anthropic: 'messages', google: 'contents' };
+
 /**
  * Chat requests of one rollout open at once (the one sampled and those waiting): CLIs send a
  * side request or a sub-agent's call beside the main one, rarely more than two or three; a
@@ -113,6 +117,8 @@ export class LlmProxy {
   private seq = 0;
   /** The dialects' readers and writers (the chat one keeps the re-sent history's validation). */
   private readonly dialects = createDialects();
+  /** Per dialect, the parse that skips the history re-sent unchanged (resent-body.ts). */
+  private readonly bodies = new Map<DialectName, ResentBody>();
   private readonly warned = new Set<string>();
   /** Warnings about requests, each once per rollout (a Responses tool of a type not served, …). */
   readonly warnings: string[] = [];
@@ -312,7 +318,7 @@ export class LlmProxy {
     if (!counting) this.open++;
     let call: ChatCall;
     try {
-      const json = this.parseJson(await this.readBody(req));
+      const json = this.parseJson(await this.readBody(req), route);
       route ??= routeFromBody(json);
       const dialect = this.dialects[route.dialect];
       const internal = dialect.read(json, route, { warn: (m) => this.warn(m) });
@@ -341,14 +347,21 @@ export class LlmProxy {
   /**
    * The body parsed, then its nesting checked on the value (json-value-depth.ts): V8's
    * `JSON.parse` is iterative, so a deep body cannot overflow it; the depth limit guards the
-   * recursive code after it.
+   * recursive code after it. A chat request of a dialect known by its path skips the history
+   * its previous one sent (resent-body.ts): the same value and the same errors, in O(new items).
    */
-  private parseJson(raw: Buffer): unknown {
+  private parseJson(raw: Buffer, route: DialectRoute | null): unknown {
     const maxDepth = this.opts.maxDepth ?? 64;
     let json: unknown;
     try {
+      if (route?.op === 'generate') {
+        let body = this.bodies.get(route.dialect);
+        if (!body) this.bodies.set(route.dialect, (body = new ResentBody(HISTORY_KEY[route.dialect], maxDepth)));
+        return body.parse(raw);
+      }
       json = JSON.parse(raw.toString('utf8'));
     } catch (err) {
+      if (err instanceof BodyNestingError) throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', err.message);
       throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', `malformed JSON: ${(err as Error).message.slice(0, 200)}`);
     }
     if (jsonValueDepth(json, maxDepth) > maxDepth) throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', `JSON nested deeper than ${maxDepth}`);

@@ -73,6 +73,8 @@ export class SegmentedTrajectory {
   private readonly rewrites: DriftFinding[] = [];
   private turns = 0;
   private calls = 0;
+  /** The last request's tools and their JSON: a reader hands back the same array for tools re-sent unchanged (dialect.ts `reuseTools`). */
+  private lastTools: { tools: ToolSchema[]; key: string } | null = null;
 
   constructor(private readonly opts: SegmentOptions) {}
 
@@ -111,7 +113,8 @@ export class SegmentedTrajectory {
     const { codec } = this.opts;
     const on = this.opts.enableThinking ?? enableThinking;
     const thinking = on === undefined ? undefined : { enableThinking: on };
-    const toolsKey = JSON.stringify(tools);
+    const toolsKey = this.lastTools?.tools === tools ? this.lastTools.key : JSON.stringify(tools);
+    this.lastTools = { tools, key: toolsKey };
     this.calls++;
     const cur = this.current;
     if (!cur) {

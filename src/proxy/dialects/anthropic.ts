@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Message, ToolCall, ToolSchema } from '../../protocol/messages.js';
 import { reusedPrefix } from '../chat-request-reader.js';
 import type { ProxyRefusal } from '../openai-error.js';
-import { answerOf, badRequest, field, sendEventStream, sendJson, sseEvent, unsupported, type Dialect, type DialectRoute, type InternalRequest, type ReadContext } from './dialect.js';
+import { answerOf, badRequest, field, reuseTools, sendEventStream, sendJson, sseEvent, unsupported, type Dialect, type DialectRoute, type InternalRequest, type ReadContext } from './dialect.js';
 
 /**
  * Claude Code prints a per-request billing line as the first line of its system prompt
@@ -37,6 +37,8 @@ export class AnthropicDialect implements Dialect {
    * identity — and only the rest is read (chat-request-reader.ts does the same for chat).
    */
   private prev: { raw: readonly unknown[]; read: Message[][] } | null = null;
+  /** The previous request's tools as sent (resent-body.ts hands back the same object when they are re-sent unchanged) and as read. */
+  private prevTools: { raw: unknown; read: ToolSchema[] } | null = null;
 
   read(json: unknown, route: DialectRoute, _ctx?: ReadContext): InternalRequest {
     const b = field.object(json, 'body');
@@ -54,7 +56,8 @@ export class AnthropicDialect implements Dialect {
       read.push(out);
     }
     for (const group of read) for (const m of group) messages.push(m);
-    const tools = readTools(b.tools);
+    const tools = reuseTools(this.prevTools, b.tools) ?? readTools(b.tools);
+    if (route.op === 'generate') this.prevTools = { raw: b.tools, read: tools };
     const maxTokens = field.optPositiveInt(b.max_tokens, 'max_tokens');
     field.optNumber(b.temperature, 'temperature', 0, 1);
     field.optNumber(b.top_p, 'top_p', 0, 1);

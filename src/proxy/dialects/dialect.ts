@@ -170,6 +170,16 @@ function kindOf(v: unknown): string {
   return v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v;
 }
 
+/**
+ * The tools read from the previous request when this one's are the same object: a body's tools
+ * re-sent byte for byte come back from resent-body.ts as the previous parse's value, so they are
+ * neither read again nor (being the same array) stringified again by the token record. Null
+ * otherwise (also for no tools: reading none costs nothing).
+ */
+export function reuseTools(prev: { raw: unknown; read: ToolSchema[] } | null, raw: unknown): ToolSchema[] | null {
+  return prev !== null && typeof raw === 'object' && raw !== null && raw === prev.raw ? prev.read : null;
+}
+
 /** Tool-call arguments from a JSON string or object; throws a 400 naming `param` when not an object. */
 export function argumentsOf(v: unknown, param: string): Record<string, unknown> {
   if (isObject(v)) return v;

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Message, ToolCall, ToolSchema } from '../../protocol/messages.js';
 import type { ProxyRefusal } from '../openai-error.js';
 import { reusedPrefix } from '../chat-request-reader.js';
-import { answerOf, badRequest, field, isObject, sendEventStream, sendJson, unsupported, type Dialect, type DialectRoute, type InternalRequest, type ReadContext } from './dialect.js';
+import { answerOf, badRequest, field, isObject, reuseTools, sendEventStream, sendJson, unsupported, type Dialect, type DialectRoute, type InternalRequest, type ReadContext } from './dialect.js';
 
 /** Tools that run on Google's side. */
 const SERVER_TOOLS = ['googleSearch', 'googleSearchRetrieval', 'codeExecution', 'urlContext', 'retrieval', 'computerUse', 'fileSearch', 'googleMaps', 'enterpriseWebSearch'];
@@ -30,6 +30,8 @@ export class GoogleDialect implements Dialect {
    * (chat-request-reader.ts does the same for chat).
    */
   private prev: { raw: readonly unknown[]; read: ContentRead[] } | null = null;
+  /** The previous request's tools as sent and as read (see `reuseTools`). */
+  private prevTools: { raw: unknown; read: ToolSchema[] } | null = null;
 
   read(json: unknown, route: DialectRoute, _ctx?: ReadContext): InternalRequest {
     const b = field.object(json, 'body');
@@ -53,8 +55,8 @@ export class GoogleDialect implements Dialect {
     }
     for (const r of read) for (const m of r.messages) messages.push(m);
     if (route.op === 'generate') this.prev = { raw: contents, read };
-    const tools: ToolSchema[] = [];
-    if (b.tools !== undefined && b.tools !== null) {
+    const tools: ToolSchema[] = reuseTools(this.prevTools, b.tools) ?? [];
+    if (b.tools !== undefined && b.tools !== null && tools !== this.prevTools?.read) {
       field.array(b.tools, 'tools').forEach((t, i) => {
         const o = field.object(t, `tools.${i}`);
         for (const key of Object.keys(o)) {
@@ -70,6 +72,7 @@ export class GoogleDialect implements Dialect {
         });
       });
     }
+    if (route.op === 'generate') this.prevTools = { raw: b.tools, read: tools };
     const gc = b.generationConfig === undefined || b.generationConfig === null ? {} : field.object(b.generationConfig, 'generationConfig');
     const maxTokens = field.optPositiveInt(gc.maxOutputTokens, 'generationConfig.maxOutputTokens');
     if (gc.candidateCount !== undefined && gc.candidateCount !== null && gc.candidateCount !== 1) throw badRequest('generationConfig.candidateCount', 'only one candidate per request is sampled (1)', 'unsupported_value');

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Message, ToolCall, ToolSchema } from '../../protocol/messages.js';
 import { reusedPrefix } from '../chat-request-reader.js';
 import type { ProxyRefusal } from '../openai-error.js';
-import { answerOf, argumentsOf, badRequest, field, sendEventStream, sendJson, sseEvent, unsupported, type Dialect, type DialectRoute, type InternalAnswer, type InternalRequest, type ReadContext } from './dialect.js';
+import { answerOf, argumentsOf, badRequest, field, reuseTools, sendEventStream, sendJson, sseEvent, unsupported, type Dialect, type DialectRoute, type InternalAnswer, type InternalRequest, type ReadContext } from './dialect.js';
 
 /**
  * OpenAI Responses (`POST /v1/responses`, what `codex exec` speaks). Read: `instructions` (a
@@ -30,6 +30,8 @@ export class ResponsesDialect implements Dialect {
    * call; chat-request-reader.ts does the same for chat).
    */
   private prev: { raw: readonly unknown[]; read: Fragment[] } | null = null;
+  /** The previous request's tools as sent and as read (see `reuseTools`); a tool type not served was warned about then. */
+  private prevTools: { raw: unknown; read: ToolSchema[] } | null = null;
 
   read(json: unknown, route: DialectRoute, ctx: ReadContext): InternalRequest {
     const b = field.object(json, 'body');
@@ -48,8 +50,8 @@ export class ResponsesDialect implements Dialect {
       this.prev = { raw: list, read };
     }
     if (messages.length === 0) throw badRequest('input', 'the conversation is empty');
-    const tools: ToolSchema[] = [];
-    if (b.tools !== undefined && b.tools !== null) {
+    const tools: ToolSchema[] = reuseTools(this.prevTools, b.tools) ?? [];
+    if (b.tools !== undefined && b.tools !== null && tools !== this.prevTools?.read) {
       field.array(b.tools, 'tools').forEach((t, i) => {
         const o = field.object(t, `tools.${i}`);
         if (o.type !== 'function') {
@@ -59,6 +61,7 @@ export class ResponsesDialect implements Dialect {
         tools.push({ type: 'function', function: { name: field.string(o.name, `tools.${i}.name`), description: field.optString(o.description, `tools.${i}.description`) ?? '', parameters: o.parameters === undefined || o.parameters === null ? {} : field.object(o.parameters, `tools.${i}.parameters`) } });
       });
     }
+    this.prevTools = { raw: b.tools, read: tools };
     const maxTokens = field.optPositiveInt(b.max_output_tokens, 'max_output_tokens');
     field.optNumber(b.temperature, 'temperature', 0, 2);
     field.optNumber(b.top_p, 'top_p', 0, 1);

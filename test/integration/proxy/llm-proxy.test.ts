@@ -118,6 +118,34 @@ describe('LlmProxy over a Unix socket', () => {
     expect((await ok).status).toBe(200);
   });
 
+  it('reads a re-sent history it skips parsing as a whole parse would: same 400s for a bad continuation, same messages after', async () => {
+    const history = [{ role: 'system', content: 'be "brief" \\ ]' }, { role: 'user', content: 'hi' }];
+    const first = udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: chatBody(history) });
+    answer(await proxy.next(new AbortController().signal), { content: 'hello' });
+    expect((await first).status).toBe(200);
+    const grown = [...history, { role: 'assistant', content: 'hello' }, { role: 'user', content: 'again' }];
+    const text = chatBody(grown);
+    const cases = [
+      [text.replace(/\]\}$/, ',]}'), 'malformed JSON'],
+      [text.replace(/\]\}$/, `,${'['.repeat(70)}${']'.repeat(70)}]}`), 'JSON nested deeper than 64'],
+    ] as const;
+    for (const [body, message] of cases) {
+      const r = await udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body });
+      expect([r.status, errorOf(r.text).code, errorOf(r.text).message.slice(0, message.length)]).toEqual([400, 'invalid_json', message]);
+    }
+    // A later duplicate history key is the one read, as JSON.parse keeps the last.
+    const dup = udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: text.replace(/\}$/, ',"messages":[{"role":"user","content":"only me"}]}') });
+    const d = await proxy.next(new AbortController().signal);
+    expect(d.messages).toEqual([{ role: 'user', content: 'only me' }]);
+    answer(d, { content: 'ok' });
+    expect((await dup).status).toBe(200);
+    const next = udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: text });
+    const n = await proxy.next(new AbortController().signal);
+    expect(n.messages.map((m) => [m.role, m.content])).toEqual(grown.map((m) => [m.role, m.content]));
+    answer(n, { content: 'fine' });
+    expect((await next).status).toBe(200);
+  });
+
   it('refuses a 50 MB prompt with 413 without buffering it', async () => {
     const big = chatBody([{ role: 'user', content: 'x'.repeat(50 * 1024 * 1024) }]);
     const r = await udsRequest(proxy.socketPath, 'POST', '/v1/chat/completions', { token: TOKEN, body: big });

@@ -34,6 +34,20 @@ describe('ChatRequestReader', () => {
     }
   });
 
+  it('reuses the validated tools when a request hands back the same tools object, and validates new ones', () => {
+    const r = new ChatRequestReader();
+    const tools = [{ type: 'function', function: { name: 'bash', description: 'run', parameters: { type: 'object', properties: { cmd: { type: 'string' } } } } }];
+    const first = r.read({ model: 'm', messages: history(0), tools });
+    expect(first).toEqual(whole({ model: 'm', messages: history(0), tools }));
+    const again = r.read({ model: 'm', messages: history(1), tools, max_tokens: 7 });
+    expect(again).toEqual(whole({ model: 'm', messages: history(1), tools, max_tokens: 7 }));
+    expect(again.tools).toBe(first.tools);
+    // A different object is validated again: a bad one is refused, naming it.
+    expect(errorOf(() => r.read({ messages: history(1), tools: [{ type: 'function', function: {} }] })).body.error.param).toBe('tools.0.function.name');
+    const other = [{ type: 'function', function: { name: 'ls' } }];
+    expect(r.read({ messages: history(2), tools: other })).toEqual(whole({ messages: history(2), tools: other }));
+  });
+
   it('names the index in the whole request when an error is in the new tail', () => {
     const r = new ChatRequestReader();
     r.read({ messages: history(2) });
