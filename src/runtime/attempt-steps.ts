@@ -39,6 +39,9 @@ export interface StepsContext {
 }
 
 const CLIP = 2_000;
+/** The outputs of a step after which the loop goes on: shared, as the machine only reads them. */
+const LLM_GOES_ON: CallLlmOutput = Object.freeze({ contextFull: false });
+const ACT_GOES_ON: ActOutput = Object.freeze({ stop: false });
 /** Re-issues of one aborted generation before its partial turn is kept as it is (an engine that aborts every call must not loop). */
 const MAX_RESUMES = 8;
 
@@ -186,7 +189,7 @@ export class AttemptSteps {
         toolCalls: parsed.toolCalls,
       });
     }
-    return { contextFull: false };
+    return LLM_GOES_ON;
   }
 
   async act(id: string, turn: number): Promise<ActOutput> {
@@ -248,7 +251,7 @@ export class AttemptSteps {
       return { stop: true, evalSlot: ctx.pools.eval.tryTake(id) };
     }
     b.addContinuation(res.messages, ids);
-    return { stop: false };
+    return ACT_GOES_ON;
   }
 
   async eval(id: string): Promise<void> {
@@ -371,11 +374,14 @@ export class AttemptSteps {
  */
 export function runLoopLogic(steps: Pick<AttemptSteps, 'llm' | 'act'>) {
   return fromCallback<StepCommand, StageInput>(({ input, sendBack, receive }) => {
-    const answer = (e: StepEvent): void => sendBack(e);
-    const failed = (error: unknown): void => answer({ type: 'STEP_FAILED', error });
+    // Made once per actor, not per step: a rollout's steps share them.
+    const llmDone = (output: CallLlmOutput): void => sendBack({ type: 'LLM_DONE', output } satisfies StepEvent);
+    const actDone = (output: ActOutput): void => sendBack({ type: 'ACT_DONE', output } satisfies StepEvent);
+    const failed = (error: unknown): void => sendBack({ type: 'STEP_FAILED', error } satisfies StepEvent);
+    const id = input.rolloutId;
     receive((cmd) => {
-      if (cmd.kind === 'llm') steps.llm(input.rolloutId, cmd.turn).then((output) => answer({ type: 'LLM_DONE', output }), failed);
-      else steps.act(input.rolloutId, cmd.turn).then((output) => answer({ type: 'ACT_DONE', output }), failed);
+      if (cmd.kind === 'llm') steps.llm(id, cmd.turn).then(llmDone, failed);
+      else steps.act(id, cmd.turn).then(actDone, failed);
     });
   });
 }

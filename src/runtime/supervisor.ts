@@ -170,10 +170,12 @@ export class Supervisor {
         ...(s.origin ? { parentId: s.origin.parentId, branchTurn: s.origin.branchTurn } : {}),
       });
     }
-    const inspect = rolloutInspectOptions(this.opts.inspect, { rolloutId: s.id, groupId: s.groupId, attempt: n });
+    const input = { rolloutId: s.id, turn: s.branchTurn ?? 0 };
+    // Without an inspector the options are the input alone (no options object to build and spread).
+    const options = this.opts.inspect === undefined ? { input } : { input, ...rolloutInspectOptions(this.opts.inspect, { rolloutId: s.id, groupId: s.groupId, attempt: n }) };
     // A free INIT slot, taken before createActor computes the initial state: no SLOT round trip (docs/core.md).
     this.pools.init.tryTake(s.id);
-    (att.actor = createActor(this.machine, { input: { rolloutId: s.id, turn: s.branchTurn ?? 0 }, ...inspect })).start();
+    (att.actor = createActor(this.machine, options)).start();
   }
 
   /** The live session of `id`; throws CancelledError when it has ended. */
