@@ -1,6 +1,18 @@
 import { CancelledError } from '../errors.js';
 import type { Sandbox, SandboxProvider, SandboxSpec } from '../sandbox/sandbox.js';
 
+/** What the sandboxes of an attempt are made with. */
+export interface AttemptSandboxesOptions {
+  provider: SandboxProvider;
+  rolloutId: string;
+  /** The attempt's signal, passed to every creation. */
+  signal: AbortSignal;
+  /** Whether the attempt has ended (its owner's flag; checked before and after each creation). */
+  ended: () => boolean;
+  /** Called when a sandbox is ready (counts as the rollout's progress). */
+  made: () => void;
+}
+
 /**
  * The sandboxes of one rollout attempt, and their one close path. Every sandbox a handler makes
  * through `ctx.createSandbox` (or returns from `init`) is owned here; {@link closeAll} closes
@@ -12,18 +24,19 @@ export class AttemptSandboxes {
   /** Creations still running, so the end of the attempt can wait for their clean-up. */
   private readonly pending = new Set<Promise<unknown>>();
 
-  /**
-   * @param ended whether the attempt has ended (its owner's flag; checked before and after
-   *   each creation)
-   * @param made called when a sandbox is ready (counts as the rollout's progress)
-   */
-  constructor(
-    private readonly provider: SandboxProvider,
-    private readonly rolloutId: string,
-    private readonly signal: AbortSignal,
-    private readonly ended: () => boolean,
-    private readonly made: () => void,
-  ) {}
+  private readonly provider: SandboxProvider;
+  private readonly rolloutId: string;
+  private readonly signal: AbortSignal;
+  private readonly ended: () => boolean;
+  private readonly made: () => void;
+
+  constructor(o: AttemptSandboxesOptions) {
+    this.provider = o.provider;
+    this.rolloutId = o.rolloutId;
+    this.signal = o.signal;
+    this.ended = o.ended;
+    this.made = o.made;
+  }
 
   /**
    * Makes a sandbox owned by the attempt.

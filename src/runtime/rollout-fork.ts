@@ -4,7 +4,8 @@ import { memberSeed } from '../llm/member-seed.js';
 import type { RolloutEventInput } from '../protocol/events.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
 import type { BranchOrigin, BranchStart, ForkOptions, ForkOutcome as ForkOutcomeOf, TreePlan } from './fork-types.js';
-import { RolloutSession, type Attempt } from './rollout-session.js';
+import type { Attempt } from './attempt.js';
+import { RolloutSession } from './rollout-session.js';
 import { PrefixStore, stripPrefix } from './trajectory-prefix.js';
 
 export type { BranchOrigin, BranchStart, ForkOptions, PendingFork, TreePlan } from './fork-types.js';
@@ -119,7 +120,7 @@ export class ForkCoordinator {
     }
     return new Promise<ForkOutcome>((resolve, reject) => {
       // Resolved only by make() below, with this runtime's sessions.
-      att.fork = { n, continueParent: opts.continueParent ?? true, turn: next, resolve: resolve as (o: ForkOutcomeOf<unknown>) => void, reject };
+      att.forkRequested({ n, continueParent: opts.continueParent ?? true, turn: next, resolve: resolve as (o: ForkOutcomeOf<unknown>) => void, reject });
     });
   }
 
@@ -135,8 +136,7 @@ export class ForkCoordinator {
    * with no branches) and the rollout goes on untouched.
    */
   async atBoundary(s: RolloutSession, att: Attempt, turn: number): Promise<boolean> {
-    const req = att.fork;
-    att.fork = null;
+    const req = att.takeFork();
     const plan = s.treePlan !== null && s.treePlan.branchTurns[0] === turn ? s.treePlan : null;
     if (plan) s.treePlan = plan.branchTurns.length > 1 ? { branchTurns: plan.branchTurns.slice(1), width: plan.width } : null;
     if (req && req.turn !== turn) {
@@ -163,9 +163,8 @@ export class ForkCoordinator {
 
   /** The rollout's attempt (or its loop) ended with a fork pending: the fork is refused. */
   loopEnded(att: Attempt, why: string): void {
-    const req = att.fork;
+    const req = att.takeFork();
     if (!req) return;
-    att.fork = null;
     req.reject(new ForkError(`the rollout ${why} before turn boundary ${req.turn}`, { code: 'FORK_ENDED', details: { turn: req.turn } }));
   }
 
@@ -217,14 +216,6 @@ export class ForkCoordinator {
 
 /** States in which a rollout still has a turn boundary ahead. */
 const LOOP_STATES: ReadonlySet<string> = new Set(['queued', 'initializing', 'waitingRun', 'llmCalling', 'acting']);
-
-/** A branch's first attempt takes over its start: the fork's sandbox and handler state, and the note of what was lost. */
-export function enterBranch(att: Attempt, start: BranchStart): void {
-  att.sandboxes.adopt(start.sandbox);
-  att.sandbox = start.sandbox;
-  att.handlerState = start.handlerState;
-  if (start.lost.length) att.lostNote = `Note: this conversation was forked; what did not carry over to this sandbox: ${start.lost.join('; ')}.`;
-}
 
 /** A branch's result: its own part of the trajectory, referencing the shared prefix, and its origin. Other results as they are. */
 export function branchResult(s: RolloutSession, r: RolloutResult): RolloutResult {

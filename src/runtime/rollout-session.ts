@@ -1,78 +1,10 @@
-import type { Actor } from 'xstate';
-import type { RolloutMachine, Stage } from '../../machines/rollout.machine.js';
-import type { AgentHandler, EvalResult, HandlerContext } from '../proxy/agent-contract.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
-import type { TrajectoryBuilder } from '../llm/trajectory-builder.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
-import type { Message, ToolCall } from '../protocol/messages.js';
 import type { RolloutState } from '../protocol/events.js';
-import type { FinishReason, RolloutResult } from '../protocol/trajectory.js';
-import type { Sandbox, SandboxProvider } from '../sandbox/sandbox.js';
-import { AttemptSandboxes } from './attempt-sandboxes.js';
-import type { Clock } from '../clock.js';
+import type { RolloutResult, TrajectoryPrefixRef } from '../protocol/trajectory.js';
+import type { Attempt } from './attempt.js';
 import type { RolloutSummary } from './runtime-api.js';
-import type { RolloutError } from '../errors.js';
-import type { HarnessRun } from '../proxy/harness-run.js';
-import type { RolloutIntegrity } from './integrity-monitor.js';
-import type { BranchOrigin, BranchStart, PendingFork, TreePlan } from './fork-types.js';
-import type { TrajectoryPrefixRef } from '../protocol/trajectory.js';
-
-/**
- * One attempt of a rollout: everything a retry starts afresh (actor, sandbox, tokens). The
- * actors of the machine capture the attempt they started in and check {@link ended} after each
- * await, so a late answer never touches a newer attempt.
- */
-export class Attempt {
-  actor: Actor<RolloutMachine> | null = null;
-  readonly abort = new AbortController();
-  ended = false;
-  handler: AgentHandler | null = null;
-  handlerState: unknown = undefined;
-  sandbox: Sandbox | undefined = undefined;
-  /** Every sandbox of the attempt; all closed when it ends. */
-  readonly sandboxes: AttemptSandboxes;
-  ctx: HandlerContext | null = null;
-  assistant: (Message & { tool_calls: ToolCall[] }) | null = null;
-  malformed: { raw: string; error: string }[] = [];
-  finish: FinishReason | null = null;
-  evalResult: EvalResult | null = null;
-  error: RolloutError | null = null;
-  /** Budget time used in this attempt (closed stage intervals). */
-  countedMs = 0;
-  activeStage: Stage | null = null;
-  stageStart = 0;
-  lastProgress = 0;
-  /** Deadlines as data; Infinity when not set. */
-  budgetAt = Infinity;
-  callAt = Infinity;
-  callKind: 'llm' | 'action' = 'llm';
-  lastBackendId: string | undefined = undefined;
-  /** Set when the handler's agent runs on its own (the `harness` family): its loop state and token record. */
-  harness: HarnessRun | null = null;
-  /** The reward-hack monitor of this attempt (#27), when the rollout has an integrity policy. */
-  integrity: RolloutIntegrity | null = null;
-  /** A fork (#26) waiting for the next turn boundary of this attempt. */
-  fork: PendingFork | null = null;
-  /** A branch's note of what its fork did not carry, added after its first action's observation. */
-  lostNote: string | null = null;
-
-  constructor(
-    readonly builder: TrajectoryBuilder,
-    readonly maxIterations: number,
-    readonly maxOutputTokens: number,
-    readonly maxModelLen: number,
-    where: { provider: SandboxProvider; rolloutId: string; clock: Clock },
-  ) {
-    // A sandbox that comes up is progress: the no-progress limit restarts.
-    this.sandboxes = new AttemptSandboxes(where.provider, where.rolloutId, this.abort.signal, () => this.ended, () => {
-      this.lastProgress = where.clock.now();
-    });
-  }
-
-  get signal(): AbortSignal {
-    return this.abort.signal;
-  }
-}
+import type { BranchOrigin, BranchStart, TreePlan } from './fork-types.js';
 
 /**
  * A rollout across its attempts: identity, the result promise, timings and the current
