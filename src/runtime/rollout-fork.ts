@@ -137,8 +137,7 @@ export class ForkCoordinator {
    */
   async atBoundary(s: RolloutSession, att: Attempt, turn: number): Promise<boolean> {
     const req = att.takeFork();
-    const plan = s.treePlan !== null && s.treePlan.branchTurns[0] === turn ? s.treePlan : null;
-    if (plan) s.treePlan = plan.branchTurns.length > 1 ? { branchTurns: plan.branchTurns.slice(1), width: plan.width } : null;
+    const plan = s.takeTreeFork(turn);
     if (req && req.turn !== turn) {
       req.reject(new ForkError(`the fork waited for turn ${req.turn}, the rollout reached ${turn}`, { code: 'FORK_ENDED' }));
       return false;
@@ -148,7 +147,7 @@ export class ForkCoordinator {
     const keep = req ? req.continueParent : false;
     const childPlan = plan ? s.treePlan : null;
     // The parent's plan is spent when it stops; when it goes on it keeps the rest.
-    if (!keep) s.treePlan = null;
+    if (!keep) s.treePlanSpent();
     try {
       const out = await this.make(s, att, turn, n, keep, childPlan, req !== null);
       req?.resolve(out);
@@ -196,7 +195,7 @@ export class ForkCoordinator {
   private admitBranch(parent: RolloutSession, id: string, i: number, origin: BranchOrigin, start: BranchStart, plan: TreePlan | null): RolloutSession {
     const sampling = parent.sampling.seed === undefined ? parent.sampling : { ...parent.sampling, seed: memberSeed(parent.sampling.seed, (origin.branchTurn + 1) * 4096 + i + 1) };
     const instance = { ...parent.instance, trajectory_id: `${parent.trajectoryId ?? '0'}.${origin.branchTurn}.${i}` };
-    const s = new RolloutSession(id, instance, sampling, parent.groupId, this.ctx.now(), this.ctx.wallClockMs, parent.codec, parent.priority);
+    const s = new RolloutSession({ id, instance, sampling, groupId: parent.groupId, submittedAt: this.ctx.now(), wallClockMs: this.ctx.wallClockMs, codec: parent.codec, priority: parent.priority });
     s.startAsBranch(origin, start, plan);
     this.prefixes.retain(origin.prefix.id);
     this.ctx.admit(s);

@@ -142,7 +142,7 @@ export class Supervisor {
     const rid = id ?? randomUUID();
     if (this.sessions.has(rid)) throw new ValidationError(`a live rollout already has id '${rid}'`, [{ path: 'id', message: 'duplicate live id' }]);
     this.finished.delete(rid);
-    const s = new RolloutSession(rid, instance, sampling, groupId, this.clock.now(), this.opts.wallClockMs, codec, priority);
+    const s = new RolloutSession({ id: rid, instance, sampling, groupId, submittedAt: this.clock.now(), wallClockMs: this.opts.wallClockMs, codec, priority });
     this.adopt(s);
     return s;
   }
@@ -200,7 +200,7 @@ export class Supervisor {
     const att = s?.attempt;
     if (!s || !att) return;
     const dt = att.stageExited(stage, this.clock.now());
-    if (dt !== null) s.timing[stage === 'init' ? 'initMs' : stage === 'run' ? 'runMs' : 'evalMs'] += dt;
+    if (dt !== null) s.stageTimed(stage, dt);
   }
 
   private onStateEntered(id: string, state: RolloutState, turn: number): void {

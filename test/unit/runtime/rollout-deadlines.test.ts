@@ -20,7 +20,7 @@ const machineless = 'no machine' as const;
 
 /** A session submitted at 0 with a live attempt in RUN: budget at 5000, call at 1000, progress at 0. */
 function live(...changes: (Change | typeof machineless)[]): RolloutSession {
-  const s = new RolloutSession('r', { data_source: 'x' } as never, {} as never, null, 0, limits.wallClockMs, {} as never);
+  const s = new RolloutSession({ id: 'r', instance: { data_source: 'x' } as never, sampling: {} as never, groupId: null, submittedAt: 0, wallClockMs: limits.wallClockMs, codec: {} as never });
   const att = new Attempt({ builder: {} as never, maxIterations: 10, maxOutputTokens: 10, maxModelLen: 10, rollout: { id: 'r', instance: {} as never, sampling: {} }, provider: {} as never, clock: new ManualClock(0) });
   if (!changes.includes(machineless)) att.machineStarted({} as never);
   att.stageEntered('run', 0, limits.budgetMs);
