@@ -222,6 +222,11 @@ export class ClusterWorker {
     return this.live.size;
   }
 
+  /** True while the node's queue consumer is paused (a cluster pause, or its own ill health): it takes no new job. */
+  get paused(): boolean {
+    return this.worker?.isPaused() ?? true;
+  }
+
   private backendControl(): (ServiceRuntime & Partial<BackendControl>) | null {
     return this.runtime.addBackend ? this.runtime : null;
   }
