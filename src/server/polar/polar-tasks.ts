@@ -102,7 +102,7 @@ export class PolarTasks {
     this.refuseDuplicate(req.task_id);
     const max = this.deps.service.options.maxBatchRollouts;
     if (req.num_samples > max) {
-      throw new HttpError(413, 'BATCH_TOO_LARGE', `the task asks for ${req.num_samples} sessions; one request may ask for ${max} at most`, [{ path: 'num_samples', message: `must be at most ${max}` }]);
+      throw new HttpError(413, 'BATCH_TOO_LARGE', `the task asks for ${req.num_samples} sessions; one request may ask for ${max} at most`, { issues: [{ path: 'num_samples', message: `must be at most ${max}` }] });
     }
     const rt = this.runtime();
     checkDataSource(rt, 'harness', 'agent.harness');
