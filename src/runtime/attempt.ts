@@ -9,7 +9,7 @@ import type { AgentHandler, EvalResult, HandlerContext } from '../proxy/agent-co
 import type { HarnessRun } from '../proxy/harness-run.js';
 import type { Sandbox, SandboxProvider } from '../sandbox/sandbox.js';
 import type { Clock } from '../clock.js';
-import { AttemptSandboxes } from './attempt-sandboxes.js';
+import { AttemptSandboxes, type SandboxesOwner } from './attempt-sandboxes.js';
 import type { BranchStart, PendingFork } from './fork-types.js';
 import type { RolloutIntegrity } from './integrity-monitor.js';
 
@@ -40,7 +40,7 @@ export interface AttemptOptions {
  * read them through getters. Times are the injected clock's; deadlines are data (Infinity when
  * not set), enforced by the supervisor's sweep.
  */
-export class Attempt {
+export class Attempt implements SandboxesOwner {
   readonly builder: TrajectoryBuilder;
   readonly maxIterations: number;
   readonly maxOutputTokens: number;
@@ -82,17 +82,14 @@ export class Attempt {
     this.maxIterations = o.maxIterations;
     this.maxOutputTokens = o.maxOutputTokens;
     this.maxModelLen = o.maxModelLen;
-    const clock = o.clock;
-    // A sandbox that comes up is progress: the no-progress limit restarts.
-    this.sandboxes = new AttemptSandboxes({
-      provider: o.provider,
-      rolloutId: o.rollout.id,
-      signal: this.abort.signal,
-      ended: () => this.isEnded,
-      made: () => void (this.progressAt = clock.now()),
-    });
+    this.sandboxes = new AttemptSandboxes(o.provider, o.rollout.id, this);
     const { id, instance, sampling } = o.rollout;
-    this.ctx = { rolloutId: id, instance, sampling, signal: this.abort.signal, clock, createSandbox: (spec) => this.sandboxes.create(spec) };
+    this.ctx = { rolloutId: id, instance, sampling, signal: this.abort.signal, clock: o.clock, createSandbox: (spec) => this.sandboxes.create(spec) };
+  }
+
+  /** A sandbox of the attempt came up: that is progress, so the no-progress limit restarts. */
+  sandboxReady(): void {
+    this.progressAt = this.ctx.clock.now();
   }
 
   // ───────────────────────────── the machine and the end ─────────────────────────────
