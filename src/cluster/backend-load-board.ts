@@ -37,6 +37,14 @@ type TickingRedis = Redis & { rrLoadTick(key: string, node: string, loads: strin
 
 /** Timing of a {@link BackendLoadBoard}. */
 export interface BackendLoadBoardOptions {
+  redis: Redis;
+  keys: ClusterKeys;
+  /** This node's id: its loads are published under it, and its own are not counted as others'. */
+  nodeId: string;
+  /** Where a failed tick is reported. Default: nowhere. */
+  log?: ((line: string) => void) | undefined;
+  /** Default the system clock. */
+  clock?: Clock | undefined;
   /** Period of the tick (publish own loads, learn the others'). */
   intervalMs: number;
   /** How long a node's published loads count after its last tick: a SIGKILLed node's load is gone after at most this + one tick. */
@@ -63,14 +71,18 @@ export class BackendLoadBoard implements SharedBackendLoad {
   private ticking: Promise<void> | null = null;
   private stopped = false;
 
-  constructor(
-    private readonly redis: Redis,
-    private readonly keys: ClusterKeys,
-    private readonly nodeId: string,
-    private readonly options: BackendLoadBoardOptions,
-    private readonly log: (line: string) => void = () => undefined,
-    private readonly clock: Clock = systemClock,
-  ) {
+  private readonly redis: Redis;
+  private readonly keys: ClusterKeys;
+  private readonly nodeId: string;
+  private readonly log: (line: string) => void;
+  private readonly clock: Clock;
+
+  constructor(private readonly options: BackendLoadBoardOptions) {
+    const redis = (this.redis = options.redis);
+    this.keys = options.keys;
+    this.nodeId = options.nodeId;
+    this.log = options.log ?? (() => undefined);
+    this.clock = options.clock ?? systemClock;
     if (!('rrLoadTick' in redis)) redis.defineCommand('rrLoadTick', { numberOfKeys: 1, lua: TICK_LUA });
   }
 

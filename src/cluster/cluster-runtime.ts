@@ -64,15 +64,20 @@ export class ClusterRuntime implements ServiceRuntime {
   private readonly clock: Clock;
   private sweeping = false;
 
-  private constructor(
-    options: ClusterOptions,
-    parts: ClusterGatewayParts,
-    private readonly redis: Redis,
-    private readonly store: ClusterStore,
-    private readonly queue: Queue,
-    private readonly fanout: EventFanout,
-    private readonly board: NodeStatusBoard,
-  ) {
+  private readonly redis: Redis;
+  private readonly store: ClusterStore;
+  private readonly queue: Queue;
+  private readonly fanout: EventFanout;
+  private readonly board: NodeStatusBoard;
+
+  /** Made by {@link connect}, with the connections and collaborators it opened. */
+  private constructor(options: ClusterOptions, parts: ClusterGatewayParts, conn: { redis: Redis; store: ClusterStore; queue: Queue; fanout: EventFanout; board: NodeStatusBoard }) {
+    const { redis, store } = conn;
+    this.redis = redis;
+    this.store = store;
+    this.queue = conn.queue;
+    this.fanout = conn.fanout;
+    this.board = conn.board;
     this.options = options;
     this.keys = store.keys;
     this.clock = parts.clock ?? systemClock;
@@ -99,8 +104,8 @@ export class ClusterRuntime implements ServiceRuntime {
       const store = new ClusterStore(redis, keys, options);
       queue = new Queue(keys.queue, { connection: redis, prefix: options.prefix });
       const fanout = new EventFanout(store, tail, undefined, parts.clock);
-      const board = new NodeStatusBoard(redis, keys, queue, options, () => (parts.clock ?? systemClock).now());
-      const rt = new ClusterRuntime(options, parts, redis, store, queue, fanout, board);
+      const board = new NodeStatusBoard({ redis, keys, queue, opts: options, now: () => (parts.clock ?? systemClock).now() });
+      const rt = new ClusterRuntime(options, parts, { redis, store, queue, fanout, board });
       await rt.backends.load();
       fanout.onEvent((e) => rt.onEvent(e));
       await fanout.start();

@@ -85,15 +85,24 @@ export class ClusterWorker {
   private clusterPaused = false;
   private readonly health: NodeHealth | null;
 
+  private readonly runtime: ServiceRuntime;
+  private readonly redis: Redis;
+  private readonly sub: Redis;
+  private readonly store: ClusterStore;
+  private readonly load: BackendLoadBoard;
+
+  /** Made by {@link start}, with the runtime, connections and collaborators it opened. */
   private constructor(
     readonly options: ClusterOptions,
     private readonly parts: ClusterWorkerParts,
-    private readonly runtime: ServiceRuntime,
-    private readonly redis: Redis,
-    private readonly sub: Redis,
-    private readonly store: ClusterStore,
-    private readonly load: BackendLoadBoard,
+    conn: { runtime: ServiceRuntime; redis: Redis; sub: Redis; store: ClusterStore; load: BackendLoadBoard },
   ) {
+    const store = conn.store;
+    this.runtime = conn.runtime;
+    this.redis = conn.redis;
+    this.sub = conn.sub;
+    this.store = store;
+    this.load = conn.load;
     this.nodeId = parts.nodeId!;
     this.clock = parts.clock ?? systemClock;
     this.now = () => this.clock.now();
@@ -141,12 +150,12 @@ export class ClusterWorker {
     const nodeId = parts.nodeId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
     const log = parts.log ?? (() => undefined);
     // A TTL shorter than two periods would let a live node's load blink out between its ticks.
-    const load = new BackendLoadBoard(redis, keys, nodeId, { intervalMs: options.loadShareMs, ttlMs: Math.max(options.loadTtlMs, 2 * options.loadShareMs) }, log, parts.clock);
+    const load = new BackendLoadBoard({ redis, keys, nodeId, intervalMs: options.loadShareMs, ttlMs: Math.max(options.loadTtlMs, 2 * options.loadShareMs), log, clock: parts.clock });
     let runtime: ServiceRuntime | null = null;
     try {
       await Promise.all([redis.ping(), sub.ping()]);
       runtime = await parts.createRuntime({ sharedLoad: load });
-      const node = new ClusterWorker(options, { ...parts, nodeId }, runtime, redis, sub, new ClusterStore(redis, keys, options), load);
+      const node = new ClusterWorker(options, { ...parts, nodeId }, { runtime, redis, sub, store: new ClusterStore(redis, keys, options), load });
       await node.begin();
       return node;
     } catch (err) {
@@ -211,6 +220,11 @@ export class ClusterWorker {
   /** Rollouts running on this node now. */
   get running(): number {
     return this.live.size;
+  }
+
+  /** True while the node's queue consumer is paused (a cluster pause, or its own ill health): it takes no new job. */
+  get paused(): boolean {
+    return this.worker?.isPaused() ?? true;
   }
 
   private backendControl(): (ServiceRuntime & Partial<BackendControl>) | null {

@@ -15,13 +15,20 @@ export class NodeStatusBoard {
   private nodes: ClusterNodeStatus[] = [];
   private counts: Record<string, number> = {};
 
-  constructor(
-    private readonly redis: Redis,
-    private readonly keys: ClusterKeys,
-    private readonly queue: Queue,
-    private readonly opts: ClusterOptions,
-    private readonly now: () => number = () => systemClock.now(),
-  ) {}
+  private readonly redis: Redis;
+  private readonly keys: ClusterKeys;
+  private readonly queue: Queue;
+  private readonly opts: ClusterOptions;
+  private readonly now: () => number;
+
+  /** `now`: default the system clock's. */
+  constructor(o: { redis: Redis; keys: ClusterKeys; queue: Queue; opts: ClusterOptions; now?: (() => number) | undefined }) {
+    this.redis = o.redis;
+    this.keys = o.keys;
+    this.queue = o.queue;
+    this.opts = o.opts;
+    this.now = o.now ?? (() => systemClock.now());
+  }
 
   /** Jobs waiting for a worker. */
   get waiting(): number {

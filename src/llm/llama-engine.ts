@@ -29,6 +29,11 @@ export interface LlamaSample {
 export interface LlamaEngine extends Engine {
   /** Recorded samples, oldest first. */
   samples(): LlamaSample[];
+  /**
+   * The generations sampling now (`GET /debug/inflight`) with the tokens each has sampled so
+   * far: what a test waits on before it aborts a generation mid-way.
+   */
+  inFlight(): { instanceId: string | null; turn: number | null; tokens: number }[];
   /** Ids of text with the model's own tokenizer, special tokens parsed, no BOS. */
   tokenize(text: string): number[];
   close(): Promise<void>;
@@ -76,6 +81,7 @@ export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<Llama
   const waiting: ((s: (typeof free)[number]) => void)[] = [];
   const keep = opts.keepSamples ?? 10_000;
   const log: LlamaSample[] = [];
+  const sampling = new Set<{ instanceId: string | null; turn: number | null; outputIds: number[] }>();
   let seq = 0;
   let closed = false;
 
@@ -90,6 +96,7 @@ export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<Llama
     decode: (ids) => model.detokenize(ids as never, true),
     tokenize: (text) => [...model.tokenize(text, true)] as number[],
     samples: () => log.slice(),
+    inFlight: () => [...sampling].map((g) => ({ instanceId: g.instanceId, turn: g.turn, tokens: g.outputIds.length })),
     async generate(req: EngineRequest): Promise<EngineResult> {
       if (closed) throw new EngineHttpError(503, 'engine is closing');
       if (req.promptIds.length + req.maxTokens > contextSize) {
@@ -101,9 +108,11 @@ export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<Llama
         release(s);
         return { outputIds: [], logprobs: [], finishReason: 'abort' };
       }
+      const outputIds: number[] = [];
+      const live = { instanceId: req.instanceId, turn: req.turn, outputIds };
+      sampling.add(live);
       try {
         await s.clearHistory();
-        const outputIds: number[] = [];
         const logprobs: number[] = [];
         let finishReason: EngineResult['finishReason'] = 'length';
         const it = s.evaluateWithMetadata(req.promptIds as never, { confidence: true }, {
@@ -138,6 +147,7 @@ export async function createLlamaEngine(opts: LlamaEngineOptions): Promise<Llama
         if (log.length > keep) log.splice(0, log.length - keep);
         return { outputIds, logprobs, finishReason };
       } finally {
+        sampling.delete(live);
         release(s);
       }
     },

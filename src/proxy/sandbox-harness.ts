@@ -41,14 +41,21 @@ export class SandboxHarness implements ExternalAgent {
   /** The pending {@link next}'s way to learn of the exit (one at a time). */
   private onExit: ((r: { exitCode: number | null }) => void) | null = null;
 
-  constructor(
-    private readonly sandbox: Sandbox,
-    command: string,
-    private readonly proxy: LlmProxy,
-    readonly limits: { maxLlmCalls?: number | undefined; maxTokensTotal?: number | undefined },
-    private readonly clock: Clock = systemClock,
-  ) {
-    this.exited = this.run(command).then((r) => {
+  private readonly sandbox: Sandbox;
+  private readonly proxy: LlmProxy;
+  readonly limits: { maxLlmCalls?: number | undefined; maxTokensTotal?: number | undefined };
+  private readonly clock: Clock;
+
+  /**
+   * Starts `command` in `sandbox`'s shell; its chat requests arrive through `proxy`. `limits`:
+   * the rollout's caps on its LLM calls and tokens; `clock` defaults to the system clock.
+   */
+  constructor(o: { sandbox: Sandbox; command: string; proxy: LlmProxy; limits: SandboxHarness['limits']; clock?: Clock | undefined }) {
+    this.sandbox = o.sandbox;
+    this.proxy = o.proxy;
+    this.limits = o.limits;
+    this.clock = o.clock ?? systemClock;
+    this.exited = this.run(o.command).then((r) => {
       this.result = r;
       this.onExit?.(r);
       return r;

@@ -1,6 +1,16 @@
 import { CancelledError } from '../errors.js';
 import type { Sandbox, SandboxProvider, SandboxSpec } from '../sandbox/sandbox.js';
 
+/** What the sandboxes see of their attempt (the attempt itself). */
+export interface SandboxesOwner {
+  /** The attempt's signal, passed to every creation. */
+  readonly signal: AbortSignal;
+  /** Whether the attempt has ended: checked before and after each creation. */
+  readonly ended: boolean;
+  /** A sandbox is ready (counts as the rollout's progress). */
+  sandboxReady(): void;
+}
+
 /**
  * The sandboxes of one rollout attempt, and their one close path. Every sandbox a handler makes
  * through `ctx.createSandbox` (or returns from `init`) is owned here; {@link closeAll} closes
@@ -12,17 +22,10 @@ export class AttemptSandboxes {
   /** Creations still running, so the end of the attempt can wait for their clean-up. */
   private readonly pending = new Set<Promise<unknown>>();
 
-  /**
-   * @param ended whether the attempt has ended (its owner's flag; checked before and after
-   *   each creation)
-   * @param made called when a sandbox is ready (counts as the rollout's progress)
-   */
   constructor(
     private readonly provider: SandboxProvider,
     private readonly rolloutId: string,
-    private readonly signal: AbortSignal,
-    private readonly ended: () => boolean,
-    private readonly made: () => void,
+    private readonly owner: SandboxesOwner,
   ) {}
 
   /**
@@ -31,7 +34,7 @@ export class AttemptSandboxes {
    *   (the sandbox is closed first); whatever the provider throws otherwise.
    */
   create(spec: SandboxSpec): Promise<Sandbox> {
-    if (this.ended()) return Promise.reject(new CancelledError('rollout ended before its sandbox was requested'));
+    if (this.owner.ended) return Promise.reject(new CancelledError('rollout ended before its sandbox was requested'));
     const p = this.make(spec);
     this.pending.add(p);
     const untrack = (): void => void this.pending.delete(p);
@@ -47,7 +50,7 @@ export class AttemptSandboxes {
   /**
    * Closes every owned sandbox and waits for creations in flight; resolves when all are done,
    * never rejects (a failed close is the provider's to report). Null when there is nothing to
-   * wait for. Later {@link create} calls are rejected through `ended`.
+   * wait for. Later {@link create} calls are rejected through the owner's `ended`.
    */
   closeAll(): Promise<void> | null {
     if (this.open.size === 0 && this.pending.size === 0) return null;
@@ -59,14 +62,14 @@ export class AttemptSandboxes {
   }
 
   private async make(spec: SandboxSpec): Promise<Sandbox> {
-    const sb = await this.provider.create(spec, { rolloutId: this.rolloutId, signal: this.signal });
-    if (this.ended()) {
+    const sb = await this.provider.create(spec, { rolloutId: this.rolloutId, signal: this.owner.signal });
+    if (this.owner.ended) {
       // The rollout ended (cancel, timeout) while the sandbox was starting: nobody else will close it.
       await sb.close().catch(() => {});
       throw new CancelledError('rollout ended while its sandbox was starting');
     }
     this.open.add(sb);
-    this.made();
+    this.owner.sandboxReady();
     return sb;
   }
 }

@@ -1,11 +1,10 @@
 import type { FinalState } from '../../machines/rollout.machine.js';
 import { CancelledError } from '../errors.js';
 import { TrajectoryBuilder } from '../llm/trajectory-builder.js';
-import type { HandlerContext } from '../proxy/agent-contract.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
 import type { Clock } from '../clock.js';
-import { enterBranch } from './rollout-fork.js';
-import { Attempt, type RolloutSession } from './rollout-session.js';
+import { Attempt } from './attempt.js';
+import type { RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
 
 /** One shared abort reason per final state: it only tells a handler why its signal fired. */
@@ -22,19 +21,15 @@ export const ENDED: Record<FinalState, CancelledError> = {
  */
 export function newAttempt(s: RolloutSession, opts: RuntimeOptions, provider: SandboxProvider, clock: Clock): Attempt {
   const start = s.takeBranch();
-  const att = new Attempt(
-    start?.builder ?? new TrajectoryBuilder({ codec: s.codec, detectDrift: opts.detectDrift, enableThinking: s.sampling.enable_thinking }),
-    s.sampling.max_iterations ?? opts.maxIterations,
-    s.sampling.max_output_tokens ?? opts.maxOutputTokens,
-    s.sampling.max_model_len ?? opts.maxModelLen,
-    { provider, rolloutId: s.id, clock },
-  );
-  att.ctx = handlerContext(s, att, clock);
-  if (start) enterBranch(att, start);
+  const att = new Attempt({
+    builder: start?.builder ?? new TrajectoryBuilder({ codec: s.codec, detectDrift: opts.detectDrift, enableThinking: s.sampling.enable_thinking }),
+    maxIterations: s.sampling.max_iterations ?? opts.maxIterations,
+    maxOutputTokens: s.sampling.max_output_tokens ?? opts.maxOutputTokens,
+    maxModelLen: s.sampling.max_model_len ?? opts.maxModelLen,
+    rollout: s,
+    provider,
+    clock,
+  });
+  if (start) att.enterBranch(start);
   return att;
-}
-
-/** The context every handler call of an attempt shares; its sandboxes go to the attempt's owner. */
-function handlerContext(s: RolloutSession, att: Attempt, clock: Clock): HandlerContext {
-  return { rolloutId: s.id, instance: s.instance, sampling: s.sampling, signal: att.signal, clock, createSandbox: (spec) => att.sandboxes.create(spec) };
 }

@@ -10,7 +10,8 @@ import type { Message } from '../protocol/messages.js';
 import type { Clock } from '../clock.js';
 import { HarnessSteps } from './harness-steps.js';
 import type { EventHub } from './event-hub.js';
-import type { Attempt, RolloutSession } from './rollout-session.js';
+import type { Attempt } from './attempt.js';
+import type { RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
 import type { StagePool } from './stage-pool.js';
 import type { WeightControl } from './weight-control.js';
@@ -64,20 +65,19 @@ export class AttemptSteps {
     const s = this.ctx.live(id);
     const att = s.attempt!;
     const handler = this.ctx.registry.resolve(s.dataSource);
-    att.handler = handler;
+    att.handlerResolved(handler);
     // A branch (#26) starts from its fork: sandbox, handler state and tokens are its parent's at
     // the boundary (set when its attempt started); only an integrity baseline is its own.
     if (s.origin) return this.initBranch(s, att);
-    const r = await handler.init(att.ctx!);
+    const r = await handler.init(att.ctx);
     if (att.ended) return { runSlot: false };
-    if (r.sandbox) att.sandboxes.adopt(r.sandbox);
-    att.sandbox = r.sandbox;
-    att.handlerState = r.state;
+    att.initialized(r.sandbox, r.state);
     const policy = effectivePolicy(s.instance.integrity, handler.integrityDefaults?.(s.instance));
     if (policy) {
       // The baseline after the sandbox's setup, before the agent's first action.
-      att.integrity = new RolloutIntegrity(policy);
-      await att.integrity.start(r.sandbox);
+      const monitor = new RolloutIntegrity(policy);
+      att.monitored(monitor);
+      await monitor.start(r.sandbox);
       if (att.ended) return { runSlot: false };
     }
     if (r.external) {
@@ -92,8 +92,9 @@ export class AttemptSteps {
   private async initBranch(s: RolloutSession, att: Attempt): Promise<InitOutput> {
     const policy = effectivePolicy(s.instance.integrity, att.handler!.integrityDefaults?.(s.instance));
     if (policy) {
-      att.integrity = new RolloutIntegrity(policy);
-      await att.integrity.start(att.sandbox);
+      const monitor = new RolloutIntegrity(policy);
+      att.monitored(monitor);
+      await monitor.start(att.sandbox);
       if (att.ended) return { runSlot: false };
     }
     return { runSlot: this.ctx.pools.run.tryTake(s.id) };
@@ -110,7 +111,7 @@ export class AttemptSteps {
     // A turn boundary (#26): a fork due here is made before the call.
     if (ctx.forks?.due(s, att, turn)) {
       if (await ctx.forks.atBoundary(s, att, turn)) {
-        att.finish = 'forked';
+        att.finishedWith('forked');
         return { contextFull: false, forked: true };
       }
       if (att.ended) throw new CancelledError('rollout ended during its fork');
@@ -120,7 +121,7 @@ export class AttemptSteps {
     // Nothing sampled yet and no room: a configuration mistake, not a trainable truncation.
     if (room <= 0 && turn === 0) throw contextLimitError({ promptTokens: b.length, maxTokens: att.maxOutputTokens, maxModelLen: att.maxModelLen });
     if (room <= 0) {
-      att.finish = 'context_full';
+      att.finishedWith('context_full');
       return { contextFull: true, evalSlot: ctx.pools.eval.tryTake(id) };
     }
     const maxTokens = Math.min(att.maxOutputTokens, room);
@@ -130,7 +131,7 @@ export class AttemptSteps {
     const aged = checkTokenAge(att, turn, ctx.weights?.trainerVersion ?? null, ctx.opts.staleTokens);
     if (aged.kind === 'restart') throw aged.error;
     if (aged.kind === 'finish') {
-      att.finish = 'stale_tokens';
+      att.finishedWith('stale_tokens');
       return { contextFull: true, evalSlot: ctx.pools.eval.tryTake(id) };
     }
     if (ctx.hub.active) this.emit(s, { type: 'llm.start', rolloutId: id, turn, promptTokens: b.length, maxTokens });
@@ -161,9 +162,8 @@ export class AttemptSteps {
       throw err;
     }
     if (att.ended) throw new CancelledError('rollout ended during the LLM call');
-    att.callAt = Infinity;
-    // Kept so the pool can route the next turn to the same backend (prefix-cache hits).
-    att.lastBackendId = res.backendId;
+    // The backend is kept so the pool can route the next turn to it (prefix-cache hits).
+    att.callReturned(res.backendId);
     const latencyMs = ctx.clock.now() - t0;
     if (res.logprobs.length !== res.outputIds.length) {
       throw new BackendError(`backend ${res.backendId} returned ${res.logprobs.length} logprobs for ${res.outputIds.length} ids`, { code: 'BAD_RESPONSE' });
@@ -172,8 +172,7 @@ export class AttemptSteps {
     const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls };
     b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds, weightVersions: (res as Partial<SegmentedResult>).weightVersions }, assistant);
     if (ctx.opts.staleTokens) observeTurn(att, res.weightVersion, (res as Partial<SegmentedResult>).weightVersions, res.outputIds.length);
-    att.assistant = assistant;
-    att.malformed = parsed.malformed;
+    att.replied(assistant, parsed.malformed);
     this.progress(att);
     if (ctx.hub.active) {
       this.emit(s, {
@@ -211,7 +210,7 @@ export class AttemptSteps {
     // Object.assign then sets, not `{ ...base, turn, ... }`: V8 builds a spread with extra keys
     // on a slow path (~40x slower here), and it was ~3% of the CPU profile of
     // bench/orchestration.ts (`ratio_vs_bare`).
-    const actx = Object.assign({}, att.ctx!) as ActContext;
+    const actx = Object.assign({}, att.ctx) as ActContext;
     actx.sandbox = att.sandbox;
     actx.state = att.handlerState;
     actx.turn = turn;
@@ -226,27 +225,25 @@ export class AttemptSteps {
       if (res.stop || turn + 1 >= att.maxIterations || att.integrity.policy.action === 'fail') await this.observeIntegrity(att, turn);
       else att.integrity.observeInBackground(att.sandbox, turn);
     }
-    att.callAt = Infinity;
-    if (res.state !== undefined) att.handlerState = res.state;
+    att.callReturned();
+    if (res.state !== undefined) att.stateChanged(res.state);
     const b = att.builder;
-    if (att.lostNote !== null) {
-      // A branch's first observation says what its fork did not carry (#26).
-      res.messages.push({ role: 'user', content: att.lostNote });
-      att.lostNote = null;
-    }
+    // A branch's first observation says what its fork did not carry (#26).
+    const lostNote = att.takeLostNote();
+    if (lostNote !== null) res.messages.push({ role: 'user', content: lostNote });
     if (res.stop) {
-      att.finish = res.stop;
+      att.finishedWith(res.stop);
       b.addUntokenizedMessages(res.messages);
       return { stop: true, evalSlot: ctx.pools.eval.tryTake(id) };
     }
     if (turn + 1 >= att.maxIterations) {
-      att.finish = 'max_iterations';
+      att.finishedWith('max_iterations');
       b.addUntokenizedMessages(res.messages);
       return { stop: true, evalSlot: ctx.pools.eval.tryTake(id) };
     }
     const ids = s.codec.encodeContinuation(res.messages, b.lastOutputIds, thinking(s));
     if (b.length + ids.length >= att.maxModelLen) {
-      att.finish = 'context_full';
+      att.finishedWith('context_full');
       b.addUntokenizedMessages(res.messages);
       return { stop: true, evalSlot: ctx.pools.eval.tryTake(id) };
     }
@@ -258,7 +255,7 @@ export class AttemptSteps {
     const att = this.ctx.live(id).attempt!;
     if (att.integrity) await this.settleIntegrity(att);
     // Built as in act() (no object spread with extra keys: a V8 slow path).
-    const ectx = Object.assign({}, att.ctx!) as EvalContext;
+    const ectx = Object.assign({}, att.ctx) as EvalContext;
     ectx.sandbox = att.sandbox;
     ectx.state = att.handlerState;
     ectx.messages = [...(att.harness?.traj.messages ?? att.builder.messageView)];
@@ -268,7 +265,7 @@ export class AttemptSteps {
     if (typeof r?.reward !== 'number' || !Number.isFinite(r.reward)) {
       throw new TaskError(`handler ${att.handler!.name} returned a non-numeric reward`, { code: 'BAD_REWARD', stage: 'eval' });
     }
-    att.evalResult = r;
+    att.evaluated(r);
   }
 
   private async settleIntegrity(att: Attempt): Promise<void> {
@@ -336,31 +333,22 @@ export class AttemptSteps {
    */
   private async waitForGeneration(s: RolloutSession, att: Attempt, weights: WeightControl, first: boolean): Promise<void> {
     const clock = this.ctx.clock;
-    const t0 = clock.now();
-    const budgetLeft = att.budgetAt - t0;
-    att.budgetAt = Infinity;
-    att.lastProgress = Infinity;
+    att.deadlinesPaused(clock.now());
     try {
       await weights.wait(first, att.signal);
     } finally {
-      if (!att.ended) {
-        const now = clock.now();
-        att.stageStart += now - t0;
-        att.budgetAt = now + budgetLeft;
-        att.lastProgress = now;
-      }
+      att.deadlinesResumed(clock.now());
     }
     if (att.ended) throw new CancelledError('rollout ended while waiting for generation');
   }
 
   private startCall(s: RolloutSession, att: Attempt, kind: 'llm' | 'action', ms: number): void {
-    att.callKind = kind;
-    att.callAt = this.ctx.clock.now() + ms;
+    att.callStarted(kind, this.ctx.clock.now() + ms);
     this.ctx.callStarted(s);
   }
 
   private progress(att: Attempt): void {
-    att.lastProgress = this.ctx.clock.now();
+    att.progressed(this.ctx.clock.now());
   }
 
   private emit(s: RolloutSession, ev: RolloutEventInput): void {

@@ -13,7 +13,8 @@ import { ProxyRefusal } from '../proxy/openai-error.js';
 import { SegmentedTrajectory } from '../proxy/segmented-trajectory.js';
 import type { Clock } from '../clock.js';
 import type { EventHub } from './event-hub.js';
-import type { Attempt, RolloutSession } from './rollout-session.js';
+import type { Attempt } from './attempt.js';
+import type { RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
 import type { StagePool } from './stage-pool.js';
 import { contextLimitError, isEngineLengthRefusal } from './context-limit.js';
@@ -59,7 +60,7 @@ export class HarnessSteps {
   /** Makes the attempt's run (at init). */
   start(s: RolloutSession, att: Attempt, agent: ExternalAgent): void {
     const enableThinking = s.sampling.enable_thinking;
-    att.harness = new HarnessRun(agent, new SegmentedTrajectory({ codec: s.codec, detectDrift: this.ctx.opts.detectDrift, enableThinking }), att.maxIterations);
+    att.harnessStarted(new HarnessRun(agent, new SegmentedTrajectory({ codec: s.codec, detectDrift: this.ctx.opts.detectDrift, enableThinking }), att.maxIterations));
   }
 
   async llm(s: RolloutSession, att: Attempt, turn: number): Promise<CallLlmOutput> {
@@ -126,8 +127,7 @@ export class HarnessSteps {
       throw err;
     }
     if (att.ended) throw new CancelledError('rollout ended during the LLM call');
-    att.callAt = Infinity;
-    att.lastBackendId = res.backendId;
+    att.callReturned(res.backendId);
     if (res.logprobs.length !== res.outputIds.length) {
       throw new BackendError(`backend ${res.backendId} returned ${res.logprobs.length} logprobs for ${res.outputIds.length} ids`, { code: 'BAD_RESPONSE' });
     }
@@ -144,8 +144,8 @@ export class HarnessSteps {
     const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: reply.content ?? '', tool_calls: parsed.toolCalls.map((c, i) => ({ ...c, id: reply.tool_calls![i]!.id })) };
     run.traj.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds, weightVersions: (res as Partial<SegmentedResult>).weightVersions }, assistant);
     run.calls++;
-    att.assistant = assistant;
-    att.lastProgress = ctx.clock.now();
+    att.replied(assistant);
+    att.progressed(ctx.clock.now());
     call.answer(completion);
     if (ctx.hub.active) {
       this.hooks.emit(s, {
@@ -184,8 +184,8 @@ export class HarnessSteps {
       if (ev.type === 'chat') ev.call.refuse(new ProxyRefusal(410, 'invalid_request_error', 'rollout_ended', 'this rollout has ended'));
       throw new CancelledError('rollout ended while the harness worked');
     }
-    att.callAt = Infinity;
-    att.lastProgress = ctx.clock.now();
+    att.callReturned();
+    att.progressed(ctx.clock.now());
     if (ev.type === 'exit') {
       run.exitCode = ev.exitCode;
       return 'no_tool_call';
@@ -204,7 +204,7 @@ export class HarnessSteps {
 
   /** Ends the loop with `finish`: stops the agent (refusing later calls, killing its processes) and asks for the EVAL slot. */
   private async endLoop(s: RolloutSession, att: Attempt, run: HarnessRun, finish: FinishReason): Promise<boolean> {
-    att.finish = finish;
+    att.finishedWith(finish);
     await run.agent.stop(finish);
     if (att.ended) throw new CancelledError('rollout ended while the harness stopped');
     return this.ctx.pools.eval.tryTake(s.id);

@@ -38,7 +38,7 @@ export function nextDeadline(s: RolloutSession, staleAfterMs: number): number {
 export function dueDeadline(s: RolloutSession, now: number, staleAfterMs: number): DeadlineKind | null {
   if (now >= s.wallAt) return 'wall';
   const att = s.attempt;
-  if (!att || att.ended || !att.actor) return null;
+  if (!att || att.ended || !att.machine) return null;
   if (now >= att.budgetAt) return 'budget';
   if (now >= att.callAt) return att.callKind;
   if (att.activeStage !== null && now >= att.lastProgress + staleAfterMs) return 'stale';

@@ -4,7 +4,8 @@ import { memberSeed } from '../llm/member-seed.js';
 import type { RolloutEventInput } from '../protocol/events.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
 import type { BranchOrigin, BranchStart, ForkOptions, ForkOutcome as ForkOutcomeOf, TreePlan } from './fork-types.js';
-import { RolloutSession, type Attempt } from './rollout-session.js';
+import type { Attempt } from './attempt.js';
+import { RolloutSession } from './rollout-session.js';
 import { PrefixStore, stripPrefix } from './trajectory-prefix.js';
 
 export type { BranchOrigin, BranchStart, ForkOptions, PendingFork, TreePlan } from './fork-types.js';
@@ -119,7 +120,7 @@ export class ForkCoordinator {
     }
     return new Promise<ForkOutcome>((resolve, reject) => {
       // Resolved only by make() below, with this runtime's sessions.
-      att.fork = { n, continueParent: opts.continueParent ?? true, turn: next, resolve: resolve as (o: ForkOutcomeOf<unknown>) => void, reject };
+      att.forkRequested({ n, continueParent: opts.continueParent ?? true, turn: next, resolve: resolve as (o: ForkOutcomeOf<unknown>) => void, reject });
     });
   }
 
@@ -135,10 +136,8 @@ export class ForkCoordinator {
    * with no branches) and the rollout goes on untouched.
    */
   async atBoundary(s: RolloutSession, att: Attempt, turn: number): Promise<boolean> {
-    const req = att.fork;
-    att.fork = null;
-    const plan = s.treePlan !== null && s.treePlan.branchTurns[0] === turn ? s.treePlan : null;
-    if (plan) s.treePlan = plan.branchTurns.length > 1 ? { branchTurns: plan.branchTurns.slice(1), width: plan.width } : null;
+    const req = att.takeFork();
+    const plan = s.takeTreeFork(turn);
     if (req && req.turn !== turn) {
       req.reject(new ForkError(`the fork waited for turn ${req.turn}, the rollout reached ${turn}`, { code: 'FORK_ENDED' }));
       return false;
@@ -148,7 +147,7 @@ export class ForkCoordinator {
     const keep = req ? req.continueParent : false;
     const childPlan = plan ? s.treePlan : null;
     // The parent's plan is spent when it stops; when it goes on it keeps the rest.
-    if (!keep) s.treePlan = null;
+    if (!keep) s.treePlanSpent();
     try {
       const out = await this.make(s, att, turn, n, keep, childPlan, req !== null);
       req?.resolve(out);
@@ -163,9 +162,8 @@ export class ForkCoordinator {
 
   /** The rollout's attempt (or its loop) ended with a fork pending: the fork is refused. */
   loopEnded(att: Attempt, why: string): void {
-    const req = att.fork;
+    const req = att.takeFork();
     if (!req) return;
-    att.fork = null;
     req.reject(new ForkError(`the rollout ${why} before turn boundary ${req.turn}`, { code: 'FORK_ENDED', details: { turn: req.turn } }));
   }
 
@@ -197,7 +195,7 @@ export class ForkCoordinator {
   private admitBranch(parent: RolloutSession, id: string, i: number, origin: BranchOrigin, start: BranchStart, plan: TreePlan | null): RolloutSession {
     const sampling = parent.sampling.seed === undefined ? parent.sampling : { ...parent.sampling, seed: memberSeed(parent.sampling.seed, (origin.branchTurn + 1) * 4096 + i + 1) };
     const instance = { ...parent.instance, trajectory_id: `${parent.trajectoryId ?? '0'}.${origin.branchTurn}.${i}` };
-    const s = new RolloutSession(id, instance, sampling, parent.groupId, this.ctx.now(), this.ctx.wallClockMs, parent.codec, parent.priority);
+    const s = new RolloutSession({ id, instance, sampling, groupId: parent.groupId, submittedAt: this.ctx.now(), wallClockMs: this.ctx.wallClockMs, codec: parent.codec, priority: parent.priority });
     s.startAsBranch(origin, start, plan);
     this.prefixes.retain(origin.prefix.id);
     this.ctx.admit(s);
@@ -217,14 +215,6 @@ export class ForkCoordinator {
 
 /** States in which a rollout still has a turn boundary ahead. */
 const LOOP_STATES: ReadonlySet<string> = new Set(['queued', 'initializing', 'waitingRun', 'llmCalling', 'acting']);
-
-/** A branch's first attempt takes over its start: the fork's sandbox and handler state, and the note of what was lost. */
-export function enterBranch(att: Attempt, start: BranchStart): void {
-  att.sandboxes.adopt(start.sandbox);
-  att.sandbox = start.sandbox;
-  att.handlerState = start.handlerState;
-  if (start.lost.length) att.lostNote = `Note: this conversation was forked; what did not carry over to this sandbox: ${start.lost.join('; ')}.`;
-}
 
 /** A branch's result: its own part of the trajectory, referencing the shared prefix, and its origin. Other results as they are. */
 export function branchResult(s: RolloutSession, r: RolloutResult): RolloutResult {

@@ -4,7 +4,8 @@ import type { FinishReason, Outcome, RolloutResult, Trajectory } from '../protoc
 import { staleness, type WeightVersion } from '../llm/weight-versions.js';
 import { staleFlag } from './token-age.js';
 import { withIntegrity } from './integrity-monitor.js';
-import type { Attempt, RolloutSession } from './rollout-session.js';
+import type { Attempt } from './attempt.js';
+import type { RolloutSession } from './rollout-session.js';
 
 /** What ended an attempt, as the decision needs it. */
 export interface AttemptEnd {

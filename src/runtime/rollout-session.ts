@@ -1,77 +1,25 @@
-import type { Actor } from 'xstate';
-import type { RolloutMachine, Stage } from '../../machines/rollout.machine.js';
-import type { AgentHandler, EvalResult, HandlerContext } from '../proxy/agent-contract.js';
 import type { ChatCodec } from '../llm/chat-codec.js';
-import type { TrajectoryBuilder } from '../llm/trajectory-builder.js';
 import type { Instance, SamplingParams } from '../protocol/instance.js';
-import type { Message, ToolCall } from '../protocol/messages.js';
 import type { RolloutState } from '../protocol/events.js';
-import type { FinishReason, RolloutResult } from '../protocol/trajectory.js';
-import type { Sandbox, SandboxProvider } from '../sandbox/sandbox.js';
-import { AttemptSandboxes } from './attempt-sandboxes.js';
-import type { Clock } from '../clock.js';
+import type { RolloutResult, TrajectoryPrefixRef } from '../protocol/trajectory.js';
+import type { Attempt } from './attempt.js';
 import type { RolloutSummary } from './runtime-api.js';
-import type { RolloutError } from '../errors.js';
-import type { HarnessRun } from '../proxy/harness-run.js';
-import type { RolloutIntegrity } from './integrity-monitor.js';
-import type { BranchOrigin, BranchStart, PendingFork, TreePlan } from './fork-types.js';
-import type { TrajectoryPrefixRef } from '../protocol/trajectory.js';
+import type { BranchOrigin, BranchStart, TreePlan } from './fork-types.js';
 
-/**
- * One attempt of a rollout: everything a retry starts afresh (actor, sandbox, tokens). The
- * actors of the machine capture the attempt they started in and check {@link ended} after each
- * await, so a late answer never touches a newer attempt.
- */
-export class Attempt {
-  actor: Actor<RolloutMachine> | null = null;
-  readonly abort = new AbortController();
-  ended = false;
-  handler: AgentHandler | null = null;
-  handlerState: unknown = undefined;
-  sandbox: Sandbox | undefined = undefined;
-  /** Every sandbox of the attempt; all closed when it ends. */
-  readonly sandboxes: AttemptSandboxes;
-  ctx: HandlerContext | null = null;
-  assistant: (Message & { tool_calls: ToolCall[] }) | null = null;
-  malformed: { raw: string; error: string }[] = [];
-  finish: FinishReason | null = null;
-  evalResult: EvalResult | null = null;
-  error: RolloutError | null = null;
-  /** Budget time used in this attempt (closed stage intervals). */
-  countedMs = 0;
-  activeStage: Stage | null = null;
-  stageStart = 0;
-  lastProgress = 0;
-  /** Deadlines as data; Infinity when not set. */
-  budgetAt = Infinity;
-  callAt = Infinity;
-  callKind: 'llm' | 'action' = 'llm';
-  lastBackendId: string | undefined = undefined;
-  /** Set when the handler's agent runs on its own (the `harness` family): its loop state and token record. */
-  harness: HarnessRun | null = null;
-  /** The reward-hack monitor of this attempt (#27), when the rollout has an integrity policy. */
-  integrity: RolloutIntegrity | null = null;
-  /** A fork (#26) waiting for the next turn boundary of this attempt. */
-  fork: PendingFork | null = null;
-  /** A branch's note of what its fork did not carry, added after its first action's observation. */
-  lostNote: string | null = null;
-
-  constructor(
-    readonly builder: TrajectoryBuilder,
-    readonly maxIterations: number,
-    readonly maxOutputTokens: number,
-    readonly maxModelLen: number,
-    where: { provider: SandboxProvider; rolloutId: string; clock: Clock },
-  ) {
-    // A sandbox that comes up is progress: the no-progress limit restarts.
-    this.sandboxes = new AttemptSandboxes(where.provider, where.rolloutId, this.abort.signal, () => this.ended, () => {
-      this.lastProgress = where.clock.now();
-    });
-  }
-
-  get signal(): AbortSignal {
-    return this.abort.signal;
-  }
+/** What a session is made of; see {@link RolloutSession}. */
+export interface RolloutSessionOptions {
+  id: string;
+  instance: Instance;
+  sampling: SamplingParams;
+  groupId: string | null;
+  /** When it was admitted, on the runtime's clock. */
+  submittedAt: number;
+  /** Its wall-clock cap from `submittedAt` (retries and backoffs included). */
+  wallClockMs: number;
+  /** The rollout's tokenizer and chat template: the runtime's, or its job's `custom_tokenizer`. */
+  codec: ChatCodec;
+  /** Orders the wait for an INIT slot: higher first, FIFO within one (SubmitOptions.priority). Default 0. */
+  priority?: number | undefined;
 }
 
 /**
@@ -80,7 +28,16 @@ export class Attempt {
  *
  * Its lifecycle fields are private and change only through its transitions ({@link begin},
  * {@link enter}, {@link backOff} / {@link backoffEnded}, {@link requestCancel}, {@link settle},
- * {@link release}); everyone else reads them through getters.
+ * {@link release}), its fork data through {@link startAsBranch}, {@link takeBranch} and
+ * {@link takeTreeFork}; everyone else reads them through getters.
+ *
+ * Its {@link state} is the last state its machine reported entering (the machine's
+ * `stateEntered` action calls {@link enter}), or `queued` while it backs off before a retry (no
+ * machine runs then). It is a mirror, not read from the actor's snapshot, on purpose: XState
+ * updates the snapshot only after a whole macrostep, so inside the entry actions (where the
+ * `rollout.state` event and its `prev` are made) and after an eventless start (queued →
+ * initializing in one step) the snapshot lags or skips the state just entered; and the state
+ * must outlive the attempt, whose actor is dropped when it ends.
  */
 export class RolloutSession {
   private rseqCount = 0;
@@ -91,30 +48,43 @@ export class RolloutSession {
   private backoffTimer: unknown = null;
   private cancelWhy: string | null = null;
   private resolveResult!: (r: RolloutResult) => void;
-  wallAt: number;
-  readonly timing = { initMs: 0, runMs: 0, evalMs: 0 };
+  private readonly stageMs = { initMs: 0, runMs: 0, evalMs: 0 };
+  private branchOrigin: BranchOrigin | null = null;
+  private branchStart: BranchStart | null = null;
+  private plan: TreePlan | null = null;
+  readonly id: string;
+  readonly instance: Instance;
+  readonly sampling: SamplingParams;
+  readonly groupId: string | null;
+  readonly submittedAt: number;
+  /** The rollout's tokenizer and chat template: the runtime's, or its job's `custom_tokenizer`. */
+  readonly codec: ChatCodec;
+  /** Orders the wait for an INIT slot: higher first, FIFO within one (SubmitOptions.priority). */
+  readonly priority: number;
+  /** When its wall-clock cap passes. */
+  readonly wallAt: number;
   readonly promise: Promise<RolloutResult>;
-  /** A branch of a fork (#26): its parent, fork turn and shared prefix; null for a rollout submitted as such. */
-  origin: BranchOrigin | null = null;
-  /** A branch's start (sandbox, token record), taken by its first attempt. */
-  branch: BranchStart | null = null;
-  /** A tree group's node (#26): the boundaries left where it forks, and the width. */
-  treePlan: TreePlan | null = null;
 
-  constructor(
-    readonly id: string,
-    readonly instance: Instance,
-    readonly sampling: SamplingParams,
-    readonly groupId: string | null,
-    readonly submittedAt: number,
-    wallClockMs: number,
-    /** The rollout's tokenizer and chat template: the runtime's, or its job's `custom_tokenizer`. */
-    readonly codec: ChatCodec,
-    /** Orders the wait for an INIT slot: higher first, FIFO within one (SubmitOptions.priority). */
-    readonly priority = 0,
-  ) {
-    this.wallAt = submittedAt + wallClockMs;
+  constructor(o: RolloutSessionOptions) {
+    this.id = o.id;
+    this.instance = o.instance;
+    this.sampling = o.sampling;
+    this.groupId = o.groupId;
+    this.submittedAt = o.submittedAt;
+    this.codec = o.codec;
+    this.priority = o.priority ?? 0;
+    this.wallAt = o.submittedAt + o.wallClockMs;
     this.promise = new Promise<RolloutResult>((r) => (this.resolveResult = r));
+  }
+
+  /** Budget time used per stage, over all attempts (a read-only view). */
+  get timing(): Readonly<{ initMs: number; runMs: number; evalMs: number }> {
+    return this.stageMs;
+  }
+
+  /** An attempt's stage `stage` ended after `ms` of budget time. */
+  stageTimed(stage: 'init' | 'run' | 'eval', ms: number): void {
+    this.stageMs[stage === 'init' ? 'initMs' : stage === 'run' ? 'runMs' : 'evalMs'] += ms;
   }
 
   /** The machine state the rollout is in (`queued` while it backs off before a retry). */
@@ -211,16 +181,42 @@ export class RolloutSession {
 
   /** Makes this new session a branch of a fork (#26), or a tree's node with `plan`. */
   startAsBranch(origin: BranchOrigin | null, start: BranchStart | null, plan: TreePlan | null): void {
-    this.origin = origin;
-    this.branch = start;
-    this.treePlan = plan;
+    this.branchOrigin = origin;
+    this.branchStart = start;
+    this.plan = plan;
   }
 
   /** A branch's start, taken once by its first attempt. */
   takeBranch(): BranchStart | null {
-    const b = this.branch;
-    this.branch = null;
+    const b = this.branchStart;
+    this.branchStart = null;
     return b;
+  }
+
+  /** A branch of a fork (#26): its parent, fork turn and shared prefix; null for a rollout submitted as such. */
+  get origin(): BranchOrigin | null {
+    return this.branchOrigin;
+  }
+
+  /** A tree group's node (#26): the boundaries left where it forks, and the width. */
+  get treePlan(): TreePlan | null {
+    return this.plan;
+  }
+
+  /**
+   * The tree plan, when it forks at boundary `turn`: taken, and the plan moves on to its next
+   * boundary (none left: null). Null, and nothing changes, when no tree fork is due at `turn`.
+   */
+  takeTreeFork(turn: number): TreePlan | null {
+    const plan = this.plan;
+    if (plan === null || plan.branchTurns[0] !== turn) return null;
+    this.plan = plan.branchTurns.length > 1 ? { branchTurns: plan.branchTurns.slice(1), width: plan.width } : null;
+    return plan;
+  }
+
+  /** The rollout stopped at a fork: the rest of its tree plan is spent. */
+  treePlanSpent(): void {
+    this.plan = null;
   }
 
   get parentId(): string | null {

@@ -17,7 +17,8 @@ import { EventHub } from './event-hub.js';
 import { deadlineError, dueDeadline, nextDeadline } from './rollout-deadlines.js';
 import { rolloutInspectOptions } from './rollout-inspect.js';
 import { buildResult, classifyEnd, doneFinish, retryDelayMs } from './rollout-outcome.js';
-import { Attempt, RolloutSession } from './rollout-session.js';
+import type { Attempt } from './attempt.js';
+import { RolloutSession } from './rollout-session.js';
 import type { RuntimeOptions } from './runtime-options.js';
 import { StagePool } from './stage-pool.js';
 import type { RuntimeStatus } from './runtime-api.js';
@@ -65,7 +66,7 @@ export class Supervisor {
   ) {
     const clock = (this.clock = parts.clock);
     this.hub = new EventHub(clock, opts.events.retain, opts.events.bufferSize);
-    const grant = (stage: Stage) => (id: string) => this.sessions.get(id)?.attempt?.actor?.send({ type: 'SLOT', stage });
+    const grant = (stage: Stage) => (id: string) => this.sessions.get(id)?.attempt?.send({ type: 'SLOT', stage });
     const pools = (this.pools = {
       init: new StagePool('init', opts.stages.init, grant('init')),
       run: new StagePool('run', opts.stages.run, grant('run')),
@@ -83,7 +84,7 @@ export class Supervisor {
     const forks = (this.forks = new ForkCoordinator({
       live: (id) => this.sessions.get(id), ended: (id) => this.finished.has(id), checkAdmission: (n) => this.checkAdmission(n),
       runLimit: opts.stages.run, now: () => clock.now(), wallClockMs: opts.wallClockMs,
-      machineTurn: (s) => s.attempt?.actor?.getSnapshot().context.turn ?? null, admit: (s) => this.adopt(s), emit: (s, ev) => this.emit(s, ev),
+      machineTurn: (s) => s.attempt?.machine?.getSnapshot().context.turn ?? null, admit: (s) => this.adopt(s), emit: (s, ev) => this.emit(s, ev),
     }));
     const steps = new AttemptSteps({
       forks,
@@ -141,7 +142,7 @@ export class Supervisor {
     const rid = id ?? randomUUID();
     if (this.sessions.has(rid)) throw new ValidationError(`a live rollout already has id '${rid}'`, [{ path: 'id', message: 'duplicate live id' }]);
     this.finished.delete(rid);
-    const s = new RolloutSession(rid, instance, sampling, groupId, this.clock.now(), this.opts.wallClockMs, codec, priority);
+    const s = new RolloutSession({ id: rid, instance, sampling, groupId, submittedAt: this.clock.now(), wallClockMs: this.opts.wallClockMs, codec, priority });
     this.adopt(s);
     return s;
   }
@@ -175,7 +176,7 @@ export class Supervisor {
     const options = this.opts.inspect === undefined ? { input } : { input, ...rolloutInspectOptions(this.opts.inspect, { rolloutId: s.id, groupId: s.groupId, attempt: n }) };
     // A free INIT slot, taken before createActor computes the initial state: no SLOT round trip (docs/core.md).
     this.pools.init.tryTake(s.id);
-    (att.actor = createActor(this.machine, options)).start();
+    att.machineStarted(createActor(this.machine, options)).start();
   }
 
   /** The live session of `id`; throws CancelledError when it has ended. */
@@ -192,31 +193,23 @@ export class Supervisor {
     const s = this.sessions.get(id);
     const att = s?.attempt;
     if (!s || !att) return;
-    const now = this.clock.now();
-    att.activeStage = stage;
-    att.stageStart = now;
-    att.lastProgress = now;
-    att.budgetAt = now + Math.max(0, this.opts.budgetMs - att.countedMs);
+    att.stageEntered(stage, this.clock.now(), this.opts.budgetMs);
     this.sweeper.track(s);
   }
 
   private onStageExited(id: string, stage: Stage): void {
     const s = this.sessions.get(id);
     const att = s?.attempt;
-    if (!s || !att || att.activeStage !== stage) return;
-    const dt = this.clock.now() - att.stageStart;
-    att.countedMs += dt;
-    s.timing[stage === 'init' ? 'initMs' : stage === 'run' ? 'runMs' : 'evalMs'] += dt;
-    att.activeStage = null;
-    att.budgetAt = Infinity;
-    att.callAt = Infinity;
+    if (!s || !att) return;
+    const dt = att.stageExited(stage, this.clock.now());
+    if (dt !== null) s.stageTimed(stage, dt);
   }
 
   private onStateEntered(id: string, state: RolloutState, turn: number): void {
     const s = this.sessions.get(id);
     if (!s) return;
     const prev = s.enter(state);
-    if (s.attempt) s.attempt.lastProgress = this.clock.now();
+    s.attempt?.progressed(this.clock.now());
     if (s.attempt?.fork) this.forks.stateEntered(s.attempt, state);
     if (this.hub.active) this.emit(s, { type: 'rollout.state', rolloutId: id, state, prev, turn });
   }
@@ -224,23 +217,21 @@ export class Supervisor {
   private onError(id: string, error: unknown, stage: Stage | null): void {
     const att = this.sessions.get(id)?.attempt;
     if (!att || att.error) return;
-    att.error = toRolloutError(error, stage ?? att.activeStage ?? undefined);
+    att.failedWith(toRolloutError(error, stage ?? att.activeStage ?? undefined));
   }
 
   private onAttemptEnded(id: string, final: FinalState): void {
     const s = this.sessions.get(id);
     const att = s?.attempt;
     if (!s || !att || att.ended) return;
-    att.ended = true;
-    att.actor = null;
+    // Its deadlines are cleared and its machine gets no more events.
+    att.end();
     this.forks.loopEnded(att, final === 'done' ? 'ended' : `ended (${final})`);
-    att.budgetAt = Infinity;
-    att.callAt = Infinity;
     // Safety net behind the exit actions: no path may keep a slot.
     this.pools.init.forget(id);
     this.pools.run.forget(id);
     this.pools.eval.forget(id);
-    att.abort.abort(ENDED[final]);
+    att.abortCalls(ENDED[final]);
     // A provider whose close hangs must not hang the rollout's result or its retry.
     const closes = att.sandboxes.closeAll();
     const closing = closes ? this.sweeper.bound(closes, this.opts.closeTimeoutMs) : Promise.resolve();
@@ -264,8 +255,8 @@ export class Supervisor {
     if (kind === null) return;
     const error = deadlineError(kind, s, this.opts);
     if (kind === 'wall' && s.retryTimer !== null) this.endBackoff(s, 'timed-out', error);
-    else if (kind === 'wall' || kind === 'budget') s.attempt?.actor?.send({ type: 'TIMEOUT', error });
-    else s.attempt?.actor?.send({ type: 'FAIL', error });
+    else if (kind === 'wall' || kind === 'budget') s.attempt?.send({ type: 'TIMEOUT', error });
+    else s.attempt?.send({ type: 'FAIL', error });
   }
 
   // ───────────────────────────── retries and results ─────────────────────────────
@@ -349,7 +340,7 @@ export class Supervisor {
     if (!s.settled) {
       const why = s.requestCancel(reason ?? 'cancelled');
       if (s.retryTimer !== null) this.endBackoff(s, 'cancelled', new CancelledError(why));
-      else s.attempt?.actor?.send({ type: 'CANCEL', reason: why });
+      else s.attempt?.send({ type: 'CANCEL', reason: why });
     }
     await s.promise;
     return true;

@@ -1,6 +1,6 @@
 import { InfraError } from '../errors.js';
 import { compareVersions, staleness, type VersionRun, type WeightVersion } from '../llm/weight-versions.js';
-import type { Attempt } from './rollout-session.js';
+import type { Attempt } from './attempt.js';
 
 /**
  * The bound on a rollout's oldest token (runtime option `staleTokens`): before each LLM call after

@@ -80,19 +80,41 @@ export class HostSandbox {
   /** The control dir as the shell sees it (set at each shell start). */
   private ctlInside = '/run/rollout';
 
-  private constructor(
-    readonly id: string,
-    private readonly req: SandboxCreate,
-    private readonly dir: string,
-    readonly workdir: string,
-    private readonly ctlDir: string,
-    private readonly files: SandboxFs,
-    private readonly seccompFile: string | null,
-    private readonly cgroup: PidsCgroup | null,
-    private readonly lease: Lease,
-    private readonly onLost: (reason: string) => void,
-  ) {
-    this.editor = new Editor(workdir, { rootFd: null, asUid: this.uid });
+  readonly id: string;
+  readonly workdir: string;
+  private readonly req: SandboxCreate;
+  private readonly dir: string;
+  private readonly ctlDir: string;
+  private readonly files: SandboxFs;
+  private readonly seccompFile: string | null;
+  private readonly cgroup: PidsCgroup | null;
+  private readonly lease: Lease;
+  private readonly onLost: (reason: string) => void;
+
+  /** Made only by {@link create}, from the parts it prepared (named as the fields above). */
+  private constructor(o: {
+    id: string;
+    req: SandboxCreate;
+    dir: string;
+    workdir: string;
+    ctlDir: string;
+    files: SandboxFs;
+    seccompFile: string | null;
+    cgroup: PidsCgroup | null;
+    lease: Lease;
+    onLost: (reason: string) => void;
+  }) {
+    this.id = o.id;
+    this.workdir = o.workdir;
+    this.req = o.req;
+    this.dir = o.dir;
+    this.ctlDir = o.ctlDir;
+    this.files = o.files;
+    this.seccompFile = o.seccompFile;
+    this.cgroup = o.cgroup;
+    this.lease = o.lease;
+    this.onLost = o.onLost;
+    this.editor = new Editor(o.workdir, { rootFd: null, asUid: this.uid });
   }
 
   /**
@@ -168,7 +190,7 @@ export class HostSandbox {
     };
     writeLease(lease);
     const seccompFile = req.driver === 'none' ? null : writeSeccompFilter(ctlDir);
-    const sb = new HostSandbox(req.sandboxId, req, dir, workdir, ctlDir, files, seccompFile, cgroup, lease, ctx.onLost);
+    const sb = new HostSandbox({ id: req.sandboxId, req, dir, workdir, ctlDir, files, seccompFile, cgroup, lease, onLost: ctx.onLost });
     sb.imageMount = mount;
     sb.snapshot = branchOf?.snapshot ?? null;
     try {

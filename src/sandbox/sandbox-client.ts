@@ -30,6 +30,20 @@ const FORK_TIMEOUT_MS = 180_000;
 /** Makes the clients of sandboxes a fork made on this client's host (the provider registers them there). */
 export type AdoptBranches = (sandboxIds: string[]) => SandboxClient[];
 
+/** What a {@link SandboxClient} is made with. */
+export interface SandboxClientOptions {
+  id: string;
+  /** The host process's channel the sandbox lives behind. */
+  channel: UdsChannel;
+  timeouts: ClientTimeouts;
+  /** Sends `sandbox.create`; the machine leaves `starting` when it settles. */
+  start: () => Promise<void>;
+  /** Called once after the close path ran (the provider's bookkeeping). */
+  onClosed: () => void;
+  /** Registers a fork's branches with the provider; absent, the client cannot fork. */
+  adopt?: AdoptBranches | undefined;
+}
+
 /**
  * The runtime-side {@link Sandbox}: each call is one request to the sandbox host that owns it.
  * Its state is the sandbox machine: a call on a lost or closed sandbox rejects with
@@ -54,19 +68,16 @@ export class SandboxClient implements Sandbox {
     this.actor.send({ type: 'CALL_DONE' });
   };
 
-  /**
-   * @param start sends `sandbox.create`; the machine leaves `starting` when it settles.
-   * @param onClosed called once after the close path ran (the provider's bookkeeping).
-   */
-  constructor(
-    readonly id: string,
-    private readonly channel: UdsChannel,
-    private readonly timeouts: ClientTimeouts,
-    start: () => Promise<void>,
-    onClosed: () => void,
-    /** Registers a fork's branches with the provider; absent, the client cannot fork. */
-    private readonly adopt?: AdoptBranches,
-  ) {
+  readonly id: string;
+  private readonly channel: UdsChannel;
+  private readonly timeouts: ClientTimeouts;
+  private readonly adopt: AdoptBranches | undefined;
+
+  constructor({ id, channel, timeouts, start, onClosed, adopt }: SandboxClientOptions) {
+    this.id = id;
+    this.channel = channel;
+    this.timeouts = timeouts;
+    this.adopt = adopt;
     this.actor = createActor(
       sandboxMachine.provide({
         actors: {

@@ -181,17 +181,17 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}, clock: Cl
     (ids: string[]): SandboxClient[] =>
       ids.map((sandboxId) => {
         host.load++;
-        const client = new SandboxClient(
-          sandboxId,
-          host.channel,
-          { bashMs: options.timeouts.bashMs, pythonMs: options.timeouts.pythonMs },
-          () => Promise.resolve(),
-          () => {
+        const client = new SandboxClient({
+          id: sandboxId,
+          channel: host.channel,
+          timeouts: { bashMs: options.timeouts.bashMs, pythonMs: options.timeouts.pythonMs },
+          start: () => Promise.resolve(),
+          onClosed: () => {
             host.sandboxes.delete(sandboxId);
             host.load--;
           },
-          adoptOn(host),
-        );
+          adopt: adoptOn(host),
+        });
         host.sandboxes.set(sandboxId, client);
         return client;
       });
@@ -237,17 +237,17 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}, clock: Cl
       const startDone = host.channel.request(startReq, { timeoutMs: options.timeouts.startMs + 10_000, signal: opts.signal }).then((reply) => {
         llmProxyUrl = SandboxCreateResultSchema.safeParse(reply).data?.llmProxyUrl;
       });
-      const client = new SandboxClient(
-        sandboxId,
-        host.channel,
-        { bashMs: options.timeouts.bashMs, pythonMs: options.timeouts.pythonMs },
-        () => startDone,
-        () => {
+      const client = new SandboxClient({
+        id: sandboxId,
+        channel: host.channel,
+        timeouts: { bashMs: options.timeouts.bashMs, pythonMs: options.timeouts.pythonMs },
+        start: () => startDone,
+        onClosed: () => {
           host.sandboxes.delete(sandboxId);
           host.load--;
         },
-        adoptOn(host),
-      );
+        adopt: adoptOn(host),
+      });
       host.sandboxes.set(sandboxId, client);
       try {
         await startDone;

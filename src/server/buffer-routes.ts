@@ -59,7 +59,7 @@ function find(service: ServiceContext, id: string): RolloutBuffer {
     map.delete(id);
     void e.buffer.close('the runtime was restarted');
   }
-  if (!e || e.rt !== service.runtime) throw new HttpError(404, 'NOT_FOUND', `no buffer ${id}`, [{ path: 'id', message: 'unknown buffer (or the runtime was restarted since)' }]);
+  if (!e || e.rt !== service.runtime) throw new HttpError(404, 'NOT_FOUND', `no buffer ${id}`, { issues: [{ path: 'id', message: 'unknown buffer (or the runtime was restarted since)' }] });
   return e.buffer;
 }
 
@@ -304,7 +304,7 @@ export function bufferRoutes(service: ServiceContext): Route[] {
         parseOr400(EmptyBodySchema, await r.body());
         const b = find(service, r.params.id!);
         const stopped = await b.stopGroup(r.params.group!);
-        if (!stopped) throw new HttpError(404, 'NOT_FOUND', `no running group ${r.params.group} in buffer ${b.id}`, [{ path: 'group', message: 'not a running group of this buffer' }]);
+        if (!stopped) throw new HttpError(404, 'NOT_FOUND', `no running group ${r.params.group} in buffer ${b.id}`, { issues: [{ path: 'group', message: 'not a running group of this buffer' }] });
         return { status: 200, body: { stopped: true, buffer: bufferStatsBody(b) } };
       },
     },

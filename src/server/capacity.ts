@@ -13,11 +13,5 @@ export function checkCapacity(rt: ServiceRuntime, n: number): void {
   const st = rt.status();
   if (st.state !== 'running') throw new HttpError(503, 'RUNTIME_CLOSED', 'the runtime is closing and takes no new work');
   if (max === undefined || st.queued + n <= max) return;
-  throw new HttpError(
-    429,
-    'QUEUE_FULL',
-    `the admission queue cannot take ${n} more rollouts (${st.queued} queued, limit maxQueued=${max}); nothing was admitted`,
-    [],
-    { 'retry-after': '1' },
-  );
+  throw new HttpError(429, 'QUEUE_FULL', `the admission queue cannot take ${n} more rollouts (${st.queued} queued, limit maxQueued=${max}); nothing was admitted`, { headers: { 'retry-after': '1' } });
 }

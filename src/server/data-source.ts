@@ -10,7 +10,5 @@ export function checkDataSource(rt: ServiceRuntime, dataSource: string, path: st
   const known = rt.dataSources?.();
   // `name*` entries are prefix routes (any `deepcoder...` goes to the code handler).
   if (!known || routesDataSource(known, dataSource)) return;
-  throw new HttpError(400, 'UNKNOWN_DATA_SOURCE', `unknown data_source '${dataSource.slice(0, 200)}'`, [
-    { path, message: `expected one of: ${known.join(', ')}` },
-  ]);
+  throw new HttpError(400, 'UNKNOWN_DATA_SOURCE', `unknown data_source '${dataSource.slice(0, 200)}'`, { issues: [{ path, message: `expected one of: ${known.join(', ')}` }] });
 }

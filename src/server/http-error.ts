@@ -18,13 +18,14 @@ export class HttpError extends Error {
   readonly code: string;
   readonly issues: FieldIssue[];
   readonly headers: Record<string, string>;
-  constructor(status: number, code: string, message: string, issues: FieldIssue[] = [], headers: Record<string, string> = {}) {
+  /** `issues`: the fields at fault (default none); `headers`: extra response headers (`retry-after`, `allow`…). */
+  constructor(status: number, code: string, message: string, extra: { issues?: FieldIssue[]; headers?: Record<string, string> } = {}) {
     super(message);
     this.name = 'HttpError';
     this.status = status;
     this.code = code;
-    this.issues = issues;
-    this.headers = headers;
+    this.issues = extra.issues ?? [];
+    this.headers = extra.headers ?? {};
   }
 }
 
@@ -39,7 +40,7 @@ export function zodIssues(error: z.ZodError): FieldIssue[] {
 /** Parses `value` with `schema`, throwing a 400 {@link HttpError} naming every bad field. */
 export function parseOr400<S extends z.ZodType>(schema: S, value: unknown, what = 'body'): z.infer<S> {
   const r = schema.safeParse(value);
-  if (!r.success) throw new HttpError(400, 'VALIDATION', `invalid ${what}`, zodIssues(r.error));
+  if (!r.success) throw new HttpError(400, 'VALIDATION', `invalid ${what}`, { issues: zodIssues(r.error) });
   return r.data;
 }
 
@@ -50,9 +51,9 @@ export function parseOr400<S extends z.ZodType>(schema: S, value: unknown, what 
  */
 export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
-  if (err instanceof ValidationError) return new HttpError(400, err.code, err.message, err.issues);
+  if (err instanceof ValidationError) return new HttpError(400, err.code, err.message, { issues: err.issues });
   if (err instanceof TaskError) return new HttpError(400, err.code, err.message);
-  if (err instanceof QueueFullError) return new HttpError(429, err.code, err.message, [], { 'retry-after': '1' });
+  if (err instanceof QueueFullError) return new HttpError(429, err.code, err.message, { headers: { 'retry-after': '1' } });
   if (err instanceof RuntimeClosedError) return new HttpError(503, err.code, err.message);
   // Our faults' messages may name host paths (state dir, workdirs): never shown to a client (#9.9).
   if (err instanceof RolloutError) return new HttpError(500, err.code, redactHostPaths(err.message));

@@ -60,7 +60,7 @@ export function createRequestListener(service: ServiceContext, router: Router, v
     }
     if (m.kind === 'method-not-allowed') {
       req.resume();
-      return sendError(res, new HttpError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${url.pathname.slice(0, 200)}`, [], { allow: m.allow.join(', ') }));
+      return sendError(res, new HttpError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${url.pathname.slice(0, 200)}`, { headers: { allow: m.allow.join(', ') } }));
     }
     label = m.route.path;
     if (!m.route.open && !isAuthorized(req, service.options.token, url)) {
@@ -84,5 +84,5 @@ export function createRequestListener(service: ServiceContext, router: Router, v
 }
 
 function unauthorized(res: ServerResponse): void {
-  sendError(res, new HttpError(401, 'UNAUTHORIZED', 'missing or wrong bearer token', [], { 'www-authenticate': 'Bearer' }));
+  sendError(res, new HttpError(401, 'UNAUTHORIZED', 'missing or wrong bearer token', { headers: { 'www-authenticate': 'Bearer' } }));
 }

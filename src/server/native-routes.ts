@@ -111,9 +111,7 @@ export function nativeRoutes(service: ServiceContext): Route[] {
         // A tree group is admitted whole: every node it will grow counts.
         const total = (tree?.nodes ?? body.n) * body.instances.length;
         if (total > service.options.maxBatchRollouts) {
-          throw new HttpError(413, 'BATCH_TOO_LARGE', `the batch asks for ${total} rollouts (n × instances); one request may ask for ${service.options.maxBatchRollouts} at most`, [
-            { path: 'n', message: `n × instances must be at most ${service.options.maxBatchRollouts}` },
-          ]);
+          throw new HttpError(413, 'BATCH_TOO_LARGE', `the batch asks for ${total} rollouts (n × instances); one request may ask for ${service.options.maxBatchRollouts} at most`, { issues: [{ path: 'n', message: `n × instances must be at most ${service.options.maxBatchRollouts}` }] });
         }
         const rt = running(service);
         body.instances.forEach((inst, i) => checkDataSource(rt, inst.data_source, `instances.${i}.data_source`));

@@ -55,9 +55,7 @@ export function confineSamplingPaths(sampling: Record<string, unknown> | undefin
  */
 export function confine(value: string, roots: readonly string[], field: string): string {
   if (roots.length === 0) {
-    throw new HttpError(400, 'PATH_NOT_ALLOWED', `${field}: this service lets API clients name no host paths (start it with --path-root DIR to allow some)`, [
-      { path: field, message: 'host paths are not allowed from the API' },
-    ]);
+    throw new HttpError(400, 'PATH_NOT_ALLOWED', `${field}: this service lets API clients name no host paths (start it with --path-root DIR to allow some)`, { issues: [{ path: field, message: 'host paths are not allowed from the API' }] });
   }
   if (value.includes('\0')) throw notAllowed(field, 'contains a NUL byte');
   if (value.startsWith('~')) throw notAllowed(field, "'~' is not expanded; give a path inside a path root");
@@ -88,5 +86,5 @@ function inside(root: string, p: string): boolean {
 }
 
 function notAllowed(field: string, why: string): HttpError {
-  return new HttpError(400, 'PATH_NOT_ALLOWED', `${field} ${why}`, [{ path: field, message: why }]);
+  return new HttpError(400, 'PATH_NOT_ALLOWED', `${field} ${why}`, { issues: [{ path: field, message: why }] });
 }

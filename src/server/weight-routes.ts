@@ -46,7 +46,7 @@ export function weightRoutes(service: ServiceContext): Route[] {
         if (body.backends) {
           const known = new Set(rt.listBackends().filter((b) => b.state !== 'removed').map((b) => b.id));
           const missing = body.backends.find((id) => !known.has(id));
-          if (missing !== undefined) throw new HttpError(404, 'NOT_FOUND', `no backend ${missing}`, [{ path: 'backends', message: `unknown backend ${missing}` }]);
+          if (missing !== undefined) throw new HttpError(404, 'NOT_FOUND', `no backend ${missing}`, { issues: [{ path: 'backends', message: `unknown backend ${missing}` }] });
           for (const id of body.backends) rt.setWeightVersion(body.version, id);
         } else rt.setWeightVersion(body.version);
         if (body.trainer_version !== undefined) rt.setTrainerVersion(body.trainer_version);

@@ -123,6 +123,7 @@ export async function run(argv: string[]): Promise<number> {
       openai: { codec: chatCodec },
       getRoutes: {
         '/debug/samples': () => ({ samples: engine.samples() }),
+        '/debug/inflight': () => ({ inflight: engine.inFlight() }),
         // llama.cpp's server reports its parallel slots here; `rollout run` sizes its concurrency by it.
         '/props': () => ({ total_slots: slots, n_ctx: n.contextSize ?? DEFAULT_CONTEXT, model_path: modelPath }),
       },

@@ -48,6 +48,19 @@ export function progressLine(p: ProgressState): string {
   return parts.join(' · ');
 }
 
+/** What a {@link RunProgress} shows and where. */
+export interface RunProgressOptions {
+  /** Rollouts the run will finish. */
+  total: number;
+  out: NodeJS.WriteStream;
+  /** The runtime's counts (stage occupancy), or null once they are no longer asked for. */
+  status: () => RuntimeStatus | null;
+  /** Default `Date.now`. */
+  now?: () => number;
+  /** The plain line's period off a terminal. Default 10 s. */
+  plainEveryMs?: number;
+}
+
 /**
  * Progress of `rollout run` on stderr, like tqdm: on a terminal a bar redrawn in place (at most
  * 10 times a second); otherwise a plain line every `plainEveryMs` and one at the end, so a log
@@ -60,13 +73,14 @@ export class RunProgress {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
 
-  constructor(
-    total: number,
-    private readonly out: NodeJS.WriteStream,
-    private readonly status: () => RuntimeStatus | null,
-    private readonly now: () => number = Date.now,
-    plainEveryMs = 10_000,
-  ) {
+  private readonly out: NodeJS.WriteStream;
+  private readonly status: () => RuntimeStatus | null;
+  private readonly now: () => number;
+
+  constructor({ total, out, status, now = Date.now, plainEveryMs = 10_000 }: RunProgressOptions) {
+    this.out = out;
+    this.status = status;
+    this.now = now;
     this.started = now();
     this.state = { total, done: 0, elapsedMs: 0, sampledTokens: 0, outcomes: {}, rewardSum: 0, rewarded: 0, stages: null };
     this.bar = out.isTTY

@@ -278,7 +278,7 @@ export async function runTasks(
     const total = tasks.length * perTask;
     const trees: { task: string; tree: RolloutTree }[] = [];
     io.stderr.write(`rollout run: ${tasks.length} tasks × n=${opts.n} = ${total} rollouts, ${env.description}, concurrency ${concurrency} (${reason})\n`);
-    progress = new RunProgress(total, io.stderr, () => (interrupted ? null : env.runtime.status()));
+    progress = new RunProgress({ total, out: io.stderr, status: () => (interrupted ? null : env.runtime.status()) });
     const p = progress;
     const started = Date.now();
     const collected: SummaryRow[] = [];

@@ -109,7 +109,7 @@ export const harnessHandler: AgentHandler = {
         const run = { baseUrl, origin: baseUrl.replace(/\/v1$/, ''), apiKey: token, model: inst.model ?? HARNESS_PRESETS[preset].defaultModel, instruction: inst.instruction! };
         command = presetCommand({ preset, version, run, args: inst.args, env: inst.env, cwd: inst.cwd });
       }
-      const agent = new SandboxHarness(sandbox, command, proxy, { maxLlmCalls: inst.max_llm_calls, maxTokensTotal: inst.max_tokens_total }, ctx.clock);
+      const agent = new SandboxHarness({ sandbox, command, proxy, limits: { maxLlmCalls: inst.max_llm_calls, maxTokensTotal: inst.max_tokens_total }, clock: ctx.clock });
       const state: HarnessState = { evalCommand: inst.eval_command, evalTimeoutMs: (inst.eval_timeout_s ?? 60) * 1000, agent, proxy, preset: preset ? `${preset}@${version}` : null, sweGrade: inst.swebench_grade ?? null };
       return { sandbox, messages: [], tools: [], external: agent, state };
     } catch (err) {

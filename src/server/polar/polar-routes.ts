@@ -54,7 +54,7 @@ export function polarRoutes(service: ServiceContext, opts: PolarRouteOptions): P
       try {
         if (!open && !authorized(r.req, r.url, service.options.token)) {
           r.req.resume();
-          throw new HttpError(401, 'UNAUTHORIZED', 'missing or wrong control-plane token', [], { 'www-authenticate': 'Bearer' });
+          throw new HttpError(401, 'UNAUTHORIZED', 'missing or wrong control-plane token', { headers: { 'www-authenticate': 'Bearer' } });
         }
         return await handler(r);
       } catch (err) {
@@ -194,5 +194,5 @@ function queryLocs(a: ReturnType<typeof fastApiError>): ReturnType<typeof fastAp
 
 function queryError(name: string, message: string): HttpError {
   // fastApiError prefixes `body`; a query field is named as FastAPI names it, `query.<name>`.
-  return new HttpError(400, 'VALIDATION', `invalid query parameter ${name}`, [{ path: `(query).${name}`, message }]);
+  return new HttpError(400, 'VALIDATION', `invalid query parameter ${name}`, { issues: [{ path: `(query).${name}`, message }] });
 }

@@ -108,7 +108,7 @@ export class PolarTasks {
     if (req.num_samples > max) {
       // Polar's "past capacity" is 429 at once (the issue's contract), whatever the cause; the
       // detail says this one is a per-task bound, so waiting will not help.
-      throw new HttpError(429, 'TOO_MANY_SESSIONS', `the task asks for ${req.num_samples} sessions; this server takes at most ${max} per task (maxBatchRollouts); nothing was started`, [{ path: 'num_samples', message: `must be at most ${max} on this server` }]);
+      throw new HttpError(429, 'TOO_MANY_SESSIONS', `the task asks for ${req.num_samples} sessions; this server takes at most ${max} per task (maxBatchRollouts); nothing was started`, { issues: [{ path: 'num_samples', message: `must be at most ${max} on this server` }] });
     }
     const rt = this.runtime();
     checkDataSource(rt, 'harness', 'agent.harness');

@@ -32,7 +32,7 @@ export async function readTaskUploads(task: TaskRequest, roots: readonly string[
   if (task.evaluator?.strategy === 'harbor') {
     const dir = task.evaluator.config['tests_dir'];
     const field = 'evaluator.config.tests_dir';
-    if (typeof dir !== 'string' || dir.trim() === '') throw new HttpError(400, 'VALIDATION', 'invalid TaskRequest', [{ path: field, message: "harbor evaluator requires a non-empty 'tests_dir'" }]);
+    if (typeof dir !== 'string' || dir.trim() === '') throw new HttpError(400, 'VALIDATION', 'invalid TaskRequest', { issues: [{ path: field, message: "harbor evaluator requires a non-empty 'tests_dir'" }] });
     harborTests = await readTree(confine(dir.trim(), roots, field), true, field, { bytes: MAX_TESTS_BYTES, files: MAX_FILES });
   }
   return { prepare, harborTests };
@@ -64,7 +64,7 @@ async function readText(path: string, field: string, budget: { bytes: number; fi
   const st = await lstat(path);
   budget.bytes -= st.size;
   budget.files -= 1;
-  if (budget.bytes < 0 || budget.files < 0) throw new HttpError(413, 'UPLOAD_TOO_LARGE', `${field}: the task's uploads exceed the limit (${MAX_UPLOAD_BYTES} bytes, ${MAX_FILES} files; Harbor tests ${MAX_TESTS_BYTES} bytes)`, [{ path: field, message: 'too large' }]);
+  if (budget.bytes < 0 || budget.files < 0) throw new HttpError(413, 'UPLOAD_TOO_LARGE', `${field}: the task's uploads exceed the limit (${MAX_UPLOAD_BYTES} bytes, ${MAX_FILES} files; Harbor tests ${MAX_TESTS_BYTES} bytes)`, { issues: [{ path: field, message: 'too large' }] });
   const buf = await readFile(path);
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(buf);
@@ -74,5 +74,5 @@ async function readText(path: string, field: string, budget: { bytes: number; fi
 }
 
 function bad(field: string, message: string): HttpError {
-  return new HttpError(400, 'VALIDATION', `invalid TaskRequest: ${field} ${message}`, [{ path: field, message }]);
+  return new HttpError(400, 'VALIDATION', `invalid TaskRequest: ${field} ${message}`, { issues: [{ path: field, message }] });
 }

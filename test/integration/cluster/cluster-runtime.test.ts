@@ -149,13 +149,17 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
   it('holds new jobs on every worker while paused and runs them after resume', async () => {
     const g = await gateway();
     g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
-    await worker();
+    const w = await worker();
+    expect(w.paused).toBe(false);
     await g.pause();
+    // The notice reached the worker: its queue consumer is paused before the job exists.
+    await expect.poll(() => w.paused, { timeout: 30_000 }).toBe(true);
     const h = g.submit(instance('paused'));
     await (h as { accepted: Promise<void> }).accepted;
-    await new Promise((r) => setTimeout(r, 1000));
     expect(g.get(h.id)?.state).toBe('queued');
+    expect(w.running).toBe(0);
     await g.resume();
+    await expect.poll(() => w.paused, { timeout: 30_000 }).toBe(false);
     expect((await h.result).outcome).toBe('completed');
   });
 

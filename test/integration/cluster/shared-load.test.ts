@@ -52,7 +52,7 @@ describe.skipIf(!hasRedis)('backend load shared between workers through Redis (i
 
   function board(nodeId: string): BackendLoadBoard {
     const conn = redisConnection(redis.url);
-    const b = new BackendLoadBoard(conn, new ClusterKeys(`sl${n}`), nodeId, { intervalMs: INTERVAL, ttlMs: TTL });
+    const b = new BackendLoadBoard({ redis: conn, keys: new ClusterKeys(`sl${n}`), nodeId, intervalMs: INTERVAL, ttlMs: TTL });
     cleanups.push(() => conn.quit());
     cleanups.push(() => b.close());
     return b;

@@ -124,6 +124,7 @@ describe('startFakeLlmServer', () => {
         },
       },
     });
+    const answered: [string, AbortSignal][] = [];
     for (const [protocol, body] of [['prorl', { prompt_ids: [1, 2], max_tokens: 4 }], ['openai', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }]] as const) {
       const path = protocol === 'prorl' ? '/generate' : '/v1/chat/completions';
       hold = true;
@@ -137,9 +138,11 @@ describe('startFakeLlmServer', () => {
       const res = await fetch(`${s.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
       expect(res.status, protocol).toBe(200);
       await res.arrayBuffer();
-      await new Promise((r) => setTimeout(r, 50));
-      expect(signals.at(-1)!.aborted, `${protocol}: an answered request is not aborted`).toBe(false);
+      answered.push([protocol, signals.at(-1)!]);
     }
+    // Closing the server closes every response (an answered one's `close` included): none aborts.
+    await s.close();
+    for (const [protocol, signal] of answered) expect(signal.aborted, `${protocol}: an answered request is not aborted`).toBe(false);
   });
 
   it('reports and updates its weight version over HTTP', async () => {

@@ -124,9 +124,9 @@ describe('a harness in a real sandbox', { timeout: 90_000 }, () => {
   it('cancels a working harness: its processes are gone', async () => {
     const tag = `cancel-${process.pid}-${Date.now()}`;
     const h = runtime.submit({ data_source: 'harness', instance_id: 'cancel', command: `python3 agent.py silent ${tag}`, files: { 'agent.py': AGENT }, eval_command: 'true' });
-    while (runtime.get(h.id)?.state !== 'llmCalling') await new Promise((res) => setTimeout(res, 20));
-    for (let i = 0; i < 100 && (await hostProcesses(tag)).length === 0; i++) await new Promise((res) => setTimeout(res, 20));
-    expect((await hostProcesses(tag)).length).toBeGreaterThan(0);
+    await expect.poll(() => runtime.get(h.id)?.state, { timeout: 60_000, interval: 20 }).toBe('llmCalling');
+    // The harness's process is up (however long its start takes on a loaded machine) before the cancel.
+    await expect.poll(async () => (await hostProcesses(tag)).length, { timeout: 60_000, interval: 20 }).toBeGreaterThan(0);
     await h.cancel('test');
     expect((await h.result).outcome).toBe('cancelled');
     expect(await hostProcesses(tag)).toEqual([]);

@@ -85,13 +85,13 @@ describe('resultFinish', () => {
 
 describe('buildResult', () => {
   const session = () => {
-    const s = new RolloutSession('r1', { data_source: 'scripted', instance_id: 'i1' } as never, {} as never, 'g1', 1_000, 60_000, {} as never);
+    const s = new RolloutSession({ id: 'r1', instance: { data_source: 'scripted', instance_id: 'i1' } as never, sampling: {} as never, groupId: 'g1', submittedAt: 1_000, wallClockMs: 60_000, codec: {} as never });
     // The second attempt.
     s.begin({} as never);
     s.begin({} as never);
-    s.timing.initMs = 10;
-    s.timing.runMs = 100;
-    s.timing.evalMs = 20;
+    s.stageTimed('init', 10);
+    s.stageTimed('run', 100);
+    s.stageTimed('eval', 20);
     return s;
   };
 
