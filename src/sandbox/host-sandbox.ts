@@ -17,6 +17,7 @@ import { LLM_PROXY_URL, LlmProxyForwarder, checkProxySocket, mountProxySocket } 
 import { mountHarnessStore } from './harness-mount.js';
 import { ForkSnapshot } from './fork-snapshot.js';
 import { captureCommand, restoreCommand } from './shell-state.js';
+import { EarlyBranches, GATE_NAME, type GatedBranch, type SnapshotHold } from './branch-fs.js';
 import { chownTree, makeSandboxFs, pinDir, removeSandboxFs, unpinDir, type SandboxFs } from './sandbox-fs.js';
 import { isRoot } from './sandbox-user.js';
 import { writeSeccompFilter } from './seccomp.js';
@@ -75,8 +76,10 @@ export class HostSandbox {
   private pythonRunning = 0;
   /** A fork branch's snapshot (its workspace's lower layer), released at close. */
   private snapshot: ForkSnapshot | null = null;
-  /** A fork's shell state for the next shell start to restore (its file in the control dir), once. */
-  private pendingRestore: { name: string; lastExit: number | null } | null = null;
+  /** A fork's shell state for the next shell start to restore (its file in the control dir, and a gated branch's gate), once. */
+  private pendingRestore: { name: string; lastExit: number | null; gate?: string } | null = null;
+  /** A gated branch's snapshot hold (GatedBranch.hold), until {@link snapshot} takes it over. */
+  private branchHold: SnapshotHold | null = null;
   /** The control dir as the shell sees it (set at each shell start). */
   private ctlInside = '/run/rollout';
 
@@ -124,8 +127,10 @@ export class HostSandbox {
    * @throws TaskError for a bad spec (missing seed, failing setup command), SandboxError when
    *   the shell does not start. Nothing is left behind on a throw.
    */
-  static async create(req: SandboxCreate, ctx: { stateDir: string; owner: HostOwner; onLost: (reason: string) => void; branchOf?: BranchStart | undefined }): Promise<HostSandbox> {
+  static async create(req: SandboxCreate, ctx: { stateDir: string; owner: HostOwner; onLost: (reason: string) => void; branchOf?: BranchStart | undefined; gated?: GatedBranch | undefined }): Promise<HostSandbox> {
     const dir = path.join(sandboxesDir(ctx.stateDir), req.sandboxId);
+    const gated = ctx.gated;
+    if (gated) return HostSandbox.createGated(req, dir, ctx, gated);
     if (fs.existsSync(dir)) throw new SandboxError(`sandbox ${req.sandboxId} already exists`, { code: 'SANDBOX_EXISTS', stage: 'init' });
     fs.mkdirSync(dir, { recursive: true });
     const uid = req.driver === 'none' ? null : req.sandboxUid;
@@ -202,6 +207,54 @@ export class HostSandbox {
       }
       return sb;
     } catch (err) {
+      await sb.close();
+      throw err;
+    }
+  }
+
+  /**
+   * A gated branch (GatedBranch): its directory and filesystem made by the fork; cgroup, lease and
+   * shell as {@link create} makes them, the shell's first line waiting on the gate. Resolves once
+   * the shell has restored the parent's state in the mounted workspace.
+   */
+  private static async createGated(req: SandboxCreate, dir: string, ctx: { owner: HostOwner; onLost: (reason: string) => void }, gated: GatedBranch): Promise<HostSandbox> {
+    const files = gated.files;
+    const cgroup = PidsCgroup.create(req.sandboxId, req.limits.maxProcesses, req.limits.totalMemoryBytes);
+    const lease: Lease = {
+      sandboxId: req.sandboxId,
+      runtimeId: ctx.owner.runtimeId,
+      ownerPid: ctx.owner.ownerPid,
+      ownerStart: ctx.owner.ownerStart,
+      rolloutId: req.rolloutId,
+      hostPid: process.pid,
+      hostStart: processStartTime(process.pid),
+      ptyPid: null,
+      ptyStart: null,
+      cgroup: cgroup?.dir ?? null,
+      dir,
+      workdir: files.workdir,
+      createdAt: new Date().toISOString(),
+    };
+    writeLease(lease);
+    const sb = new HostSandbox(req.sandboxId, req, dir, files.workdir, files.ctlDir, files, writeSeccompFilter(files.ctlDir), cgroup, lease, ctx.onLost);
+    sb.branchHold = gated.hold;
+    try {
+      fs.writeFileSync(path.join(files.ctlDir, 'repl.py'), REPL_DRIVER);
+      if (req.spec.network) fs.writeFileSync(path.join(files.ctlDir, 'resolv.conf'), `nameserver ${SANDBOX_DNS}\n`);
+      if (req.spec.llmProxy) {
+        checkProxySocket(req.spec.llmProxy.socketPath);
+        sb.proxyMounted = mountProxySocket(req.spec.llmProxy.socketPath, files.ctlDir);
+      }
+      if (req.spec.harnessStore) sb.harnessBinds = mountHarnessStore(req.spec.harnessStore, files.ctlDir);
+      // The fork writes the state file before it opens the gate.
+      sb.pendingRestore = { name: shellStateName(req.sandboxId), lastExit: gated.lastExit, gate: GATE_NAME };
+      await sb.startShell();
+      sb.snapshot = gated.hold.snapshot;
+      // Only now is the overlay under the workspace path: the fd must hold it, not the empty dir it covers.
+      sb.holdWorkdir();
+      return sb;
+    } catch (err) {
+      gated.hold.startError = err;
       await sb.close();
       throw err;
     }
@@ -310,7 +363,7 @@ export class HostSandbox {
     this.pendingRestore = null;
     this.pty = await PtySession.start(
       {
-        firstCommand: restore ? restoreCommand(path.posix.join(launch.ctlInside, restore.name), restore.lastExit) : undefined,
+        firstCommand: restore ? restoreCommand(path.posix.join(launch.ctlInside, restore.name), restore.lastExit, restore.gate && path.posix.join(launch.ctlInside, restore.gate)) : undefined,
         argv: launch.argv,
         cwd: launch.hostCwd,
         env: this.env(launch.home),
@@ -332,6 +385,7 @@ export class HostSandbox {
       this.req.tools.startTimeoutMs,
     ).finally(() => {
       if (restore) fs.rmSync(path.join(this.ctlDir, restore.name), { force: true });
+      if (restore?.gate) fs.rmSync(path.join(this.ctlDir, restore.gate), { force: true });
     });
     this.lease.ptyPid = this.pty.pid;
     this.lease.ptyStart = processStartTime(this.pty.pid);
@@ -578,10 +632,19 @@ export class HostSandbox {
    * In order: the shell's state is captured (an internal command: shell-state.ts; without
    * `keepParent` the snapshot's bind is made meanwhile); every process is frozen (cgroup
    * freezer); what a branch cannot get is listed; the filesystem is snapshotted
-   * (fork-snapshot.ts: shared without a copy when the parent ends here, else copied once); then, with `keepParent`, the parent is thawed; the branches are made on this host
-   * from the snapshot, each restoring the shell state on its shell's init line; without
-   * `keepParent` the parent, frozen until they all stand, is closed last (`parentClosed`: its
-   * close, under way, for the host to wait on before it exits).
+   * (fork-snapshot.ts: shared without a copy when the parent ends here, else copied once); then,
+   * with `keepParent`, the parent is thawed; the branches are made on this host from the
+   * snapshot, each restoring the shell state on its shell's init line; without `keepParent` the
+   * parent, frozen until they all stand, is closed last (`parentClosed`: its close, under way,
+   * for the host to wait on before it exits).
+   *
+   * A host-root sandbox under bwrap takes the fast path (branch-fs.ts): its branches' shells are
+   * launched first, while the capture, the freeze and the snapshot run, each waiting on its gate
+   * over an empty /workspace; once the snapshot stands, one process mounts every branch's overlay
+   * (it reaches the running sandboxes by mount propagation) and the gates open. The launches —
+   * most of a fork's time — are then off its critical path. Image sandboxes (their whole root is
+   * the branch's overlay) and the unshare driver (its namespace is made private) make their
+   * branches after the snapshot.
    *
    * @throws SandboxError `SANDBOX_BUSY` while a command or cell runs, `FREEZE_UNAVAILABLE`
    *   without a freezer group (no controller, or the `none` driver), `FORK_FAILED` when the
@@ -616,22 +679,34 @@ export class HostSandbox {
         if (sourceFd !== this.workdirFd) fs.closeSync(sourceFd);
       }
     };
+    // The branch's files come from the snapshot: no seed, no setup; the parent's uid owns them.
+    const branchReq = (b: (typeof req.branches)[number]): SandboxCreate => ({ ...this.req, sandboxId: b.sandboxId, rolloutId: b.rolloutId, spec: { ...this.req.spec, files: undefined, seedDir: undefined, gitRepo: undefined, setup: undefined, llmProxy: b.llmProxy } });
     const captured = pty.internal(capture.command, this.req.tools.startTimeoutMs);
-    // Without keepParent the snapshot is a bind of the parent's own directory, no copy: nothing of
-    // it depends on what the files hold, so it is made while the shell prints its state (the
-    // parent is frozen before any branch mounts it). A copy waits for the freeze.
+    const early = this.req.driver === 'bwrap' && !this.req.image;
+    let launched: EarlyBranches<HostSandbox> | null = null;
     let snapshot: ForkSnapshot | null = null;
-    if (!req.keepParent) {
-      try {
-        snapshot = await takeSnapshot();
-      } catch (err) {
-        await captured.catch(() => undefined);
-        throw err;
-      }
-    }
-    let shellState: string;
+    let frozen = false;
     let frozenAt = 0;
+    let lost: string[];
+    let shellState: string;
     try {
+      // Without keepParent the snapshot is a bind of the parent's own directory, no copy: nothing
+      // of it depends on what the files hold, so it is made while the shell prints its state and
+      // the branches launch (the parent is frozen before any branch mounts it). A copy waits for
+      // the freeze.
+      const [l, s] = await Promise.allSettled([
+        early
+          ? EarlyBranches.launch(
+              req.branches.map((b) => ({ dir: path.join(sandboxesDir(ctx.stateDir), b.sandboxId), stateFile: path.join(sandboxesDir(ctx.stateDir), b.sandboxId, 'fs', 'ctl', shellStateName(b.sandboxId)), create: (gated: GatedBranch) => HostSandbox.create(branchReq(b), { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), gated }) })),
+              { bytes: this.req.limits.workdirBytes, uid: this.uid, stateDir: ctx.stateDir, lastExit },
+            )
+          : null,
+        req.keepParent ? null : takeSnapshot(),
+      ]);
+      if (l.status === 'fulfilled') launched = l.value;
+      if (s.status === 'fulfilled') snapshot = s.value;
+      if (l.status === 'rejected') throw l.reason;
+      if (s.status === 'rejected') throw s.reason;
       shellState = capture.parse(await captured);
       frozenAt = Date.now();
       try {
@@ -639,16 +714,14 @@ export class HostSandbox {
       } catch (err) {
         throw new SandboxError(`sandbox ${this.id} could not be frozen: ${(err as Error).message}`, { code: 'FREEZE_UNAVAILABLE', cause: err });
       }
-    } catch (err) {
-      await snapshot?.release();
-      throw err;
-    }
-    let lost: string[];
-    try {
+      frozen = true;
       lost = this.lostAtFork();
       snapshot ??= await takeSnapshot();
+      if (launched) await launched.mount(snapshot);
     } catch (err) {
-      cgroup.thaw();
+      await captured.catch(() => undefined);
+      if (frozen) cgroup.thaw();
+      await launched?.abort();
       await snapshot?.release();
       throw err;
     }
@@ -659,19 +732,16 @@ export class HostSandbox {
     }
     // The fork's own hold: a branch that fails and releases cannot take the snapshot with it.
     snapshot.acquire();
-    const made = await Promise.allSettled(
-      req.branches.map((b) =>
-        HostSandbox.create(
-          // The branch's files come from the snapshot: no seed, no setup; the parent's uid owns them.
-          { ...this.req, sandboxId: b.sandboxId, rolloutId: b.rolloutId, spec: { ...this.req.spec, files: undefined, seedDir: undefined, gitRepo: undefined, setup: undefined, llmProxy: b.llmProxy } },
-          { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), branchOf: { snapshot, shellState, lastExit } },
-        ),
-      ),
-    );
+    const made = launched
+      ? await launched.open(snapshot, shellState)
+      : await Promise.allSettled(
+          req.branches.map((b) => HostSandbox.create(branchReq(b), { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), branchOf: { snapshot: snapshot!, shellState, lastExit } })),
+        );
     const branches = made.flatMap((m) => (m.status === 'fulfilled' ? [m.value] : []));
     const failed = made.find((m): m is PromiseRejectedResult => m.status === 'rejected');
     if (failed) {
       await Promise.all(branches.map((b) => b.close()));
+      await launched?.removeLeftovers();
       cgroup.thaw();
       await snapshot.release();
       const e = failed.reason as Error;
@@ -719,7 +789,7 @@ export class HostSandbox {
 
   /** Writes a fork's captured shell state into the control dir, for the shell's start to restore: shell-state.ts. */
   private writeShellState(state: string, lastExit: number | null): { name: string; lastExit: number | null } {
-    const name = `fork-state-${this.id}.sh`;
+    const name = shellStateName(this.id);
     fs.writeFileSync(path.join(this.ctlDir, name), state, { mode: 0o644 });
     return { name, lastExit };
   }
@@ -751,7 +821,9 @@ export class HostSandbox {
     // Any depth, mounts detached first, quarantined when it cannot go (remove-tree.ts).
     await removeSandboxDir(this.dir);
     // After the branch's own mounts: the last branch of a fork takes its snapshot along.
-    await this.snapshot?.release();
+    const hold = this.branchHold;
+    if (hold) hold.released = true;
+    await (this.snapshot ?? hold?.snapshot)?.release();
   }
 }
 
@@ -794,6 +866,11 @@ async function seed(workdir: string, req: SandboxCreate): Promise<void> {
       throw new TaskError(`files: key ${key}: ${(err as Error).message}`, { code: 'SEED_FAILED', stage: 'init' });
     }
   }
+}
+
+/** A fork's shell state file in a branch's control dir. */
+function shellStateName(sandboxId: string): string {
+  return `fork-state-${sandboxId}.sh`;
 }
 
 /** A process's `comm` (its executable's name, as ps shows it), or null when it is gone. */
