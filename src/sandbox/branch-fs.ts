@@ -188,7 +188,8 @@ export class EarlyBranches<S extends { close(): Promise<void> }> {
   private failed: PromiseRejectedResult | null = null;
 
   /**
-   * Makes each branch's directory and filesystem, then starts each (`create`, not awaited).
+   * Makes each branch's directory and filesystem, then starts each (`create`, not awaited: the
+   * first on the next turn of the event loop, each other one turn after the one before).
    * @throws SandboxError `SANDBOX_EXISTS` when a directory exists, `FORK_FAILED` when the
    *   filesystems cannot be made; nothing is left then.
    */
@@ -218,7 +219,15 @@ export class EarlyBranches<S extends { close(): Promise<void> }> {
       throw new SandboxError(`cannot open a fork branch's gate: ${(err as Error).message}`, { code: 'FORK_FAILED', stage: 'init' });
     }
     const holds = files.map((): SnapshotHold => ({ snapshot: null, released: false }));
-    const starts = branches.map((b, i) => b.create({ files: files[i]!, lastExit: opts.lastExit, hold: holds[i]! }));
+    // Each start spawns its shell synchronously (node-pty forks this process: ~10-20 ms on a
+    // loaded machine); one per turn of the event loop, so the fork's capture, freeze and overlay
+    // mounts run between them instead of after all of them (the shells need the overlay only at
+    // their gate).
+    let turn = Promise.resolve();
+    const starts = branches.map((b, i) => {
+      turn = turn.then(() => new Promise<void>((r) => setImmediate(r)));
+      return turn.then(() => b.create({ files: files[i]!, lastExit: opts.lastExit, hold: holds[i]! }));
+    });
     return new EarlyBranches(dirs, files, gates, holds, branches.map((b) => b.stateFile), starts, Promise.allSettled(starts));
   }
 
