@@ -5,7 +5,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { SandboxError } from '../errors.js';
 import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
 import { processStartTime } from './proc.js';
-import { isMountPoint, pinDir, unpinDir } from './sandbox-fs.js';
+import { isMountPoint, unpinDir } from './sandbox-fs.js';
 
 /**
  * The filesystem snapshot of one fork (#26): a read-only directory, `lower`, that every branch of
@@ -84,7 +84,9 @@ export class ForkSnapshot {
     const snap = new ForkSnapshot(id, dir, lower, 0, opts.parent);
     try {
       if (opts.mode === 'share') {
-        pinDir(sourceFd, lower);
+        // pinDir's bind, off the event loop: a fork's branch launches run meanwhile.
+        fs.mkdirSync(lower, { mode: 0o755 });
+        await run('mount', ['--no-canonicalize', '--bind', `/proc/${process.pid}/fd/${sourceFd}`, lower], 'cannot bind the workspace for a fork');
         return snap;
       }
       fs.mkdirSync(root, { mode: 0o711 });
@@ -127,13 +129,20 @@ export class ForkSnapshot {
 
 /** `cp -a` of a directory's contents into `dst` (created), off the event loop. */
 function copyTree(src: string, dst: string): Promise<void> {
+  // -T: `dst` is the copy, never a directory to copy into; `--` ends options whatever the paths.
+  return run('cp', ['-a', '-T', '--', src, dst], 'cannot copy the workspace for a fork');
+}
+
+/**
+ * Runs a host tool off the event loop. @throws SandboxError `FORK_FAILED` with `what` and its
+ * stderr (it names host paths under the state dir: it stays in the host's error, not the policy's view).
+ */
+function run(file: string, args: string[], what: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    // -T: `dst` is the copy, never a directory to copy into; `--` ends options whatever the paths.
-    const p = spawn('cp', ['-a', '-T', '--', src, dst], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const p = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     p.stderr.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-2000)));
-    p.on('error', (e) => reject(new SandboxError(`cannot copy the workspace for a fork: ${e.message}`, { code: 'FORK_FAILED' })));
-    // cp's messages name host paths under the state dir: they stay in the host's error, not the policy's view.
-    p.on('close', (code) => (code === 0 ? resolve() : reject(new SandboxError(`cannot copy the workspace for a fork (cp exit ${code}): ${err.trim()}`, { code: 'FORK_FAILED' }))));
+    p.on('error', (e) => reject(new SandboxError(`${what}: ${e.message}`, { code: 'FORK_FAILED' })));
+    p.on('close', (code) => (code === 0 ? resolve() : reject(new SandboxError(`${what} (${file} exit ${code}): ${err.trim()}`, { code: 'FORK_FAILED' }))));
   });
 }

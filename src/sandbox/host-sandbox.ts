@@ -17,6 +17,7 @@ import { LLM_PROXY_URL, LlmProxyForwarder, checkProxySocket, mountProxySocket } 
 import { mountHarnessStore } from './harness-mount.js';
 import { ForkSnapshot } from './fork-snapshot.js';
 import { captureCommand, restoreCommand } from './shell-state.js';
+import { EarlyBranches, GATE_NAME, type GatedBranch, type SnapshotHold } from './branch-fs.js';
 import { chownTree, makeSandboxFs, pinDir, removeSandboxFs, unpinDir, type SandboxFs } from './sandbox-fs.js';
 import { isRoot } from './sandbox-user.js';
 import { writeSeccompFilter } from './seccomp.js';
@@ -75,8 +76,10 @@ export class HostSandbox {
   private pythonRunning = 0;
   /** A fork branch's snapshot (its workspace's lower layer), released at close. */
   private snapshot: ForkSnapshot | null = null;
-  /** A fork's shell state for the next shell start to restore (its file in the control dir), once. */
-  private pendingRestore: { name: string; lastExit: number | null } | null = null;
+  /** A fork's shell state for the next shell start to restore (its file in the control dir, and a gated branch's gate), once. */
+  private pendingRestore: { name: string; lastExit: number | null; gate?: string } | null = null;
+  /** A gated branch's snapshot hold (GatedBranch.hold), until {@link snapshot} takes it over. */
+  private branchHold: SnapshotHold | null = null;
   /** The control dir as the shell sees it (set at each shell start). */
   private ctlInside = '/run/rollout';
 
@@ -146,8 +149,10 @@ export class HostSandbox {
    * @throws TaskError for a bad spec (missing seed, failing setup command), SandboxError when
    *   the shell does not start. Nothing is left behind on a throw.
    */
-  static async create(req: SandboxCreate, ctx: { stateDir: string; owner: HostOwner; onLost: (reason: string) => void; branchOf?: BranchStart | undefined }): Promise<HostSandbox> {
+  static async create(req: SandboxCreate, ctx: { stateDir: string; owner: HostOwner; onLost: (reason: string) => void; branchOf?: BranchStart | undefined; gated?: GatedBranch | undefined }): Promise<HostSandbox> {
     const dir = path.join(sandboxesDir(ctx.stateDir), req.sandboxId);
+    const gated = ctx.gated;
+    if (gated) return HostSandbox.createGated(req, dir, ctx, gated);
     if (fs.existsSync(dir)) throw new SandboxError(`sandbox ${req.sandboxId} already exists`, { code: 'SANDBOX_EXISTS', stage: 'init' });
     fs.mkdirSync(dir, { recursive: true });
     const uid = req.driver === 'none' ? null : req.sandboxUid;
@@ -224,6 +229,54 @@ export class HostSandbox {
       }
       return sb;
     } catch (err) {
+      await sb.close();
+      throw err;
+    }
+  }
+
+  /**
+   * A gated branch (GatedBranch): its directory and filesystem made by the fork; cgroup, lease and
+   * shell as {@link create} makes them, the shell's first line waiting on the gate. Resolves once
+   * the shell has restored the parent's state in the mounted workspace.
+   */
+  private static async createGated(req: SandboxCreate, dir: string, ctx: { owner: HostOwner; onLost: (reason: string) => void }, gated: GatedBranch): Promise<HostSandbox> {
+    const files = gated.files;
+    const cgroup = PidsCgroup.create(req.sandboxId, req.limits.maxProcesses, req.limits.totalMemoryBytes);
+    const lease: Lease = {
+      sandboxId: req.sandboxId,
+      runtimeId: ctx.owner.runtimeId,
+      ownerPid: ctx.owner.ownerPid,
+      ownerStart: ctx.owner.ownerStart,
+      rolloutId: req.rolloutId,
+      hostPid: process.pid,
+      hostStart: processStartTime(process.pid),
+      ptyPid: null,
+      ptyStart: null,
+      cgroup: cgroup?.dir ?? null,
+      dir,
+      workdir: files.workdir,
+      createdAt: new Date().toISOString(),
+    };
+    writeLease(lease);
+    const sb = new HostSandbox(req.sandboxId, req, dir, files.workdir, files.ctlDir, files, writeSeccompFilter(files.ctlDir), cgroup, lease, ctx.onLost);
+    sb.branchHold = gated.hold;
+    try {
+      fs.writeFileSync(path.join(files.ctlDir, 'repl.py'), REPL_DRIVER);
+      if (req.spec.network) fs.writeFileSync(path.join(files.ctlDir, 'resolv.conf'), `nameserver ${SANDBOX_DNS}\n`);
+      if (req.spec.llmProxy) {
+        checkProxySocket(req.spec.llmProxy.socketPath);
+        sb.proxyMounted = mountProxySocket(req.spec.llmProxy.socketPath, files.ctlDir);
+      }
+      if (req.spec.harnessStore) sb.harnessBinds = mountHarnessStore(req.spec.harnessStore, files.ctlDir);
+      // The fork writes the state file before it opens the gate.
+      sb.pendingRestore = { name: shellStateName(req.sandboxId), lastExit: gated.lastExit, gate: GATE_NAME };
+      await sb.startShell();
+      sb.snapshot = gated.hold.snapshot;
+      // Only now is the overlay under the workspace path: the fd must hold it, not the empty dir it covers.
+      sb.holdWorkdir();
+      return sb;
+    } catch (err) {
+      gated.hold.startError = err;
       await sb.close();
       throw err;
     }
@@ -332,7 +385,7 @@ export class HostSandbox {
     this.pendingRestore = null;
     this.pty = await PtySession.start(
       {
-        firstCommand: restore ? restoreCommand(path.posix.join(launch.ctlInside, restore.name), restore.lastExit) : undefined,
+        firstCommand: restore ? restoreCommand(path.posix.join(launch.ctlInside, restore.name), restore.lastExit, restore.gate && path.posix.join(launch.ctlInside, restore.gate)) : undefined,
         argv: launch.argv,
         cwd: launch.hostCwd,
         env: this.env(launch.home),
@@ -354,6 +407,7 @@ export class HostSandbox {
       this.req.tools.startTimeoutMs,
     ).finally(() => {
       if (restore) fs.rmSync(path.join(this.ctlDir, restore.name), { force: true });
+      if (restore?.gate) fs.rmSync(path.join(this.ctlDir, restore.gate), { force: true });
     });
     this.lease.ptyPid = this.pty.pid;
     this.lease.ptyStart = processStartTime(this.pty.pid);
@@ -380,6 +434,25 @@ export class HostSandbox {
 
   /** Host pid of the sandboxed bash (the deepest-first `bash` under the launcher). */
   private findShell(): number | null {
+    const launcher = this.pty!.pid;
+    if (this.cgroup && !this.req.image?.entrypoint?.length) {
+      // The sandbox's pids cgroup lists its few processes in one small file, where descendants()
+      // reads every process's stat on the machine (~20 ms at load 8, per branch of a fork, after
+      // its shell is ready): the shallowest bash whose parents lead to this launcher (a dying one
+      // of a shell before, after `exit`, has no such parents).
+      let best: { pid: number; depth: number } | null = null;
+      for (const pid of this.cgroup.pids()) {
+        if (readComm(pid) !== 'bash') continue;
+        let p: number | null = pid;
+        let depth = 0;
+        while (p !== null && p > 1 && p !== launcher && depth < 16) {
+          p = parentOf(p);
+          depth++;
+        }
+        if (p === launcher && (!best || depth < best.depth)) best = { pid, depth };
+      }
+      if (best) return best.pid;
+    }
     // Behind an image's Entrypoint (itself maybe a bash script running the shell as a child),
     // the shell is the deepest bash, not the first.
     const pids = this.req.image?.entrypoint?.length ? descendants(this.pty!.pid).reverse() : descendants(this.pty!.pid);
@@ -582,7 +655,7 @@ export class HostSandbox {
    * launcher and the shell, and the network helper): what {@link interrupt} signals and what a
    * fork cannot carry. A function: it lists them anew at each call.
    */
-  private strays(launcher: number): () => number[] {
+  private strays(launcher: number, opts: { cgroupOnly?: boolean } = {}): () => number[] {
     const keep = new Set<number>([launcher]);
     if (this.net) keep.add(this.net.pid);
     if (this.shellPid) keep.add(this.shellPid);
@@ -591,6 +664,13 @@ export class HostSandbox {
     for (const p of replTree) keep.add(p);
     // The namespace's init (inner bwrap) sits between the launcher and the shell: keep the chain.
     for (let p = this.shellPid ? parentOf(this.shellPid) : null; p && p !== launcher && p > 1; p = parentOf(p)) keep.add(p);
+    // cgroupOnly (a fork's inventory, its parent frozen): every process of the sandbox is in its
+    // pids group (joined before the first exec, inherited), read from one file rather than a scan
+    // of every process's stat (~20 ms on a loaded machine, while the parent is frozen).
+    if (opts.cgroupOnly && this.cgroup) {
+      const cgroup = this.cgroup;
+      return () => cgroup.pids().filter((p) => !keep.has(p) && isLive(p));
+    }
     return () => [...new Set([...descendants(launcher), ...(this.cgroup?.pids() ?? [])])].filter((p) => !keep.has(p) && isLive(p));
   }
 
@@ -600,10 +680,19 @@ export class HostSandbox {
    * In order: the shell's state is captured (an internal command: shell-state.ts; without
    * `keepParent` the snapshot's bind is made meanwhile); every process is frozen (cgroup
    * freezer); what a branch cannot get is listed; the filesystem is snapshotted
-   * (fork-snapshot.ts: shared without a copy when the parent ends here, else copied once); then, with `keepParent`, the parent is thawed; the branches are made on this host
-   * from the snapshot, each restoring the shell state on its shell's init line; without
-   * `keepParent` the parent, frozen until they all stand, is closed last (`parentClosed`: its
-   * close, under way, for the host to wait on before it exits).
+   * (fork-snapshot.ts: shared without a copy when the parent ends here, else copied once); then,
+   * with `keepParent`, the parent is thawed; the branches are made on this host from the
+   * snapshot, each restoring the shell state on its shell's init line; without `keepParent` the
+   * parent, frozen until they all stand, is closed last (`parentClosed`: its close, under way,
+   * for the host to wait on before it exits).
+   *
+   * A host-root sandbox under bwrap takes the fast path (branch-fs.ts): its branches' shells are
+   * launched first, while the capture, the freeze and the snapshot run, each waiting on its gate
+   * over an empty /workspace; once the snapshot stands, one process mounts every branch's overlay
+   * (it reaches the running sandboxes by mount propagation) and the gates open. The launches —
+   * most of a fork's time — are then off its critical path. Image sandboxes (their whole root is
+   * the branch's overlay) and the unshare driver (its namespace is made private) make their
+   * branches after the snapshot.
    *
    * @throws SandboxError `SANDBOX_BUSY` while a command or cell runs, `FREEZE_UNAVAILABLE`
    *   without a freezer group (no controller, or the `none` driver), `FORK_FAILED` when the
@@ -638,22 +727,34 @@ export class HostSandbox {
         if (sourceFd !== this.workdirFd) fs.closeSync(sourceFd);
       }
     };
+    // The branch's files come from the snapshot: no seed, no setup; the parent's uid owns them.
+    const branchReq = (b: (typeof req.branches)[number]): SandboxCreate => ({ ...this.req, sandboxId: b.sandboxId, rolloutId: b.rolloutId, spec: { ...this.req.spec, files: undefined, seedDir: undefined, gitRepo: undefined, setup: undefined, llmProxy: b.llmProxy } });
     const captured = pty.internal(capture.command, this.req.tools.startTimeoutMs);
-    // Without keepParent the snapshot is a bind of the parent's own directory, no copy: nothing of
-    // it depends on what the files hold, so it is made while the shell prints its state (the
-    // parent is frozen before any branch mounts it). A copy waits for the freeze.
+    const early = this.req.driver === 'bwrap' && !this.req.image;
+    let launched: EarlyBranches<HostSandbox> | null = null;
     let snapshot: ForkSnapshot | null = null;
-    if (!req.keepParent) {
-      try {
-        snapshot = await takeSnapshot();
-      } catch (err) {
-        await captured.catch(() => undefined);
-        throw err;
-      }
-    }
-    let shellState: string;
+    let frozen = false;
     let frozenAt = 0;
+    let lost: string[];
+    let shellState: string;
     try {
+      // Without keepParent the snapshot is a bind of the parent's own directory, no copy: nothing
+      // of it depends on what the files hold, so it is made while the shell prints its state and
+      // the branches launch (the parent is frozen before any branch mounts it). A copy waits for
+      // the freeze.
+      const [l, s] = await Promise.allSettled([
+        early
+          ? EarlyBranches.launch(
+              req.branches.map((b) => ({ dir: path.join(sandboxesDir(ctx.stateDir), b.sandboxId), stateFile: path.join(sandboxesDir(ctx.stateDir), b.sandboxId, 'fs', 'ctl', shellStateName(b.sandboxId)), create: (gated: GatedBranch) => HostSandbox.create(branchReq(b), { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), gated }) })),
+              { bytes: this.req.limits.workdirBytes, uid: this.uid, stateDir: ctx.stateDir, lastExit },
+            )
+          : null,
+        req.keepParent ? null : takeSnapshot(),
+      ]);
+      if (l.status === 'fulfilled') launched = l.value;
+      if (s.status === 'fulfilled') snapshot = s.value;
+      if (l.status === 'rejected') throw l.reason;
+      if (s.status === 'rejected') throw s.reason;
       shellState = capture.parse(await captured);
       frozenAt = Date.now();
       try {
@@ -661,16 +762,14 @@ export class HostSandbox {
       } catch (err) {
         throw new SandboxError(`sandbox ${this.id} could not be frozen: ${(err as Error).message}`, { code: 'FREEZE_UNAVAILABLE', cause: err });
       }
-    } catch (err) {
-      await snapshot?.release();
-      throw err;
-    }
-    let lost: string[];
-    try {
+      frozen = true;
       lost = this.lostAtFork();
       snapshot ??= await takeSnapshot();
+      if (launched) await launched.mount(snapshot);
     } catch (err) {
-      cgroup.thaw();
+      await captured.catch(() => undefined);
+      if (frozen) cgroup.thaw();
+      await launched?.abort();
       await snapshot?.release();
       throw err;
     }
@@ -681,19 +780,16 @@ export class HostSandbox {
     }
     // The fork's own hold: a branch that fails and releases cannot take the snapshot with it.
     snapshot.acquire();
-    const made = await Promise.allSettled(
-      req.branches.map((b) =>
-        HostSandbox.create(
-          // The branch's files come from the snapshot: no seed, no setup; the parent's uid owns them.
-          { ...this.req, sandboxId: b.sandboxId, rolloutId: b.rolloutId, spec: { ...this.req.spec, files: undefined, seedDir: undefined, gitRepo: undefined, setup: undefined, llmProxy: b.llmProxy } },
-          { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), branchOf: { snapshot, shellState, lastExit } },
-        ),
-      ),
-    );
+    const made = launched
+      ? await launched.open(snapshot, shellState)
+      : await Promise.allSettled(
+          req.branches.map((b) => HostSandbox.create(branchReq(b), { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), branchOf: { snapshot: snapshot!, shellState, lastExit } })),
+        );
     const branches = made.flatMap((m) => (m.status === 'fulfilled' ? [m.value] : []));
     const failed = made.find((m): m is PromiseRejectedResult => m.status === 'rejected');
     if (failed) {
       await Promise.all(branches.map((b) => b.close()));
+      await launched?.removeLeftovers();
       cgroup.thaw();
       await snapshot.release();
       const e = failed.reason as Error;
@@ -704,7 +800,9 @@ export class HostSandbox {
     let parentClosed: Promise<void> | null = null;
     if (!req.keepParent) {
       frozenMs = Date.now() - frozenAt;
-      parentClosed = this.close();
+      // Started after the answer: close's first step scans every process (~20 ms loaded). The
+      // host drops the parent from its table before it answers, so nothing reaches it meanwhile.
+      parentClosed = new Promise<void>((r) => setImmediate(r)).then(() => this.close());
     }
     await snapshot.release();
     return { branches, lost, frozenMs, copiedBytes: snapshot.copiedBytes, parentClosed };
@@ -713,7 +811,7 @@ export class HostSandbox {
   /** What a branch does not get, in words for the policy (Sandbox.fork's `lost`); read while frozen. */
   private lostAtFork(): string[] {
     const lost: string[] = [];
-    const strays = this.pty ? this.strays(this.pty.pid)() : [];
+    const strays = this.pty ? this.strays(this.pty.pid, { cgroupOnly: true })() : [];
     if (strays.length) {
       const names = [...new Set(strays.map((p) => readComm(p)).filter((n): n is string => n !== null))];
       lost.push(`${strays.length} background process${strays.length > 1 ? 'es' : ''} (${names.join(', ')})`);
@@ -741,7 +839,7 @@ export class HostSandbox {
 
   /** Writes a fork's captured shell state into the control dir, for the shell's start to restore: shell-state.ts. */
   private writeShellState(state: string, lastExit: number | null): { name: string; lastExit: number | null } {
-    const name = `fork-state-${this.id}.sh`;
+    const name = shellStateName(this.id);
     fs.writeFileSync(path.join(this.ctlDir, name), state, { mode: 0o644 });
     return { name, lastExit };
   }
@@ -773,7 +871,9 @@ export class HostSandbox {
     // Any depth, mounts detached first, quarantined when it cannot go (remove-tree.ts).
     await removeSandboxDir(this.dir);
     // After the branch's own mounts: the last branch of a fork takes its snapshot along.
-    await this.snapshot?.release();
+    const hold = this.branchHold;
+    if (hold) hold.released = true;
+    await (this.snapshot ?? hold?.snapshot)?.release();
   }
 }
 
@@ -816,6 +916,11 @@ async function seed(workdir: string, req: SandboxCreate): Promise<void> {
       throw new TaskError(`files: key ${key}: ${(err as Error).message}`, { code: 'SEED_FAILED', stage: 'init' });
     }
   }
+}
+
+/** A fork's shell state file in a branch's control dir. */
+function shellStateName(sandboxId: string): string {
+  return `fork-state-${sandboxId}.sh`;
 }
 
 /** A process's `comm` (its executable's name, as ps shows it), or null when it is gone. */

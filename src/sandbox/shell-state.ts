@@ -80,7 +80,18 @@ export function captureCommand(lastExit: number | null): ShellCapture {
 /**
  * The command that restores a captured state in a branch's fresh shell from `file` (the script,
  * as the shell sees it), then sets `$?` to the parent's last status.
+ *
+ * With `gate` (a FIFO, as the shell sees it: branch-fs.ts `BranchGate`), the shell first waits
+ * for its `go` — the branch's workspace is mounted over /workspace meanwhile — and exits on
+ * anything else; then it enters the new /workspace (its start directory is the empty one the
+ * overlay now covers) before the state's own `cd`.
  */
-export function restoreCommand(file: string, lastExit: number | null): string {
-  return [`\\builtin . '${file.replace(/'/g, `'\\''`)}' >/dev/null 2>&1`, NO_HISTORY, keepStatus(lastExit)].join('; ');
+export function restoreCommand(file: string, lastExit: number | null, gate?: string): string {
+  const wait = gate ? [`\\builtin read -r __rr_g < ${quote(gate)} && [[ $__rr_g == go ]] || \\builtin exit 97`, '\\builtin unset __rr_g', '\\builtin cd /workspace || \\builtin exit 97'] : [];
+  return [...wait, `\\builtin . ${quote(file)} >/dev/null 2>&1`, NO_HISTORY, keepStatus(lastExit)].join('; ');
+}
+
+/** `s` single-quoted for bash. */
+function quote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
 }

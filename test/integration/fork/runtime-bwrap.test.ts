@@ -5,17 +5,14 @@ import path from 'node:path';
 import { createRuntime, type EmbeddedRuntime } from '../../../src/index.js';
 import { createSandboxProvider, type HostSandboxProvider } from '../../../src/sandbox/index.js';
 import { createTestHandler, TestCodec } from '../../../src/testing/index.js';
-import { haveTools } from '../../helpers/system-tools.js';
+import { forkSkip } from './fork-kit.js';
 import { bash, finish, tokenFault, TreeOracle } from './runtime-helpers.js';
 
 /**
  * Tree rollouts (#26) end to end on the real host provider (bwrap, cgroup freezer): the runtime
  * forks a live rollout's sandbox and token record at a turn boundary.
  */
-const root = process.getuid?.() === 0;
-const freezer = fs.existsSync('/sys/fs/cgroup/freezer/cgroup.procs');
-const ok = haveTools('bwrap') && root && freezer;
-if (!root || !freezer) console.warn('runtime fork tests on bwrap skipped: they need root and the cgroup v1 freezer controller (/sys/fs/cgroup/freezer)');
+const ok = forkSkip('the runtime fork tests on bwrap') === null;
 
 let stateDir: string;
 let provider: HostSandboxProvider;

@@ -1,18 +1,16 @@
 import { execFile } from 'node:child_process';
-import fs from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { haveTools } from '../../helpers/system-tools.js';
+import { forkSkip } from './fork-kit.js';
 import { parseTreeFlag } from '../../../src/cli/commands/run-tree.js';
 
 /** `rollout run --tree` (#26) as a real child process on bwrap sandboxes and the oracle backend. */
 const repo = fileURLToPath(new URL('../../../', import.meta.url));
 const bin = join(repo, 'bin', 'rollout.js');
-const ok = haveTools('bwrap') && process.getuid?.() === 0 && fs.existsSync('/sys/fs/cgroup/freezer/cgroup.procs');
-if (!ok) console.warn('rollout run --tree test skipped: it needs bwrap, root and the cgroup v1 freezer controller');
+const ok = forkSkip('the rollout run --tree test') === null;
 
 function rollout(args: string[], cwd: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((res) => {

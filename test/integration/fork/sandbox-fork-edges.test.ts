@@ -12,18 +12,14 @@ import { mountsUnder } from '../../../src/sandbox/remove-tree.js';
 import { isSameProcessAlive } from '../../../src/sandbox/proc.js';
 import { SandboxError } from '../../../src/errors.js';
 import type { Sandbox } from '../../../src/sandbox/sandbox.js';
-import { haveTools } from '../../helpers/system-tools.js';
-import { forkProvider, freezerMounted, run } from './fork-kit.js';
+import { forkProvider, forkSkip, run } from './fork-kit.js';
 import { isGone, until } from '../sandbox/helpers.js';
 
 /**
  * Sandbox forks (#26) at their edges: the freezer against processes that handle stop signals,
  * a fork mid-command, no freezer, hostile file names, and a runtime killed with -9.
  */
-const root = process.getuid?.() === 0;
-const freezer = freezerMounted();
-const ok = haveTools('bwrap') && root && freezer;
-if (!root || !freezer) console.warn('sandbox fork edge tests skipped: they need root and the cgroup v1 freezer controller (/sys/fs/cgroup/freezer)');
+const ok = forkSkip('the sandbox fork edge tests') === null;
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 
 let stateDir: string;
@@ -153,6 +149,31 @@ describe.skipIf(!ok)('sandbox fork edges', () => {
     expect(await run(b0, 'echo $OPENAI_API_KEY; python3 -c "import os,urllib.request as u; print(u.urlopen(os.environ[\'OPENAI_BASE_URL\'] + \'/models\').read().decode())"')).toBe('tok-b0\n{"data":[]}');
     expect(seen).toEqual(['/v1/models undefined']);
     expect(await run(b1, 'echo "[${OPENAI_API_KEY-}]"')).toBe('[]');
+  });
+
+  it('a branch that cannot start fails the fork (FORK_FAILED naming why): its sibling, launched meanwhile, is closed, the parent is thawed with its state, and no branch or snapshot is left (directory or mount)', async () => {
+    const sb = await provider.create({ files: { 'a.txt': 'a' } }, { rolloutId: 'r-badbranch' });
+    onTestFinished(() => sb.close());
+    await run(sb, 'cd /workspace && X=kept');
+    const before = fs.readdirSync(path.join(stateDir, 'sandboxes')).sort();
+    const missing = path.join(stateDir, 'no-such.sock');
+    const err = await sb.fork!({ rolloutIds: ['r-bb-0', 'r-bb-1'], keepParent: false, llmProxies: [undefined, { socketPath: missing, token: 't' }] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SandboxError);
+    expect((err as SandboxError).code).toBe('FORK_FAILED');
+    expect((err as Error).message).toContain('no such socket');
+    // Thawed, its shell state and files as they were, and it still writes.
+    expect(await run(sb, 'echo $X; cat a.txt; echo; echo b > b.txt; cat b.txt')).toBe('kept\na\nb');
+    expect(fs.readFileSync(`/sys/fs/cgroup/freezer/rollout-runtime/${sb.id}/freezer.state`, 'utf8').trim()).toBe('THAWED');
+    expect(fs.readdirSync(path.join(stateDir, 'sandboxes')).sort()).toEqual(before);
+    // The host's private mount namespace holds no mount of a branch or snapshot either.
+    const { hostPid } = JSON.parse(fs.readFileSync(path.join(stateDir, 'sandboxes', sb.id, 'lease.json'), 'utf8')) as { hostPid: number };
+    const mounts = fs
+      .readFileSync(`/proc/${hostPid}/mountinfo`, 'utf8')
+      .split('\n')
+      .map((l) => l.split(' ')[4] ?? '')
+      .filter((m) => m.startsWith(path.join(stateDir, 'sandboxes')));
+    expect(mounts.length).toBeGreaterThan(0);
+    expect(mounts.filter((m) => !m.includes(sb.id))).toEqual([]);
   });
 
   it('without a freezer controller a fork is FREEZE_UNAVAILABLE, the parent still answers and nothing is left', async () => {

@@ -20,7 +20,7 @@ const why = !withPython
   : process.getuid?.() !== 0
     ? 'needs root (kernel overlayfs)'
     : !freezerMounted()
-      ? 'needs the cgroup v1 freezer controller'
+      ? 'needs the cgroup v1 freezer controller (/sys/fs/cgroup/freezer)'
       : missingTools('bwrap');
 if (withPython && why) throw new Error(`ROLLOUT_TEST_PYTHON_IMAGE=1 but the image fork tests cannot run: ${why}`);
 
@@ -77,11 +77,13 @@ describe.skipIf(why !== null)(`image sandbox forks${why ? ` (skipped: ${why})` :
   it('forks a sandbox handed out by the warm pool', async () => {
     // A spec of its own: its own pool, learned from this first request and refilled after it.
     const spec = { image: 'py', env: { WARM: '1' } };
-    const hits = (): number => provider.warmPoolStats!().reduce((n, p) => n + p.hits, 0);
     const first = await provider.create(spec, { rolloutId: 'r-warm-0' });
     onTestFinished(() => first.close());
+    // This spec's pool is the newest (the earlier tests' pools of image 'py' refill too).
+    const pool = (): { hits: number; ready: number } => provider.warmPoolStats!().at(-1)!;
+    const hits = (): number => pool().hits;
     const before = hits();
-    await expect.poll(() => provider.warmPoolStats!().some((p) => p.ready > 0)).toBe(true);
+    await expect.poll(() => pool().ready > 0).toBe(true);
     const warm = await provider.create(spec, { rolloutId: 'r-warm-1' });
     onTestFinished(() => warm.close());
     expect(hits()).toBe(before + 1);

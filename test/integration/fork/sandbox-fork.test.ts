@@ -4,17 +4,13 @@ import path from 'node:path';
 import type { HostSandboxProvider } from '../../../src/sandbox/index.js';
 import { SandboxError } from '../../../src/errors.js';
 import type { Sandbox } from '../../../src/sandbox/sandbox.js';
-import { haveTools } from '../../helpers/system-tools.js';
-import { forkProvider, freezerMounted, run } from './fork-kit.js';
+import { forkProvider, forkSkip, run } from './fork-kit.js';
 
 /**
  * Sandbox forks (#26), host-root sandboxes on real bwrap as root: freeze, shell state, copy-on-write
  * workspace, keepParent true and false.
  */
-const root = process.getuid?.() === 0;
-const freezer = freezerMounted();
-const ok = haveTools('bwrap') && root && freezer;
-if (!root || !freezer) console.warn('sandbox fork tests skipped: they need root and the cgroup v1 freezer controller (/sys/fs/cgroup/freezer)');
+const ok = forkSkip('the sandbox fork tests') === null;
 
 let stateDir: string;
 let provider: HostSandboxProvider;
@@ -64,6 +60,25 @@ describe.skipIf(!ok)('sandbox fork (host root)', () => {
       await parent.close();
     }
     await expect.poll(stateEntries).toEqual([]);
+  });
+
+  it("a branch's shell, started before the snapshot, works in the overlay mounted under it: its mountinfo names no host path, its gate is gone, and the file calls reach the same files", async () => {
+    const parent = await provider.create({ files: { 'base.txt': 'base' } }, { rolloutId: 'r-gated' });
+    onTestFinished(() => parent.close());
+    const fork = await parent.fork!({ rolloutIds: ['r-g0'], keepParent: false });
+    const b = fork.branches[0]!;
+    onTestFinished(() => b.close());
+    const info = await run(b, 'cat /proc/self/mountinfo');
+    expect(info).not.toContain(stateDir);
+    // The last mount at /workspace (the one the shell sees) is the branch's overlay.
+    const top = info.split('\n').filter((l) => l.split(' ')[4] === '/workspace').at(-1)!;
+    expect(top).toMatch(/ - overlay overlay /);
+    expect(await run(b, 'ls /run/rollout')).not.toMatch(/\bgate\b/);
+    expect(await run(b, 'stat -f -c %T .; cat base.txt')).toBe('overlayfs\nbase');
+    // The host's file calls hold the overlay too, not the empty directory it covers.
+    expect(await b.readFile('base.txt')).toBe('base');
+    await b.writeFile('from-host.txt', 'h');
+    expect(await run(b, 'cat from-host.txt')).toBe('h');
   });
 
   it('carries the shell state: cwd, a variable, an exported variable, a function, an alias, umask, an option', async () => {
