@@ -258,7 +258,7 @@ export class HostSandbox {
       createdAt: new Date().toISOString(),
     };
     writeLease(lease);
-    const sb = new HostSandbox(req.sandboxId, req, dir, files.workdir, files.ctlDir, files, writeSeccompFilter(files.ctlDir), cgroup, lease, ctx.onLost);
+    const sb = new HostSandbox({ id: req.sandboxId, req, dir, workdir: files.workdir, ctlDir: files.ctlDir, files, seccompFile: writeSeccompFilter(files.ctlDir), cgroup, lease, onLost: ctx.onLost });
     sb.branchHold = gated.hold;
     try {
       fs.writeFileSync(path.join(files.ctlDir, 'repl.py'), REPL_DRIVER);
