@@ -12,6 +12,9 @@
  *   (`replay_actions` of them) — the issue's baseline;
  * - replay_one_command_p50_ms: the cheapest replay there is: starting a sandbox and running every
  *   action in one bash call (no per-call round trip);
+ * - replay_k_p50_ms: re-creating the fork's output without a fork — K sandboxes, each replaying
+ *   the prefix's actions, all K at once (as a trainer would start K siblings from the prompt);
+ *   fork_over_replay_k = replay_k_p50_ms / fork_p50_ms compares like with like (K states each);
  * - fork_over_replay = replay_p50_ms / fork_p50_ms (and fork_keep_parent_over_replay,
  *   fork_over_replay_one_command against the single-command replay);
  * - *_cpu_p50_ms: the CPU time of this process's tree (the sandbox host, its shells, mounts and
@@ -133,6 +136,7 @@ try {
   const replays: number[] = [];
   const replayCpu: number[] = [];
   const replaysOne: number[] = [];
+  const replaysK: number[] = [];
   const forks: number[] = [];
   const forkCpu: number[] = [];
   const forkKeepCpu: number[] = [];
@@ -184,6 +188,13 @@ try {
     await Promise.all(f.branches.map((b) => b.close()));
   }
   await parent.close();
+  // K siblings' states by replay, all at once (after the forks, so their closes never overlap one).
+  for (let i = 0; i < RUNS; i++) {
+    const tk = performance.now();
+    const built = await Promise.all(Array.from({ length: K }, () => build()));
+    replaysK.push(performance.now() - tk);
+    await Promise.all(built.map((b) => b.sb.close()));
+  }
   figures.branches = K;
   figures.files = FILES;
   figures.workspace_bytes = FILES * FILE_BYTES;
@@ -197,6 +208,8 @@ try {
   figures.replay_one_command_p50_ms = round(median(replaysOne), 1);
   figures.fork_over_replay = round(median(replays) / median(forks), 2);
   figures.fork_over_replay_one_command = round(median(replaysOne) / median(forks), 2);
+  figures.replay_k_p50_ms = round(median(replaysK), 1);
+  figures.fork_over_replay_k = round(median(replaysK) / median(forks), 2);
   figures.fork_keep_parent_over_replay = round(median(replays) / median(forksKeep), 2);
   figures.fork_cpu_p50_ms = round(median(forkCpu), 0);
   figures.fork_keep_parent_cpu_p50_ms = round(median(forkKeepCpu), 0);
