@@ -132,7 +132,8 @@ describe.skipIf(noObserver !== null)(`processes, secret reads and network attemp
     // With its address (the observer's TUN device, docs/integrity.md), refused at once: ECONNREFUSED.
     expect(r.integrity!.violations[0]).toMatchObject({ address: '198.51.100.7:443', proto: 'tcp' });
     expect(r.integrity!.violations[0]!.detail).toMatch(/1 TCP attempt to 198\.51\.100\.7:443 refused/);
-    expect(r.integrity!.mode).toBe('full');
+    // Full where secret reads are seen too (bwrap); the unshare driver states them unobserved.
+    expect(r.integrity!.mode, JSON.stringify(r.integrity)).toBe(readsSeen ? 'full' : 'degraded');
     expect(JSON.stringify(r.trajectory)).toContain('111');
   });
 
