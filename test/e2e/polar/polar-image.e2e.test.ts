@@ -1,12 +1,13 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HARNESS_PRESETS } from '../../../src/handlers/tasks/harness-presets/index.js';
 import { presetProcesses, store as harnessStore, testTag } from '../harness/preset-kit.js';
-import { descendants, ROOT, serve, type Served } from '../service/harness.js';
+import { ROOT } from '../service/harness.js';
 import { DERIVED_MARKER, imageTestsMissing, pythonImageLayout, rolloutImageImport, WITH_PYTHON_IMAGE, writeDerivedDockerArchive } from './polar-image-kit.js';
 import { expectPolarShape } from './polar-shape.js';
+import { polarServer } from './polar-server.js';
 
 // Polar's runtime.image on a real `rollout serve` with real bwrap sandboxes: a trainer names
 // Docker images; the operator imported them with `rollout image import` (an OCI layout under a
@@ -31,7 +32,8 @@ const shellOracle = [{ tool_calls: [{ name: 'bash', arguments: { command: LOOK }
 
 let work: string;
 let storeDir: string;
-let server: Served | null = null;
+const polar = polarServer();
+const api = polar.api;
 
 beforeAll(() => {
   if (skip) return;
@@ -57,20 +59,7 @@ afterAll(() => {
   expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(work);
   rmSync(work, { recursive: true, force: true });
 });
-afterEach(async () => {
-  if (server) {
-    const pid = server.child.pid!;
-    expect(await server.stop()).toBe(0);
-    expect(descendants(pid)).toEqual([]);
-  }
-  server = null;
-});
 
-async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(server!.url + path, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
 
 async function done(id: string): Promise<any> {
   let last: any;
@@ -105,7 +94,7 @@ const CODEX_ORACLE = [
 
 describe.skipIf(skip !== null)(`Polar's runtime.image on rollout serve${skip ? ` (skipped: ${skip})` : ''}`, () => {
   it('runs the shell harness and the codex preset in the imported images, aliased from Docker names, and refuses a missing image at submit', async () => {
-    server = await serve(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work, '--image-store', storeDir, '--image-alias', 'python:3.11=py-test']);
+    await polar.start(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work, '--image-store', storeDir, '--image-alias', 'python:3.11=py-test']);
 
     // An image the store lacks: 422 naming runtime.image and the import command, nothing started.
     const missing = await api('POST', '/rollout/task/submit', shellTask('t-missing', 'ghcr.io/nobody/absent:2'));
@@ -165,7 +154,7 @@ describe.skipIf(skip !== null)(`Polar's runtime.image on rollout serve${skip ? `
   }, 900_000);
 
   it('runs a task on the default root under --polar-image ignore, whatever image it names', async () => {
-    server = await serve(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work, '--image-store', storeDir, '--polar-image', 'ignore']);
+    await polar.start(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work, '--image-store', storeDir, '--polar-image', 'ignore']);
     expect((await api('POST', '/rollout/task/submit', shellTask('t-ignored', 'ghcr.io/nobody/absent:2'))).status).toBe(200);
     const st = await done('t-ignored');
     const s = st.results[0];

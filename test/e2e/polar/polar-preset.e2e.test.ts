@@ -1,12 +1,12 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HARNESS_PRESETS } from '../../../src/handlers/tasks/harness-presets/index.js';
 import { missingTools } from '../../helpers/system-tools.js';
 import { presetProcesses, store, testTag } from '../harness/preset-kit.js';
-import { descendants, serve, type Served } from '../service/harness.js';
 import { expectPolarShape } from './polar-shape.js';
+import { polarServer } from './polar-server.js';
 
 // A harness preset driven through Polar's trainer API on a real `rollout serve`: Polar's `codex`
 // (the cheapest CLI to start, bench/harness-presets.ts) runs unchanged from the harness store in
@@ -29,7 +29,8 @@ function presetMissing(): string | null {
 const skip = missingTools('bwrap') ?? presetMissing();
 
 let work: string;
-let server: Served | null = null;
+const polar = polarServer();
+const api = polar.api;
 
 beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), 'polar-preset-e2e-'));
@@ -39,20 +40,7 @@ beforeAll(() => {
   writeFileSync(join(work, 'tests', 'test.sh'), 'mkdir -p logs/verifier\nif [ "$(python3 proj/answer.py)" = 42 ] && [ "$(cat proj/out.txt)" = 42 ]; then echo 1; else echo 0; fi > logs/verifier/reward.txt\n');
 });
 afterAll(() => rmSync(work, { recursive: true, force: true }));
-afterEach(async () => {
-  if (server) {
-    const pid = server.child.pid!;
-    expect(await server.stop()).toBe(0);
-    expect(descendants(pid)).toEqual([]);
-  }
-  server = null;
-});
 
-async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(server!.url + path, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
 
 const exec = (cmd: string): { name: string; arguments: Record<string, unknown> } => ({ name: 'exec_command', arguments: { cmd } });
 const ORACLE = [
@@ -65,7 +53,7 @@ const ORACLE = [
 describe.skipIf(skip)(`Polar's ${PRESET} preset on rollout serve (bwrap; ${INSTALL})`, () => {
   it('runs the CLI in runtime.workdir, resolves, and its traces are token-exact through per_request and prefix_merging', async () => {
     // On the host's root: the trainer's image name is dropped (--polar-image ignore); polar-image.e2e.test.ts runs codex in an imported image.
-    server = await serve(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work, '--polar-image', 'ignore']);
+    await polar.start(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work, '--polar-image', 'ignore']);
     const { tag, env } = testTag('polar-codex');
     const task = (id: string, builder: string): Record<string, unknown> => ({
       task_id: id,

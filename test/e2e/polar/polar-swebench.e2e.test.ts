@@ -1,10 +1,11 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { missingTools } from '../../helpers/system-tools.js';
-import { descendants, ROOT, serve, type Served } from '../service/harness.js';
+import { ROOT } from '../service/harness.js';
 import { expectPolarShape } from './polar-shape.js';
+import { polarServer } from './polar-server.js';
 
 // Polar's swebench_harness evaluator on a real `rollout serve` with real bwrap sandboxes, over
 // the repository's SWE sample (examples/swe-sample: a small repo, SWE-bench rows with
@@ -24,7 +25,8 @@ const shellCommand = `mkdir -p agent && printf '%s' '${agentB64}' | base64 -d > 
 const GIT_ENV = { GIT_AUTHOR_NAME: 'polar', GIT_AUTHOR_EMAIL: 'polar@localhost', GIT_COMMITTER_NAME: 'polar', GIT_COMMITTER_EMAIL: 'polar@localhost', GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'safe.directory', GIT_CONFIG_VALUE_0: '*' };
 
 let work: string;
-let server: Served | null = null;
+const polar = polarServer();
+const api = polar.api;
 
 beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), 'polar-swe-e2e-'));
@@ -32,20 +34,7 @@ beforeAll(() => {
   cpSync(join(ROOT, 'examples/swe-sample/repo'), join(work, 'repo'), { recursive: true });
 });
 afterAll(() => rmSync(work, { recursive: true, force: true }));
-afterEach(async () => {
-  if (server) {
-    const pid = server.child.pid!;
-    expect(await server.stop()).toBe(0);
-    expect(descendants(pid)).toEqual([]);
-  }
-  server = null;
-});
 
-async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(server!.url + path, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
 
 function task(id: string, oracle: unknown[]): Record<string, unknown> {
   return {
@@ -67,7 +56,7 @@ function task(id: string, oracle: unknown[]): Record<string, unknown> {
 describe.skipIf(skip)('Polar swebench_harness on rollout serve (bwrap, git, pytest)', () => {
   it('grades the agent\'s patch per test: the fix resolves (reward 1), an unfixed tree does not (reward 0)', async () => {
     // On the host's root (its python3 and pytest): the trainer's image name is dropped (--polar-image ignore).
-    server = await serve(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work, '--polar-image', 'ignore']);
+    await polar.start(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work, '--polar-image', 'ignore']);
     const fix = [
       { tool_calls: [{ name: 'bash', arguments: { command: "sed -i 's/if out and start < out\\[-1\\]\\[1\\]:/if out and start <= out[-1][1]:/' repo/minilib/intervals.py && grep -n 'start <=' repo/minilib/intervals.py" } }] },
       { content: 'fixed' },

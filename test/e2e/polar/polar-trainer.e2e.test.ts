@@ -1,12 +1,13 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { descendants, ROOT, serve, type Served } from '../service/harness.js';
+import { descendants, ROOT } from '../service/harness.js';
 import { expectPolarShape } from './polar-shape.js';
+import { polarServer } from './polar-server.js';
 
 // Polar's trainer API on a real `rollout serve` with real bwrap sandboxes, driven as
 // slime_bridge/rollout.py drives Polar: submit, a callback listener plus polling, pause → weight
@@ -37,7 +38,8 @@ let work: string;
 let listener: http.Server;
 let callbackUrl: string;
 const callbacks: any[] = [];
-let server: Served | null = null;
+const polar = polarServer();
+const api = polar.api;
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'polar-e2e-'));
@@ -62,20 +64,7 @@ afterAll(async () => {
   await new Promise((r) => listener.close(r));
   rmSync(work, { recursive: true, force: true });
 });
-afterEach(async () => {
-  if (server) {
-    const pid = server.child.pid!;
-    expect(await server.stop()).toBe(0);
-    expect(descendants(pid)).toEqual([]);
-  }
-  server = null;
-});
 
-async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(server!.url + path, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
 
 /** Polls GET /rollout/task/{id} as slime_bridge does until the status is terminal. */
 async function poll(id: string, terminal = ['completed', 'failed', 'cancelled']): Promise<any> {
@@ -105,7 +94,7 @@ function task(id: string, extra: Record<string, unknown> = {}): Record<string, u
 describe.skipIf(!BWRAP)('Polar trainer API on rollout serve (bwrap; install bubblewrap to run)', () => {
   it('runs shell-harness tasks through prefix_merging and per_request, answers by callback and by polling, and survives a restart', async () => {
     const stateDir = join(work, 'state');
-    server = await serve(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work, '--state-dir', stateDir]);
+    await polar.start(['--backend', 'oracle', '--sandbox', 'bwrap', '--path-root', work, '--state-dir', stateDir]);
     const merged = await api('POST', '/rollout/task/submit', task('t-merge', {
       builder: { strategy: 'prefix_merging' },
       evaluator: { strategy: 'harbor', config: { tests_dir: join(work, 'harbor', 'tests'), tests_target: 'tests', verifier_dir: 'logs/verifier', test_command: 'bash tests/test.sh' } },
@@ -177,8 +166,8 @@ describe.skipIf(!BWRAP)('Polar trainer API on rollout serve (bwrap; install bubb
     expect((await api('GET', '/health')).body).toEqual({ status: 'ok', nodes: 1 });
 
     // A restarted server answers from the state dir.
-    expect(await server.stop()).toBe(0);
-    server = await serve(['--backend', 'oracle', '--sandbox', 'bwrap', '--state-dir', stateDir]);
+    expect(await polar.stop()).toBe(0);
+    await polar.start(['--backend', 'oracle', '--sandbox', 'bwrap', '--state-dir', stateDir]);
     const again = await api('GET', '/rollout/task/t-merge');
     expect(again.status).toBe(200);
     expect(again.body).toEqual(a);
@@ -186,7 +175,7 @@ describe.skipIf(!BWRAP)('Polar trainer API on rollout serve (bwrap; install bubb
   }, 240_000);
 
   it('pauses around a weight sync, keeps a timed-out agent trainable with reward 0, cancels, and refuses a resubmit after cancel', async () => {
-    server = await serve(['--backend', 'oracle', '--sandbox', 'bwrap']);
+    await polar.start(['--backend', 'oracle', '--sandbox', 'bwrap']);
     // Pause → weight sync → resume, as slime_bridge does around an update.
     const paused = await api('POST', '/rollout/admin/inference/pause?timeout_seconds=30');
     expect(paused).toEqual({ status: 200, body: { paused: true, drained: true, inflight: 0 } });
@@ -225,6 +214,6 @@ describe.skipIf(!BWRAP)('Polar trainer API on rollout serve (bwrap; install bubb
     expect((await api('DELETE', '/rollout/task/t-race?register_if_missing=true')).body).toMatchObject({ status: 'cancelled', total_sessions: 0 });
     expect((await api('POST', '/rollout/task/submit', task('t-race'))).status).toBe(409);
     // Nothing of the cancelled sessions is left running.
-    await expect.poll(() => descendants(server!.child.pid!).filter((p) => p.comm === 'bwrap' || p.comm === 'sleep').length, { timeout: 30_000 }).toBe(0);
+    await expect.poll(() => descendants(polar.served.child.pid!).filter((p) => p.comm === 'bwrap' || p.comm === 'sleep').length, { timeout: 30_000 }).toBe(0);
   }, 240_000);
 });
