@@ -45,6 +45,27 @@ export interface BranchStart {
 /** The sandbox's PATH unless its image or task names another. */
 const BASE_PATH = TRUSTED_PATH;
 
+/** A new sandbox's lease, written to its file before anything of it runs (stale cleanup finds it by this). */
+function leaseFor(req: SandboxCreate, owner: HostOwner, at: { dir: string; workdir: string; cgroup: PidsCgroup | null }): Lease {
+  const lease: Lease = {
+    sandboxId: req.sandboxId,
+    runtimeId: owner.runtimeId,
+    ownerPid: owner.ownerPid,
+    ownerStart: owner.ownerStart,
+    rolloutId: req.rolloutId,
+    hostPid: process.pid,
+    hostStart: processStartTime(process.pid),
+    ptyPid: null,
+    ptyStart: null,
+    cgroup: at.cgroup?.dir ?? null,
+    dir: at.dir,
+    workdir: at.workdir,
+    createdAt: new Date().toISOString(),
+  };
+  writeLease(lease);
+  return lease;
+}
+
 /**
  * One sandbox inside a sandbox host: its directory (workspace, control files, lease), its
  * cgroup, its pty shell, its Python REPL (on first use) and its editor.
@@ -178,22 +199,7 @@ export class HostSandbox {
     const workdir = mount ? mount.workdir : files.workdir;
     fs.mkdirSync(path.join(files.root, 'root')); // mount point of the unshare driver's root
     const cgroup = req.driver === 'none' ? null : PidsCgroup.create(req.sandboxId, req.limits.maxProcesses, req.limits.totalMemoryBytes);
-    const lease: Lease = {
-      sandboxId: req.sandboxId,
-      runtimeId: ctx.owner.runtimeId,
-      ownerPid: ctx.owner.ownerPid,
-      ownerStart: ctx.owner.ownerStart,
-      rolloutId: req.rolloutId,
-      hostPid: process.pid,
-      hostStart: processStartTime(process.pid),
-      ptyPid: null,
-      ptyStart: null,
-      cgroup: cgroup?.dir ?? null,
-      dir,
-      workdir,
-      createdAt: new Date().toISOString(),
-    };
-    writeLease(lease);
+    const lease = leaseFor(req, ctx.owner, { dir, workdir, cgroup });
     const seccompFile = req.driver === 'none' ? null : writeSeccompFilter(ctlDir);
     const sb = new HostSandbox({ id: req.sandboxId, req, dir, workdir, ctlDir, files, seccompFile, cgroup, lease, onLost: ctx.onLost });
     sb.imageMount = mount;
@@ -242,22 +248,7 @@ export class HostSandbox {
   private static async createGated(req: SandboxCreate, dir: string, ctx: { owner: HostOwner; onLost: (reason: string) => void }, gated: GatedBranch): Promise<HostSandbox> {
     const files = gated.files;
     const cgroup = PidsCgroup.create(req.sandboxId, req.limits.maxProcesses, req.limits.totalMemoryBytes);
-    const lease: Lease = {
-      sandboxId: req.sandboxId,
-      runtimeId: ctx.owner.runtimeId,
-      ownerPid: ctx.owner.ownerPid,
-      ownerStart: ctx.owner.ownerStart,
-      rolloutId: req.rolloutId,
-      hostPid: process.pid,
-      hostStart: processStartTime(process.pid),
-      ptyPid: null,
-      ptyStart: null,
-      cgroup: cgroup?.dir ?? null,
-      dir,
-      workdir: files.workdir,
-      createdAt: new Date().toISOString(),
-    };
-    writeLease(lease);
+    const lease = leaseFor(req, ctx.owner, { dir, workdir: files.workdir, cgroup });
     const sb = new HostSandbox({ id: req.sandboxId, req, dir, workdir: files.workdir, ctlDir: files.ctlDir, files, seccompFile: writeSeccompFilter(files.ctlDir), cgroup, lease, onLost: ctx.onLost });
     sb.branchHold = gated.hold;
     try {
