@@ -1,12 +1,5 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { chmodSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
-import { createSandboxProvider } from '../../../src/sandbox/index.js';
-import type { SandboxProvider } from '../../../src/sandbox/sandbox.js';
-import { testDriver } from '../sandbox/helpers.js';
+import { describe, expect, it } from 'vitest';
+import { oracleRuntimeOnSandboxes } from '../sandbox/oracle-runtime.js';
 
 /**
  * The policy is an adversary, and its shell is its own: whatever it defines there must not answer
@@ -26,20 +19,7 @@ const HACKS: Record<string, string> = {
 const INJECT = `python3 -c "import fcntl, termios
 for c in b'grep() { return 0; }\\n': fcntl.ioctl(0, termios.TIOCSTI, bytes([c]))" 2>/dev/null; true`;
 
-let root: string;
-let provider: SandboxProvider;
-let runtime: EmbeddedRuntime;
-beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'eval-integrity-'));
-  chmodSync(root, 0o711);
-  provider = createSandboxProvider({ driver: testDriver(), stateDir: root, hosts: 1 });
-  runtime = createRuntime({ backends: ['oracle'], sandboxes: provider, retries: { max: 0 } });
-});
-afterAll(async () => {
-  await runtime?.close();
-  await provider?.close();
-  await rm(root, { recursive: true, force: true });
-});
+const runtime = oracleRuntimeOnSandboxes('eval-integrity-');
 
 function shellTask(id: string, command: string): Record<string, unknown> {
   return {

@@ -1,12 +1,5 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { chmodSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
-import { createSandboxProvider } from '../../../src/sandbox/index.js';
-import type { SandboxProvider } from '../../../src/sandbox/sandbox.js';
-import { testDriver } from '../sandbox/helpers.js';
+import { describe, expect, it } from 'vitest';
+import { oracleRuntimeOnSandboxes } from '../sandbox/oracle-runtime.js';
 
 /**
  * Whatever the policy did inside its own sandbox is the policy's outcome (#28 §5.5): scored, with
@@ -14,21 +7,7 @@ import { testDriver } from '../sandbox/helpers.js';
  * would hide a losing episode from the trainer). Real sandboxes; the oracle backend replays the
  * policy's tool calls.
  */
-let root: string;
-let provider: SandboxProvider;
-let runtime: EmbeddedRuntime;
-beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'policy-outcomes-'));
-  chmodSync(root, 0o711);
-  provider = createSandboxProvider({ driver: testDriver(), stateDir: root, hosts: 1 });
-  // One attempt: an infra error would otherwise be retried (and look like a slow success).
-  runtime = createRuntime({ backends: ['oracle'], sandboxes: provider, retries: { max: 0 } });
-});
-afterAll(async () => {
-  await runtime?.close();
-  await provider?.close();
-  await rm(root, { recursive: true, force: true });
-});
+const runtime = oracleRuntimeOnSandboxes('policy-outcomes-');
 
 const call = (name: string, args: Record<string, unknown>, content = ''): Record<string, unknown> => ({ content, tool_calls: [{ name, arguments: args }] });
 const bash = (command: string): Record<string, unknown> => call('execute_bash', { command });

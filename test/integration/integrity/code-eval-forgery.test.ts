@@ -1,12 +1,5 @@
-import { chmodSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
-import { createSandboxProvider } from '../../../src/sandbox/index.js';
-import type { SandboxProvider } from '../../../src/sandbox/sandbox.js';
-import { testDriver } from '../sandbox/helpers.js';
+import { describe, expect, it } from 'vitest';
+import { oracleRuntimeOnSandboxes } from '../sandbox/oracle-runtime.js';
 
 /**
  * The `code` family's eval (#27): the hidden tests run the policy's solution in the eval
@@ -14,20 +7,7 @@ import { testDriver } from '../sandbox/helpers.js';
  * itself and kill the runner, or leave a process behind that rewrites the verdict once the
  * runner is done. Either must score what the solution earns (0 here), never the forged verdict.
  */
-let root: string;
-let provider: SandboxProvider;
-let runtime: EmbeddedRuntime;
-beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'code-forgery-'));
-  chmodSync(root, 0o711);
-  provider = createSandboxProvider({ driver: testDriver(), stateDir: root, hosts: 1 });
-  runtime = createRuntime({ backends: ['oracle'], sandboxes: provider, retries: { max: 0 } });
-});
-afterAll(async () => {
-  await runtime?.close();
-  await provider?.close();
-  await rm(root, { recursive: true, force: true });
-});
+const runtime = oracleRuntimeOnSandboxes('code-forgery-');
 
 const FORGED = "{'passed': 2, 'total': 2, 'results': [{'ok': True, 'why': ''}, {'ok': True, 'why': ''}]}";
 const write = (py: string) => ({ tool_calls: [{ name: 'str_replace_editor', arguments: { command: 'create', path: 'solution.py', file_text: py } }] });

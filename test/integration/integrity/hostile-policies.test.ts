@@ -1,13 +1,8 @@
-import { chmodSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
 import type { IntegrityViolation } from '../../../src/protocol/integrity.js';
 import type { RolloutResult } from '../../../src/protocol/trajectory.js';
-import { createRuntime, type EmbeddedRuntime } from '../../../src/runtime/runtime.js';
-import { createSandboxProvider } from '../../../src/sandbox/index.js';
-import type { SandboxProvider } from '../../../src/sandbox/sandbox.js';
+import { oracleRuntimeOnSandboxes } from '../sandbox/oracle-runtime.js';
 import { testDriver } from '../sandbox/helpers.js';
 import { missingTools, skipNote } from '../../helpers/system-tools.js';
 
@@ -29,20 +24,7 @@ const finish = { tool_calls: [{ name: 'finish', arguments: {} }] };
 const LOOK = bash('ls && cat minilib/intervals.py');
 const FIX_WORD_COUNT = { tool_calls: [{ name: 'str_replace_editor', arguments: { command: 'str_replace', path: 'minilib/text.py', old_str: 'return len(s.split(" "))', new_str: 'return len(s.split())' } }] };
 
-let root: string;
-let provider: SandboxProvider;
-let runtime: EmbeddedRuntime;
-beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'integrity-'));
-  chmodSync(root, 0o711);
-  provider = createSandboxProvider({ driver: testDriver(), stateDir: root, hosts: 2 });
-  runtime = createRuntime({ backends: ['oracle'], sandboxes: provider, retries: { max: 0 } });
-});
-afterAll(async () => {
-  await runtime?.close();
-  await provider?.close();
-  await rm(root, { recursive: true, force: true });
-});
+const runtime = oracleRuntimeOnSandboxes('integrity-', { hosts: 2 });
 
 const run = (instance: Record<string, unknown>): Promise<RolloutResult> => runtime.submit(instance as never).result;
 const seen = (r: RolloutResult): Pick<IntegrityViolation, 'kind' | 'turn' | 'path'>[] => (r.integrity?.violations ?? []).map(({ kind, turn, path }) => ({ kind, turn, path }));
