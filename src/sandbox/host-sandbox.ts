@@ -212,16 +212,7 @@ export class HostSandbox {
         if (uid !== null) chownTree(workdir, uid);
       }
       sb.holdWorkdir();
-      fs.writeFileSync(path.join(ctlDir, 'repl.py'), REPL_DRIVER);
-      if (req.spec.network) fs.writeFileSync(path.join(ctlDir, 'resolv.conf'), `nameserver ${SANDBOX_DNS}\n`);
-      if (req.spec.llmProxy) {
-        checkProxySocket(req.spec.llmProxy.socketPath);
-        if (req.driver !== 'none') sb.proxyMounted = mountProxySocket(req.spec.llmProxy.socketPath, ctlDir);
-      }
-      if (req.spec.harnessStore) {
-        if (req.driver === 'none') throw new TaskError('harnessStore needs a sandbox driver (bwrap or unshare), not none', { code: 'BAD_SPEC', stage: 'init' });
-        sb.harnessBinds = mountHarnessStore(req.spec.harnessStore, ctlDir);
-      }
+      sb.prepareControlDir();
       // A branch's shell restores the parent's state on its init line (no second round trip).
       if (branchOf) sb.pendingRestore = sb.writeShellState(branchOf.shellState, branchOf.lastExit);
       await sb.startShell().catch((err: unknown) => {
@@ -252,13 +243,7 @@ export class HostSandbox {
     const sb = new HostSandbox({ id: req.sandboxId, req, dir, workdir: files.workdir, ctlDir: files.ctlDir, files, seccompFile: writeSeccompFilter(files.ctlDir), cgroup, lease, onLost: ctx.onLost });
     sb.branchHold = gated.hold;
     try {
-      fs.writeFileSync(path.join(files.ctlDir, 'repl.py'), REPL_DRIVER);
-      if (req.spec.network) fs.writeFileSync(path.join(files.ctlDir, 'resolv.conf'), `nameserver ${SANDBOX_DNS}\n`);
-      if (req.spec.llmProxy) {
-        checkProxySocket(req.spec.llmProxy.socketPath);
-        sb.proxyMounted = mountProxySocket(req.spec.llmProxy.socketPath, files.ctlDir);
-      }
-      if (req.spec.harnessStore) sb.harnessBinds = mountHarnessStore(req.spec.harnessStore, files.ctlDir);
+      sb.prepareControlDir();
       // The fork writes the state file before it opens the gate.
       sb.pendingRestore = { name: shellStateName(req.sandboxId), lastExit: gated.lastExit, gate: GATE_NAME };
       await sb.startShell();
@@ -270,6 +255,25 @@ export class HostSandbox {
       gated.hold.startError = err;
       await sb.close();
       throw err;
+    }
+  }
+
+  /**
+   * What the shell's launch needs in the control dir: the REPL's driver, resolv.conf for a
+   * network, and the mounts of the LLM proxy's socket (as root; otherwise bwrap binds it) and of
+   * the harness store. A harness store needs a driver: refused (BAD_SPEC) under `none`.
+   */
+  private prepareControlDir(): void {
+    const { spec, driver } = this.req;
+    fs.writeFileSync(path.join(this.ctlDir, 'repl.py'), REPL_DRIVER);
+    if (spec.network) fs.writeFileSync(path.join(this.ctlDir, 'resolv.conf'), `nameserver ${SANDBOX_DNS}\n`);
+    if (spec.llmProxy) {
+      checkProxySocket(spec.llmProxy.socketPath);
+      if (driver !== 'none') this.proxyMounted = mountProxySocket(spec.llmProxy.socketPath, this.ctlDir);
+    }
+    if (spec.harnessStore) {
+      if (driver === 'none') throw new TaskError('harnessStore needs a sandbox driver (bwrap or unshare), not none', { code: 'BAD_SPEC', stage: 'init' });
+      this.harnessBinds = mountHarnessStore(spec.harnessStore, this.ctlDir);
     }
   }
 
