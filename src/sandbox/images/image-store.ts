@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { imageRefForms } from './image-ref.js';
 import { imageInfraError, imageTaskError, isDiskFull } from './image-errors.js';
 import { ImageRecordSchema, type ImageRecord, type ResolvedImage } from './image-record.js';
 import type { UnpackLayerInput } from './layer-unpack.js';
@@ -187,17 +188,12 @@ export class ImageStore {
   }
 
   /**
-   * The image id a reference names: an imported name (also tried with `:latest` and without a
-   * `docker.io/` or `docker.io/library/` prefix), `sha256:<hex>` of the config or manifest, or
+   * The image id a reference names: an imported name (in any of its forms, {@link imageRefForms}:
+   * with or without `:latest`, a `docker.io/` or `docker.io/library/` prefix, `docker://`), `sha256:<hex>` of the config or manifest, or
    * a unique hex prefix of at least 12 digits. Null when the store has none.
    */
   lookup(ref: string): string | null {
-    const names = [ref];
-    const bare = ref.replace(/^docker\.io\/(library\/)?/, '');
-    names.push(bare);
-    if (!/:[^/]+$/.test(ref)) names.push(`${ref}:latest`, `${bare}:latest`);
-    else names.push(ref.replace(/:latest$/, ''), bare.replace(/:latest$/, ''));
-    for (const n of names) {
+    for (const n of imageRefForms(ref)) {
       try {
         return fs.readFileSync(this.refFile(n), 'utf8').trim();
       } catch {

@@ -1,4 +1,5 @@
 import { ValidationError } from '../../errors.js';
+import { normalizeImageRef } from '../../sandbox/images/image-ref.js';
 import { ImageStore } from '../../sandbox/images/image-store.js';
 
 /**
@@ -23,14 +24,6 @@ export interface TaskImage {
 
 /** An image given as a host path or a local transport: never a name of the image store. */
 const PATH_LIKE = /^(?:oci|dir|oci-archive|docker-archive):|^[./~]/;
-
-/** A Docker reference in one form: no `docker://` transport, no `docker.io/` or `docker.io/library/` host, no `:latest` tag. */
-export function normalizeImageRef(ref: string): string {
-  let r = ref.trim().replace(/^docker:\/\//, '');
-  r = r.replace(/^(?:index\.)?docker\.io\/(?:library\/)?/, '');
-  if (!r.includes('@')) r = r.replace(/:latest$/, '');
-  return r;
-}
 
 /**
  * The image a task runs in (a pure function): none when `runtime.image` is absent or the policy

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ValidationError } from '../../../../src/errors.js';
 import { ImageStore } from '../../../../src/sandbox/images/image-store.js';
-import { importHint, normalizeImageRef, requireLocalImage, taskImage } from '../../../../src/server/polar/task-image.js';
+import { imageRefForms, normalizeImageRef } from '../../../../src/sandbox/images/image-ref.js';
+import { importHint, requireLocalImage, taskImage } from '../../../../src/server/polar/task-image.js';
 import { tarOf, writeOciLayout } from '../../../helpers/images/oci-fixture.js';
 
 describe('taskImage', () => {
@@ -46,6 +47,13 @@ describe('taskImage', () => {
     expect(['docker.io/library/python:latest', 'python:latest', 'docker://python', 'index.docker.io/library/python'].map(normalizeImageRef)).toEqual(['python', 'python', 'python', 'python']);
     expect(normalizeImageRef('docker.io/acme/x:1')).toBe('acme/x:1');
     expect(normalizeImageRef('python@sha256:abc')).toBe('python@sha256:abc');
+  });
+
+  it('gives the image store every name a reference may be stored under, by the same rule', () => {
+    expect(imageRefForms('docker.io/library/python:3.11')).toEqual(['docker.io/library/python:3.11', 'python:3.11']);
+    expect(imageRefForms('docker.io/acme/x')).toEqual(['docker.io/acme/x', 'acme/x', 'docker.io/acme/x:latest', 'acme/x:latest']);
+    expect(imageRefForms('acme/x:latest')).toEqual(['acme/x:latest', 'acme/x']);
+    expect(imageRefForms('python@sha256:abc')).toEqual(['python@sha256:abc']);
   });
 
   it('tells how to import the image, or how to fix the alias that named it', () => {
