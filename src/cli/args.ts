@@ -2,17 +2,18 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 /** What `parseArgs` gives for these options, with `help` added. */
-export type Flags<O extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: O & { help: { type: 'boolean'; short: 'h' } }; strict: true }>>;
+export type Flags<O extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: O & { help: { type: 'boolean'; short: 'h' } }; strict: true; allowPositionals: boolean }>>;
 
 /**
- * The common start of every `rollout` subcommand: strict flag parsing plus `--help`/`-h`.
+ * The common start of every `rollout` subcommand: strict flag parsing plus `--help`/`-h`
+ * (positional arguments only with `positionals`, e.g. `rollout image rm NAME`).
  * Returns the parsed flags, or the exit code to return at once: 0 after printing `usage` for
  * `--help`, 2 after printing the problem and `usage` for an unknown or malformed flag.
  */
-export function parseFlags<const O extends Options>(command: string, argv: string[], options: O, usage: string): Flags<O> | number {
+export function parseFlags<const O extends Options>(command: string, argv: string[], options: O, usage: string, opts: { positionals?: boolean } = {}): Flags<O> | number {
   let parsed: Flags<O>;
   try {
-    parsed = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true }) as Flags<O>;
+    parsed = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: opts.positionals ?? false }) as Flags<O>;
   } catch (err) {
     process.stderr.write(`rollout ${command}: ${explainFlagError(err, Object.keys(options))}\n\n${usage}`);
     return 2;
@@ -27,6 +28,24 @@ export function parseFlags<const O extends Options>(command: string, argv: strin
 /** A usage error of a flag's value; the subcommand prints it and exits 2. */
 export class UsageError extends Error {
   override readonly name = 'UsageError';
+}
+
+/**
+ * Runs the body of a subcommand with sub-subcommands (`rollout image|harness <sub> ...`) and
+ * gives its exit code: the body's own, 2 after printing a {@link UsageError} and `usage`, 1 after
+ * printing the message of a failed operation (any other error: a missing file, a refused image).
+ */
+export async function runOperation(command: string, usage: string, body: () => Promise<number>): Promise<number> {
+  try {
+    return await body();
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`rollout ${command}: ${err.message}\n\n${usage}`);
+      return 2;
+    }
+    process.stderr.write(`rollout ${command}: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
 }
 
 /**

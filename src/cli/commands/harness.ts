@@ -1,6 +1,4 @@
-import { parseArgs } from 'node:util';
-import { UsageError } from '../args.js';
-import { RolloutError } from '../../errors.js';
+import { parseFlags, runOperation, UsageError } from '../args.js';
 import { defaultHarnessStoreDir, HARNESS_PRESETS, HarnessStore, parseHarnessRef, PRESET_NAMES } from '../../handlers/tasks/harness-presets/index.js';
 
 const HELP = `usage: rollout harness <install|ls|rm> [options]
@@ -21,22 +19,13 @@ options:
 
 /** `rollout harness ...`. Returns the exit code: 0, 1 on a failed operation (message on stderr), 2 on bad usage. */
 export async function run(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, allowPositionals: true, strict: true, options: { 'harness-dir': { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } });
-  } catch (err) {
-    process.stderr.write(`rollout harness: ${(err as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  const { values, positionals } = parsed;
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  const flags = parseFlags('harness', argv, { 'harness-dir': { type: 'string' }, json: { type: 'boolean' } }, HELP, { positionals: true });
+  if (typeof flags === 'number') return flags;
+  const { values, positionals } = flags;
   const [sub, ...args] = positionals;
   const store = new HarnessStore(values['harness-dir'] ?? defaultHarnessStoreDir());
   const out = (s: string): boolean => process.stdout.write(s);
-  try {
+  return runOperation('harness', HELP, async () => {
     switch (sub) {
       case 'install': {
         if (args.length !== 1) throw new UsageError('harness install takes one NAME[@VERSION]');
@@ -71,15 +60,5 @@ export async function run(argv: string[]): Promise<number> {
       default:
         throw new UsageError(`${sub ? `unknown harness command '${sub}'` : 'a harness command is required'}: one of install, ls, rm`);
     }
-  } catch (err) {
-    if (err instanceof UsageError) {
-      process.stderr.write(`rollout harness: ${err.message}\n\n${HELP}`);
-      return 2;
-    }
-    if (err instanceof RolloutError || err instanceof Error) {
-      process.stderr.write(`rollout harness: ${err.message}\n`);
-      return 1;
-    }
-    throw err;
-  }
+  });
 }

@@ -1,6 +1,4 @@
-import { parseArgs } from 'node:util';
-import { UsageError } from '../args.js';
-import { RolloutError } from '../../errors.js';
+import { parseFlags, runOperation, UsageError } from '../args.js';
 import { defaultImageStoreDir, ImageStore } from '../../sandbox/images/image-store.js';
 
 const HELP = `usage: rollout image <import|ls|rm|prune> [options]
@@ -22,34 +20,19 @@ options:
 
 /** `rollout image ...`. Returns the exit code: 0, 1 on a failed operation (message on stderr), 2 on bad usage. */
 export async function run(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        name: { type: 'string' },
-        'image-store': { type: 'string' },
-        json: { type: 'boolean' },
-        'max-size': { type: 'string' },
-        'unused-for': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
-  } catch (err) {
-    process.stderr.write(`rollout image: ${(err as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  const { values, positionals } = parsed;
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  const flags = parseFlags(
+    'image',
+    argv,
+    { name: { type: 'string' }, 'image-store': { type: 'string' }, json: { type: 'boolean' }, 'max-size': { type: 'string' }, 'unused-for': { type: 'string' } },
+    HELP,
+    { positionals: true },
+  );
+  if (typeof flags === 'number') return flags;
+  const { values, positionals } = flags;
   const [sub, ...args] = positionals;
   const store = new ImageStore(values['image-store'] ?? defaultImageStoreDir());
   const out = (s: string): boolean => process.stdout.write(s);
-  try {
+  return runOperation('image', HELP, async () => {
     switch (sub) {
       case 'import': {
         if (args.length !== 1) throw new UsageError('image import takes one PATH');
@@ -86,17 +69,7 @@ export async function run(argv: string[]): Promise<number> {
       default:
         throw new UsageError(`${sub ? `unknown image command '${sub}'` : 'an image command is required'}: one of import, ls, rm, prune`);
     }
-  } catch (err) {
-    if (err instanceof UsageError) {
-      process.stderr.write(`rollout image: ${err.message}\n\n${HELP}`);
-      return 2;
-    }
-    if (err instanceof RolloutError) {
-      process.stderr.write(`rollout image: ${err.message}\n`);
-      return 1;
-    }
-    throw err;
-  }
+  });
 }
 
 function mb(bytes: number): string {

@@ -13,6 +13,7 @@ const commands: Record<string, () => Promise<Command>> = {
   doctor: () => import('../../../src/cli/commands/doctor.js'),
   worker: () => import('../../../src/cli/commands/worker.js'),
   image: () => import('../../../src/cli/commands/image.js'),
+  harness: () => import('../../../src/cli/commands/harness.js'),
 };
 const load = (name: string): Promise<Command> => commands[name]!();
 
@@ -53,6 +54,9 @@ const cases: Array<[string, string[], RegExp]> = [
   ['worker', ['--redis', 'redis://127.0.0.1:1', '--capacity', '0'], /--capacity must be at least 1/],
   ['image', ['rmi', 'x'], /unknown image command 'rmi': one of import, ls, rm, prune/],
   ['image', ['prune', '--max-size', 'big'], /--max-size must be a size like 20G or 500M, got 'big'/],
+  ['image', ['prune', '--max-siz', '1G'], /unknown option '--max-siz' \(did you mean --max-size\?\)/],
+  ['harness', ['instal', 'codex'], /unknown harness command 'instal': one of install, ls, rm/],
+  ['harness', ['ls', '--jsn'], /unknown option '--jsn' \(did you mean --json\?\)/],
 ];
 
 describe('every bad flag value names the flag and what it allows, and exits 2', () => {
