@@ -55,6 +55,7 @@ export class SandboxClient implements Sandbox {
   llmProxyUrl: string | undefined = undefined;
   private readonly actor: Actor<typeof sandboxMachine>;
   private readonly inflight = new Set<(err: Error) => void>();
+  private readonly shellExitListeners = new Set<(exit: { exitCode: number }) => void>();
   /**
    * A CALL_DONE owed to the machine: sent on the next turn of the event loop unless a call that
    * starts first takes the `busy` over. Invariant: the machine's `inFlight` equals the calls in
@@ -133,6 +134,19 @@ export class SandboxClient implements Sandbox {
     this.actor.send({ type: 'LOST', reason });
     const err = new SandboxError(`sandbox ${this.id} lost: ${reason}`, { code: 'SANDBOX_LOST' });
     for (const reject of [...this.inflight]) reject(err);
+  }
+
+  /** Tells the {@link onShellExit} listeners that the host reported the shell's own exit. */
+  shellExited(exitCode: number): void {
+    for (const listener of [...this.shellExitListeners]) listener({ exitCode });
+  }
+
+  /** Sandbox.onShellExit: told from the host's `sandbox.shellExit` notification. */
+  onShellExit(listener: (exit: { exitCode: number }) => void): () => void {
+    this.shellExitListeners.add(listener);
+    return () => {
+      this.shellExitListeners.delete(listener);
+    };
   }
 
   async bash(req: BashRequest, signal?: AbortSignal): Promise<BashResult> {
