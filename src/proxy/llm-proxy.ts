@@ -186,6 +186,8 @@ export class LlmProxy {
     for (const old of this.listeners) old.close();
     this.listeners.clear();
     this.listeners.add(listener);
+    // An accept error (EMFILE under load) must not crash the runtime: it costs that one
+    // connection, which its client sees refused.
     listener.on('error', () => undefined);
     listener.on('connection', (s: Socket) => {
       // Nagle off, as on the host forwarder's side of the loopback: an answer goes out whole at once.
@@ -300,6 +302,7 @@ export class LlmProxy {
       const r = methodNotAllowed(req.method, 'POST');
       return sendRefusal(res, r, shape.errorBody(r));
     }
+    // Never rejects: chat answers each failure as a refusal.
     void this.chat(req, res, route);
   }
 

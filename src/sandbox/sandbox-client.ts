@@ -210,6 +210,8 @@ export class SandboxClient implements Sandbox {
     try {
       reply = await this.call({ type: 'sandbox.fork', keepParent, branches: ids.map((sandboxId, i) => ({ sandboxId, rolloutId: req.rolloutIds[i]!, ...(req.llmProxies?.[i] ? { llmProxy: req.llmProxies[i] } : {}) })) }, FORK_TIMEOUT_MS);
     } catch (err) {
+      // Best effort for branches that may not exist: the fork's own error is the answer, and a
+      // host that cannot close them closes them when its runtime's connection ends.
       if (this.channel.isOpen) for (const sandboxId of ids) this.channel.request({ type: 'sandbox.close', sandboxId }, { timeoutMs: CLOSE_TIMEOUT_MS }).catch(() => undefined);
       throw err;
     }

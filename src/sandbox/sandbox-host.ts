@@ -98,6 +98,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
       if (creating.has(req.sandboxId)) closedEarly.add(req.sandboxId);
       sandboxes.delete(req.sandboxId);
       if (sb) {
+        // Never rejects (its one await swallows an unwatch of processes that died with the sandbox).
         void releaseIntegrity(sb);
         const p = sb.close();
         closing.add(p);
@@ -136,6 +137,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
             sandboxes.delete(req.sandboxId);
             const p = out.parentClosed;
             closing.add(p);
+            // Only the bookkeeping: `p` is awaited with the rest of `closing` at the host's exit.
             void p.finally(() => closing.delete(p));
           }
           if (!channel?.isOpen || ids.some((id) => closedEarly.has(id))) {

@@ -135,6 +135,7 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}, clock: Cl
     });
     await host.channel.request({ type: 'host.hello', runtimeId: options.runtimeId, ownerPid: process.pid, ownerStart }, { timeoutMs: options.timeouts.hostStartMs });
     if (closed) {
+      // Never rejects (close() only ends the socket and awaits its end); the throw is the answer.
       void host.channel.close();
       throw new SandboxError('sandbox provider closed', { code: 'PROVIDER_CLOSED' });
     }
