@@ -416,6 +416,7 @@ export class ClusterRuntime implements ServiceRuntime {
     } else if (ev.type === 'llm.end') {
       t.summary.tokens += ev.outputTokens;
     } else if (ev.type === 'rollout.result') {
+      // A failed read is retried by the sweep (the safety net for missed signals) on its next tick.
       void this.store.result(ev.rolloutId).then((r) => r && this.finish(ev.rolloutId, r), () => undefined);
     }
   }
@@ -450,6 +451,7 @@ export class ClusterRuntime implements ServiceRuntime {
     for (const [id, t] of this.tracked) if (t.waiter) ids.push(id);
     if (ids.length === 0) return;
     this.sweeping = true;
+    // Its rejection is caught below (see there).
     void (async () => {
       for (let i = 0; i < ids.length; i += 500) {
         const chunk = ids.slice(i, i + 500);

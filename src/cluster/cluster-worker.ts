@@ -338,6 +338,7 @@ export class ClusterWorker {
         return;
       }
       case 'backends':
+        // Logged; the next `backends` message syncs again.
         void this.syncRegistry().catch((err: Error) => this.log(`backend registry: ${err.message}`));
         return;
       case 'weight-version':

@@ -75,6 +75,7 @@ export class EventFanout {
     this.subs.add(sub);
     if (opts.after !== undefined) {
       sub.hold();
+      // Never rejects: replay catches Redis' failure and goes on live.
       void this.replay(sub, opts.after, this.tailSeq);
     } else {
       // Live only: nothing the tail delivered before this subscription.

@@ -105,6 +105,7 @@ export class NodeHealth {
     if (this.closed) return;
     this.timer = unref(this.clock.setTimeout(() => {
       this.timer = null;
+      // Never rejects: probeOnce logs a failure and answers false.
       void this.probeOnce().then((ok) => {
         if (this.closed) return;
         if (!ok) return this.schedule();

@@ -188,6 +188,7 @@ export class UdsChannel {
       if (!this.isClosed) this.socket.write(frame);
     });
     const mine = this.writeChain;
+    // Never rejects: each link of the write chain races the socket's `closed`.
     void mine.then(() => {
       if (this.writeChain === mine) this.writeChainIdle = true;
     });
@@ -228,6 +229,7 @@ export class UdsChannel {
       } else p.resolve(msg);
       return;
     }
+    // Never rejects: answer() turns a handler's failure into an error reply.
     void this.answer(msg as WireMessage & { id: number });
   }
 

@@ -157,6 +157,7 @@ export async function startLlmHttpServer(opts: LlmHttpServerOptions): Promise<Ll
       if ((p === 'vllm' || p === 'openai') && typeof body.model === 'string' && body.model !== modelName) return json(res, 404, { object: 'error', message: `The model \`${body.model}\` does not exist.` });
       const n = ++requests;
       if (opts.intercept?.(n, res) === 'handled') return;
+      // Neither rejects: each answers its own failure as an HTTP error.
       if (p === 'openai') void handleChat(body, req, res, n);
       else void handle(p, body, req, res);
     });

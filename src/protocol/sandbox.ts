@@ -5,7 +5,8 @@ import { ResolvedImageSchema } from './image.js';
 /**
  * Messages between the runtime (the sandbox client) and a sandbox host, over the msgpack
  * Unix-socket channel of src/ipc/. Requests go runtime → host; each answer is
- * `<type>.result` or `error`. The host also sends one notification, `sandbox.lost`.
+ * `<type>.result` or `error`. The host also sends two notifications, `sandbox.lost` and
+ * `sandbox.shellExit`.
  * Field names are snake_case-free camelCase; every map is a plain msgpack map.
  */
 
@@ -232,6 +233,13 @@ export type HostRequest = z.infer<typeof HostRequestSchema>;
 /** The sandbox's processes died under it; every later call fails with SandboxError. */
 export const SandboxLostSchema = z.object({ type: z.literal('sandbox.lost'), sandboxId: z.string(), reason: z.string() });
 export type SandboxLost = z.infer<typeof SandboxLostSchema>;
+
+/**
+ * The sandbox's shell exited on its own (the model's `exit`, or a command that ended it) with
+ * `exitCode`; the sandbox is not lost: its next bash or Python call starts a new shell.
+ */
+export const SandboxShellExitSchema = z.object({ type: z.literal('sandbox.shellExit'), sandboxId: z.string(), exitCode: z.number().int() });
+export type SandboxShellExit = z.infer<typeof SandboxShellExitSchema>;
 
 export type SandboxLimits = z.infer<typeof SandboxLimitsSchema>;
 export type SandboxToolSettings = z.infer<typeof SandboxToolSettingsSchema>;

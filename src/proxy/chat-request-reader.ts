@@ -46,13 +46,13 @@ export class ChatRequestReader {
       const issue = parsed.error.issues[0]!;
       const path = issue.path.map((p, i) => (i === 1 && issue.path[0] === 'messages' && typeof p === 'number' ? p + k : p));
       const param = path.map(String).join('.') || null;
-      throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_value', `${param ?? 'body'}: ${issue.message}`, param);
+      throw new ProxyRefusal({ status: 400, type: 'invalid_request_error', code: 'invalid_value', message: `${param ?? 'body'}: ${issue.message}`, param });
     }
     let conv: { messages: Message[]; tools: ToolSchema[] };
     try {
       conv = chatMessagesOf(parsed.data, k);
     } catch (err) {
-      throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_value', (err as Error).message, 'messages');
+      throw new ProxyRefusal({ status: 400, type: 'invalid_request_error', code: 'invalid_value', message: (err as Error).message, param: 'messages' });
     }
     const body = parsed.data;
     if (sameTools) {

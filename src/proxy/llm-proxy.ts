@@ -186,6 +186,8 @@ export class LlmProxy {
     for (const old of this.listeners) old.close();
     this.listeners.clear();
     this.listeners.add(listener);
+    // An accept error (EMFILE under load) must not crash the runtime: it costs that one
+    // connection, which its client sees refused.
     listener.on('error', () => undefined);
     listener.on('connection', (s: Socket) => {
       // Nagle off, as on the host forwarder's side of the loopback: an answer goes out whole at once.
@@ -248,7 +250,7 @@ export class LlmProxy {
   end(reason: string): void {
     if (this.ended !== null) return;
     this.ended = reason;
-    const gone = new ProxyRefusal(410, 'invalid_request_error', 'rollout_ended', `this rollout has ended (${reason}); no more LLM calls are taken`);
+    const gone = new ProxyRefusal({ status: 410, type: 'invalid_request_error', code: 'rollout_ended', message: `this rollout has ended (${reason}); no more LLM calls are taken` });
     for (const c of this.queue.splice(0)) c.refuse(gone);
     this.taken?.refuse(gone);
     this.taken = null;
@@ -296,10 +298,11 @@ export class LlmProxy {
     }
     if (req.method !== 'POST') {
       req.resume();
-      if (!route) return sendRefusal(res, new ProxyRefusal(404, 'invalid_request_error', 'unknown_url', `unknown path ${JSON.stringify(path.slice(0, 200))}: this endpoint serves GET /v1/models and POST /v1/chat/completions, /v1/responses, /v1/messages, /v1beta/models/{model}:generateContent`));
+      if (!route) return sendRefusal(res, new ProxyRefusal({ status: 404, type: 'invalid_request_error', code: 'unknown_url', message: `unknown path ${JSON.stringify(path.slice(0, 200))}: this endpoint serves GET /v1/models and POST /v1/chat/completions, /v1/responses, /v1/messages, /v1beta/models/{model}:generateContent` }));
       const r = methodNotAllowed(req.method, 'POST');
       return sendRefusal(res, r, shape.errorBody(r));
     }
+    // Never rejects: chat answers each failure as a refusal.
     void this.chat(req, res, route);
   }
 
@@ -309,11 +312,11 @@ export class LlmProxy {
     const counting = route?.op === 'count_tokens';
     if (!counting && this.ended !== null) {
       req.resume();
-      return refuse(new ProxyRefusal(410, 'invalid_request_error', 'rollout_ended', `this rollout has ended (${this.ended}); no more LLM calls are taken`));
+      return refuse(new ProxyRefusal({ status: 410, type: 'invalid_request_error', code: 'rollout_ended', message: `this rollout has ended (${this.ended}); no more LLM calls are taken` }));
     }
     if (!counting && this.open >= MAX_OPEN_CALLS) {
       req.resume();
-      return refuse(new ProxyRefusal(409, 'invalid_request_error', 'request_in_flight', `${MAX_OPEN_CALLS} chat requests of this rollout are already unanswered; they are sampled one at a time`));
+      return refuse(new ProxyRefusal({ status: 409, type: 'invalid_request_error', code: 'request_in_flight', message: `${MAX_OPEN_CALLS} chat requests of this rollout are already unanswered; they are sampled one at a time` }));
     }
     if (!counting) this.open++;
     let call: ChatCall;
@@ -329,9 +332,9 @@ export class LlmProxy {
       call = new ChatCall({ seq: ++this.seq, writer: dialect, req: internal, res, onSettled: () => this.settled(call) });
     } catch (err) {
       if (!counting) this.open--;
-      return refuse(err instanceof ProxyRefusal ? err : new ProxyRefusal(400, 'invalid_request_error', 'bad_request', (err as Error).message));
+      return refuse(err instanceof ProxyRefusal ? err : new ProxyRefusal({ status: 400, type: 'invalid_request_error', code: 'bad_request', message: (err as Error).message }));
     }
-    if (this.ended !== null) return call.refuse(new ProxyRefusal(410, 'invalid_request_error', 'rollout_ended', `this rollout has ended (${this.ended})`));
+    if (this.ended !== null) return call.refuse(new ProxyRefusal({ status: 410, type: 'invalid_request_error', code: 'rollout_ended', message: `this rollout has ended (${this.ended})` }));
     const w = this.waiter;
     if (w) {
       this.waiter = null;
@@ -361,10 +364,10 @@ export class LlmProxy {
       }
       json = JSON.parse(raw.toString('utf8'));
     } catch (err) {
-      if (err instanceof BodyNestingError) throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', err.message);
-      throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', `malformed JSON: ${(err as Error).message.slice(0, 200)}`);
+      if (err instanceof BodyNestingError) throw new ProxyRefusal({ status: 400, type: 'invalid_request_error', code: 'invalid_json', message: err.message });
+      throw new ProxyRefusal({ status: 400, type: 'invalid_request_error', code: 'invalid_json', message: `malformed JSON: ${(err as Error).message.slice(0, 200)}` });
     }
-    if (jsonValueDepth(json, maxDepth) > maxDepth) throw new ProxyRefusal(400, 'invalid_request_error', 'invalid_json', `JSON nested deeper than ${maxDepth}`);
+    if (jsonValueDepth(json, maxDepth) > maxDepth) throw new ProxyRefusal({ status: 400, type: 'invalid_request_error', code: 'invalid_json', message: `JSON nested deeper than ${maxDepth}` });
     return json;
   }
 
@@ -391,14 +394,14 @@ export class LlmProxy {
       const given = Buffer.from(key);
       if (given.length === this.token.length && timingSafeEqual(given, this.token)) return null;
     }
-    if (keys.some((k) => issuedKeys.has(k))) return new ProxyRefusal(403, 'invalid_request_error', 'wrong_rollout_key', "this key belongs to another rollout (live or ended), not to this sandbox's");
-    return new ProxyRefusal(401, 'invalid_request_error', 'invalid_api_key', 'missing or wrong API key: use the key this sandbox was given (OPENAI_API_KEY)');
+    if (keys.some((k) => issuedKeys.has(k))) return new ProxyRefusal({ status: 403, type: 'invalid_request_error', code: 'wrong_rollout_key', message: "this key belongs to another rollout (live or ended), not to this sandbox's" });
+    return new ProxyRefusal({ status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: 'missing or wrong API key: use the key this sandbox was given (OPENAI_API_KEY)' });
   }
 
   /** The body, bounded: 413 on a declared or streamed size over the limit, never buffered past it. */
   private readBody(req: IncomingMessage): Promise<Buffer> {
     const max = this.opts.maxBodyBytes ?? DEFAULT_MAX_BODY;
-    const tooLarge = (): ProxyRefusal => new ProxyRefusal(413, 'invalid_request_error', 'request_too_large', `request body is over the limit of ${max} bytes`);
+    const tooLarge = (): ProxyRefusal => new ProxyRefusal({ status: 413, type: 'invalid_request_error', code: 'request_too_large', message: `request body is over the limit of ${max} bytes` });
     const declared = Number(req.headers['content-length']);
     if (Number.isFinite(declared) && declared > max) {
       // Refused unread: the connection closes after the answer rather than draining 50 MB.
@@ -428,7 +431,7 @@ export class LlmProxy {
       req.on('error', (err) => {
         if (done) return;
         done = true;
-        reject(new ProxyRefusal(400, 'invalid_request_error', 'bad_body', `could not read the body: ${err.message}`));
+        reject(new ProxyRefusal({ status: 400, type: 'invalid_request_error', code: 'bad_body', message: `could not read the body: ${err.message}` }));
       });
     });
   }
@@ -559,5 +562,5 @@ function estimateTokens(messages: Message[], tools: ToolSchema[]): number {
 }
 
 function methodNotAllowed(method: string | undefined, allowed: string): ProxyRefusal {
-  return new ProxyRefusal(405, 'invalid_request_error', 'method_not_allowed', `${method ?? '?'} is not allowed here; use ${allowed}`);
+  return new ProxyRefusal({ status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: `${method ?? '?'} is not allowed here; use ${allowed}` });
 }

@@ -9,17 +9,33 @@ export interface OpenAiErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null };
 }
 
+/** What a {@link ProxyRefusal} is made of: the HTTP status and the OpenAI-style body's fields. */
+export interface ProxyRefusalOptions {
+  /** The HTTP status answered (409 and 410/429 also set `x-should-retry`: {@link sendRefusal}). */
+  status: number;
+  /** OpenAI's `error.type` (`invalid_request_error`, `insufficient_quota`, `server_error`). */
+  type: string;
+  /** OpenAI's `error.code`, ours (`rollout_ended`, `max_llm_calls`, `invalid_value`...). */
+  code: string;
+  message: string;
+  /** The request field at fault, or null (the default). */
+  param?: string | null | undefined;
+}
+
 /** A refusal the proxy answers with: status plus the OpenAI-style body. */
 export class ProxyRefusal extends Error {
-  constructor(
-    readonly status: number,
-    readonly type: string,
-    readonly code: string,
-    message: string,
-    readonly param: string | null = null,
-  ) {
+  readonly status: number;
+  readonly type: string;
+  readonly code: string;
+  readonly param: string | null;
+
+  constructor({ status, type, code, message, param = null }: ProxyRefusalOptions) {
     super(message);
     this.name = 'ProxyRefusal';
+    this.status = status;
+    this.type = type;
+    this.code = code;
+    this.param = param ?? null;
   }
 
   /** The OpenAI-style body of this refusal. */

@@ -79,7 +79,7 @@ export class HarnessSteps {
     const promptLen = promptIds.length;
     const room = att.maxModelLen - promptLen;
     if (room <= 0) {
-      call.refuse(new ProxyRefusal(400, 'invalid_request_error', 'context_length_exceeded', `the prompt is ${promptLen} tokens; this rollout's context is ${att.maxModelLen}`, 'messages'));
+      call.refuse(new ProxyRefusal({ status: 400, type: 'invalid_request_error', code: 'context_length_exceeded', message: `the prompt is ${promptLen} tokens; this rollout's context is ${att.maxModelLen}`, param: 'messages' }));
       // The agent's first prompt alone does not fit: a configuration mistake, not a truncation.
       if (turn === 0) throw contextLimitError({ promptTokens: promptLen, maxTokens: att.maxOutputTokens, maxModelLen: att.maxModelLen });
       return { contextFull: true, evalSlot: await this.endLoop(s, att, run, 'context_full') };
@@ -119,11 +119,11 @@ export class HarnessSteps {
     } catch (err) {
       // Our own count left room, so the engine's context is not the one configured (context-limit.ts).
       if (isEngineLengthRefusal(err) && !att.ended) {
-        call.refuse(new ProxyRefusal(400, 'invalid_request_error', 'context_length_exceeded', 'the engine found the prompt longer than its context', 'messages'));
+        call.refuse(new ProxyRefusal({ status: 400, type: 'invalid_request_error', code: 'context_length_exceeded', message: 'the engine found the prompt longer than its context', param: 'messages' }));
         throw contextLimitError({ promptTokens: promptLen, maxTokens, maxModelLen: att.maxModelLen, engine: err.message });
       }
       // The agent learns the call failed (a retried attempt starts it afresh).
-      call.refuse(new ProxyRefusal(503, 'server_error', 'engine_error', 'the inference engine failed this call'));
+      call.refuse(new ProxyRefusal({ status: 503, type: 'server_error', code: 'engine_error', message: 'the inference engine failed this call' }));
       throw err;
     }
     if (att.ended) throw new CancelledError('rollout ended during the LLM call');
@@ -181,7 +181,7 @@ export class HarnessSteps {
     this.hooks.startCall(s, att, 'action', ctx.opts.actionTimeoutMs);
     const ev = await run.agent.next(att.signal);
     if (att.ended) {
-      if (ev.type === 'chat') ev.call.refuse(new ProxyRefusal(410, 'invalid_request_error', 'rollout_ended', 'this rollout has ended'));
+      if (ev.type === 'chat') ev.call.refuse(new ProxyRefusal({ status: 410, type: 'invalid_request_error', code: 'rollout_ended', message: 'this rollout has ended' }));
       throw new CancelledError('rollout ended while the harness worked');
     }
     att.callReturned();
@@ -213,5 +213,5 @@ export class HarnessSteps {
 
 /** A budget refusal: 429 with the limit's name as `code`, so the harness can tell it from a rate limit. */
 function budgetRefusal(code: string, message: string): ProxyRefusal {
-  return new ProxyRefusal(429, 'insufficient_quota', code, `${message}; the rollout's loop has ended`);
+  return new ProxyRefusal({ status: 429, type: 'insufficient_quota', code, message: `${message}; the rollout's loop has ended` });
 }

@@ -28,6 +28,7 @@ export async function listDir(dirFd: number, max: number): Promise<{ entries: { 
       entries.push({ name: e.name, isDir: e.isDirectory() });
     }
   } finally {
+    // The listing is read (or its error thrown); a failed close of a read-only handle loses nothing.
     await dir.close().catch(() => undefined);
   }
   entries.sort((a, b) => a.name.localeCompare(b.name));

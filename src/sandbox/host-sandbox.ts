@@ -395,8 +395,10 @@ export class HostSandbox {
           if (this.closing) return;
           // A normal exit is the shell's own doing (`exit` typed by the model): the next bash
           // call starts a fresh shell. Death by a signal means the sandbox was killed: lost.
-          if (!e.signal) this.selfExit = e.exitCode;
-          else this.onLost(`the sandbox shell was killed (signal ${e.signal})`);
+          if (!e.signal) {
+            this.selfExit = e.exitCode;
+            this.shellExitListener?.(e.exitCode);
+          } else this.onLost(`the sandbox shell was killed (signal ${e.signal})`);
         },
       },
       this.req.tools.startTimeoutMs,
@@ -528,6 +530,18 @@ export class HostSandbox {
     if (this.workdirFd === null) return;
     const mode = fs.fstatSync(this.workdirFd).mode & 0o7777;
     if ((mode & 0o700) !== 0o700) fs.fchmodSync(this.workdirFd, mode | 0o700);
+  }
+
+  /** Told each time the shell exits on its own (see {@link onShellExit}). */
+  private shellExitListener: ((exitCode: number) => void) | null = null;
+
+  /**
+   * Sets the one listener told each time the sandbox's shell exits on its own (the model's
+   * `exit`; not a kill, which is a loss, nor a close or reset), with its exit code. The sandbox
+   * host forwards it to the runtime as `sandbox.shellExit`.
+   */
+  onShellExit(listener: (exitCode: number) => void): void {
+    this.shellExitListener = listener;
   }
 
   /** Set by {@link resetShell}: shells from then on get no LLM proxy listener. */

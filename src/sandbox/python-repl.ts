@@ -175,6 +175,8 @@ export class PythonRepl {
     proc.stderr!.on('data', (d: Buffer) => {
       this.stderrTail = (this.stderrTail + d.toString()).slice(-2000);
     });
+    // A REPL that cannot start or dies is seen where it matters: its stdout ends (and the cell
+    // fails with its stderr's tail); a write to its dead stdin (EPIPE) says nothing more.
     proc.on('error', () => undefined);
     proc.stdin!.on('error', () => undefined);
     this.lines = readline.createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();

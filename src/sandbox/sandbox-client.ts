@@ -55,6 +55,7 @@ export class SandboxClient implements Sandbox {
   llmProxyUrl: string | undefined = undefined;
   private readonly actor: Actor<typeof sandboxMachine>;
   private readonly inflight = new Set<(err: Error) => void>();
+  private readonly shellExitListeners = new Set<(exit: { exitCode: number }) => void>();
   /**
    * A CALL_DONE owed to the machine: sent on the next turn of the event loop unless a call that
    * starts first takes the `busy` over. Invariant: the machine's `inFlight` equals the calls in
@@ -135,6 +136,19 @@ export class SandboxClient implements Sandbox {
     for (const reject of [...this.inflight]) reject(err);
   }
 
+  /** Tells the {@link onShellExit} listeners that the host reported the shell's own exit. */
+  shellExited(exitCode: number): void {
+    for (const listener of [...this.shellExitListeners]) listener({ exitCode });
+  }
+
+  /** Sandbox.onShellExit: told from the host's `sandbox.shellExit` notification. */
+  onShellExit(listener: (exit: { exitCode: number }) => void): () => void {
+    this.shellExitListeners.add(listener);
+    return () => {
+      this.shellExitListeners.delete(listener);
+    };
+  }
+
   async bash(req: BashRequest, signal?: AbortSignal): Promise<BashResult> {
     const msg: CallMessage = { type: 'sandbox.bash', command: req.command };
     if (req.isInput) msg.isInput = true;
@@ -196,6 +210,8 @@ export class SandboxClient implements Sandbox {
     try {
       reply = await this.call({ type: 'sandbox.fork', keepParent, branches: ids.map((sandboxId, i) => ({ sandboxId, rolloutId: req.rolloutIds[i]!, ...(req.llmProxies?.[i] ? { llmProxy: req.llmProxies[i] } : {}) })) }, FORK_TIMEOUT_MS);
     } catch (err) {
+      // Best effort for branches that may not exist: the fork's own error is the answer, and a
+      // host that cannot close them closes them when its runtime's connection ends.
       if (this.channel.isOpen) for (const sandboxId of ids) this.channel.request({ type: 'sandbox.close', sandboxId }, { timeoutMs: CLOSE_TIMEOUT_MS }).catch(() => undefined);
       throw err;
     }

@@ -58,6 +58,14 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
       if (channel?.isOpen) channel.notify({ type: 'sandbox.lost', sandboxId, reason });
     };
 
+  /** Keeps a sandbox the host made and forwards its shell's own exits to the runtime. */
+  const register = (sb: HostSandbox): void => {
+    sandboxes.set(sb.id, sb);
+    sb.onShellExit((exitCode) => {
+      if (channel?.isOpen) channel.notify({ type: 'sandbox.shellExit', sandboxId: sb.id, exitCode });
+    });
+  };
+
   const handle = async (raw: WireMessage & { id: number }): Promise<Record<string, unknown>> => {
     const parsed = HostRequestSchema.safeParse(raw);
     if (!parsed.success) {
@@ -78,7 +86,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
           await sb.close();
           throw new SandboxError('sandbox closed while it was being created', { code: 'SANDBOX_CLOSED' });
         }
-        sandboxes.set(req.sandboxId, sb);
+        register(sb);
         return { sandboxId: sb.id, workdir: sb.workdir, ...(sb.llmProxyUrl ? { llmProxyUrl: sb.llmProxyUrl } : {}) };
       } finally {
         creating.delete(req.sandboxId);
@@ -90,6 +98,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
       if (creating.has(req.sandboxId)) closedEarly.add(req.sandboxId);
       sandboxes.delete(req.sandboxId);
       if (sb) {
+        // Never rejects (its one await swallows an unwatch of processes that died with the sandbox).
         void releaseIntegrity(sb);
         const p = sb.close();
         closing.add(p);
@@ -128,13 +137,14 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
             sandboxes.delete(req.sandboxId);
             const p = out.parentClosed;
             closing.add(p);
+            // Only the bookkeeping: `p` is awaited with the rest of `closing` at the host's exit.
             void p.finally(() => closing.delete(p));
           }
           if (!channel?.isOpen || ids.some((id) => closedEarly.has(id))) {
             await Promise.all(out.branches.map((b) => b.close()));
             throw new SandboxError('fork branches closed while they were being made', { code: 'SANDBOX_CLOSED' });
           }
-          for (const b of out.branches) sandboxes.set(b.id, b);
+          for (const b of out.branches) register(b);
           return { branches: ids, llmProxyUrls: out.branches.map((b) => b.llmProxyUrl ?? null), lost: out.lost, frozenMs: out.frozenMs, copiedBytes: out.copiedBytes };
         } finally {
           for (const id of ids) {

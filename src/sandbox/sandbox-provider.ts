@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { systemClock, type Clock } from '../clock.js';
 import { CancelledError, SandboxError, TaskError } from '../errors.js';
 import { UdsChannel } from '../ipc/uds-channel.js';
-import { SandboxCreateResultSchema, SandboxLostSchema, SandboxSpecSchema } from '../protocol/sandbox.js';
+import { SandboxCreateResultSchema, SandboxLostSchema, SandboxShellExitSchema, SandboxSpecSchema } from '../protocol/sandbox.js';
 import { harnessLimits } from './harness-mount.js';
 import { detectDriver, type DriverDetection } from './drivers.js';
 import { ImageStore } from './images/image-store.js';
@@ -118,6 +118,8 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}, clock: Cl
       onNotification: (msg) => {
         const lost = SandboxLostSchema.safeParse(msg);
         if (lost.success) host.sandboxes.get(lost.data.sandboxId)?.markLost(lost.data.reason);
+        const exit = SandboxShellExitSchema.safeParse(msg);
+        if (exit.success) host.sandboxes.get(exit.data.sandboxId)?.shellExited(exit.data.exitCode);
       },
       onClose: () => {
         const i = hosts.indexOf(host);
@@ -133,6 +135,7 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}, clock: Cl
     });
     await host.channel.request({ type: 'host.hello', runtimeId: options.runtimeId, ownerPid: process.pid, ownerStart }, { timeoutMs: options.timeouts.hostStartMs });
     if (closed) {
+      // Never rejects (close() only ends the socket and awaits its end); the throw is the answer.
       void host.channel.close();
       throw new SandboxError('sandbox provider closed', { code: 'PROVIDER_CLOSED' });
     }

@@ -143,6 +143,15 @@ export interface Sandbox {
    *   `FORK_FAILED`, with this sandbox untouched and no branch left; CancelledError on `signal`.
    */
   fork?(req: SandboxForkRequest, signal?: AbortSignal): Promise<SandboxFork>;
+  /**
+   * Calls `listener` each time the sandbox's shell exits on its own (the model's `exit`, or a
+   * command that ended the shell), with the shell's exit code, and returns what unsubscribes it.
+   * The sandbox is not lost: its next bash or Python call starts a new shell (a kill of the
+   * shell is a loss instead, and calls fail). A listener may be told after the call whose
+   * command ended the shell has returned (a command that outlived its call's timeout).
+   * Optional: a sandbox without a shell of its own (a test double) has none.
+   */
+  onShellExit?(listener: (exit: { exitCode: number }) => void): () => void;
   /** Kills every process of the sandbox and removes its workdir. Idempotent; never throws. */
   close(): Promise<void>;
 }

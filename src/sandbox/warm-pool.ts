@@ -64,6 +64,7 @@ export function withWarmPools<P extends SandboxProvider>(inner: P, options: Warm
         (sb) => {
           pool.starting--;
           pool.failures = 0;
+          // Sandbox.close never rejects (its contract); nobody waits on a pool's leftover.
           if (closed || pool.drained) void sb.close();
           else pool.ready.push(sb);
         },
@@ -79,6 +80,7 @@ export function withWarmPools<P extends SandboxProvider>(inner: P, options: Warm
   const drain = (pool: Pool): void => {
     pool.drained = true;
     const all = pool.ready.splice(0);
+    // Sandbox.close never rejects (its contract); a drained pool's sandboxes have no caller to wait.
     for (const sb of all) void sb.close();
   };
 

@@ -57,6 +57,7 @@ function find(service: ServiceContext, id: string): RolloutBuffer {
   const e = map.get(id);
   if (e && e.rt !== service.runtime) {
     map.delete(id);
+    // The old runtime's buffer: nobody can read it any more, and a failed close of it has no one to tell.
     void e.buffer.close('the runtime was restarted');
   }
   if (!e || e.rt !== service.runtime) throw new HttpError(404, 'NOT_FOUND', `no buffer ${id}`, { issues: [{ path: 'id', message: 'unknown buffer (or the runtime was restarted since)' }] });

@@ -64,6 +64,7 @@ export function forkRoutes(service: ServiceContext): Route[] {
         const id = r.params.id!;
         try {
           const f = await rt.fork(id, { n: body.n, atTurn: body.atTurn ?? body.at_turn, continueParent: body.continueParent ?? body.continue_parent });
+          // Observed, not dropped: branch results are read through the results endpoint and events.
           for (const b of f.rollouts) b.result.catch(() => undefined);
           return { status: 202, body: { parent_id: f.parentId, rollout_ids: f.rolloutIds, branch_turn: f.branchTurn, prefix_id: f.prefixId, lost: f.lost, frozen_ms: f.frozenMs } };
         } catch (err) {

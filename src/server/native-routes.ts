@@ -124,6 +124,7 @@ export function nativeRoutes(service: ServiceContext): Route[] {
         try {
           for (const inst of body.instances) {
             const g = rt.submitGroup(inst, body.sampling_params ?? {}, body.n, { groupId: `g-${randomUUID()}`, ...(tree ? { tree: tree.tree } : {}) });
+            // Observed, not dropped: results are read through the results endpoint and events.
             g.results.catch(() => undefined);
             groups.push(g);
           }

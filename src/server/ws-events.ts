@@ -240,6 +240,8 @@ export class WsEventHub {
       }
       sub.buffer = { id: msg.buffer, leases };
       send(conn.ws, { type: 'subscribed', sub: sub.id, epoch: this.service.epoch, rollout: null, group: null, after: null });
+      // Its items end by throwing when the runtime closes or the subscription is aborted: the
+      // connection itself stays, and unsent leases go back in line with the subscription.
       void this.pumpBuffer(conn, sub, items, manual).catch(() => undefined);
       return;
     }
@@ -251,6 +253,7 @@ export class WsEventHub {
       bufferSize: this.service.options.wsSubscriptionBuffer,
       signal: sub.abort.signal,
     });
+    // Never rejects: pump catches its stream's end itself.
     void this.pump(conn, sub, iter);
   }
 

@@ -131,6 +131,7 @@ export async function startFakeLlmServer(opts: FakeLlmServerOptions = {}): Promi
         const hold = holdAtTokens;
         if (hold !== null && hold < out.outputIds.length && req.engineAbort) {
           const signal = AbortSignal.any([req.signal, req.engineAbort]);
+          // An abort ends the hold early (the sleep rejects); `signal.aborted` below tells which.
           await sleep(clock, latencyMs + perTokenMs * hold, signal).catch(() => undefined);
           if (!signal.aborted) {
             held++;

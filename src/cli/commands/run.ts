@@ -320,6 +320,7 @@ export async function runTasks(
               p.stop();
               io.stderr.write(`rollout run: ${rejected}; stopping the run\n`);
               wake?.();
+              // Starts the cancels now; the command's end awaits the same close (env.close).
               void env.runtime.close({ drain: false });
             }
             // A tree node that forked is continued by its children: the summary counts them, not it.

@@ -44,7 +44,7 @@ export function routeFromBody(json: unknown): DialectRoute {
     else if (json.messages !== undefined) dialect = json.system !== undefined ? 'anthropic' : 'chat';
   }
   if (!dialect) {
-    throw new ProxyRefusal(400, 'invalid_request_error', 'unknown_dialect', `unknown API dialect: the path, the headers and the body name none of the known ones (${DIALECTS.join(', ')}: POST /v1/chat/completions, /v1/responses, /v1/messages, /v1beta/models/{model}:generateContent)`);
+    throw new ProxyRefusal({ status: 400, type: 'invalid_request_error', code: 'unknown_dialect', message: `unknown API dialect: the path, the headers and the body name none of the known ones (${DIALECTS.join(', ')}: POST /v1/chat/completions, /v1/responses, /v1/messages, /v1beta/models/{model}:generateContent)` });
   }
   return { dialect, op: 'generate' };
 }

@@ -119,12 +119,12 @@ export function sendEventStream(res: ServerResponse, text: string): void {
 
 /** A 400 in the internal form: the dialect's writer gives it its shape. */
 export function badRequest(param: string | null, message: string, code = 'invalid_value'): ProxyRefusal {
-  return new ProxyRefusal(400, 'invalid_request_error', code, param ? `${param}: ${message}` : message, param);
+  return new ProxyRefusal({ status: 400, type: 'invalid_request_error', code, message: param ? `${param}: ${message}` : message, param });
 }
 
 /** A 400 for a model feature this proxy does not serve (images, server-side tools, …). */
 export function unsupported(param: string, what: string): ProxyRefusal {
-  return new ProxyRefusal(400, 'invalid_request_error', 'unsupported_feature', `${param}: ${what} is not served by this endpoint (text and function tools only)`, param);
+  return new ProxyRefusal({ status: 400, type: 'invalid_request_error', code: 'unsupported_feature', message: `${param}: ${what} is not served by this endpoint (text and function tools only)`, param });
 }
 
 /** True for a plain JSON object. */

@@ -396,6 +396,7 @@ async function decompressed(blobPath: string, blobHash: crypto.Hash, w: ImageWhe
     let stderr = '';
     z.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     raw.pipe(z.stdin);
+    // zstd that exits early (bad input) closes its stdin: the EPIPE is not the error, its exit code and stderr are.
     z.stdin.on('error', () => undefined);
     z.on('error', (e) => z.stdout.destroy(imageInfraError('IMAGE_IO', w, `cannot run zstd (apt-get install zstd): ${e.message}`)));
     z.on('close', (code) => {

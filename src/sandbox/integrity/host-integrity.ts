@@ -76,6 +76,7 @@ export async function handleIntegrity(sb: HostSandboxLike, req: { op: 'start' | 
     }
     const t0 = performance.now();
     const prev = monitors.get(sb);
+    // The old watch's processes may be gone already; nothing of it is read again.
     if (prev?.procs) await prev.procs.observer.unwatch(prev.procs.key).catch(() => undefined);
     const files = new FileMonitor(sb.workdir, globs);
     const ov = sb.overlayChanges ?? null;
@@ -242,6 +243,7 @@ export function networkViolations(turn: number, d: Pick<ProcessDrain, 'net' | 'n
 export async function releaseIntegrity(sb: object): Promise<void> {
   const m = monitors.get(sb);
   monitors.delete(sb);
+  // A sandbox's monitor ends with it: a failed unwatch leaves nothing to report to.
   if (m?.procs) await m.procs.observer.unwatch(m.procs.key).catch(() => undefined);
 }
 

@@ -149,6 +149,7 @@ export class PolarTasks {
     rec.settled = Promise.all(rec.sessions.map((s) => s.handle!.result.then((r) => this.onResult(rec, s, r)))).then(() => this.finish(rec));
     rec.settled.catch((err: unknown) => this.deps.service.warn(`polar task ${req.task_id.slice(0, 100)}: ${(err as Error).message}`));
     this.bus.publish('task.created', { task_id: req.task_id, status: 'running', harness: req.agent.harness, model: req.agent.model_name, num_samples: req.num_samples });
+    // Never rejects: persist logs a failed write itself.
     void this.persist(rec);
   }
 
@@ -181,6 +182,8 @@ export class PolarTasks {
     rec.status = 'cancelling';
     rec.updatedAt = this.clock.now();
     this.tombstones.set(taskId, this.clock.now() + TOMBSTONE_MS);
+    // A cancel of a rollout that ended meanwhile may reject: its result stands. `settled` is
+    // logged where it is made; here it is only waited for.
     await Promise.all(rec.sessions.flatMap((s) => (s.result || !s.handle ? [] : [s.handle.cancel('cancelled by DELETE /rollout/task').catch(() => undefined)])));
     await rec.settled.catch(() => undefined);
     return this.statusOf(rec);
@@ -272,6 +275,7 @@ export class PolarTasks {
     const stop = new AbortController();
     this.follower = { rt, stop };
     const events = rt.events({ signal: stop.signal, bufferSize: 100_000 });
+    // Never rejects: the loop catches its stream's end.
     void (async () => {
       try {
         for await (const raw of events) {

@@ -41,6 +41,7 @@ export async function postCallback(url: string, body: TaskStatus, opts: Callback
     const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout;
     try {
       const res = await doFetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text, redirect: 'manual', signal });
+      // Only the status is read; a body that fails to cancel is the socket's end, not news.
       await res.body?.cancel().catch(() => undefined);
       last = res.status;
       if (res.status >= 200 && res.status < 300) return { delivered: true, attempts: attempt, last };

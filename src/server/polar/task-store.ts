@@ -41,8 +41,10 @@ export class TaskStore {
     if (!this.dir) return Promise.resolve();
     const id = rec.status.task_id;
     const text = JSON.stringify(rec);
+    // The previous write's failure was its own caller's to handle; this write goes on after it.
     const next = (this.writes.get(id) ?? Promise.resolve()).catch(() => undefined).then(() => this.write(id, text));
     this.writes.set(id, next);
+    // Only the bookkeeping: `next` is returned, and its caller handles its failure.
     void next.finally(() => {
       if (this.writes.get(id) === next) this.writes.delete(id);
     }).catch(() => undefined);

@@ -136,6 +136,7 @@ export async function until(cond: () => boolean | Promise<boolean>, ms = 25_000)
   const end = Date.now() + ms;
   while (!(await cond())) {
     if (Date.now() > end) throw new Error('condition not met in time');
+    // The poll step of this wait-until, not a synchronising sleep.
     await new Promise((r) => setTimeout(r, 20));
   }
 }

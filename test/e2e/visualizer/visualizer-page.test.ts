@@ -205,6 +205,8 @@ describe.skipIf(missing)('visualizer page (recorded events)', () => {
       const burst: EventInput[] = [];
       for (const evs of all) if (evs[s]) burst.push(evs[s]!);
       server.push(burst);
+      // Pacing: the bursts arrive spread over time as a live runtime's do (the load's shape); the
+      // test waits on #row-count below, not on this.
       await new Promise((r) => setTimeout(r, 10));
     }
     await p.waitForFunction((n) => document.querySelector('#row-count')?.getAttribute('data-total') === String(n), N, { timeout: 20_000 });

@@ -183,6 +183,7 @@ export async function postRetrying(url: string, path: string, body: unknown, tri
       return { status: res.status, body: text ? JSON.parse(text) : undefined };
     } catch (err) {
       if (i >= tries) throw err;
+      // A deliberate linear backoff between retries of a dropped connection, not synchronisation.
       await new Promise((r) => setTimeout(r, 100 * i));
     }
   }

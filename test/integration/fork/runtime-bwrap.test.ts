@@ -76,6 +76,8 @@ describe.skipIf(!ok)('rt.fork on bwrap sandboxes', () => {
     let forked = false;
     const fork = rt.fork(h.id, { n: 2 }).then((f) => ((forked = true), f));
     const before = stateEntries().length;
+    // One turn of the event loop, not synchronisation: a fork that ignored the held call would
+    // still be pending; the boundary it waited for is asserted by branchTurn below.
     await new Promise((r) => setTimeout(r, 0));
     expect(forked).toBe(false);
     llm.open('0', 1);

@@ -45,6 +45,7 @@ describe('UdsChannel', () => {
   });
 
   it('matches concurrent replies to their requests by id', async () => {
+    // 0–2 ms of delay per request only shuffles the order replies are written in (not synchronisation).
     const { client } = await pair({ onRequest: async (m) => { await new Promise((r) => setTimeout(r, (m.n as number) % 3)); return { n: m.n }; } });
     const replies = await Promise.all(Array.from({ length: 50 }, (_, n) => client.request({ type: 'n', n })));
     expect(replies.map((r) => r.n)).toEqual(Array.from({ length: 50 }, (_, n) => n));

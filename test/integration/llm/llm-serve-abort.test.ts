@@ -95,7 +95,8 @@ describe('abort and resume against llm-serve --tiny', () => {
       const report = await r2.abortGeneration();
       expect(report).toHaveLength(1);
       expect(report[0]).toMatchObject({ id: 'gone', aborted: null });
-      expect(report[0]!.error).toBeTruthy();
+      // Its abort route was tried (an sglang backend has one) and the connection refused.
+      expect(report[0]!.error).toMatch(/fetch failed|ECONNREFUSED/);
     } finally {
       await r2.close();
       await p.close();

@@ -293,7 +293,7 @@ describe('retry hints the SDKs read', () => {
     const client = new Anthropic({ apiKey: TOKEN, baseURL: fwd.url, maxRetries: 8 });
     const p = client.messages.create({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
     const call = await proxy.next(new AbortController().signal);
-    call.refuse(new ProxyRefusal(429, 'insufficient_quota', 'max_llm_calls', 'this rollout\'s max_llm_calls of 1 is used up'));
+    call.refuse(new ProxyRefusal({ status: 429, type: 'insufficient_quota', code: 'max_llm_calls', message: 'this rollout\'s max_llm_calls of 1 is used up' }));
     const e = await p;
     expect(e).toBeInstanceOf(Anthropic.RateLimitError);
     expect(proxy.stats.requests).toBe(1);

@@ -26,6 +26,8 @@ def alive():
 
 
 a = size()
+# A quiescence check, not synchronisation: the writer appends every 20 ms, so a second with no
+# growth is ~50 missed writes (an absence has no event to wait on).
 time.sleep(1)
 b = size()
 left = alive()

@@ -24,9 +24,12 @@ describe('bash tool', () => {
     const own = await provider.create({}, { rolloutId: 'bash-exit-python' });
     try {
       expect((await own.python('print(1)')).output).toBe('1\n');
+      const exited = new Promise<{ exitCode: number }>((resolve) => {
+        const off = own.onShellExit!((e) => (off(), resolve(e)));
+      });
       // The call returns before its command ends the shell: no bash call sees the exit.
       expect((await own.bash({ command: 'sleep 0.3; exit 3', timeoutMs: 100 })).timedOut).toBe(true);
-      await new Promise((r) => setTimeout(r, 1_000));
+      expect(await exited).toEqual({ exitCode: 3 });
       const r = await own.python("import os\nprint(os.getcwd(), sorted(os.listdir('/workspace')))");
       expect(r.error).toBeNull();
       expect(r.output).toBe('/workspace []\n');
@@ -131,8 +134,13 @@ describe('bash tool', () => {
   });
 
   it('starts a fresh shell when a command exits the shell, and reports its exit code', async () => {
+    const exits: number[] = [];
+    const off = sb.onShellExit!((e) => exits.push(e.exitCode));
     const r = await sb.bash({ command: 'export GONE=1; exit 3' });
+    off();
     expect(r.exitCode).toBe(3);
+    // The host's notification comes before the call's answer on the same channel.
+    expect(exits).toEqual([3]);
     expect(r.output).toMatch(/A new shell was started/);
     expect((await sb.bash({ command: 'echo "[$GONE]"; pwd' })).output).toBe('[]\n/workspace\n');
     expect((await sb.python('1 + 1')).output).toBe('2\n');

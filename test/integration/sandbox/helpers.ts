@@ -45,6 +45,7 @@ export async function until<T>(fn: () => T | undefined | null | false, stepMs = 
   for (;;) {
     const v = fn();
     if (v) return v;
+    // The poll step of a wait-until (the state polled has no event), not a synchronising sleep.
     await new Promise((r) => setTimeout(r, stepMs));
   }
 }

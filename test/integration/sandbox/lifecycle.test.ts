@@ -70,7 +70,8 @@ describe('sandbox lifecycle', () => {
       await expect(p).rejects.toBeInstanceOf(CancelledError);
       await until(() => isGone(bg) && isGone(fg));
       const after = await sb.bash({ command: '', timeoutMs: 3000 });
-      expect(after.exitCode).not.toBeNull();
+      // The cancelled command's own exit, reported to the next call: it was killed by a signal.
+      expect(after.exitCode).toBeGreaterThan(128);
       expect((await sb.bash({ command: 'echo alive' })).output).toBe('alive\n');
     } finally {
       await sb.close();

@@ -88,7 +88,7 @@ describe('PtySession', () => {
     const s = await start(5000);
     const pid = s.pid;
     s.dispose();
-    await new Promise<void>((r) => { const t = setInterval(() => { if (isGone(pid)) { clearInterval(t); r(); } }, 5); });
-    expect(isGone(pid)).toBe(true);
+    // The kill is asynchronous: wait for the process itself to be gone (reaped or a zombie).
+    await expect.poll(() => isGone(pid), { timeout: 30_000 }).toBe(true);
   });
 });

@@ -17,6 +17,7 @@ describe('runtime defaults', () => {
       const b = defaults.llm(new TestCodec(), systemClock, []);
       expect(a).toBeInstanceOf(OracleBackend);
       expect(b).toBeInstanceOf(OracleBackend);
+      // process.emitWarning emits on the next tick: an immediate runs after it (an order, not a time).
       await new Promise((r) => setImmediate(r));
       const ours = warnings.filter((w) => (w as Error & { code?: string }).code === 'ROLLOUT_ORACLE_BACKEND');
       expect(ours).toHaveLength(1);

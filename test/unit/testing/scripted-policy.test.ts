@@ -49,7 +49,7 @@ describe('ScriptedPolicy', () => {
     const p = new ScriptedPolicy({ codec, fail: (_r, n) => (n === 1 ? 'backend' : n === 2 ? 'task' : undefined) });
     await expect(p.generate(req())).rejects.toBeInstanceOf(BackendError);
     await expect(p.generate(req())).rejects.toBeInstanceOf(TaskError);
-    await expect(p.generate(req())).resolves.toBeDefined();
+    await expect(p.generate(req())).resolves.toMatchObject({ outputIds: expect.any(Array), finishReason: expect.any(String) });
   });
 
   it('hangs until the signal aborts when told to', async () => {

@@ -134,8 +134,9 @@ describe('createInspector', () => {
       await h.result;
       const value = (e: Received): unknown => (e.snapshot as { value?: unknown } | undefined)?.value;
       await waitFor((r) => r.some((e) => e.type === '@xstate.snapshot' && value(e) === 'done'));
-      const actor = received.find((e) => e.type === '@xstate.actor' && String(e.name).startsWith('rollout '));
-      expect(actor).toBeDefined();
+      // Each rollout actor is named by its rollout.
+      const actor = received.find((e) => e.type === '@xstate.actor' && e.name === `rollout ${h.id}`);
+      expect(actor, 'an @xstate.actor named after the rollout').toBeDefined();
       const states = received.filter((e) => e.type === '@xstate.snapshot' && e.sessionId === actor!.sessionId).map(value);
       expect(states).toContainEqual({ running: 'llmCalling' });
       expect(states.at(-1)).toBe('done');

@@ -110,8 +110,8 @@ describe('AnthropicDialect.write', () => {
   });
 
   it('shapes errors as Anthropic does', () => {
-    expect(d.errorBody(new ProxyRefusal(401, 'invalid_request_error', 'invalid_api_key', 'bad key'))).toEqual({ type: 'error', error: { type: 'authentication_error', message: 'bad key' } });
-    expect(d.errorBody(new ProxyRefusal(429, 'insufficient_quota', 'max_llm_calls', 'used up'))).toEqual({ type: 'error', error: { type: 'rate_limit_error', message: 'used up' } });
+    expect(d.errorBody(new ProxyRefusal({ status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: 'bad key' }))).toEqual({ type: 'error', error: { type: 'authentication_error', message: 'bad key' } });
+    expect(d.errorBody(new ProxyRefusal({ status: 429, type: 'insufficient_quota', code: 'max_llm_calls', message: 'used up' }))).toEqual({ type: 'error', error: { type: 'rate_limit_error', message: 'used up' } });
   });
 });
 

@@ -74,7 +74,7 @@ describe('GoogleDialect.write', () => {
   });
 
   it('shapes errors as Google does', () => {
-    expect(d.errorBody(new ProxyRefusal(403, 'invalid_request_error', 'wrong_rollout_key', 'no'))).toEqual({ error: { code: 403, message: 'no', status: 'PERMISSION_DENIED' } });
+    expect(d.errorBody(new ProxyRefusal({ status: 403, type: 'invalid_request_error', code: 'wrong_rollout_key', message: 'no' }))).toEqual({ error: { code: 403, message: 'no', status: 'PERMISSION_DENIED' } });
   });
 });
 

@@ -25,6 +25,7 @@ async function umountWhenFree(dir: string): Promise<void> {
       return;
     } catch (err) {
       if (i >= 100 || !/busy/.test(String((err as { stderr?: Buffer }).stderr ?? err))) throw err;
+      // The poll step of a bounded wait for node-tar's fd to close (no event tells it), not synchronisation.
       await new Promise((r) => setTimeout(r, 20));
     }
   }
