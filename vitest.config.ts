@@ -7,7 +7,9 @@ export default defineConfig({
     // match the two cores of the CI machine.
     maxWorkers: 2,
     testTimeout: 30_000,
-    hookTimeout: 30_000,
+    // Hooks start real servers (rollout serve, Redis, engines), whose own start-up ceiling is
+    // 60 s on a loaded machine: the hook waits that long before vitest gives up on it.
+    hookTimeout: 90_000,
     teardownTimeout: 10_000,
     // expect.poll waits for something another process or the browser does; on a loaded 2-core
     // CI machine that can take longer than vitest's 1 s default. It still fails on a wrong value.

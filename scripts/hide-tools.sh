@@ -12,6 +12,7 @@
 # and the tool reads as absent (ENOENT), as on a machine that never installed it. The upper
 # layers live on a tmpfs of the namespace: nothing is left behind when the command exits.
 # Every ROLLOUT_REQUIRE_* variable is unset (they turn a missing tool into a failure).
+# Its scratch mount point is made in $TMPDIR (default /tmp) and removed on exit.
 # Needs root (mount) and util-linux's unshare.
 set -euo pipefail
 
@@ -22,7 +23,7 @@ if [[ "${1-}" != --inside ]]; then
   fi
   cd "$(dirname "$0")/.."
   paths=$(npx --no-install tsx test/helpers/system-tools-cli.ts paths)
-  scratch=$(mktemp -d /tmp/rollout-hide-tools.XXXXXX)
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/rollout-hide-tools.XXXXXX")
   trap 'rmdir "$scratch"' EXIT
   rc=0
   HIDE_TOOLS_PATHS="$paths" unshare --mount --propagation private "$0" --inside "$scratch" "$@" || rc=$?

@@ -74,12 +74,22 @@ describe.runIf(process.getuid?.() === 0)('scripts/hide-tools.sh (needs root: a p
   it('hides every tool the helper lists from the command it runs, unsets ROLLOUT_REQUIRE_*, and leaves the machine as it was', { timeout: 60_000 }, async () => {
     const { onPath } = await import('../../helpers/system-tools.js');
     const before = ['slirp4netns', 'zstd', 'setfattr', 'bwrap'].map((t) => onPath(t));
-    const scratchBefore = fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith('rollout-hide-tools.'));
-    const probe = 'for t in slirp4netns zstd setfattr bwrap sh; do command -v $t >/dev/null && echo "$t here" || echo "$t absent"; done; echo "require=${ROLLOUT_REQUIRE_TOOLS-unset}"';
-    const { stdout } = await run(path.join(root, 'scripts/hide-tools.sh'), ['sh', '-c', probe], { env: { ...process.env, ROLLOUT_REQUIRE_TOOLS: '1' } });
-    expect(stdout.trim().split('\n')).toEqual(['slirp4netns absent', 'zstd absent', 'setfattr absent', 'bwrap absent', 'sh here', 'require=unset']);
-    expect(['slirp4netns', 'zstd', 'setfattr', 'bwrap'].map((t) => onPath(t))).toEqual(before);
-    expect(fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith('rollout-hide-tools.'))).toEqual(scratchBefore);
+    // Its own TMPDIR: another run of the script on the machine (a second suite) cannot show here.
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollout-hide-tools-test-'));
+    try {
+      const probe = 'for t in slirp4netns zstd setfattr bwrap sh; do command -v $t >/dev/null && echo "$t here" || echo "$t absent"; done; echo "require=${ROLLOUT_REQUIRE_TOOLS-unset}"; ls "$TMPDIR"';
+      const { stdout } = await run(path.join(root, 'scripts/hide-tools.sh'), ['sh', '-c', probe], { env: { ...process.env, ROLLOUT_REQUIRE_TOOLS: '1', TMPDIR: tmp } });
+      const lines = stdout.trim().split('\n');
+      expect(lines.slice(0, 6)).toEqual(['slirp4netns absent', 'zstd absent', 'setfattr absent', 'bwrap absent', 'sh here', 'require=unset']);
+      // The scratch mount point existed while the command ran, and is gone after it.
+      // (tsx, which the script runs, keeps its cache there too.)
+      const scratch = (names: string[]): string[] => names.filter((f) => f.startsWith('rollout-hide-tools.'));
+      expect(scratch(lines.slice(6))).toEqual([expect.stringMatching(/^rollout-hide-tools\.\w{6}$/)]);
+      expect(['slirp4netns', 'zstd', 'setfattr', 'bwrap'].map((t) => onPath(t))).toEqual(before);
+      expect(scratch(fs.readdirSync(tmp))).toEqual([]);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
   });
 
   it('passes the command\'s exit status through', { timeout: 60_000 }, async () => {
