@@ -147,13 +147,16 @@ export class ForkPool<S extends { close(): Promise<void> }> {
           const p: Parked<S> = { launch, at: this.clock.now(), dead: false };
           // A shell that dies at its gate fails its start: dropped at once (its start closed it).
           // (A start resolves only past an opened gate: by then a fork has taken it.)
+          // A replacement is launched; three deaths in a row (a configuration whose shells cannot
+          // wait) pause the refill until the next fork.
           launch.start.catch(() => {
             p.dead = true;
             const i = pool.parked.indexOf(p);
-            if (i >= 0) {
-              pool.parked.splice(i, 1);
-              this.discard(p);
-            }
+            if (i < 0) return;
+            pool.parked.splice(i, 1);
+            this.discard(p);
+            pool.failures++;
+            this.refill(pool);
           });
           if (this.closed || ![...this.pools.values()].includes(pool)) this.discard(p);
           else pool.parked.push(p);
