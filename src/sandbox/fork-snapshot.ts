@@ -31,17 +31,22 @@ export class ForkSnapshot {
   private refs = 0;
   private removed: Promise<void> | null = null;
 
-  private constructor(
-    readonly id: string,
-    readonly dir: string,
-    /** This snapshot's own layer: what its parent had changed. */
-    readonly lower: string,
-    /** Bytes copied to make it (0 when shared). */
-    private copied: number,
-    /** The snapshot the parent (itself a branch) stood on, held until this one is removed. */
-    private readonly parent: ForkSnapshot | null,
-  ) {
-    parent?.acquire();
+  readonly id: string;
+  readonly dir: string;
+  /** This snapshot's own layer: what its parent had changed. */
+  readonly lower: string;
+  /** Bytes copied to make it (0 when shared). */
+  private copied = 0;
+  /** The snapshot the parent (itself a branch) stood on, held until this one is removed. */
+  private readonly parent: ForkSnapshot | null;
+
+  /** Made only by {@link take}, with the fields above. */
+  private constructor(o: { id: string; dir: string; lower: string; parent: ForkSnapshot | null }) {
+    this.id = o.id;
+    this.dir = o.dir;
+    this.lower = o.lower;
+    this.parent = o.parent;
+    o.parent?.acquire();
   }
 
   /**
@@ -82,7 +87,7 @@ export class ForkSnapshot {
       workdir: lower,
       createdAt: new Date().toISOString(),
     });
-    const snap = new ForkSnapshot(id, dir, lower, 0, opts.parent);
+    const snap = new ForkSnapshot({ id, dir, lower, parent: opts.parent });
     try {
       if (opts.mode === 'share') {
         // pinDir's bind, off the event loop: a fork's branch launches run meanwhile (by the
