@@ -35,11 +35,16 @@ export const GATE_NAME = 'gate';
  * `sh`: tmpfs, layout, the shared workspace bind, the gate. As root only.
  * @throws SandboxError `FORK_FAILED` when a mount fails; the roots mounted so far are unmounted.
  */
-export async function prepareBranches(dirs: readonly string[], opts: { bytes: number; uid: number | null; stateDir: string }): Promise<BranchFs[]> {
+export async function prepareBranches(dirs: readonly string[], opts: { bytes: number; uid: number | null; stateDir: string; mounter?: Mounter | null }): Promise<BranchFs[]> {
   const roots = dirs.map((d) => path.join(d, 'fs'));
   try {
     for (const root of roots) fs.mkdirSync(root, { mode: 0o711 });
-    await sh(PREPARE, [`size=${opts.bytes},mode=0711,nosuid,nodev`, ...roots], "a fork branch's workspace");
+    // The host's mount helper when it has one (mounter.ts), else one `bash`.
+    const helped = await opts.mounter?.run(
+      roots.map((root) => ({ op: 'root', root, data: `size=${opts.bytes},mode=0711`, gate: GATE_NAME })),
+      "a fork branch's workspace",
+    );
+    if (!helped) await sh(PREPARE, [`size=${opts.bytes},mode=0711,nosuid,nodev`, ...roots], "a fork branch's workspace");
     for (const root of roots) {
       fs.mkdirSync(path.join(root, 'ovl-work'), { mode: 0o700 });
       if (opts.uid !== null) {
@@ -196,7 +201,7 @@ export interface GatedLaunch<S> {
  * @throws SandboxError `SANDBOX_EXISTS` when a directory exists, `FORK_FAILED` when the
  *   filesystems cannot be made; nothing is left then.
  */
-export async function launchGated<S>(branches: Array<{ dir: string; stateFile: string; create: (gated: GatedBranch) => Promise<S> }>, opts: { bytes: number; uid: number | null; stateDir: string; parkMs?: number }): Promise<Array<GatedLaunch<S>>> {
+export async function launchGated<S>(branches: Array<{ dir: string; stateFile: string; create: (gated: GatedBranch) => Promise<S> }>, opts: { bytes: number; uid: number | null; stateDir: string; parkMs?: number; mounter?: Mounter | null }): Promise<Array<GatedLaunch<S>>> {
   if (branches.length === 0) return [];
   const dirs: string[] = [];
   let files: BranchFs[];

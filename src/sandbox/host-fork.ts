@@ -152,7 +152,7 @@ export async function forkSandbox<S extends { id: string; close(): Promise<void>
   const early = parent.req.driver === 'bwrap' && !parent.req.image;
   const pool = early && ctx.pool?.enabled && req.branches.every((b) => !b.llmProxy) ? ctx.pool : null;
   const key = pool ? poolKey(parent.req) : null;
-  const launchOpts = { bytes: parent.req.limits.workdirBytes, uid: parent.uid, stateDir: ctx.stateDir };
+  const launchOpts = { bytes: parent.req.limits.workdirBytes, uid: parent.uid, stateDir: ctx.stateDir, mounter: ctx.mounter };
   const gatedOf = (b: ForkBranchRequest, parkMs = 0): { dir: string; stateFile: string; create: (gated: GatedBranch) => Promise<S> } => {
     const dir = path.join(sandboxesDir(ctx.stateDir), b.sandboxId);
     return { dir, stateFile: path.join(dir, 'fs', 'ctl', shellStateName(b.sandboxId)), create: (gated) => ctx.create(makeReq(b), { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), gated: parkMs ? { ...gated, parkMs } : gated }) };

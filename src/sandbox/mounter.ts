@@ -8,6 +8,12 @@ import { TRUSTED_PATH } from './drivers.js';
 export type MountOp =
   /** `mount --bind src dst` (no path canonicalisation: `src` may be a /proc fd link). */
   | { op: 'bind'; src: string; dst: string }
+  /**
+   * A fork branch's root (branch-fs.ts `prepareBranches`): a tmpfs (options `data`, nosuid,
+   * nodev) on `root`, made propagation-shared, holding `upper`, `workspace`, `ctl`, `home`,
+   * `root` (mode 755) and the FIFO `ctl/<gate>` (mode 644).
+   */
+  | { op: 'root'; root: string; data: string; gate: string }
   /** In branch root `root`: the overlay of lower dirs `lower` (links in the root, `l0:l1…`) on `workspace`, upper `upper`, work dir `ovl-work`. */
   | { op: 'overlay'; root: string; lower: string };
 
@@ -19,6 +25,7 @@ const SCRIPT = `
 import ctypes, json, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(1, 9, 0, 0, 0)
+os.umask(0)
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 def mnt(src, tgt, fstype, flags, data):
     if libc.mount(src and src.encode(), tgt.encode(), fstype and fstype.encode(), flags, data and data.encode()) != 0:
@@ -29,6 +36,13 @@ for line in sys.stdin:
         for o in json.loads(line):
             if o['op'] == 'bind':
                 mnt(o['src'], o['dst'], None, 4096, None)
+            elif o['op'] == 'root':
+                r = o['root']
+                mnt('rollout-sandbox', r, 'tmpfs', 2 | 4, o['data'])
+                mnt(None, r, None, 1 << 20, None)
+                for d in ('upper', 'workspace', 'ctl', 'home', 'root'):
+                    os.mkdir(os.path.join(r, d), 0o755)
+                os.mkfifo(os.path.join(r, 'ctl', o['gate']), 0o644)
             else:
                 os.chdir(o['root'])
                 mnt('overlay', 'workspace', 'overlay', 0, 'lowerdir=%s,upperdir=upper,workdir=ovl-work,index=off,xino=off' % o['lower'])
@@ -42,9 +56,10 @@ for line in sys.stdin:
 
 /**
  * A root helper process of the sandbox host that makes a fork's mounts itself (mount(2) through
- * python3's ctypes), so a fork's snapshot bind and its branches' overlays cost a line on a pipe
- * instead of a fork and exec of `mount` each: on a loaded machine those spawns were ~15 ms for
- * the bind and ~20-60 ms for the overlays of K = 4 branches, on a warm fork's path (bench/fork.ts).
+ * python3's ctypes), so a fork's snapshot bind, its branches' roots and their overlays cost a
+ * line on a pipe instead of a fork and exec of `mount` (and `bash`, `mkdir`, `mkfifo`) each: on a
+ * loaded machine those spawns were ~15 ms for the bind and ~20-60 ms for the overlays of K = 4
+ * branches, on a warm fork's path (bench/fork.ts), and 16-32 ms for the roots on a cold one.
  * Started on first use, in the host's own mount namespace (its child), one request at a time.
  * Without a trusted python3 {@link run} returns false and the caller spawns `mount` as before.
  *
