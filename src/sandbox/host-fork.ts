@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import path from 'node:path';
 import { systemClock } from '../clock.js';
 import { SandboxError } from '../errors.js';
@@ -55,8 +56,12 @@ export interface ForkParent {
   snapshot: ForkSnapshot | null;
   /** The directory holding what the parent changed: an fd (its own, closed by `done`) for the snapshot to take. */
   changes(): { fd: number; done(): void };
-  /** What a branch does not get, in words for the policy; read while frozen. */
-  lost(): string[];
+  /** Its processes other than the shell and the REPL (and the chain between them), read while frozen. */
+  strays(): number[];
+  /** True when its Python REPL was started (its heap is not carried). */
+  replStarted(): boolean;
+  /** The host pid of its shell, or null. */
+  shellPid(): number | null;
   close(): Promise<void>;
 }
 
@@ -189,7 +194,7 @@ export async function forkSandbox<S extends { id: string; close(): Promise<void>
       throw new SandboxError(`sandbox ${parent.id} could not be frozen: ${(err as Error).message}`, { code: 'FREEZE_UNAVAILABLE', cause: err });
     }
     frozen = true;
-    lost = parent.lost();
+    lost = lostAtFork(parent);
     snapshot ??= await takeSnapshot();
     if (launched) await launched.mount(snapshot, ctx.mounter);
   } catch (err) {
@@ -236,4 +241,42 @@ export async function forkSandbox<S extends { id: string; close(): Promise<void>
     setImmediate(() => pool.fill(key, refill));
   }
   return { branches, lost, frozenMs, copiedBytes: snapshot.copiedBytes, parentClosed };
+}
+
+/** What a branch does not get, in words for the policy (Sandbox.fork's `lost`); read while the parent is frozen. */
+function lostAtFork(parent: ForkParent): string[] {
+  const lost: string[] = [];
+  const strays = parent.strays();
+  if (strays.length) {
+    const names = [...new Set(strays.map((p) => readComm(p)).filter((n): n is string => n !== null))];
+    lost.push(`${strays.length} background process${strays.length > 1 ? 'es' : ''} (${names.join(', ')})`);
+  }
+  if (parent.replStarted()) lost.push("the Python REPL's state (its variables, imports and definitions)");
+  const tmp = tmpEntries(parent.shellPid());
+  if (tmp > 0) lost.push(`${tmp} entr${tmp > 1 ? 'ies' : 'y'} in /tmp (the shell's private /tmp is not carried)`);
+  return lost;
+}
+
+/**
+ * How many entries the shell's private /tmp holds, read through its root (0 when unreadable,
+ * or when the sandbox made /tmp a link: an absolute one would resolve against the host's root).
+ */
+function tmpEntries(shellPid: number | null): number {
+  if (!shellPid) return 0;
+  const tmp = `/proc/${shellPid}/root/tmp`;
+  try {
+    if (!fs.lstatSync(tmp).isDirectory()) return 0;
+    return fs.readdirSync(tmp).length;
+  } catch {
+    return 0;
+  }
+}
+
+/** A process's `comm` (its executable's name, as ps shows it), or null when it is gone. */
+function readComm(pid: number): string | null {
+  try {
+    return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return null;
+  }
 }

@@ -699,39 +699,13 @@ export class HostSandbox {
         const fd = fs.openSync(source, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
         return { fd, done: () => fs.closeSync(fd) };
       },
-      lost: () => this.lostAtFork(),
+      // Read while frozen: the pids group's file, no scan of every process.
+      strays: () => (this.pty ? this.strays(this.pty.pid, { cgroupOnly: true })() : []),
+      replStarted: () => Boolean(this.repl?.pid),
+      shellPid: () => this.shellPid,
       close: () => this.close(),
     };
     return forkSandbox(parent, req, { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost, pool: ctx.pool ?? null, mounter: ctx.mounter ?? null, create: (r, c) => HostSandbox.create(r, c) });
-  }
-
-  /** What a branch does not get, in words for the policy (Sandbox.fork's `lost`); read while frozen. */
-  private lostAtFork(): string[] {
-    const lost: string[] = [];
-    const strays = this.pty ? this.strays(this.pty.pid, { cgroupOnly: true })() : [];
-    if (strays.length) {
-      const names = [...new Set(strays.map((p) => readComm(p)).filter((n): n is string => n !== null))];
-      lost.push(`${strays.length} background process${strays.length > 1 ? 'es' : ''} (${names.join(', ')})`);
-    }
-    if (this.repl?.pid) lost.push("the Python REPL's state (its variables, imports and definitions)");
-    const tmp = this.tmpEntries();
-    if (tmp > 0) lost.push(`${tmp} entr${tmp > 1 ? 'ies' : 'y'} in /tmp (the shell's private /tmp is not carried)`);
-    return lost;
-  }
-
-  /**
-   * How many entries the shell's private /tmp holds, read through its root (0 when unreadable,
-   * or when the sandbox made /tmp a link: an absolute one would resolve against the host's root).
-   */
-  private tmpEntries(): number {
-    if (!this.shellPid) return 0;
-    const tmp = `/proc/${this.shellPid}/root/tmp`;
-    try {
-      if (!fs.lstatSync(tmp).isDirectory()) return 0;
-      return fs.readdirSync(tmp).length;
-    } catch {
-      return 0;
-    }
   }
 
   /** Writes a fork's captured shell state into the control dir, for the shell's start to restore: shell-state.ts. */
