@@ -169,6 +169,7 @@ export class ForkPool<S extends { close(): Promise<void> }> {
       },
     );
     this.launching.add(launching);
+    // Only the bookkeeping: `launching` cannot reject (both outcomes handled above); close() awaits it.
     void launching.finally(() => this.launching.delete(launching));
   }
 
@@ -186,6 +187,7 @@ export class ForkPool<S extends { close(): Promise<void> }> {
         return removeGatedLeftovers(p.launch.dir);
       });
     this.closing.add(done);
+    // Only the bookkeeping: `done` cannot reject (a close never throws, nor does the removal); close() awaits it.
     void done.finally(() => this.closing.delete(done));
   }
 

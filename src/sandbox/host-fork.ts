@@ -198,6 +198,7 @@ export async function forkSandbox<S extends { id: string; close(): Promise<void>
     snapshot ??= await takeSnapshot();
     if (launched) await launched.mount(snapshot, ctx.mounter);
   } catch (err) {
+    // Only waited for, so the parent's shell is idle again: the fork fails with `err` already.
     await captured.catch(() => undefined);
     if (frozen) cgroup.thaw();
     await launched?.abort();

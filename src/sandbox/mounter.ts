@@ -112,6 +112,7 @@ export class Mounter {
     };
     proc.on('exit', gone);
     proc.on('error', gone);
+    // A write to a helper that died: its 'exit' answers the request (above).
     proc.stdin.on('error', () => undefined);
     // Never what keeps the host alive.
     proc.unref();
