@@ -129,4 +129,6 @@ describe.skipIf(!ok)('the fork pool', () => {
     expect(fork.branches[0]!.id).not.toBe(b0.id);
     expect(pooledIds(stateDir)).toEqual([]);
   });
+
+  it.todo('a close of the id the runtime proposed for a branch reaches the pooled branch that replaced it (sandbox-host.ts forkAliases: only a fork call that timed out as the host answered sends one) (#26)');
 });
