@@ -5,8 +5,17 @@
  * BUILD_COMMANDS (bash commands, the "prefix's actions"), plus a little shell state.
  *
  * - fork_p50_ms: `fork({ rolloutIds: [4 ids], keepParent: false })`, from the call to 4 branches
- *   ready to act (shells started, shell state restored): the parent's workspace is shared, no copy;
- * - fork_keep_parent_p50_ms: the same with keepParent (default): the workspace is copied once;
+ *   ready to act (shells started, shell state restored), in the steady state of a trainer that
+ *   forks repeatedly: the host's fork pool (src/sandbox/fork-pool.ts) holds branches of the
+ *   parent's configuration, parked at their gates. The parent is a branch of the run's first
+ *   fork (a tree's second level: a pool serves the forks of one parent and of its branches, which
+ *   share its uid), holding the same 10,000 files and shell state; the parent's workspace is
+ *   shared, no copy;
+ * - fork_cold_p50_ms: the same fork with the pool empty for the parent's configuration (the
+ *   first fork of a rollout: its branches launched by the fork itself), of the freshly built
+ *   parent; fork_cold_over_replay = replay_p50_ms / fork_cold_p50_ms;
+ * - fork_keep_parent_p50_ms: keepParent (default), one parent forked RUNS times (the first cold,
+ *   the others from the pool): the workspace is copied each time;
  * - replay_p50_ms: re-creating the same state the way the rollout made it: starting a sandbox
  *   and replaying the prefix's actions, BUILD_COMMANDS, one bash call per action
  *   (`replay_actions` of them) — the issue's baseline;
@@ -19,13 +28,17 @@
  *   fork_over_replay_one_command against the single-command replay);
  * - *_cpu_p50_ms: the CPU time of this process's tree (the sandbox host, its shells, mounts and
  *   copies) over each fork or replay, from /proc (10 ms ticks): steadier than wall time on a
- *   shared machine; a fork's leaves out the parent it closes;
+ *   shared machine; a fork's leaves out the parent it closes and the pool's refill after it;
  * - fork_cpu_over_replay: replay_cpu_p50_ms / fork_cpu_p50_ms;
  * - frozen_p50_ms / frozen_keep_parent_p50_ms: how long the parent's processes were frozen;
  * - branch_disk_bytes / branch_disk_after_write_bytes: what a branch's own tmpfs holds (its
  *   overlay upper dir) right after the fork and after it writes 1 MB; parent_disk_bytes for scale;
  * - branch_mem_bytes / branch_mem_after_write_bytes: the branch's memory cgroup usage, likewise;
  * - load_avg_1m: the machine's load average at the end (the figures are from a shared machine).
+ *
+ * Nothing is timed while the pool refills: after each fork the bench waits until every parked
+ * branch waits at its gate (their launches would otherwise slow the next replay, flattering the
+ * ratios).
  *
  * Run: npx tsx bench/fork.ts (as root, with the cgroup v1 freezer; `BENCH_FORK_RUNS` sets the
  * number of forks per mode, default 5).
@@ -36,6 +49,7 @@ import path from 'node:path';
 import { createSandboxProvider } from '../src/sandbox/index.js';
 import type { Sandbox } from '../src/sandbox/sandbox.js';
 import { median, report, round } from './stats.js';
+import { parkedAtGate, pooledIds } from '../test/integration/fork/pool-dirs.js';
 
 const K = 4;
 const RUNS = Number(process.env['BENCH_FORK_RUNS'] ?? 5);
@@ -127,6 +141,16 @@ async function diskBytes(sb: Sandbox): Promise<number> {
   return (blocks - free) * size;
 }
 
+/** Waits until the host's fork pool is still: every parked branch waits at its gate, twice in a row. */
+async function poolSettled(): Promise<void> {
+  let still = 0;
+  for (let i = 0; i < 1000 && still < 2; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    const pooled = pooledIds(stateDir);
+    still = pooled.length > 0 && parkedAtGate(stateDir).length === pooled.length ? still + 1 : 0;
+  }
+}
+
 /** The sandbox's memory cgroup usage. */
 function memBytes(sb: Sandbox): number {
   return Number(fs.readFileSync(`/sys/fs/cgroup/memory/rollout-runtime/${sb.id}/memory.usage_in_bytes`, 'utf8'));
@@ -139,12 +163,22 @@ try {
   const replaysK: number[] = [];
   const forks: number[] = [];
   const forkCpu: number[] = [];
+  const forksCold: number[] = [];
   const forkKeepCpu: number[] = [];
   const frozen: number[] = [];
   const forksKeep: number[] = [];
   const frozenKeep: number[] = [];
-  // keepParent false: each fork consumes its parent, so each run builds one (that build is a replay too).
+  const fork = async (sb: Sandbox, tag: string): Promise<{ f: Awaited<ReturnType<NonNullable<Sandbox['fork']>>>; ms: number; cpu: number }> => {
+    const c0 = cpuTree();
+    const t = performance.now();
+    const f = await sb.fork!({ rolloutIds: Array.from({ length: K }, (_, j) => `${tag}-${j}`), keepParent: false });
+    const ms = performance.now() - t;
+    return { f, ms, cpu: cpuSince(c0) };
+  };
+  // keepParent false: each fork consumes its parent, so each run builds one (that build is a
+  // replay too), forks it (cold: a new uid, no pool yet), then forks one of its branches (warm).
   for (let i = 0; i < RUNS; i++) {
+    await poolSettled();
     const { sb, ms, cpu } = await build();
     replays.push(ms);
     replayCpu.push(cpu);
@@ -153,31 +187,40 @@ try {
       if (n !== FILES) throw new Error(`the workspace holds ${n} files, not ${FILES}`);
       figures.parent_disk_bytes = await diskBytes(sb);
     }
-    const c0 = cpuTree();
-    const t = performance.now();
-    const f = await sb.fork!({ rolloutIds: Array.from({ length: K }, (_, j) => `b-${i}-${j}`), keepParent: false });
-    forks.push(performance.now() - t);
-    forkCpu.push(cpuSince(c0));
-    frozen.push(f.frozenMs);
+    const cold = await fork(sb, `c-${i}`);
+    forksCold.push(cold.ms);
+    const [next, ...rest] = cold.f.branches as [Sandbox, ...Sandbox[]];
+    await Promise.all(rest.map((b) => b.close()));
+    await poolSettled();
+    const pooled = new Set(pooledIds(stateDir));
+    const warm = await fork(next, `w-${i}`);
+    forks.push(warm.ms);
+    forkCpu.push(warm.cpu);
+    frozen.push(warm.f.frozenMs);
+    const hits = warm.f.branches.filter((b) => pooled.has(b.id)).length;
+    if (hits !== K) throw new Error(`the warm fork took ${hits} of its ${K} branches from the pool`);
     if (i === 0) {
-      const b = f.branches[0]!;
-      if ((await run(b, 'pwd; echo $RUN_ID; greet')) !== '/workspace/d3\nbench\nhi') throw new Error('the branch lacks the shell state');
+      const b = warm.f.branches[0]!;
+      if ((await run(b, 'pwd; echo $RUN_ID; greet; find /workspace -type f | wc -l')) !== `/workspace/d3\nbench\nhi\n${FILES}`) throw new Error('the branch lacks the shell state or the files');
       figures.branch_disk_bytes = await diskBytes(b);
       figures.branch_mem_bytes = memBytes(b);
       await run(b, 'head -c 1048576 /dev/zero > new-file');
       figures.branch_disk_after_write_bytes = await diskBytes(b);
       figures.branch_mem_after_write_bytes = memBytes(b);
     }
-    await Promise.all(f.branches.map((b) => b.close()));
+    await Promise.all(warm.f.branches.map((b) => b.close()));
     // The single-command replay, alternated with the per-action one.
+    await poolSettled();
     const one = await build(true);
     replaysOne.push(one.ms);
     if (i === 0 && (await run(one.sb, 'pwd; echo $RUN_ID; greet; find /workspace -type f | wc -l')) !== `/workspace/d3\nbench\nhi\n${FILES}`) throw new Error('the one-command replay built another state');
     await one.sb.close();
   }
   // keepParent true: one parent, forked RUNS times.
+  await poolSettled();
   const { sb: parent } = await build();
   for (let i = 0; i < RUNS; i++) {
+    await poolSettled();
     const c0 = cpuTree();
     const t = performance.now();
     const f = await parent.fork!({ rolloutIds: Array.from({ length: K }, (_, j) => `k-${i}-${j}`) });
@@ -190,6 +233,7 @@ try {
   await parent.close();
   // K siblings' states by replay, all at once (after the forks, so their closes never overlap one).
   for (let i = 0; i < RUNS; i++) {
+    await poolSettled();
     const tk = performance.now();
     const built = await Promise.all(Array.from({ length: K }, () => build()));
     replaysK.push(performance.now() - tk);
@@ -200,6 +244,7 @@ try {
   figures.workspace_bytes = FILES * FILE_BYTES;
   figures.runs = RUNS;
   figures.fork_p50_ms = round(median(forks), 1);
+  figures.fork_cold_p50_ms = round(median(forksCold), 1);
   figures.fork_keep_parent_p50_ms = round(median(forksKeep), 1);
   figures.frozen_p50_ms = round(median(frozen), 1);
   figures.frozen_keep_parent_p50_ms = round(median(frozenKeep), 1);
@@ -207,6 +252,7 @@ try {
   figures.replay_p50_ms = round(median(replays), 1);
   figures.replay_one_command_p50_ms = round(median(replaysOne), 1);
   figures.fork_over_replay = round(median(replays) / median(forks), 2);
+  figures.fork_cold_over_replay = round(median(replays) / median(forksCold), 2);
   figures.fork_over_replay_one_command = round(median(replaysOne) / median(forks), 2);
   figures.replay_k_p50_ms = round(median(replaysK), 1);
   figures.fork_over_replay_k = round(median(replaysK) / median(forks), 2);

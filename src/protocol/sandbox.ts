@@ -95,6 +95,8 @@ export const HostHelloSchema = z.object({
   runtimeId: z.string(),
   ownerPid: z.number().int(),
   ownerStart: z.string().nullable(),
+  /** The host's pool of parked fork branches (fork-pool.ts); absent: none. */
+  forkPool: z.object({ size: z.number().int().min(0).max(64), idleMs: z.number().int().positive() }).optional(),
 });
 export const HostHelloResultSchema = z.object({
   type: z.literal('host.hello.result'),

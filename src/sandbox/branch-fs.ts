@@ -5,6 +5,7 @@ import { SandboxError } from '../errors.js';
 import type { ForkSnapshot } from './fork-snapshot.js';
 import { TRUSTED_PATH } from './drivers.js';
 import { removeSandboxDir } from './lease.js';
+import type { Mounter } from './mounter.js';
 import { grantSearch, removeSandboxFs, type SandboxFs } from './sandbox-fs.js';
 
 /**
@@ -34,11 +35,16 @@ export const GATE_NAME = 'gate';
  * `sh`: tmpfs, layout, the shared workspace bind, the gate. As root only.
  * @throws SandboxError `FORK_FAILED` when a mount fails; the roots mounted so far are unmounted.
  */
-export async function prepareBranches(dirs: readonly string[], opts: { bytes: number; uid: number | null; stateDir: string }): Promise<BranchFs[]> {
+export async function prepareBranches(dirs: readonly string[], opts: { bytes: number; uid: number | null; stateDir: string; mounter?: Mounter | null }): Promise<BranchFs[]> {
   const roots = dirs.map((d) => path.join(d, 'fs'));
   try {
     for (const root of roots) fs.mkdirSync(root, { mode: 0o711 });
-    await sh(PREPARE, [`size=${opts.bytes},mode=0711,nosuid,nodev`, ...roots], "a fork branch's workspace");
+    // The host's mount helper when it has one (mounter.ts), else one `bash`.
+    const helped = await opts.mounter?.run(
+      roots.map((root) => ({ op: 'root', root, data: `size=${opts.bytes},mode=0711`, gate: GATE_NAME })),
+      "a fork branch's workspace",
+    );
+    if (!helped) await sh(PREPARE, [`size=${opts.bytes},mode=0711,nosuid,nodev`, ...roots], "a fork branch's workspace");
     for (const root of roots) {
       fs.mkdirSync(path.join(root, 'ovl-work'), { mode: 0o700 });
       if (opts.uid !== null) {
@@ -61,7 +67,7 @@ export async function prepareBranches(dirs: readonly string[], opts: { bytes: nu
  * name no host path.
  * @throws SandboxError `FORK_FAILED` when a mount fails (the caller closes the branches).
  */
-export async function mountBranchOverlays(branches: readonly BranchFs[], layers: readonly string[]): Promise<void> {
+export async function mountBranchOverlays(branches: readonly BranchFs[], layers: readonly string[], mounter: Mounter | null = null): Promise<void> {
   const top = fs.statSync(layers[0]!);
   for (const b of branches) {
     const upper = path.join(b.root, 'upper');
@@ -69,7 +75,10 @@ export async function mountBranchOverlays(branches: readonly BranchFs[], layers:
     fs.chmodSync(upper, top.mode & 0o7777);
     layers.forEach((l, i) => fs.symlinkSync(l, path.join(b.root, `l${i}`)));
   }
-  await sh(OVERLAYS, [layers.map((_, i) => `l${i}`).join(':'), ...branches.map((b) => b.root)], "a fork branch's workspace overlay");
+  const lower = layers.map((_, i) => `l${i}`).join(':');
+  // The host's mount helper when it has one (no process spawned per fork: mounter.ts).
+  if (await mounter?.run(branches.map((b) => ({ op: 'overlay', root: b.root, lower })), "a fork branch's workspace overlay")) return;
+  await sh(OVERLAYS, [lower, ...branches.map((b) => b.root)], "a fork branch's workspace overlay");
 }
 
 /**
@@ -147,88 +156,115 @@ function sh(script: string, args: string[], what: string): Promise<void> {
 }
 
 /**
- * A gated branch's hold on its fork's snapshot: set (and acquired) by the fork before it opens
- * the gate, unless the branch has already closed (`released`), which it marks as it releases.
+ * What a fork hands a gated branch at its gate: its snapshot, set (and acquired) by the fork
+ * before it opens the gate, unless the branch has already closed (`released`), which it marks as
+ * it releases.
  */
 export interface SnapshotHold {
   snapshot: ForkSnapshot | null;
   released: boolean;
   /** Why the branch's start failed, set before it closes (its directory goes meanwhile). */
   startError?: unknown;
+  /** Whether the branch's processes still run (set by its start once its cgroup exists): a pool hands out no dead branch. */
+  alive?: () => boolean;
+  /** The rollout a pooled branch serves, set by the fork that takes it: its start writes it into the lease. */
+  rolloutId?: string;
 }
 
 /** What a gated branch's start is given (HostSandbox.create's `gated`). */
 export interface GatedBranch {
   files: BranchFs;
-  /** The parent's last exit code, the branch's first `$?`. */
-  lastExit: number | null;
   hold: SnapshotHold;
+  /** How long the shell may wait at its gate, on top of the start timeout: a pooled branch's whole stay in the pool. */
+  parkMs?: number;
 }
 
 /**
- * A fork's branches launched before its snapshot (the fast path of HostSandbox.fork): their
- * filesystems made in one process, their starts under way and waiting on their gates. Its
- * owner ends it one way: {@link open} (then closes what failed), or {@link abort}.
+ * One branch launched ahead of its snapshot: its directory and filesystem (made in one process
+ * with its siblings'), its gate, and its start, under way and waiting on the gate. A fork's own
+ * launch or a fork pool's (fork-pool.ts) makes it; {@link EarlyBranches} ends it.
+ */
+export interface GatedLaunch<S> {
+  dir: string;
+  files: BranchFs;
+  gate: BranchGate;
+  hold: SnapshotHold;
+  stateFile: string;
+  /** Resolves once the shell, past its gate, has restored the state. */
+  start: Promise<S>;
+}
+
+/**
+ * Makes each branch's directory and filesystem, then starts each (`create`, not awaited: the
+ * first on the next turn of the event loop, each other one turn after the one before). The
+ * caller handles every `start`'s rejection.
+ * @throws SandboxError `SANDBOX_EXISTS` when a directory exists, `FORK_FAILED` when the
+ *   filesystems cannot be made; nothing is left then.
+ */
+export async function launchGated<S>(branches: Array<{ dir: string; stateFile: string; create: (gated: GatedBranch) => Promise<S> }>, opts: { bytes: number; uid: number | null; stateDir: string; parkMs?: number; mounter?: Mounter | null }): Promise<Array<GatedLaunch<S>>> {
+  if (branches.length === 0) return [];
+  const dirs: string[] = [];
+  let files: BranchFs[];
+  try {
+    for (const b of branches) {
+      fs.mkdirSync(b.dir);
+      dirs.push(b.dir);
+    }
+    files = await prepareBranches(dirs, opts);
+  } catch (err) {
+    for (const d of dirs) await removeSandboxDir(d);
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new SandboxError('a fork branch id is already in use', { code: 'SANDBOX_EXISTS', stage: 'init' });
+    throw err;
+  }
+  const gates: BranchGate[] = [];
+  try {
+    for (const f of files) gates.push(new BranchGate(f.gate));
+  } catch (err) {
+    for (const g of gates) g.close();
+    for (const d of dirs) {
+      removeSandboxFs(d);
+      await removeSandboxDir(d);
+    }
+    throw new SandboxError(`cannot open a fork branch's gate: ${(err as Error).message}`, { code: 'FORK_FAILED', stage: 'init' });
+  }
+  // Each start spawns its shell synchronously (node-pty forks this process: ~10-20 ms on a
+  // loaded machine); one per turn of the event loop, so the fork's capture, freeze and overlay
+  // mounts run between them instead of after all of them (the shells need the overlay only at
+  // their gate).
+  let turn = Promise.resolve();
+  return branches.map((b, i) => {
+    const hold: SnapshotHold = { snapshot: null, released: false };
+    turn = turn.then(() => new Promise<void>((r) => setImmediate(r)));
+    const start = turn.then(() => b.create({ files: files[i]!, hold, ...(opts.parkMs ? { parkMs: opts.parkMs } : {}) }));
+    return { dir: dirs[i]!, files: files[i]!, gate: gates[i]!, hold, stateFile: b.stateFile, start };
+  });
+}
+
+/** Removes a gated branch's directory and mounts when its start failed before it could own them (nothing when it went with its close). */
+export async function removeGatedLeftovers(dir: string): Promise<void> {
+  removeSandboxFs(dir);
+  if (fs.existsSync(dir)) await removeSandboxDir(dir);
+}
+
+/**
+ * A fork's branches launched before its snapshot (the fast path of a fork, host-fork.ts): taken
+ * from the host's fork pool or launched by the fork itself. Its owner ends it one way:
+ * {@link open} (then closes what failed), or {@link abort}.
  */
 export class EarlyBranches<S extends { close(): Promise<void> }> {
-  private constructor(
-    private readonly dirs: string[],
-    private readonly files: BranchFs[],
-    private readonly gates: BranchGate[],
-    private readonly holds: SnapshotHold[],
-    private readonly stateFiles: string[],
-    private readonly starts: Array<Promise<S>>,
-    /** Every start, settled: a start that fails early is never an unhandled rejection. */
-    private readonly settled: Promise<Array<PromiseSettledResult<S>>>,
-  ) {
-    for (const c of this.starts) c.catch((err: unknown) => (this.failed ??= { status: 'rejected', reason: err }));
-  }
-
+  /** Every start, settled: a start that fails early is never an unhandled rejection. */
+  private readonly settled: Promise<Array<PromiseSettledResult<S>>>;
   /** The first start that failed, as soon as it has. */
   private failed: PromiseRejectedResult | null = null;
 
-  /**
-   * Makes each branch's directory and filesystem, then starts each (`create`, not awaited: the
-   * first on the next turn of the event loop, each other one turn after the one before).
-   * @throws SandboxError `SANDBOX_EXISTS` when a directory exists, `FORK_FAILED` when the
-   *   filesystems cannot be made; nothing is left then.
-   */
-  static async launch<S extends { close(): Promise<void> }>(branches: Array<{ dir: string; stateFile: string; create: (gated: GatedBranch) => Promise<S> }>, opts: { bytes: number; uid: number | null; stateDir: string; lastExit: number | null }): Promise<EarlyBranches<S>> {
-    const dirs: string[] = [];
-    let files: BranchFs[];
-    try {
-      for (const b of branches) {
-        fs.mkdirSync(b.dir);
-        dirs.push(b.dir);
-      }
-      files = await prepareBranches(dirs, opts);
-    } catch (err) {
-      for (const d of dirs) await removeSandboxDir(d);
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new SandboxError('a fork branch id is already in use', { code: 'SANDBOX_EXISTS', stage: 'init' });
-      throw err;
-    }
-    const gates: BranchGate[] = [];
-    try {
-      for (const f of files) gates.push(new BranchGate(f.gate));
-    } catch (err) {
-      for (const g of gates) g.close();
-      for (const d of dirs) {
-        removeSandboxFs(d);
-        await removeSandboxDir(d);
-      }
-      throw new SandboxError(`cannot open a fork branch's gate: ${(err as Error).message}`, { code: 'FORK_FAILED', stage: 'init' });
-    }
-    const holds = files.map((): SnapshotHold => ({ snapshot: null, released: false }));
-    // Each start spawns its shell synchronously (node-pty forks this process: ~10-20 ms on a
-    // loaded machine); one per turn of the event loop, so the fork's capture, freeze and overlay
-    // mounts run between them instead of after all of them (the shells need the overlay only at
-    // their gate).
-    let turn = Promise.resolve();
-    const starts = branches.map((b, i) => {
-      turn = turn.then(() => new Promise<void>((r) => setImmediate(r)));
-      return turn.then(() => b.create({ files: files[i]!, lastExit: opts.lastExit, hold: holds[i]! }));
-    });
-    return new EarlyBranches(dirs, files, gates, holds, branches.map((b) => b.stateFile), starts, Promise.allSettled(starts));
+  constructor(private readonly launches: Array<GatedLaunch<S>>) {
+    for (const l of launches) l.start.catch((err: unknown) => (this.failed ??= { status: 'rejected', reason: err }));
+    this.settled = Promise.allSettled(launches.map((l) => l.start));
+  }
+
+  /** Launches `branches` ({@link launchGated}) as one fork's. */
+  static async launch<S extends { close(): Promise<void> }>(branches: Parameters<typeof launchGated<S>>[0], opts: Parameters<typeof launchGated<S>>[1]): Promise<EarlyBranches<S>> {
+    return new EarlyBranches(await launchGated(branches, opts));
   }
 
   /**
@@ -236,16 +272,16 @@ export class EarlyBranches<S extends { close(): Promise<void> }> {
    * @throws SandboxError `FORK_FAILED` when a branch's start has already failed (naming why) or a
    *   mount fails.
    */
-  async mount(snapshot: ForkSnapshot): Promise<void> {
+  async mount(snapshot: ForkSnapshot, mounter: Mounter | null = null): Promise<void> {
     const check = (): void => {
-      const held = this.holds.find((h) => h.startError !== undefined);
+      const held = this.launches.find((l) => l.hold.startError !== undefined)?.hold;
       if (!this.failed && !held) return;
       const e = (held ? held.startError : this.failed!.reason) as Error;
       throw new SandboxError(`a fork branch could not be made: ${e.message}`, { code: 'FORK_FAILED', cause: e });
     };
     check();
     try {
-      await mountBranchOverlays(this.files, snapshot.layers);
+      await mountBranchOverlays(this.launches.map((l) => l.files), snapshot.layers, mounter);
     } catch (err) {
       check();
       if (err instanceof SandboxError) throw err;
@@ -258,38 +294,35 @@ export class EarlyBranches<S extends { close(): Promise<void> }> {
    * standing) and opens its gate; resolves with every start's outcome.
    */
   async open(snapshot: ForkSnapshot, shellState: string): Promise<Array<PromiseSettledResult<S>>> {
-    this.holds.forEach((hold, i) => {
+    for (const { hold, stateFile, gate } of this.launches) {
       try {
-        fs.writeFileSync(this.stateFiles[i]!, shellState, { mode: 0o644 });
+        fs.writeFileSync(stateFile, shellState, { mode: 0o644 });
       } catch {
         // a branch already closed took its directory along: its gate is refused below
       }
-      if (hold.released) return;
+      if (hold.released) continue;
       snapshot.acquire();
       hold.snapshot = snapshot;
-      this.gates[i]!.open();
-    });
+      gate.open();
+    }
     try {
       return await this.settled;
     } finally {
-      for (const g of this.gates) g.close();
+      for (const l of this.launches) l.gate.close();
     }
   }
 
   /** Ends every branch (its shell exits at the gate; each start fails and closes it) and removes what is left. */
   async abort(): Promise<void> {
-    for (const g of this.gates) g.refuse();
+    for (const l of this.launches) l.gate.refuse();
     const made = await this.settled;
-    for (const g of this.gates) g.close();
+    for (const l of this.launches) l.gate.close();
     await Promise.all(made.flatMap((m) => (m.status === 'fulfilled' ? [m.value.close()] : [])));
     await this.removeLeftovers();
   }
 
   /** Removes the directory and mounts of any branch whose start failed before it could own them. */
   async removeLeftovers(): Promise<void> {
-    for (const d of this.dirs) {
-      removeSandboxFs(d);
-      if (fs.existsSync(d)) await removeSandboxDir(d);
-    }
+    for (const l of this.launches) await removeGatedLeftovers(l.dir);
   }
 }

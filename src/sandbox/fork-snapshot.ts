@@ -4,6 +4,7 @@ import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { SandboxError } from '../errors.js';
 import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
+import type { Mounter } from './mounter.js';
 import { processStartTime } from './proc.js';
 import { isMountPoint, unpinDir } from './sandbox-fs.js';
 
@@ -30,17 +31,22 @@ export class ForkSnapshot {
   private refs = 0;
   private removed: Promise<void> | null = null;
 
-  private constructor(
-    readonly id: string,
-    readonly dir: string,
-    /** This snapshot's own layer: what its parent had changed. */
-    readonly lower: string,
-    /** Bytes copied to make it (0 when shared). */
-    private copied: number,
-    /** The snapshot the parent (itself a branch) stood on, held until this one is removed. */
-    private readonly parent: ForkSnapshot | null,
-  ) {
-    parent?.acquire();
+  readonly id: string;
+  readonly dir: string;
+  /** This snapshot's own layer: what its parent had changed. */
+  readonly lower: string;
+  /** Bytes copied to make it (0 when shared). */
+  private copied = 0;
+  /** The snapshot the parent (itself a branch) stood on, held until this one is removed. */
+  private readonly parent: ForkSnapshot | null;
+
+  /** Made only by {@link take}, with the fields above. */
+  private constructor(o: { id: string; dir: string; lower: string; parent: ForkSnapshot | null }) {
+    this.id = o.id;
+    this.dir = o.dir;
+    this.lower = o.lower;
+    this.parent = o.parent;
+    o.parent?.acquire();
   }
 
   /**
@@ -62,7 +68,7 @@ export class ForkSnapshot {
    * owner; the walk never leaves it: `cp -a` copies symlinks as symlinks and never follows one).
    * @throws SandboxError `FORK_FAILED` when the copy or the mounts fail; nothing is left then.
    */
-  static async take(sourceFd: number, opts: { stateDir: string; mode: 'share' | 'copy'; bytes: number; parent: ForkSnapshot | null; lease: Omit<Lease, 'sandboxId' | 'dir' | 'workdir' | 'createdAt' | 'ptyPid' | 'ptyStart' | 'cgroup' | 'hostPid' | 'hostStart'> }): Promise<ForkSnapshot> {
+  static async take(sourceFd: number, opts: { stateDir: string; mode: 'share' | 'copy'; bytes: number; parent: ForkSnapshot | null; mounter?: Mounter | null; lease: Omit<Lease, 'sandboxId' | 'dir' | 'workdir' | 'createdAt' | 'ptyPid' | 'ptyStart' | 'cgroup' | 'hostPid' | 'hostStart'> }): Promise<ForkSnapshot> {
     const id = `snap-${crypto.randomBytes(6).toString('hex')}`;
     const dir = path.join(sandboxesDir(opts.stateDir), id);
     fs.mkdirSync(dir, { recursive: true, mode: 0o711 });
@@ -81,12 +87,14 @@ export class ForkSnapshot {
       workdir: lower,
       createdAt: new Date().toISOString(),
     });
-    const snap = new ForkSnapshot(id, dir, lower, 0, opts.parent);
+    const snap = new ForkSnapshot({ id, dir, lower, parent: opts.parent });
     try {
       if (opts.mode === 'share') {
-        // pinDir's bind, off the event loop: a fork's branch launches run meanwhile.
+        // pinDir's bind, off the event loop: a fork's branch launches run meanwhile (by the
+        // host's mount helper when it has one: mounter.ts).
         fs.mkdirSync(lower, { mode: 0o755 });
-        await run('mount', ['--no-canonicalize', '--bind', `/proc/${process.pid}/fd/${sourceFd}`, lower], 'cannot bind the workspace for a fork');
+        const src = `/proc/${process.pid}/fd/${sourceFd}`;
+        if (!(await opts.mounter?.run([{ op: 'bind', src, dst: lower }], 'the workspace for a fork'))) await run('mount', ['--no-canonicalize', '--bind', src, lower], 'cannot bind the workspace for a fork');
         return snap;
       }
       fs.mkdirSync(root, { mode: 0o711 });

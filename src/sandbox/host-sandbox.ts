@@ -16,8 +16,11 @@ import { SANDBOX_DNS, UserNet } from './network.js';
 import { LLM_PROXY_URL, LlmProxyForwarder, checkProxySocket, mountProxySocket } from './llm-proxy-forwarder.js';
 import { mountHarnessStore } from './harness-mount.js';
 import { ForkSnapshot } from './fork-snapshot.js';
-import { captureCommand, restoreCommand } from './shell-state.js';
-import { EarlyBranches, GATE_NAME, type GatedBranch, type SnapshotHold } from './branch-fs.js';
+import { restoreCommand } from './shell-state.js';
+import { GATE_NAME, type GatedBranch, type SnapshotHold } from './branch-fs.js';
+import type { ForkPool } from './fork-pool.js';
+import type { Mounter } from './mounter.js';
+import { forkSandbox, shellStateName, type BranchStart, type ForkBranchRequest, type ForkParent, type ForkResult, type HostOwner } from './host-fork.js';
 import { chownTree, makeSandboxFs, pinDir, removeSandboxFs, unpinDir, type SandboxFs } from './sandbox-fs.js';
 import { isRoot } from './sandbox-user.js';
 import { writeSeccompFilter } from './seccomp.js';
@@ -25,22 +28,7 @@ import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult
 import { readWorkspaceFile, writeWorkspaceFile } from './workspace-fs.js';
 import { WORKSPACE, checkFileKeys, fileKeysError } from './workspace-path.js';
 
-/** Who owns the host, as said in `host.hello`. */
-export interface HostOwner {
-  runtimeId: string;
-  ownerPid: number;
-  ownerStart: string | null;
-}
-
-/** What a fork's branch starts from (HostSandbox.fork). */
-export interface BranchStart {
-  /** The parent's filesystem, the lower layer of the branch's own. */
-  snapshot: ForkSnapshot;
-  /** The parent shell's state as a script to source (shell-state.ts). */
-  shellState: string;
-  /** The parent's last exit code, the branch's first `$?`. */
-  lastExit: number | null;
-}
+export type { HostOwner, BranchStart } from './host-fork.js';
 
 /** The sandbox's PATH unless its image or task names another. */
 const BASE_PATH = TRUSTED_PATH;
@@ -242,14 +230,23 @@ export class HostSandbox {
     const lease = leaseFor(req, ctx.owner, { dir, workdir: files.workdir, cgroup });
     const sb = new HostSandbox({ id: req.sandboxId, req, dir, workdir: files.workdir, ctlDir: files.ctlDir, files, seccompFile: writeSeccompFilter(files.ctlDir), cgroup, lease, onLost: ctx.onLost });
     sb.branchHold = gated.hold;
+    // A pool's probe (fork-pool.ts): the launcher joins the group before anything else runs, and
+    // the whole sandbox goes with its shell.
+    gated.hold.alive = () => (cgroup ? cgroup.pids().length > 0 : true);
     try {
       sb.prepareControlDir();
-      // The fork writes the state file before it opens the gate.
-      sb.pendingRestore = { name: shellStateName(req.sandboxId), lastExit: gated.lastExit, gate: GATE_NAME };
-      await sb.startShell();
+      // The fork writes the state file (its last line the parent's status) before it opens the gate.
+      sb.pendingRestore = { name: shellStateName(req.sandboxId), lastExit: null, gate: GATE_NAME };
+      // A pooled branch may wait at its gate as long as it stays in the pool.
+      await sb.startShell(req.tools.startTimeoutMs + (gated.parkMs ?? 0));
       sb.snapshot = gated.hold.snapshot;
       // Only now is the overlay under the workspace path: the fd must hold it, not the empty dir it covers.
       sb.holdWorkdir();
+      // A pooled branch was launched for no rollout: its lease names the one the fork gave it.
+      if (gated.hold.rolloutId !== undefined) {
+        sb.lease.rolloutId = gated.hold.rolloutId;
+        writeLease(sb.lease);
+      }
       return sb;
     } catch (err) {
       gated.hold.startError = err;
@@ -361,7 +358,7 @@ export class HostSandbox {
     };
   }
 
-  private async startShell(): Promise<void> {
+  private async startShell(timeoutMs = this.req.tools.startTimeoutMs): Promise<void> {
     // The `none` driver's shell shares the host's network: one listener on a host port, made
     // before the shell so its environment can name the port.
     if (this.req.spec.llmProxy && this.req.driver === 'none' && !this.forwarder && !this.llmProxyDone) this.forwarder = await LlmProxyForwarder.openOnHost(this.req.spec.llmProxy.socketPath);
@@ -401,7 +398,7 @@ export class HostSandbox {
           } else this.onLost(`the sandbox shell was killed (signal ${e.signal})`);
         },
       },
-      this.req.tools.startTimeoutMs,
+      timeoutMs,
     ).finally(() => {
       if (restore) fs.rmSync(path.join(this.ctlDir, restore.name), { force: true });
       if (restore?.gate) fs.rmSync(path.join(this.ctlDir, restore.gate), { force: true });
@@ -684,31 +681,14 @@ export class HostSandbox {
   }
 
   /**
-   * Forks the sandbox at a turn boundary into one branch per `branches` entry (Sandbox.fork, #26).
-   *
-   * In order: the shell's state is captured (an internal command: shell-state.ts; without
-   * `keepParent` the snapshot's bind is made meanwhile); every process is frozen (cgroup
-   * freezer); what a branch cannot get is listed; the filesystem is snapshotted
-   * (fork-snapshot.ts: shared without a copy when the parent ends here, else copied once); then,
-   * with `keepParent`, the parent is thawed; the branches are made on this host from the
-   * snapshot, each restoring the shell state on its shell's init line; without `keepParent` the
-   * parent, frozen until they all stand, is closed last (`parentClosed`: its close, under way,
-   * for the host to wait on before it exits).
-   *
-   * A host-root sandbox under bwrap takes the fast path (branch-fs.ts): its branches' shells are
-   * launched first, while the capture, the freeze and the snapshot run, each waiting on its gate
-   * over an empty /workspace; once the snapshot stands, one process mounts every branch's overlay
-   * (it reaches the running sandboxes by mount propagation) and the gates open. The launches —
-   * most of a fork's time — are then off its critical path. Image sandboxes (their whole root is
-   * the branch's overlay) and the unshare driver (its namespace is made private) make their
-   * branches after the snapshot.
-   *
+   * Forks the sandbox at a turn boundary into one branch per `branches` entry (Sandbox.fork,
+   * #26): host-fork.ts `forkSandbox`, given what it needs of this sandbox.
    * @throws SandboxError `SANDBOX_BUSY` while a command or cell runs, `FREEZE_UNAVAILABLE`
    *   without a freezer group (no controller, or the `none` driver), `FORK_FAILED` when the
    *   snapshot or a branch cannot be made — in every case the parent is as it was (thawed,
    *   running) and no branch or snapshot is left.
    */
-  async fork(req: { branches: Array<{ sandboxId: string; rolloutId: string; llmProxy?: { socketPath: string; token: string } | undefined }>; keepParent: boolean }, ctx: { stateDir: string; owner: HostOwner; onLost: (sandboxId: string) => (reason: string) => void }): Promise<{ branches: HostSandbox[]; lost: string[]; frozenMs: number; copiedBytes: number; parentClosed: Promise<void> | null }> {
+  async fork(req: { branches: ForkBranchRequest[]; keepParent: boolean }, ctx: { stateDir: string; owner: HostOwner; onLost: (sandboxId: string) => (reason: string) => void; pool?: ForkPool<HostSandbox> | null; mounter?: Mounter | null }): Promise<ForkResult<HostSandbox>> {
     if (this.selfExit !== null && !this.closing) await this.restartShell();
     const pty = this.alive();
     if (pty.busy || this.pythonRunning > 0) throw new SandboxError(`sandbox ${this.id} is running a command: a fork waits for a turn boundary`, { code: 'SANDBOX_BUSY' });
@@ -717,133 +697,29 @@ export class HostSandbox {
       throw new SandboxError(`sandbox ${this.id} cannot be frozen: ${this.req.driver === 'none' ? "the 'none' driver has no cgroup" : 'no cgroup freezer controller (cgroup v1 freezer) is mounted'}`, { code: 'FREEZE_UNAVAILABLE' });
     }
     if (this.imageMount && this.imageMount.kind !== 'kernel') throw new SandboxError(`sandbox ${this.id}: only an image sandbox on a kernel overlay can be forked (this one is ${this.imageMount.kind})`, { code: 'FORK_FAILED' });
-    const lastExit = pty.lastExitCode;
-    const capture = captureCommand(lastExit);
-    const takeSnapshot = async (): Promise<ForkSnapshot> => {
+    const parent: ForkParent = {
+      id: this.id,
+      req: this.req,
+      uid: this.uid,
+      pty,
+      cgroup,
+      lease: this.lease,
+      snapshot: this.snapshot,
       // What the parent changed: an image sandbox's upper dir; a branch's own upper dir (its
       // snapshot stacks on the branch's, with no copy of what that one holds); else the workspace.
-      const source = this.imageMount ? overlayDirs(this.dir).upper : this.snapshot ? path.join(this.files.root, 'upper') : null;
-      const sourceFd = source === null ? this.workdirFd! : fs.openSync(source, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
-      try {
-        return await ForkSnapshot.take(sourceFd, {
-          stateDir: ctx.stateDir,
-          mode: req.keepParent ? 'copy' : 'share',
-          parent: this.snapshot,
-          bytes: this.req.limits.workdirBytes,
-          lease: { runtimeId: this.lease.runtimeId, ownerPid: this.lease.ownerPid, ownerStart: this.lease.ownerStart, rolloutId: this.lease.rolloutId },
-        });
-      } finally {
-        if (sourceFd !== this.workdirFd) fs.closeSync(sourceFd);
-      }
+      changes: () => {
+        const source = this.imageMount ? overlayDirs(this.dir).upper : this.snapshot ? path.join(this.files.root, 'upper') : null;
+        if (source === null) return { fd: this.workdirFd!, done: () => undefined };
+        const fd = fs.openSync(source, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
+        return { fd, done: () => fs.closeSync(fd) };
+      },
+      // Read while frozen: the pids group's file, no scan of every process.
+      strays: () => (this.pty ? this.strays(this.pty.pid, { cgroupOnly: true })() : []),
+      replStarted: () => Boolean(this.repl?.pid),
+      shellPid: () => this.shellPid,
+      close: () => this.close(),
     };
-    // The branch's files come from the snapshot: no seed, no setup; the parent's uid owns them.
-    const branchReq = (b: (typeof req.branches)[number]): SandboxCreate => ({ ...this.req, sandboxId: b.sandboxId, rolloutId: b.rolloutId, spec: { ...this.req.spec, files: undefined, seedDir: undefined, gitRepo: undefined, setup: undefined, llmProxy: b.llmProxy } });
-    const captured = pty.internal(capture.command, this.req.tools.startTimeoutMs);
-    const early = this.req.driver === 'bwrap' && !this.req.image;
-    let launched: EarlyBranches<HostSandbox> | null = null;
-    let snapshot: ForkSnapshot | null = null;
-    let frozen = false;
-    let frozenAt = 0;
-    let lost: string[];
-    let shellState: string;
-    try {
-      // Without keepParent the snapshot is a bind of the parent's own directory, no copy: nothing
-      // of it depends on what the files hold, so it is made while the shell prints its state and
-      // the branches launch (the parent is frozen before any branch mounts it). A copy waits for
-      // the freeze.
-      const [l, s] = await Promise.allSettled([
-        early
-          ? EarlyBranches.launch(
-              req.branches.map((b) => ({ dir: path.join(sandboxesDir(ctx.stateDir), b.sandboxId), stateFile: path.join(sandboxesDir(ctx.stateDir), b.sandboxId, 'fs', 'ctl', shellStateName(b.sandboxId)), create: (gated: GatedBranch) => HostSandbox.create(branchReq(b), { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), gated }) })),
-              { bytes: this.req.limits.workdirBytes, uid: this.uid, stateDir: ctx.stateDir, lastExit },
-            )
-          : null,
-        req.keepParent ? null : takeSnapshot(),
-      ]);
-      if (l.status === 'fulfilled') launched = l.value;
-      if (s.status === 'fulfilled') snapshot = s.value;
-      if (l.status === 'rejected') throw l.reason;
-      if (s.status === 'rejected') throw s.reason;
-      shellState = capture.parse(await captured);
-      frozenAt = Date.now();
-      try {
-        await cgroup.freeze();
-      } catch (err) {
-        throw new SandboxError(`sandbox ${this.id} could not be frozen: ${(err as Error).message}`, { code: 'FREEZE_UNAVAILABLE', cause: err });
-      }
-      frozen = true;
-      lost = this.lostAtFork();
-      snapshot ??= await takeSnapshot();
-      if (launched) await launched.mount(snapshot);
-    } catch (err) {
-      await captured.catch(() => undefined);
-      if (frozen) cgroup.thaw();
-      await launched?.abort();
-      await snapshot?.release();
-      throw err;
-    }
-    let frozenMs = 0;
-    if (req.keepParent) {
-      cgroup.thaw();
-      frozenMs = Date.now() - frozenAt;
-    }
-    // The fork's own hold: a branch that fails and releases cannot take the snapshot with it.
-    snapshot.acquire();
-    const made = launched
-      ? await launched.open(snapshot, shellState)
-      : await Promise.allSettled(
-          req.branches.map((b) => HostSandbox.create(branchReq(b), { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), branchOf: { snapshot: snapshot!, shellState, lastExit } })),
-        );
-    const branches = made.flatMap((m) => (m.status === 'fulfilled' ? [m.value] : []));
-    const failed = made.find((m): m is PromiseRejectedResult => m.status === 'rejected');
-    if (failed) {
-      await Promise.all(branches.map((b) => b.close()));
-      await launched?.removeLeftovers();
-      cgroup.thaw();
-      await snapshot.release();
-      const e = failed.reason as Error;
-      throw new SandboxError(`sandbox ${this.id}: a fork branch could not be made: ${e.message}`, { code: 'FORK_FAILED', cause: e });
-    }
-    // Without keepParent the parent ends here; its close (kills, unmounts, removal: ~0.1 s) runs
-    // on after the answer, the branches no longer need anything of it but the snapshot's bind.
-    let parentClosed: Promise<void> | null = null;
-    if (!req.keepParent) {
-      frozenMs = Date.now() - frozenAt;
-      // Started after the answer: close's first step scans every process (~20 ms loaded). The
-      // host drops the parent from its table before it answers, so nothing reaches it meanwhile.
-      parentClosed = new Promise<void>((r) => setImmediate(r)).then(() => this.close());
-    }
-    await snapshot.release();
-    return { branches, lost, frozenMs, copiedBytes: snapshot.copiedBytes, parentClosed };
-  }
-
-  /** What a branch does not get, in words for the policy (Sandbox.fork's `lost`); read while frozen. */
-  private lostAtFork(): string[] {
-    const lost: string[] = [];
-    const strays = this.pty ? this.strays(this.pty.pid, { cgroupOnly: true })() : [];
-    if (strays.length) {
-      const names = [...new Set(strays.map((p) => readComm(p)).filter((n): n is string => n !== null))];
-      lost.push(`${strays.length} background process${strays.length > 1 ? 'es' : ''} (${names.join(', ')})`);
-    }
-    if (this.repl?.pid) lost.push("the Python REPL's state (its variables, imports and definitions)");
-    const tmp = this.tmpEntries();
-    if (tmp > 0) lost.push(`${tmp} entr${tmp > 1 ? 'ies' : 'y'} in /tmp (the shell's private /tmp is not carried)`);
-    return lost;
-  }
-
-  /**
-   * How many entries the shell's private /tmp holds, read through its root (0 when unreadable,
-   * or when the sandbox made /tmp a link: an absolute one would resolve against the host's root).
-   */
-  private tmpEntries(): number {
-    if (!this.shellPid) return 0;
-    const tmp = `/proc/${this.shellPid}/root/tmp`;
-    try {
-      if (!fs.lstatSync(tmp).isDirectory()) return 0;
-      return fs.readdirSync(tmp).length;
-    } catch {
-      return 0;
-    }
+    return forkSandbox(parent, req, { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost, pool: ctx.pool ?? null, mounter: ctx.mounter ?? null, create: (r, c) => HostSandbox.create(r, c) });
   }
 
   /** Writes a fork's captured shell state into the control dir, for the shell's start to restore: shell-state.ts. */
@@ -925,11 +801,6 @@ async function seed(workdir: string, req: SandboxCreate): Promise<void> {
       throw new TaskError(`files: key ${key}: ${(err as Error).message}`, { code: 'SEED_FAILED', stage: 'init' });
     }
   }
-}
-
-/** A fork's shell state file in a branch's control dir. */
-function shellStateName(sandboxId: string): string {
-  return `fork-state-${sandboxId}.sh`;
 }
 
 /** A process's `comm` (its executable's name, as ps shows it), or null when it is gone. */

@@ -220,8 +220,11 @@ export class SandboxClient implements Sandbox {
     branches.forEach((b, i) => (b.llmProxyUrl = out.llmProxyUrls?.[i] ?? undefined));
     // Already running on the host: their machines leave `starting` on the next tick.
     await Promise.all(branches.map((b) => b.started()));
-    // The host closed the parent already; this ends the client's machine (its close finds nothing).
-    if (!keepParent) await this.close();
+    // The host closed the parent already; this ends the client's machine (its close finds
+    // nothing). Not awaited: the machine leaves `ready` at once (no call reaches the parent from
+    // here on), and the round trip behind it waits on the host, busy with the parent's close
+    // (20-60 ms loaded, bench/fork.ts). close() never rejects.
+    if (!keepParent) void this.close();
     if (signal?.aborted) {
       await Promise.all(branches.map((b) => b.close()));
       throw new CancelledError();

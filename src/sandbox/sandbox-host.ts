@@ -5,7 +5,9 @@ import { once } from 'node:events';
 import { ProtocolError, SandboxError } from '../errors.js';
 import { UdsChannel, type WireMessage } from '../ipc/uds-channel.js';
 import { HostRequestSchema, type HostRequest } from '../protocol/sandbox.js';
+import { ForkPool } from './fork-pool.js';
 import { HostSandbox, type HostOwner } from './host-sandbox.js';
+import { Mounter } from './mounter.js';
 import { handleIntegrity, releaseIntegrity } from './integrity/host-integrity.js';
 
 /** Options of {@link runSandboxHost}. */
@@ -38,6 +40,14 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
   // Closes in progress: the host's own exit waits for them (an overlay must not stay mounted).
   const closing = new Set<Promise<void>>();
   let owner: HostOwner | null = null;
+  // Parked fork branches (fork-pool.ts), configured by the hello.
+  let pool: ForkPool<HostSandbox> | null = null;
+  // A fork's mounts, by a helper process started at the first fork (mounter.ts).
+  const mounter = new Mounter();
+  // A fork's branches taken from the pool have the pool's ids: a close of the id the runtime
+  // proposed (its fork call failed or timed out meanwhile) reaches the branch under it.
+  const forkAliases = new Map<string, string>();
+  const aliasOf = new Map<string, string>();
   let channel: UdsChannel | null = null;
 
   const server = net.createServer();
@@ -46,9 +56,10 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
   (opts.out ?? process.stdout).write(`ready ${process.pid}\n`);
 
   const closeAll = async (): Promise<void> => {
-    await Promise.all([...sandboxes.values()].map((s) => s.close()));
+    await Promise.all([...sandboxes.values()].map((s) => s.close()).concat(pool ? [pool.close()] : []));
     sandboxes.clear();
     await Promise.all([...closing]);
+    mounter.close();
   };
 
   /** Tells the runtime that a sandbox's processes died under it. */
@@ -74,6 +85,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
     const req: HostRequest = parsed.data;
     if (req.type === 'host.hello') {
       owner = { runtimeId: req.runtimeId, ownerPid: req.ownerPid, ownerStart: req.ownerStart };
+      if (req.forkPool && !pool) pool = new ForkPool<HostSandbox>(req.forkPool);
       return { pid: process.pid };
     }
     if (!owner) throw new ProtocolError('host.hello must come first', { code: 'NO_HELLO' });
@@ -93,10 +105,14 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
         closedEarly.delete(req.sandboxId);
       }
     }
-    const sb = sandboxes.get(req.sandboxId);
+    const alias = req.type === 'sandbox.close' ? forkAliases.get(req.sandboxId) : undefined;
+    const sb = sandboxes.get(alias ?? req.sandboxId);
     if (req.type === 'sandbox.close') {
       if (creating.has(req.sandboxId)) closedEarly.add(req.sandboxId);
-      sandboxes.delete(req.sandboxId);
+      const closedId = alias ?? req.sandboxId;
+      sandboxes.delete(closedId);
+      forkAliases.delete(aliasOf.get(closedId) ?? '');
+      aliasOf.delete(closedId);
       if (sb) {
         // Never rejects (its one await swallows an unwatch of processes that died with the sandbox).
         void releaseIntegrity(sb);
@@ -132,7 +148,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
         // Branches count as being created: a close that overtakes the fork is honoured at its end.
         for (const id of ids) creating.add(id);
         try {
-          const out = await sb.fork(req, { stateDir: opts.stateDir, owner, onLost: notifyLost });
+          const out = await sb.fork(req, { stateDir: opts.stateDir, owner, onLost: notifyLost, pool, mounter });
           if (out.parentClosed) {
             sandboxes.delete(req.sandboxId);
             const p = out.parentClosed;
@@ -145,7 +161,12 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
             throw new SandboxError('fork branches closed while they were being made', { code: 'SANDBOX_CLOSED' });
           }
           for (const b of out.branches) register(b);
-          return { branches: ids, llmProxyUrls: out.branches.map((b) => b.llmProxyUrl ?? null), lost: out.lost, frozenMs: out.frozenMs, copiedBytes: out.copiedBytes };
+          for (const [i, b] of out.branches.entries()) {
+            if (b.id === ids[i]) continue;
+            forkAliases.set(ids[i]!, b.id);
+            aliasOf.set(b.id, ids[i]!);
+          }
+          return { branches: out.branches.map((b) => b.id), llmProxyUrls: out.branches.map((b) => b.llmProxyUrl ?? null), lost: out.lost, frozenMs: out.frozenMs, copiedBytes: out.copiedBytes };
         } finally {
           for (const id of ids) {
             creating.delete(id);

@@ -86,6 +86,18 @@ export const SandboxOptionsSchema = z.object({
       hostStartMs: z.number().int().positive().default(15_000),
     })
     .prefault({}),
+  /**
+   * Each host's pool of fork branches launched ahead of a fork (#26, fork-pool.ts): after a fork
+   * of a host-root bwrap sandbox, `size` branches of its configuration (its uid, limits, env) wait
+   * at their gates, so the next fork of it or of one of its branches takes them instead of
+   * launching its own; closed after `idleMs` without such a fork. `size` 0 disables it.
+   */
+  forkPool: z
+    .object({
+      size: z.number().int().min(0).max(64).default(4),
+      idleMs: z.number().int().positive().default(60_000),
+    })
+    .prefault({}),
   /** Bash output longer than this is cut (head / ~80% slice / tail). */
   maxOutputChars: z.number().int().positive().default(10_000),
   /** Largest IPC frame either side accepts. */

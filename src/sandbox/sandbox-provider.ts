@@ -126,14 +126,15 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}, clock: Cl
         if (i >= 0) hosts.splice(i, 1);
         const orphans = [...host.sandboxes.keys()];
         for (const sb of host.sandboxes.values()) sb.markLost('its sandbox host closed the connection or died');
-        if (closed || orphans.length === 0) return;
-        // The host died with sandboxes: once it is gone, clean what it could not (cgroups, dirs).
-        const reap = (): void => void Promise.all(orphans.map((id) => reapSandbox(path.join(sandboxesDir(options.stateDir), id))));
+        if (closed) return;
+        // The host died with sandboxes: once it is gone, clean what it could not (cgroups, dirs),
+        // then whatever else its leases name (fork snapshots, parked fork branches).
+        const reap = (): void => void Promise.all(orphans.map((id) => reapSandbox(path.join(sandboxesDir(options.stateDir), id)))).then(() => reapDeadHostSandboxes(options.stateDir));
         if (proc.exitCode !== null || proc.signalCode !== null) reap();
         else proc.once('exit', reap);
       },
     });
-    await host.channel.request({ type: 'host.hello', runtimeId: options.runtimeId, ownerPid: process.pid, ownerStart }, { timeoutMs: options.timeouts.hostStartMs });
+    await host.channel.request({ type: 'host.hello', runtimeId: options.runtimeId, ownerPid: process.pid, ownerStart, forkPool: options.forkPool }, { timeoutMs: options.timeouts.hostStartMs });
     if (closed) {
       // Never rejects (close() only ends the socket and awaits its end); the throw is the answer.
       void host.channel.close();

@@ -84,11 +84,20 @@ export function captureCommand(lastExit: number | null): ShellCapture {
  * With `gate` (a FIFO, as the shell sees it: branch-fs.ts `BranchGate`), the shell first waits
  * for its `go` — the branch's workspace is mounted over /workspace meanwhile — and exits on
  * anything else; then it enters the new /workspace (its start directory is the empty one the
- * overlay now covers) before the state's own `cd`.
+ * overlay now covers) before the state's own `cd`. A gated shell may be started before its
+ * parent is known (a fork pool's, fork-pool.ts): the last status then comes from the file, which
+ * ends with {@link statusLine} (`lastExit` is not used).
  */
 export function restoreCommand(file: string, lastExit: number | null, gate?: string): string {
   const wait = gate ? [`\\builtin read -r __rr_g < ${quote(gate)} && [[ $__rr_g == go ]] || \\builtin exit 97`, '\\builtin unset __rr_g', '\\builtin cd /workspace || \\builtin exit 97'] : [];
-  return [...wait, `\\builtin . ${quote(file)} >/dev/null 2>&1`, NO_HISTORY, keepStatus(lastExit)].join('; ');
+  // The eval's string is expanded before it runs: the status is read, then the variable goes.
+  const status = gate ? `\\builtin eval "\\builtin unset __rr_s; [[ \\$- == *e* ]] || (\\builtin exit \${__rr_s:-0})"` : keepStatus(lastExit);
+  return [...wait, `\\builtin . ${quote(file)} >/dev/null 2>&1`, NO_HISTORY, status].join('; ');
+}
+
+/** The last line of a gated branch's state file: the parent's last status, for {@link restoreCommand} to set as `$?`. */
+export function statusLine(lastExit: number | null): string {
+  return `\n__rr_s=${lastExit === null ? 0 : Math.max(0, Math.min(255, lastExit))}\n`;
 }
 
 /** `s` single-quoted for bash. */

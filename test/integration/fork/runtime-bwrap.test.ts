@@ -6,6 +6,7 @@ import { createRuntime, type EmbeddedRuntime } from '../../../src/index.js';
 import { createSandboxProvider, type HostSandboxProvider } from '../../../src/sandbox/index.js';
 import { createTestHandler, TestCodec } from '../../../src/testing/index.js';
 import { forkSkip } from './fork-kit.js';
+import { sandboxEntries, stateEntries as leftOver } from './pool-dirs.js';
 import { bash, finish, tokenFault, TreeOracle } from './runtime-helpers.js';
 
 /**
@@ -26,6 +27,8 @@ beforeAll(() => {
 });
 afterAll(async () => {
   await provider?.close();
+  // The provider's close ends the host's parked fork branches too.
+  if (stateDir) expect(sandboxEntries(stateDir)).toEqual([]);
   if (stateDir) fs.rmSync(stateDir, { recursive: true, force: true });
 });
 afterEach(async () => {
@@ -35,13 +38,8 @@ afterEach(async () => {
   if (ok) await expect.poll(stateEntries).toEqual([]);
 });
 
-function stateEntries(): string[] {
-  try {
-    return fs.readdirSync(path.join(stateDir, 'sandboxes'));
-  } catch {
-    return [];
-  }
-}
+/** Entries of the state dir's sandboxes directory, but the host's parked fork branches (fork-pool.ts). */
+const stateEntries = (): string[] => leftOver(stateDir);
 
 function start(): EmbeddedRuntime {
   const codec = new TestCodec();

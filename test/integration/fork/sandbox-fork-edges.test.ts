@@ -13,6 +13,7 @@ import { isSameProcessAlive } from '../../../src/sandbox/proc.js';
 import { SandboxError } from '../../../src/errors.js';
 import type { Sandbox } from '../../../src/sandbox/sandbox.js';
 import { forkProvider, forkSkip, run } from './fork-kit.js';
+import { pooledIds, stateEntries } from './pool-dirs.js';
 import { isGone, until } from '../sandbox/helpers.js';
 
 /**
@@ -96,7 +97,8 @@ describe.skipIf(!ok)('sandbox fork edges', () => {
     const sb = await provider.create({}, { rolloutId: 'r-trap' });
     onTestFinished(() => sb.close());
     await run(sb, `(trap '' TSTP TTIN TTOU; while :; do echo x >> tick; sleep 0.01; done) > /dev/null 2>&1 & disown; true`);
-    await until(async () => Number(await run(sb, 'wc -l < tick')) > 5);
+    // The writer may not have made the file yet at the first look.
+    await until(async () => Number(await run(sb, 'cat tick 2>/dev/null | wc -l')) > 5);
     const fork = await sb.fork!({ rolloutIds: ['r-trap-0'] });
     onTestFinished(() => fork.branches[0]!.close());
     expect(fork.lost).toHaveLength(1);
@@ -155,7 +157,8 @@ describe.skipIf(!ok)('sandbox fork edges', () => {
     const sb = await provider.create({ files: { 'a.txt': 'a' } }, { rolloutId: 'r-badbranch' });
     onTestFinished(() => sb.close());
     await run(sb, 'cd /workspace && X=kept');
-    const before = fs.readdirSync(path.join(stateDir, 'sandboxes')).sort();
+    // The host's parked fork branches (fork-pool.ts) aside: they are the pool's, not this fork's.
+    const before = stateEntries(stateDir);
     const missing = path.join(stateDir, 'no-such.sock');
     const err = await sb.fork!({ rolloutIds: ['r-bb-0', 'r-bb-1'], keepParent: false, llmProxies: [undefined, { socketPath: missing, token: 't' }] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SandboxError);
@@ -164,7 +167,7 @@ describe.skipIf(!ok)('sandbox fork edges', () => {
     // Thawed, its shell state and files as they were, and it still writes.
     expect(await run(sb, 'echo $X; cat a.txt; echo; echo b > b.txt; cat b.txt')).toBe('kept\na\nb');
     expect(fs.readFileSync(`/sys/fs/cgroup/freezer/rollout-runtime/${sb.id}/freezer.state`, 'utf8').trim()).toBe('THAWED');
-    expect(fs.readdirSync(path.join(stateDir, 'sandboxes')).sort()).toEqual(before);
+    expect(stateEntries(stateDir)).toEqual(before);
     // The host's private mount namespace holds no mount of a branch or snapshot either.
     const { hostPid } = JSON.parse(fs.readFileSync(path.join(stateDir, 'sandboxes', sb.id, 'lease.json'), 'utf8')) as { hostPid: number };
     const mounts = fs
@@ -173,7 +176,8 @@ describe.skipIf(!ok)('sandbox fork edges', () => {
       .map((l) => l.split(' ')[4] ?? '')
       .filter((m) => m.startsWith(path.join(stateDir, 'sandboxes')));
     expect(mounts.length).toBeGreaterThan(0);
-    expect(mounts.filter((m) => !m.includes(sb.id))).toEqual([]);
+    const pooled = pooledIds(stateDir);
+    expect(mounts.filter((m) => !m.includes(sb.id) && !pooled.some((id) => m.includes(id)))).toEqual([]);
   });
 
   it('without a freezer controller a fork is FREEZE_UNAVAILABLE, the parent still answers and nothing is left', async () => {
@@ -219,7 +223,7 @@ describe.skipIf(!ok)('sandbox fork edges', () => {
     await sb.close();
   });
 
-  it('after kill -9 of a runtime (and its host) that forked, the next provider reaps every sandbox, branch and snapshot: no dir, mount or cgroup left', { timeout: 120_000 }, async () => {
+  it('after kill -9 of a runtime (and its host) that forked, the next provider reaps every sandbox, branch, snapshot and parked fork branch: no dir, mount or cgroup left', { timeout: 120_000 }, async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-fork-kill-'));
     fs.chmodSync(dir, 0o711);
     const state = path.join(dir, 'state');
@@ -234,11 +238,14 @@ describe.skipIf(!ok)('sandbox fork edges', () => {
       readline.createInterface({ input: child.stdout! }).once('line', resolve);
       child.once('exit', (code) => reject(new Error(`the runtime child exited (${code}) before it had forked`)));
     });
-    const made = JSON.parse(line) as { ids: string[]; hostPids: number[] };
+    const made = JSON.parse(line) as { ids: string[]; parked: string[]; hostPids: number[] };
     const entries = fs.readdirSync(path.join(state, 'sandboxes'));
     const snaps = entries.filter((n) => n.startsWith('snap-'));
-    expect(snaps).toHaveLength(2);
-    for (const id of made.ids.slice(2)) expect(cgroupDirs(id).length).toBeGreaterThan(0);
+    expect(snaps).toHaveLength(3);
+    // The host's fork pool: parked branches with their own directories, leases and cgroups.
+    expect(made.parked.length).toBeGreaterThanOrEqual(8);
+    expect(entries).toEqual(expect.arrayContaining(made.parked));
+    for (const id of [...made.ids.slice(2), ...made.parked]) expect(cgroupDirs(id).length).toBeGreaterThan(0);
     // Both at once, the host first: nobody is left to close anything cleanly.
     for (const pid of made.hostPids) process.kill(pid, 'SIGKILL');
     child.kill('SIGKILL');
@@ -248,12 +255,12 @@ describe.skipIf(!ok)('sandbox fork edges', () => {
     try {
       const report = await next.reaped;
       expect(report.quarantined).toEqual([]);
-      expect(report.sandboxes).toEqual(expect.arrayContaining(snaps));
+      expect(report.sandboxes).toEqual(expect.arrayContaining([...snaps, ...made.parked]));
     } finally {
       await next.close();
     }
     expect(fs.readdirSync(path.join(state, 'sandboxes'))).toEqual([]);
     expect(mountsUnder(dir)).toEqual([]);
-    for (const id of made.ids) expect(cgroupDirs(id)).toEqual([]);
+    for (const id of [...made.ids, ...made.parked]) expect(cgroupDirs(id)).toEqual([]);
   });
 });

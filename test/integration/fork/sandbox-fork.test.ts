@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import fs from 'node:fs';
-import path from 'node:path';
 import type { HostSandboxProvider } from '../../../src/sandbox/index.js';
 import { SandboxError } from '../../../src/errors.js';
 import type { Sandbox } from '../../../src/sandbox/sandbox.js';
 import { forkProvider, forkSkip, run } from './fork-kit.js';
+import { sandboxEntries, stateEntries as leftOver } from './pool-dirs.js';
 
 /**
  * Sandbox forks (#26), host-root sandboxes on real bwrap as root: freeze, shell state, copy-on-write
@@ -21,17 +21,13 @@ beforeAll(() => {
 });
 afterAll(async () => {
   await provider?.close();
+  // The provider's close ends the host's parked fork branches too.
+  if (stateDir) expect(sandboxEntries(stateDir)).toEqual([]);
   if (stateDir) fs.rmSync(stateDir, { recursive: true, force: true });
 });
 
-/** Entries of the state dir's sandboxes directory (sandboxes and snapshots). */
-function stateEntries(): string[] {
-  try {
-    return fs.readdirSync(path.join(stateDir, 'sandboxes'));
-  } catch {
-    return [];
-  }
-}
+/** Entries of the state dir's sandboxes directory (sandboxes and snapshots), but the host's parked fork branches (fork-pool.ts). */
+const stateEntries = (): string[] => leftOver(stateDir);
 
 describe.skipIf(!ok)('sandbox fork (host root)', () => {
   it('branches diverge: each sees the parent files and its own writes, none sees another branch or changes the parent', async () => {
