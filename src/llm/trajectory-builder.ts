@@ -81,7 +81,7 @@ export class TrajectoryBuilder {
    * render extends what the trajectory holds.
    */
   private unseenServerPrompt = false;
-  private chatView: ChatContext | undefined;
+  private chatView: { messages: readonly Message[]; tools: readonly ToolSchema[]; codec: ChatCodec } | undefined;
 
   constructor(private readonly opts: TrajectoryBuilderOptions = {}) {}
 
@@ -120,17 +120,9 @@ export class TrajectoryBuilder {
   get chat(): ChatContext | undefined {
     const codec = this.opts.codec;
     if (!codec) return undefined;
-    const self = this;
-    this.chatView ??= {
-      get messages() {
-        return self.messages;
-      },
-      get tools() {
-        return self.tools;
-      },
-      codec,
-    };
-    return this.chatView;
+    // Plain data fields, not accessors: `messages` is the live array and `tools` is kept in step
+    // by start() (an object literal with getters cost ~0.5 KB per rollout, kept while it runs).
+    return (this.chatView ??= { messages: this.messages, tools: this.tools, codec });
   }
 
   /** How the last sampled turn ended (`length`: cut by the token limit), or null before any turn. */
@@ -142,6 +134,7 @@ export class TrajectoryBuilder {
   start(messages: Message[], tools: ToolSchema[], promptIds: number[]): void {
     if (this.tokens.length || this.messages.length) throw new Error('TrajectoryBuilder.start called twice');
     this.tools = tools;
+    if (this.chatView) this.chatView.tools = tools;
     this.messages.push(...messages);
     this.append(promptIds);
     this.checkDrift();
@@ -149,9 +142,11 @@ export class TrajectoryBuilder {
 
   /**
    * Records a sampled turn and its parsed assistant message. Throws when the logprobs do not
-   * align with the output ids (a backend fault).
+   * align with the output ids (a backend fault). `latencyMs`, when given, is the turn's latency
+   * instead of `turn.latencyMs`: the caller may then pass the client's result itself rather than
+   * a copy of it with the latency added (the runtime does, once per turn).
    */
-  addTurn(turn: SampledTurn, assistant: Message): void {
+  addTurn(turn: Omit<SampledTurn, 'latencyMs'> & { latencyMs?: number | undefined }, assistant: Message, latencyMs = turn.latencyMs ?? 0): void {
     if (turn.logprobs.length !== turn.outputIds.length) {
       throw new Error(`logprobs (${turn.logprobs.length}) do not align with output ids (${turn.outputIds.length})`);
     }
@@ -169,7 +164,7 @@ export class TrajectoryBuilder {
       weightVersion: turn.weightVersion,
       segments: turn.weightVersions && turn.weightVersions.length > 1 ? turn.weightVersions : undefined,
       finishReason: turn.finishReason,
-      latencyMs: turn.latencyMs,
+      latencyMs,
       outputIds,
       logprobs: turn.logprobs,
       promptLen: this.tokens.length,
