@@ -55,10 +55,12 @@ export class AttemptSandboxes {
   closeAll(): Promise<void> | null {
     if (this.open.size === 0 && this.pending.size === 0) return null;
     // Sandbox.close never throws by contract; a start still pending rejected to its own caller.
-    const closes: Promise<unknown>[] = [...this.open].map((sb) => sb.close().catch(() => {}));
+    const closes: Promise<unknown>[] = [];
+    for (const sb of this.open) closes.push(sb.close().then(noop, noop));
     this.open.clear();
-    for (const p of this.pending) closes.push(p.catch(() => {}));
-    return Promise.all(closes).then(() => {});
+    for (const p of this.pending) closes.push(p.then(noop, noop));
+    // One sandbox (the usual case): its close is the wait, without a Promise.all around it.
+    return closes.length === 1 ? (closes[0] as Promise<void>) : Promise.all(closes).then(noop);
   }
 
   private async make(spec: SandboxSpec): Promise<Sandbox> {
@@ -73,3 +75,5 @@ export class AttemptSandboxes {
     return sb;
   }
 }
+
+function noop(): void {}
