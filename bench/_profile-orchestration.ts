@@ -8,7 +8,9 @@
  * with the objects scavenges and mark-compacts collected kept in the samples, so garbage counts
  * too — a figure load does not move), in total and by the file and function that allocated them
  * (`ORCH_ALLOC_TOP` lines, default 40). Compile the tree first (esbuild), or `tsx`'s own code
- * shows in the figures.
+ * shows in the figures. Run it as `node -e "await import('./bench/_profile-orchestration.js')"`:
+ * started as the main module, Node 20 exits 13 (unsettled top-level await) once the inspector
+ * session is open.
  *
  * `ORCH_LIVE=1`: instead, the bytes a *parked* rollout keeps alive (ORCH_TOTAL rollouts parked
  * in llmCalling, the policy never answering; live objects only, after a full GC), by the
