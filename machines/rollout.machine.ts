@@ -144,9 +144,13 @@ export const rolloutMachine = setup({
   guards: {
     // The actors' outputs reach these guards as params, typed by each `onDone` (`params:
     // ({ event }) => event.output`): the guards stay named and pure, with no casts.
+    /** The LLM step sampled a turn and the loop goes on (the usual answer, so tested first). */
+    llmGoesOn: (_, o: CallLlmOutput) => !o.contextFull && o.forked !== true,
     contextFull: (_, o: CallLlmOutput) => o.contextFull,
     stoppedAtFork: (_, o: CallLlmOutput) => o.forked === true,
     contextFullWithEvalSlot: (_, o: CallLlmOutput) => o.contextFull && o.evalSlot === true,
+    /** The action ran and the loop goes on (the usual answer, so tested first). */
+    actGoesOn: (_, o: ActOutput) => !o.stop,
     loopStopped: (_, o: ActOutput) => o.stop,
     loopStoppedWithEvalSlot: (_, o: ActOutput) => o.stop && o.evalSlot === true,
     runSlotTaken: (_, o: InitOutput | undefined) => o?.runSlot === true,
@@ -197,11 +201,13 @@ export const rolloutMachine = setup({
         llmCalling: {
           entry: [{ type: 'stateEntered', params: { state: 'llmCalling' } }, sendTo('loop', ({ context }): StepCommand => ({ type: 'STEP', kind: 'llm', turn: context.turn }))],
           on: {
+            // The usual answer's branch first: one guard per turn instead of three (docs/core.md).
+            // The others are tested only when it fails, in the order they had before it.
             LLM_DONE: [
+              { guard: { type: 'llmGoesOn', params: ({ event }) => event.output }, target: 'acting', actions: assign({ turn: ({ context }) => context.turn + 1 }) },
               { guard: { type: 'stoppedAtFork', params: ({ event }) => event.output }, target: '#rollout.done' },
               { guard: { type: 'contextFullWithEvalSlot', params: ({ event }) => event.output }, target: '#rollout.evaluating' },
               { guard: { type: 'contextFull', params: ({ event }) => event.output }, target: '#rollout.waitingEval' },
-              { target: 'acting', actions: assign({ turn: ({ context }) => context.turn + 1 }) },
             ],
           },
         },
@@ -209,9 +215,9 @@ export const rolloutMachine = setup({
           entry: [{ type: 'stateEntered', params: { state: 'acting' } }, sendTo('loop', ({ context }): StepCommand => ({ type: 'STEP', kind: 'act', turn: context.turn - 1 }))],
           on: {
             ACT_DONE: [
+              { guard: { type: 'actGoesOn', params: ({ event }) => event.output }, target: 'llmCalling' },
               { guard: { type: 'loopStoppedWithEvalSlot', params: ({ event }) => event.output }, target: '#rollout.evaluating' },
               { guard: { type: 'loopStopped', params: ({ event }) => event.output }, target: '#rollout.waitingEval' },
-              { target: 'llmCalling' },
             ],
           },
         },

@@ -81,7 +81,7 @@ export class TrajectoryBuilder {
    * render extends what the trajectory holds.
    */
   private unseenServerPrompt = false;
-  private chatView: ChatContext | undefined;
+  private chatView: { messages: readonly Message[]; tools: readonly ToolSchema[]; codec: ChatCodec } | undefined;
 
   constructor(private readonly opts: TrajectoryBuilderOptions = {}) {}
 
@@ -120,17 +120,9 @@ export class TrajectoryBuilder {
   get chat(): ChatContext | undefined {
     const codec = this.opts.codec;
     if (!codec) return undefined;
-    const self = this;
-    this.chatView ??= {
-      get messages() {
-        return self.messages;
-      },
-      get tools() {
-        return self.tools;
-      },
-      codec,
-    };
-    return this.chatView;
+    // Plain data fields, not accessors: `messages` is the live array and `tools` is kept in step
+    // by start() (an object literal with getters cost ~0.5 KB per rollout, kept while it runs).
+    return (this.chatView ??= { messages: this.messages, tools: this.tools, codec });
   }
 
   /** How the last sampled turn ended (`length`: cut by the token limit), or null before any turn. */
@@ -142,6 +134,7 @@ export class TrajectoryBuilder {
   start(messages: Message[], tools: ToolSchema[], promptIds: number[]): void {
     if (this.tokens.length || this.messages.length) throw new Error('TrajectoryBuilder.start called twice');
     this.tools = tools;
+    if (this.chatView) this.chatView.tools = tools;
     this.messages.push(...messages);
     this.append(promptIds);
     this.checkDrift();
@@ -149,9 +142,11 @@ export class TrajectoryBuilder {
 
   /**
    * Records a sampled turn and its parsed assistant message. Throws when the logprobs do not
-   * align with the output ids (a backend fault).
+   * align with the output ids (a backend fault). `latencyMs`, when given, is the turn's latency
+   * instead of `turn.latencyMs`: the caller may then pass the client's result itself rather than
+   * a copy of it with the latency added (the runtime does, once per turn).
    */
-  addTurn(turn: SampledTurn, assistant: Message): void {
+  addTurn(turn: Omit<SampledTurn, 'latencyMs'> & { latencyMs?: number | undefined }, assistant: Message, latencyMs = turn.latencyMs ?? 0): void {
     if (turn.logprobs.length !== turn.outputIds.length) {
       throw new Error(`logprobs (${turn.logprobs.length}) do not align with output ids (${turn.outputIds.length})`);
     }
@@ -169,7 +164,7 @@ export class TrajectoryBuilder {
       weightVersion: turn.weightVersion,
       segments: turn.weightVersions && turn.weightVersions.length > 1 ? turn.weightVersions : undefined,
       finishReason: turn.finishReason,
-      latencyMs: turn.latencyMs,
+      latencyMs,
       outputIds,
       logprobs: turn.logprobs,
       promptLen: this.tokens.length,
@@ -237,7 +232,7 @@ export class TrajectoryBuilder {
     const recs = this.turns;
     // Mask and logprobs are made here, once, rather than grown on every turn.
     const n = tokens.length;
-    const mask = new Array<0 | 1>(n).fill(0);
+    const mask = maskZeros(n);
     const lps = zeros(n);
     let promptTotal = 0;
     for (let i = 0; i < recs.length; i++) {
@@ -410,6 +405,22 @@ function zeros(n: number): number[] {
 }
 const ZEROS_CACHED = 1 << 15;
 let zeroTemplate: number[] = [];
+
+/**
+ * A zero-filled loss mask: a slice of a shared template of small integers up to
+ * {@link ZEROS_CACHED} entries (a packed copy, ~2.5x cheaper than `new Array(n).fill(0)`,
+ * which also leaves the array holey).
+ */
+function maskZeros(n: number): (0 | 1)[] {
+  if (n > ZEROS_CACHED) return new Array<0 | 1>(n).fill(0);
+  if (n > maskTemplate.length) {
+    const t: (0 | 1)[] = [];
+    for (let i = 0; i < Math.min(ZEROS_CACHED, Math.max(n, 2 * maskTemplate.length)); i++) t.push(0);
+    maskTemplate = t;
+  }
+  return maskTemplate.slice(0, n);
+}
+let maskTemplate: (0 | 1)[] = [];
 
 /** Defines an enumerable property computed on first read and then cached as a plain value. */
 function lazy<T extends object>(obj: T, key: string, compute: () => unknown): void {

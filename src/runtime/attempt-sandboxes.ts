@@ -18,9 +18,11 @@ export interface SandboxesOwner {
  * themselves as soon as they arrive, since nobody else would).
  */
 export class AttemptSandboxes {
-  private readonly open = new Set<Sandbox>();
+  // Arrays, not Sets: an attempt has one or a few sandboxes, and an empty Set costs more to make
+  // (and reallocates its table when emptied) than a scan of a short array (docs/core.md).
+  private readonly open: Sandbox[] = [];
   /** Creations still running, so the end of the attempt can wait for their clean-up. */
-  private readonly pending = new Set<Promise<unknown>>();
+  private readonly pending: Promise<unknown>[] = [];
 
   constructor(
     private readonly provider: SandboxProvider,
@@ -36,15 +38,15 @@ export class AttemptSandboxes {
   create(spec: SandboxSpec): Promise<Sandbox> {
     if (this.owner.ended) return Promise.reject(new CancelledError('rollout ended before its sandbox was requested'));
     const p = this.make(spec);
-    this.pending.add(p);
-    const untrack = (): void => void this.pending.delete(p);
+    this.pending.push(p);
+    const untrack = (): void => remove(this.pending, p);
     p.then(untrack, untrack);
     return p;
   }
 
   /** Takes ownership of a sandbox the handler made some other way (returned from `init`). */
   adopt(sb: Sandbox): void {
-    this.open.add(sb);
+    if (!this.open.includes(sb)) this.open.push(sb);
   }
 
   /**
@@ -53,12 +55,14 @@ export class AttemptSandboxes {
    * wait for. Later {@link create} calls are rejected through the owner's `ended`.
    */
   closeAll(): Promise<void> | null {
-    if (this.open.size === 0 && this.pending.size === 0) return null;
+    if (this.open.length === 0 && this.pending.length === 0) return null;
     // Sandbox.close never throws by contract; a start still pending rejected to its own caller.
-    const closes: Promise<unknown>[] = [...this.open].map((sb) => sb.close().catch(() => {}));
-    this.open.clear();
-    for (const p of this.pending) closes.push(p.catch(() => {}));
-    return Promise.all(closes).then(() => {});
+    const closes: Promise<unknown>[] = [];
+    for (const sb of this.open) closes.push(sb.close().then(noop, noop));
+    this.open.length = 0;
+    for (const p of this.pending) closes.push(p.then(noop, noop));
+    // One sandbox (the usual case): its close is the wait, without a Promise.all around it.
+    return closes.length === 1 ? (closes[0] as Promise<void>) : Promise.all(closes).then(noop);
   }
 
   private async make(spec: SandboxSpec): Promise<Sandbox> {
@@ -68,8 +72,17 @@ export class AttemptSandboxes {
       await sb.close().catch(() => {});
       throw new CancelledError('rollout ended while its sandbox was starting');
     }
-    this.open.add(sb);
+    if (!this.open.includes(sb)) this.open.push(sb);
     this.owner.sandboxReady();
     return sb;
   }
+}
+
+function noop(): void {}
+
+/** Removes `x` from `xs` (no-op when absent). */
+function remove<T>(xs: T[], x: T): void {
+  const i = xs.lastIndexOf(x);
+  if (i === xs.length - 1) xs.pop();
+  else if (i >= 0) xs.splice(i, 1);
 }

@@ -170,7 +170,8 @@ export class AttemptSteps {
     }
     const parsed = s.codec.parseAssistant(res.outputIds);
     const assistant: Message & { tool_calls: typeof parsed.toolCalls } = { role: 'assistant', content: parsed.content, tool_calls: parsed.toolCalls };
-    b.addTurn({ outputIds: res.outputIds, logprobs: res.logprobs, backendId: res.backendId, weightVersion: res.weightVersion, finishReason: res.finishReason, latencyMs, tokenSource: res.tokenSource, logprobSemantics: res.logprobSemantics, enginePromptIds: res.enginePromptIds, weightVersions: (res as Partial<SegmentedResult>).weightVersions }, assistant);
+    // The client's result itself (with `weightVersions` when it was resumed), not a per-turn copy.
+    b.addTurn(res as GenerateResult & Partial<SegmentedResult>, assistant, latencyMs);
     if (ctx.opts.staleTokens) observeTurn(att, res.weightVersion, (res as Partial<SegmentedResult>).weightVersions, res.outputIds.length);
     att.replied(assistant, parsed.malformed);
     this.progress(att);

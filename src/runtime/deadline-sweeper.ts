@@ -36,8 +36,8 @@ export class DeadlineSweeper {
   private readonly heap = new DeadlineIndex();
   /** The time of each rollout's live heap entry. */
   private readonly armed = new Map<string, number>();
-  /** Bounded waits in progress: each one's cut-off and how to end it early. */
-  private readonly cuts = new Map<() => void, number>();
+  /** Bounded waits in progress: how to end each one (called with {@link CUT} when cut short) and its cut-off. */
+  private readonly cuts = new Map<(cut?: unknown) => void, number>();
   private timer: TimerHandle | null = null;
   private cutCount = 0;
 
@@ -74,21 +74,16 @@ export class DeadlineSweeper {
    */
   bound(work: Promise<unknown>, ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
-      let done = false;
-      const finish = (ok: boolean): void => {
-        if (done) return;
-        done = true;
-        this.cuts.delete(cut);
-        if (!ok) this.cutCount++;
+      // One closure per wait (once per ended rollout): the sweep calls it to cut the wait, the
+      // work's settling to end it; whichever comes first counts.
+      const finish = (cut?: unknown): void => {
+        if (!this.cuts.delete(finish)) return;
+        if (cut === CUT) this.cutCount++;
         resolve();
       };
-      const cut = (): void => finish(false);
-      this.cuts.set(cut, this.ctx.clock.now() + ms);
+      this.cuts.set(finish, this.ctx.clock.now() + ms);
       this.ensure();
-      void work.then(
-        () => finish(true),
-        () => finish(true),
-      );
+      void work.then(finish, finish);
     });
   }
 
@@ -115,7 +110,7 @@ export class DeadlineSweeper {
   private sweep(): void {
     this.timer = null;
     const now = this.ctx.clock.now();
-    for (const [cut, at] of this.cuts) if (now >= at) cut();
+    for (const [finish, at] of this.cuts) if (now >= at) finish(CUT);
     for (const e of this.heap.popDue(now)) {
       if (this.armed.get(e.rolloutId) !== e.at) continue;
       this.armed.delete(e.rolloutId);
@@ -127,3 +122,6 @@ export class DeadlineSweeper {
     if (this.ctx.liveCount() > 0 || this.cuts.size > 0) this.ensure();
   }
 }
+
+/** What the sweep passes to a bounded wait it cuts short (the work's own settling passes its value). */
+const CUT = Symbol('cut');
