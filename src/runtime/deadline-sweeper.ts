@@ -83,6 +83,7 @@ export class DeadlineSweeper {
       };
       this.cuts.set(finish, this.ctx.clock.now() + ms);
       this.ensure();
+      // Both outcomes handled: this chain cannot reject.
       void work.then(finish, finish);
     });
   }

@@ -103,6 +103,7 @@ export class EventSubscriber implements AsyncIterable<EventItem>, AsyncIterator<
     if (this.waiter) {
       const w = this.waiter;
       this.waiter = null;
+      // next() only builds resolved promises from the buffer, or parks a waiter: it never rejects.
       void this.next().then(w);
     }
   }

@@ -315,6 +315,7 @@ export class Supervisor {
         ...(result.integrity?.violations.length ? { violations: violationCounts(result.integrity.violations) } : {}),
       });
     }
+    // `closing` never rejects (DeadlineSweeper.bound resolves on the closes' settling or the cut).
     void closing.then(() => {
       this.sessions.delete(s.id);
       if (this.opts.retainResults > 0) {
