@@ -38,6 +38,8 @@ interface KeyPool<S> {
   lastUse: number;
   /** Consecutive failed launches: refilling pauses after 3 until the next fork. */
   failures: number;
+  /** Parked and starting branches it is kept at: `size` once a fork used it; a prewarm's `n` (at most `size`) until then. */
+  target: number;
   /** Launches `n` parked branches of this configuration (the fork that made the pool gave it). */
   launch: (n: number) => Promise<Array<GatedLaunch<S>>>;
 }
@@ -57,9 +59,11 @@ const MAX_KEYS = 4;
  * Keyed by the branch's launch configuration (the parent's request but for ids and seeding: its
  * uid, limits, env, network, rootfs): a branch keeps its parent's uid (the snapshot's files are
  * its), so a pool serves the forks of one parent and of its branches — a tree, or a parent forked
- * again — not of another rollout's sandbox. It is filled after a fork (never before the first: a
- * configuration is learnt from a fork), refilled in the background after each take, and closed
- * after `idleMs` without a fork of its configuration, or when {@link MAX_KEYS} newer ones came.
+ * again — not of another rollout's sandbox. It is filled after a fork (a configuration is learnt
+ * from a fork), or before the first one when the runtime knows a fork is coming and asks for it
+ * ({@link prewarm}: a tree rollout's root), refilled in the background after each take, and closed
+ * after `idleMs` without a fork (or prewarm) of its configuration, or when {@link MAX_KEYS} newer
+ * ones came.
  *
  * A parked branch is a sandbox like any other for the cleanup: its directory has a lease naming
  * the runtime and this host (the reaps of a dead host and of a dead runtime remove it), its
@@ -126,18 +130,45 @@ export class ForkPool<S extends { close(): Promise<void> }> {
     if (!this.enabled) return;
     let pool = this.pools.get(key);
     if (!pool) {
-      pool = { parked: [], starting: 0, lastUse: this.clock.now(), failures: 0, launch };
+      pool = { parked: [], starting: 0, lastUse: this.clock.now(), failures: 0, launch, target: this.options.size };
       this.pools.set(key, pool);
       this.evict();
     }
     pool.lastUse = this.clock.now();
     pool.failures = 0;
+    pool.target = this.options.size;
     pool.launch = launch;
     this.refill(pool);
   }
 
+  /**
+   * Parks branches of configuration `key` ahead of its first fork (host-fork.ts `prewarmFork`):
+   * keeps `min(n, size)` of them parked or starting, launched by `launch` in the background, and
+   * answers how many there are for it now (0 with the pool disabled). Unlike {@link fill} it
+   * never raises a pool already kept at more, never restarts a refill paused by failures (only a
+   * fork, which proves the configuration, does), and never evicts another configuration: at
+   * {@link MAX_KEYS} configurations a new one answers 0 — a forking rollout's pool is worth
+   * more than one that may fork, and evicting would let a batch of prewarms churn each other.
+   * `n` is capped at `size`, the operator's bound on parked shells per configuration; a tree
+   * level of `w` siblings each forking `w` finds `size` parked (the first fork's refill), so
+   * `size` ≥ w² keeps such a level warm.
+   */
+  prewarm(key: string, launch: (n: number) => Promise<Array<GatedLaunch<S>>>, n: number): number {
+    if (!this.enabled || n < 1) return 0;
+    let pool = this.pools.get(key);
+    if (!pool) {
+      if (this.pools.size >= MAX_KEYS) return 0;
+      pool = { parked: [], starting: 0, lastUse: this.clock.now(), failures: 0, launch, target: 0 };
+      this.pools.set(key, pool);
+    }
+    pool.lastUse = this.clock.now();
+    pool.target = Math.max(pool.target, Math.min(n, this.options.size));
+    this.refill(pool);
+    return Math.min(pool.parked.length + pool.starting, n);
+  }
+
   private refill(pool: KeyPool<S>): void {
-    const n = this.options.size - pool.parked.length - pool.starting;
+    const n = pool.target - pool.parked.length - pool.starting;
     if (n <= 0 || this.closed || pool.failures >= 3 || ![...this.pools.values()].includes(pool)) return;
     pool.starting += n;
     const launching = pool.launch(n).then(

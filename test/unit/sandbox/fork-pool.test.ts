@@ -164,10 +164,71 @@ describe('ForkPool', () => {
     expect(pool.enabled).toBe(false);
   });
 
+  it('a prewarm parks min(n, size) branches of a configuration before any fork, which takes them; the fork then fills to size', async () => {
+    const pool = new ForkPool<{ close(): Promise<void> }>({ size: 4, idleMs: 60_000 }, new ManualClock(0));
+    const l = launcher();
+    expect(pool.prewarm('k', l.launch, 2)).toBe(2);
+    await settle();
+    expect(l.batches).toEqual([2]);
+    expect(pool.stats()).toMatchObject({ keys: 1, parked: 2, starting: 0 });
+    // Asked again (a retried attempt): nothing more launched; n past size is capped at size.
+    expect(pool.prewarm('k', l.launch, 2)).toBe(2);
+    await settle();
+    expect(l.batches).toEqual([2]);
+    expect(pool.prewarm('k', l.launch, 9)).toBe(4);
+    await settle();
+    expect(l.batches).toEqual([2, 2]);
+    expect(pool.stats().parked).toBe(4);
+    const got = pool.take('k', 2);
+    expect(got).toEqual([l.made[0]!.launch, l.made[1]!.launch]);
+    expect(pool.stats()).toMatchObject({ hits: 2, misses: 0, parked: 2 });
+    pool.fill('k', l.launch);
+    await settle();
+    expect(l.batches).toEqual([2, 2, 2]);
+    // A prewarm never lowers a configuration a fork keeps at size.
+    pool.take('k', 3);
+    expect(pool.prewarm('k', l.launch, 1)).toBe(1);
+    await settle();
+    expect(l.batches).toEqual([2, 2, 2, 3]);
+    await pool.close();
+  });
+
+  it('a prewarm never evicts: with 4 configurations held a new one answers 0 and launches nothing', async () => {
+    const pool = new ForkPool<{ close(): Promise<void> }>({ size: 1, idleMs: 600_000 }, new ManualClock(0));
+    const ls = ['a', 'b', 'c', 'd'].map(() => launcher());
+    ls.forEach((l, i) => pool.fill(String(i), l.launch));
+    await settle();
+    const e = launcher();
+    expect(pool.prewarm('e', e.launch, 1)).toBe(0);
+    await settle();
+    expect(e.batches).toEqual([]);
+    expect(pool.stats()).toMatchObject({ keys: 4, parked: 4 });
+    expect(ls.every((l) => !l.made[0]!.refused)).toBe(true);
+    await pool.close();
+  });
+
+  it('prewarmed branches never taken are closed with their configuration after idleMs, and by close()', async () => {
+    const clock = new ManualClock(0);
+    const pool = new ForkPool<{ close(): Promise<void> }>({ size: 2, idleMs: 10_000 }, clock);
+    const a = launcher();
+    const b = launcher();
+    pool.prewarm('a', a.launch, 2);
+    await settle();
+    await clock.advance(10_000 + 2_500);
+    expect(a.made.map((f) => f.refused)).toEqual([true, true]);
+    pool.prewarm('b', b.launch, 2);
+    await settle();
+    await pool.close();
+    expect(b.made.map((f) => f.refused)).toEqual([true, true]);
+    expect(pool.stats()).toMatchObject({ keys: 0, parked: 0 });
+  });
+
   it('size 0 is disabled: no take, no fill', async () => {
     const pool = new ForkPool<{ close(): Promise<void> }>({ size: 0, idleMs: 60_000 }, new ManualClock(0));
     const l = launcher();
     pool.fill('k', l.launch);
+    await settle();
+    expect(pool.prewarm('k', l.launch, 2)).toBe(0);
     await settle();
     expect(l.batches).toEqual([]);
     expect(pool.enabled).toBe(false);
