@@ -40,6 +40,8 @@ interface KeyPool<S> {
   failures: number;
   /** Parked and starting branches it is kept at: `size` once a fork used it; a prewarm's `n` (at most `size`) until then. */
   target: number;
+  /** Made by a prewarm and not yet used by a fork (its fork is coming): another prewarm does not evict it. */
+  awaited: boolean;
   /** Launches `n` parked branches of this configuration (the fork that made the pool gave it). */
   launch: (n: number) => Promise<Array<GatedLaunch<S>>>;
 }
@@ -108,6 +110,7 @@ export class ForkPool<S extends { close(): Promise<void> }> {
     const out: Array<GatedLaunch<S>> = [];
     if (pool && this.enabled) {
       pool.lastUse = this.clock.now();
+      pool.awaited = false;
       while (out.length < n && pool.parked.length > 0) {
         const p = pool.parked.shift()!;
         if (p.dead || this.clock.now() - p.at > this.options.idleMs || !(p.launch.hold.alive?.() ?? true)) {
@@ -130,13 +133,14 @@ export class ForkPool<S extends { close(): Promise<void> }> {
     if (!this.enabled) return;
     let pool = this.pools.get(key);
     if (!pool) {
-      pool = { parked: [], starting: 0, lastUse: this.clock.now(), failures: 0, launch, target: this.options.size };
+      pool = { parked: [], starting: 0, lastUse: this.clock.now(), failures: 0, launch, target: this.options.size, awaited: false };
       this.pools.set(key, pool);
       this.evict();
     }
     pool.lastUse = this.clock.now();
     pool.failures = 0;
     pool.target = this.options.size;
+    pool.awaited = false;
     pool.launch = launch;
     this.refill(pool);
   }
@@ -145,10 +149,12 @@ export class ForkPool<S extends { close(): Promise<void> }> {
    * Parks branches of configuration `key` ahead of its first fork (host-fork.ts `prewarmFork`):
    * keeps `min(n, size)` of them parked or starting, launched by `launch` in the background, and
    * answers how many there are for it now (0 with the pool disabled). Unlike {@link fill} it
-   * never raises a pool already kept at more, never restarts a refill paused by failures (only a
-   * fork, which proves the configuration, does), and never evicts another configuration: at
-   * {@link MAX_KEYS} configurations a new one answers 0 — a forking rollout's pool is worth
-   * more than one that may fork, and evicting would let a batch of prewarms churn each other.
+   * never lowers a pool already kept at more, never restarts a refill paused by failures (only a
+   * fork, which proves the configuration, does), and at {@link MAX_KEYS} configurations it evicts
+   * the least recently used one that is not itself prewarmed and still waiting for its first
+   * fork — none such: it answers 0 and launches nothing. So a batch of prewarms (a group's tree
+   * roots, started together) does not churn itself (the first four stay warm, the rest fork
+   * cold), while configurations of forks past are replaced as a trainer's roots come and go.
    * `n` is capped at `size`, the operator's bound on parked shells per configuration; a tree
    * level of `w` siblings each forking `w` finds `size` parked (the first fork's refill), so
    * `size` ≥ w² keeps such a level warm.
@@ -157,8 +163,12 @@ export class ForkPool<S extends { close(): Promise<void> }> {
     if (!this.enabled || n < 1) return 0;
     let pool = this.pools.get(key);
     if (!pool) {
-      if (this.pools.size >= MAX_KEYS) return 0;
-      pool = { parked: [], starting: 0, lastUse: this.clock.now(), failures: 0, launch, target: 0 };
+      if (this.pools.size >= MAX_KEYS) {
+        const old = [...this.pools].filter(([, p]) => !p.awaited).reduce<[string, KeyPool<S>] | null>((a, b) => (a === null || b[1].lastUse < a[1].lastUse ? b : a), null);
+        if (old === null) return 0;
+        this.drop(old[0], old[1]);
+      }
+      pool = { parked: [], starting: 0, lastUse: this.clock.now(), failures: 0, launch, target: 0, awaited: true };
       this.pools.set(key, pool);
     }
     pool.lastUse = this.clock.now();

@@ -149,7 +149,8 @@ export interface Sandbox {
    * takes them instead of launching its own (a warm fork). Resolves at once with how many are
    * parked or starting for it, the launches going on in the background; 0 when its forks cannot
    * use them (an image sandbox, the unshare driver, the host's fork pool disabled, an LLM-proxied
-   * sandbox) or the host already pools 4 other configurations. Nothing of this sandbox changes;
+   * sandbox) or the host already pools 4 other prewarmed configurations awaiting their first
+   * forks (fork-pool.ts `prewarm`). Nothing of this sandbox changes;
    * the parked branches are the host's, closed when unused (docs/sandboxes.md, "Forks").
    * Optional: a sandbox that cannot fork has none.
    * @throws SandboxError when the sandbox is lost or closed.

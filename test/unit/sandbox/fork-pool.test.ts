@@ -193,17 +193,37 @@ describe('ForkPool', () => {
     await pool.close();
   });
 
-  it('a prewarm never evicts: with 4 configurations held a new one answers 0 and launches nothing', async () => {
-    const pool = new ForkPool<{ close(): Promise<void> }>({ size: 1, idleMs: 600_000 }, new ManualClock(0));
-    const ls = ['a', 'b', 'c', 'd'].map(() => launcher());
-    ls.forEach((l, i) => pool.fill(String(i), l.launch));
+  it('at 4 configurations a prewarm evicts the least recently used one but never one prewarmed and still waiting for its fork (none such: it answers 0)', async () => {
+    const clock = new ManualClock(0);
+    const pool = new ForkPool<{ close(): Promise<void> }>({ size: 1, idleMs: 600_000 }, clock);
+    const ls = [0, 1, 2, 3].map(() => launcher());
+    for (const [i, l] of ls.entries()) {
+      await clock.advance(1000);
+      pool.fill(`f${i}`, l.launch);
+    }
     await settle();
+    // Four prewarms replace the four forked configurations, oldest first.
+    const pre = [0, 1, 2, 3].map(() => launcher());
+    for (const [i, l] of pre.entries()) {
+      await clock.advance(1000);
+      expect(pool.prewarm(`p${i}`, l.launch, 1)).toBe(1);
+      await settle();
+      expect(ls.map((x) => x.made[0]!.refused)).toEqual(ls.map((_, j) => j <= i));
+    }
+    // A fifth finds only prewarmed configurations awaiting their forks: refused, nothing launched.
     const e = launcher();
     expect(pool.prewarm('e', e.launch, 1)).toBe(0);
     await settle();
     expect(e.batches).toEqual([]);
-    expect(pool.stats()).toMatchObject({ keys: 4, parked: 4 });
-    expect(ls.every((l) => !l.made[0]!.refused)).toBe(true);
+    expect(pre.every((l) => !l.made[0]!.refused)).toBe(true);
+    // Once `p0` forked it may go: the next prewarm evicts it.
+    await clock.advance(1000);
+    pool.take('p0', 1);
+    await clock.advance(1000);
+    expect(pool.prewarm('e', e.launch, 1)).toBe(1);
+    await settle();
+    expect(pool.stats()).toMatchObject({ keys: 4 });
+    expect(pre.slice(1).every((l) => !l.made[0]!.refused)).toBe(true);
     await pool.close();
   });
 
