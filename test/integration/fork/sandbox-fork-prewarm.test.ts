@@ -1,5 +1,7 @@
 import { describe, expect, it, onTestFinished } from 'vitest';
 import fs from 'node:fs';
+import http from 'node:http';
+import { once } from 'node:events';
 import os from 'node:os';
 import path from 'node:path';
 import { createSandboxProvider, type HostSandboxProvider } from '../../../src/sandbox/index.js';
@@ -72,6 +74,27 @@ describe.skipIf(!ok)('fork prewarm', () => {
     onTestFinished(() => fork.branches[0]!.close());
     expect(await run(fork.branches[0]!, 'echo $V')).toBe('off');
     expect(pooledIds(stateDir)).toEqual([]);
+  });
+
+  it('a sandbox made with an LLM proxy, and one of the unshare driver, answer 0 and nothing is parked', async () => {
+    const { dir, stateDir, p } = provider('sbx-prewarm-proxy-');
+    const sock = path.join(dir, 'proxy.sock');
+    const server = http.createServer((_req, res) => res.end('{}'));
+    server.listen(sock);
+    await once(server, 'listening');
+    onTestFinished(() => new Promise<void>((r) => server.close(() => r())));
+    const proxied = await p.create({ llmProxy: { socketPath: sock, token: 'tok' } }, { rolloutId: 'r-pre-proxy' });
+    onTestFinished(() => proxied.close());
+    expect(await proxied.prewarmFork!(2)).toBe(0);
+    const unshareState = path.join(dir, 'unshare-state');
+    const u = createSandboxProvider({ driver: 'unshare', hosts: 1, stateDir: unshareState, timeouts: { bashMs: 20_000, noOutputMs: 20_000 } });
+    onTestFinished(() => u.close());
+    const sb = await u.create({}, { rolloutId: 'r-pre-unshare' });
+    onTestFinished(() => sb.close());
+    expect(await run(sb, 'echo up')).toBe('up');
+    expect(await sb.prewarmFork!(2)).toBe(0);
+    expect(pooledIds(stateDir)).toEqual([]);
+    expect(pooledIds(unshareState)).toEqual([]);
   });
 
   it('prewarmed branches never taken are ended when the sandbox closes and the provider closes: no directory, cgroup or mount is left', async () => {
