@@ -14,6 +14,13 @@
  * - fork_cold_p50_ms: the same fork with the pool empty for the parent's configuration (the
  *   first fork of a rollout: its branches launched by the fork itself), of the freshly built
  *   parent; fork_cold_over_replay = replay_p50_ms / fork_cold_p50_ms;
+ * - fork_prewarmed_p50_ms: the first fork of a freshly built parent (not a branch) whose host was
+ *   asked to park K branches of its configuration first (`Sandbox.prewarmFork`, as the runtime
+ *   does for a tree's root once its sandbox is made), timed once they all wait at their gates;
+ *   the bench fails unless the fork took all K from the pool. fork_prewarmed_over_replay =
+ *   replay_p50_ms / fork_prewarmed_p50_ms; fork_prewarmed_cpu_p50_ms its CPU time (the prewarm's
+ *   launches are before the window, as a refill's are for fork_p50_ms). Its parents' builds are
+ *   not replays of the baseline (replay_p50_ms keeps its own runs);
  * - fork_keep_parent_p50_ms: keepParent (default), one parent forked RUNS times (the first cold,
  *   the others from the pool): the workspace is copied each time;
  * - replay_p50_ms: re-creating the same state the way the rollout made it: starting a sandbox
@@ -164,6 +171,8 @@ try {
   const forks: number[] = [];
   const forkCpu: number[] = [];
   const forksCold: number[] = [];
+  const forksPrewarmed: number[] = [];
+  const forkPrewarmedCpu: number[] = [];
   const forkKeepCpu: number[] = [];
   const frozen: number[] = [];
   const forksKeep: number[] = [];
@@ -216,6 +225,23 @@ try {
     if (i === 0 && (await run(one.sb, 'pwd; echo $RUN_ID; greet; find /workspace -type f | wc -l')) !== `/workspace/d3\nbench\nhi\n${FILES}`) throw new Error('the one-command replay built another state');
     await one.sb.close();
   }
+  // The first fork of a parent prewarmed for it (a tree's root): a fresh parent each run (a new
+  // uid, so a new configuration: nothing of the forks above is parked for it).
+  for (let i = 0; i < RUNS; i++) {
+    await poolSettled();
+    const { sb } = await build();
+    const parked = await sb.prewarmFork!(K);
+    if (parked !== K) throw new Error(`the prewarm parked ${parked} branches, not ${K}`);
+    await poolSettled();
+    const pooled = new Set(pooledIds(stateDir));
+    const pre = await fork(sb, `p-${i}`);
+    forksPrewarmed.push(pre.ms);
+    forkPrewarmedCpu.push(pre.cpu);
+    const hits = pre.f.branches.filter((b) => pooled.has(b.id)).length;
+    if (hits !== K) throw new Error(`the prewarmed fork took ${hits} of its ${K} branches from the pool`);
+    if (i === 0 && (await run(pre.f.branches[0]!, 'pwd; echo $RUN_ID; greet; find /workspace -type f | wc -l')) !== `/workspace/d3\nbench\nhi\n${FILES}`) throw new Error('the prewarmed branch lacks the shell state or the files');
+    await Promise.all(pre.f.branches.map((b) => b.close()));
+  }
   // keepParent true: one parent, forked RUNS times.
   await poolSettled();
   const { sb: parent } = await build();
@@ -245,6 +271,7 @@ try {
   figures.runs = RUNS;
   figures.fork_p50_ms = round(median(forks), 1);
   figures.fork_cold_p50_ms = round(median(forksCold), 1);
+  figures.fork_prewarmed_p50_ms = round(median(forksPrewarmed), 1);
   figures.fork_keep_parent_p50_ms = round(median(forksKeep), 1);
   figures.frozen_p50_ms = round(median(frozen), 1);
   figures.frozen_keep_parent_p50_ms = round(median(frozenKeep), 1);
@@ -253,12 +280,14 @@ try {
   figures.replay_one_command_p50_ms = round(median(replaysOne), 1);
   figures.fork_over_replay = round(median(replays) / median(forks), 2);
   figures.fork_cold_over_replay = round(median(replays) / median(forksCold), 2);
+  figures.fork_prewarmed_over_replay = round(median(replays) / median(forksPrewarmed), 2);
   figures.fork_over_replay_one_command = round(median(replaysOne) / median(forks), 2);
   figures.replay_k_p50_ms = round(median(replaysK), 1);
   figures.fork_over_replay_k = round(median(replaysK) / median(forks), 2);
   figures.fork_keep_parent_over_replay = round(median(replays) / median(forksKeep), 2);
   figures.fork_cpu_p50_ms = round(median(forkCpu), 0);
   figures.fork_keep_parent_cpu_p50_ms = round(median(forkKeepCpu), 0);
+  figures.fork_prewarmed_cpu_p50_ms = round(median(forkPrewarmedCpu), 0);
   figures.replay_cpu_p50_ms = round(median(replayCpu), 0);
   figures.fork_cpu_over_replay = round(median(replayCpu) / median(forkCpu), 2);
   figures.load_avg_1m = round(os.loadavg()[0]!, 2);

@@ -210,6 +210,15 @@ export const SandboxForkResultSchema = z.object({
   copiedBytes: z.number().int().nonnegative(),
 });
 
+/**
+ * Parks up to `n` fork branches of a live sandbox's configuration in its host's fork pool before
+ * its first fork (#26: src/sandbox/host-fork.ts `prewarmFork`), so that fork takes them instead
+ * of launching its own. `parked`: how many are parked or starting for it now (0: its forks cannot
+ * use the pool — an image sandbox, the unshare driver, the pool disabled, an LLM-proxied sandbox).
+ */
+export const SandboxForkPrewarmSchema = z.object({ type: z.literal('sandbox.forkPrewarm'), id: z.number().int(), sandboxId: z.string(), n: z.number().int().min(1).max(64) });
+export const SandboxForkPrewarmResultSchema = z.object({ type: z.literal('sandbox.forkPrewarm.result'), id: z.number().int(), parked: z.number().int().nonnegative() });
+
 export const SandboxCloseSchema = z.object({ type: z.literal('sandbox.close'), id: z.number().int(), sandboxId: z.string() });
 export const SandboxCloseResultSchema = z.object({ type: z.literal('sandbox.close.result'), id: z.number().int() });
 
@@ -227,6 +236,7 @@ export const HostRequestSchema = z.discriminatedUnion('type', [
   SandboxCloseSchema,
   SandboxIntegritySchema,
   SandboxForkSchema,
+  SandboxForkPrewarmSchema,
 ]);
 export type HostRequest = z.infer<typeof HostRequestSchema>;
 

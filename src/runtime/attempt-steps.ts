@@ -36,7 +36,7 @@ export interface StepsContext {
   /** A call (LLM or action) of `s` started: its timeout is now `att.callAt`. */
   callStarted(s: RolloutSession): void;
   /** Forks of live rollouts (#26), made at turn boundaries. */
-  readonly forks?: Pick<ForkCoordinator, 'due' | 'atBoundary' | 'loopEnded'> | undefined;
+  readonly forks?: Pick<ForkCoordinator, 'due' | 'atBoundary' | 'loopEnded' | 'prewarm'> | undefined;
 }
 
 const CLIP = 2_000;
@@ -72,6 +72,9 @@ export class AttemptSteps {
     const r = await handler.init(att.ctx);
     if (att.ended) return { runSlot: false };
     att.initialized(r.sandbox, r.state);
+    // A tree's root will fork at its first branch turn: its host parks the branches now (#26).
+    // A field read for a rollout without a tree; nothing else.
+    if (s.treePlan !== null && r.sandbox) this.ctx.forks?.prewarm(s, r.sandbox);
     const policy = effectivePolicy(s.instance.integrity, handler.integrityDefaults?.(s.instance));
     if (policy) {
       // The baseline after the sandbox's setup, before the agent's first action.

@@ -3,6 +3,7 @@ import { CancelledError, ForkError, QueueFullError, ValidationError, serializeEr
 import { memberSeed } from '../llm/member-seed.js';
 import type { RolloutEventInput } from '../protocol/events.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
+import type { Sandbox } from '../sandbox/sandbox.js';
 import type { BranchOrigin, BranchStart, ForkOptions, ForkOutcome as ForkOutcomeOf, TreePlan } from './fork-types.js';
 import type { Attempt } from './attempt.js';
 import { RolloutSession } from './rollout-session.js';
@@ -160,6 +161,26 @@ export class ForkCoordinator {
     }
   }
 
+  /**
+   * The sandbox of tree root `s` is ready (#26): asks its host to park `width` branches for the
+   * fork its plan makes at its first branch turn (Sandbox.prewarmFork), so that fork takes them
+   * warm instead of launching its own (a rollout's first fork is otherwise always cold: a host's
+   * fork pool learns a configuration from a fork). Fire and forget: a failure is only warned
+   * about. Neither a failure nor a discard can matter: the parked branches belong to the host's
+   * pool, not to the rollout (their leases name no rollout until a fork takes them), so a fork
+   * that finds none launches its own as it always did, and ones never taken (the rollout ended
+   * first, or failed and retried, or its sandbox was lost) are closed by the pool after its
+   * `idleMs`, at its eviction or at the host's exit. Only roots: a branch's configuration is its
+   * parent's, already pooled by the fork that made it.
+   */
+  prewarm(s: RolloutSession, sb: Sandbox): void {
+    const plan = s.treePlan;
+    if (plan === null || !sb.prewarmFork) return;
+    sb.prewarmFork(Math.min(plan.width, MAX_PREWARM)).catch((err: unknown) => {
+      process.emitWarning(`rollout ${s.id}: the fork prewarm of its sandbox failed (its first fork will launch its own branches): ${toRolloutError(err).message}`, { code: 'ROLLOUT_FORK_PREWARM' });
+    });
+  }
+
   /** The rollout's attempt (or its loop) ended with a fork pending: the fork is refused. */
   loopEnded(att: Attempt, why: string): void {
     const req = att.takeFork();
@@ -212,6 +233,9 @@ export class ForkCoordinator {
     return s.state === 'llmCalling' ? turn + 1 : turn;
   }
 }
+
+/** The most branches one prewarm asks for (the host's limit; its pool caps it lower, at its size). */
+const MAX_PREWARM = 64;
 
 /** States in which a rollout still has a turn boundary ahead. */
 const LOOP_STATES: ReadonlySet<string> = new Set(['queued', 'initializing', 'waitingRun', 'llmCalling', 'acting']);

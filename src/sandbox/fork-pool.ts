@@ -38,6 +38,10 @@ interface KeyPool<S> {
   lastUse: number;
   /** Consecutive failed launches: refilling pauses after 3 until the next fork. */
   failures: number;
+  /** Parked and starting branches it is kept at: `size` once a fork used it; a prewarm's `n` (at most `size`) until then. */
+  target: number;
+  /** Made by a prewarm and not yet used by a fork (its fork is coming): another prewarm does not evict it. */
+  awaited: boolean;
   /** Launches `n` parked branches of this configuration (the fork that made the pool gave it). */
   launch: (n: number) => Promise<Array<GatedLaunch<S>>>;
 }
@@ -57,9 +61,11 @@ const MAX_KEYS = 4;
  * Keyed by the branch's launch configuration (the parent's request but for ids and seeding: its
  * uid, limits, env, network, rootfs): a branch keeps its parent's uid (the snapshot's files are
  * its), so a pool serves the forks of one parent and of its branches — a tree, or a parent forked
- * again — not of another rollout's sandbox. It is filled after a fork (never before the first: a
- * configuration is learnt from a fork), refilled in the background after each take, and closed
- * after `idleMs` without a fork of its configuration, or when {@link MAX_KEYS} newer ones came.
+ * again — not of another rollout's sandbox. It is filled after a fork (a configuration is learnt
+ * from a fork), or before the first one when the runtime knows a fork is coming and asks for it
+ * ({@link prewarm}: a tree rollout's root), refilled in the background after each take, and closed
+ * after `idleMs` without a fork (or prewarm) of its configuration, or when {@link MAX_KEYS} newer
+ * ones came.
  *
  * A parked branch is a sandbox like any other for the cleanup: its directory has a lease naming
  * the runtime and this host (the reaps of a dead host and of a dead runtime remove it), its
@@ -104,6 +110,7 @@ export class ForkPool<S extends { close(): Promise<void> }> {
     const out: Array<GatedLaunch<S>> = [];
     if (pool && this.enabled) {
       pool.lastUse = this.clock.now();
+      pool.awaited = false;
       while (out.length < n && pool.parked.length > 0) {
         const p = pool.parked.shift()!;
         if (p.dead || this.clock.now() - p.at > this.options.idleMs || !(p.launch.hold.alive?.() ?? true)) {
@@ -126,18 +133,52 @@ export class ForkPool<S extends { close(): Promise<void> }> {
     if (!this.enabled) return;
     let pool = this.pools.get(key);
     if (!pool) {
-      pool = { parked: [], starting: 0, lastUse: this.clock.now(), failures: 0, launch };
+      pool = { parked: [], starting: 0, lastUse: this.clock.now(), failures: 0, launch, target: this.options.size, awaited: false };
       this.pools.set(key, pool);
       this.evict();
     }
     pool.lastUse = this.clock.now();
     pool.failures = 0;
+    pool.target = this.options.size;
+    pool.awaited = false;
     pool.launch = launch;
     this.refill(pool);
   }
 
+  /**
+   * Parks branches of configuration `key` ahead of its first fork (host-fork.ts `prewarmFork`):
+   * keeps `min(n, size)` of them parked or starting, launched by `launch` in the background, and
+   * answers how many there are for it now (0 with the pool disabled). Unlike {@link fill} it
+   * never lowers a pool already kept at more, never restarts a refill paused by failures (only a
+   * fork, which proves the configuration, does), and at {@link MAX_KEYS} configurations it evicts
+   * the least recently used one that is not itself prewarmed and still waiting for its first
+   * fork — none such: it answers 0 and launches nothing. So a batch of prewarms (a group's tree
+   * roots, started together) does not churn itself (the first four stay warm, the rest fork
+   * cold), while configurations of forks past are replaced as a trainer's roots come and go.
+   * `n` is capped at `size`, the operator's bound on parked shells per configuration; a tree
+   * level of `w` siblings each forking `w` finds `size` parked (the first fork's refill), so
+   * `size` ≥ w² keeps such a level warm.
+   */
+  prewarm(key: string, launch: (n: number) => Promise<Array<GatedLaunch<S>>>, n: number): number {
+    if (!this.enabled || n < 1) return 0;
+    let pool = this.pools.get(key);
+    if (!pool) {
+      if (this.pools.size >= MAX_KEYS) {
+        const old = [...this.pools].filter(([, p]) => !p.awaited).reduce<[string, KeyPool<S>] | null>((a, b) => (a === null || b[1].lastUse < a[1].lastUse ? b : a), null);
+        if (old === null) return 0;
+        this.drop(old[0], old[1]);
+      }
+      pool = { parked: [], starting: 0, lastUse: this.clock.now(), failures: 0, launch, target: 0, awaited: true };
+      this.pools.set(key, pool);
+    }
+    pool.lastUse = this.clock.now();
+    pool.target = Math.max(pool.target, Math.min(n, this.options.size));
+    this.refill(pool);
+    return Math.min(pool.parked.length + pool.starting, n);
+  }
+
   private refill(pool: KeyPool<S>): void {
-    const n = this.options.size - pool.parked.length - pool.starting;
+    const n = pool.target - pool.parked.length - pool.starting;
     if (n <= 0 || this.closed || pool.failures >= 3 || ![...this.pools.values()].includes(pool)) return;
     pool.starting += n;
     const launching = pool.launch(n).then(

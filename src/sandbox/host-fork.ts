@@ -107,6 +107,59 @@ function poolKey(parent: SandboxCreate): string {
   return JSON.stringify(branchRequest(parent, { sandboxId: '', rolloutId: '' }));
 }
 
+/** True when `parent`'s branches take the fast path (branch-fs.ts): a host-root sandbox under bwrap. */
+function fastPath(parent: SandboxCreate): boolean {
+  return parent.driver === 'bwrap' && !parent.image;
+}
+
+/** What {@link launchGated} is given for a branch of `parent`: its launch options. */
+function launchOptions<S extends { close(): Promise<void> }>(parent: Pick<ForkParent, 'req' | 'uid'>, ctx: ForkContext<S>): { bytes: number; uid: number | null; stateDir: string; mounter: Mounter | null } {
+  return { bytes: parent.req.limits.workdirBytes, uid: parent.uid, stateDir: ctx.stateDir, mounter: ctx.mounter };
+}
+
+/** Branch `b` of `parent` as {@link launchGated} launches it (`parkMs` > 0: parked in the pool, its shell waits that long at its gate). */
+function gatedOf<S extends { close(): Promise<void> }>(parent: Pick<ForkParent, 'req'>, b: ForkBranchRequest, ctx: ForkContext<S>, parkMs = 0): { dir: string; stateFile: string; create: (gated: GatedBranch) => Promise<S> } {
+  const dir = path.join(sandboxesDir(ctx.stateDir), b.sandboxId);
+  return {
+    dir,
+    stateFile: path.join(dir, 'fs', 'ctl', shellStateName(b.sandboxId)),
+    create: (gated) => ctx.create(branchRequest(parent.req, b), { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), gated: parkMs ? { ...gated, parkMs } : gated }),
+  };
+}
+
+/**
+ * The host's pool for the forks of `parent`, its key, and the launcher of its parked branches
+ * (host ids, no rollout yet): the one path by which a fork's refill and a prewarm fill it. Null
+ * when they cannot use the pool: no fast path (an image sandbox, the unshare driver), the pool
+ * disabled (size 0), or a branch given an LLM proxy (its socket and token are its own).
+ */
+function poolSide<S extends { close(): Promise<void> }>(parent: Pick<ForkParent, 'req' | 'uid'>, ctx: ForkContext<S>, branches: readonly ForkBranchRequest[]): { pool: ForkPool<S>; key: string; launch: (n: number) => Promise<Array<GatedLaunch<S>>> } | null {
+  const pool = ctx.pool;
+  if (!pool?.enabled || !fastPath(parent.req) || branches.some((b) => b.llmProxy)) return null;
+  const opts = launchOptions(parent, ctx);
+  const parkMs = pool.parkMs;
+  const launch = (n: number): Promise<Array<GatedLaunch<S>>> => launchGated(Array.from({ length: n }, () => gatedOf(parent, { sandboxId: `sb-${crypto.randomBytes(6).toString('hex')}`, rolloutId: POOL_ROLLOUT_ID }, ctx, parkMs)), opts);
+  return { pool, key: poolKey(parent.req), launch };
+}
+
+/**
+ * Parks up to `n` branches of `parent`'s configuration in the host's fork pool ahead of its first
+ * fork (Sandbox.prewarmFork, #26): the same key and launcher as that fork's refill
+ * ({@link poolSide}), so the fork takes them as it takes a refill's. Answers how many are parked
+ * or starting for it (at most `n`; fork-pool.ts `prewarm` says when fewer). 0, with nothing
+ * launched, when its forks could not use the pool ({@link poolSide}) or when `parent` was made
+ * with an LLM proxy (the external agents it serves cannot fork; a branch would need its own).
+ * Never throws: a launch that fails is the pool's (it counts it, as a refill's).
+ */
+export function prewarmFork<S extends { close(): Promise<void> }>(parent: Pick<ForkParent, 'req' | 'uid'>, n: number, ctx: ForkContext<S>): number {
+  if (parent.req.spec.llmProxy) return 0;
+  const side = poolSide(parent, ctx, []);
+  if (!side) return 0;
+  // The fork's mounts go through the helper: started now, off the first fork's path.
+  ctx.mounter?.warm();
+  return side.pool.prewarm(side.key, side.launch, n);
+}
+
 /**
  * Forks `parent` at a turn boundary into one branch per `req.branches` entry (Sandbox.fork, #26).
  *
@@ -154,16 +207,10 @@ export async function forkSandbox<S extends { id: string; close(): Promise<void>
   };
   const makeReq = (b: ForkBranchRequest): SandboxCreate => branchRequest(parent.req, b);
   const captured = pty.internal(capture.command, parent.req.tools.startTimeoutMs);
-  const early = parent.req.driver === 'bwrap' && !parent.req.image;
-  const pool = early && ctx.pool?.enabled && req.branches.every((b) => !b.llmProxy) ? ctx.pool : null;
-  const key = pool ? poolKey(parent.req) : null;
-  const launchOpts = { bytes: parent.req.limits.workdirBytes, uid: parent.uid, stateDir: ctx.stateDir, mounter: ctx.mounter };
-  const gatedOf = (b: ForkBranchRequest, parkMs = 0): { dir: string; stateFile: string; create: (gated: GatedBranch) => Promise<S> } => {
-    const dir = path.join(sandboxesDir(ctx.stateDir), b.sandboxId);
-    return { dir, stateFile: path.join(dir, 'fs', 'ctl', shellStateName(b.sandboxId)), create: (gated) => ctx.create(makeReq(b), { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost(b.sandboxId), gated: parkMs ? { ...gated, parkMs } : gated }) };
-  };
+  const early = fastPath(parent.req);
+  const side = poolSide(parent, ctx, req.branches);
   // Pooled branches first, in the order asked; the pool's own ids, their rollouts named at the take.
-  const taken = pool && key ? pool.take(key, req.branches.length) : [];
+  const taken = side ? side.pool.take(side.key, req.branches.length) : [];
   taken.forEach((t, i) => (t.hold.rolloutId = req.branches[i]!.rolloutId));
   let launched: EarlyBranches<S> | null = null;
   let snapshot: ForkSnapshot | null = null;
@@ -177,7 +224,7 @@ export async function forkSandbox<S extends { id: string; close(): Promise<void>
     // the branches launch (the parent is frozen before any branch mounts it). A copy waits for
     // the freeze.
     const [l, s] = await Promise.allSettled([
-      early ? launchGated(req.branches.slice(taken.length).map((b) => gatedOf(b)), launchOpts).then((own) => new EarlyBranches<S>([...taken, ...own])) : null,
+      early ? launchGated(req.branches.slice(taken.length).map((b) => gatedOf(parent, b, ctx)), launchOptions(parent, ctx)).then((own) => new EarlyBranches<S>([...taken, ...own])) : null,
       req.keepParent ? null : takeSnapshot(),
     ]);
     if (l.status === 'fulfilled') launched = l.value;
@@ -236,11 +283,7 @@ export async function forkSandbox<S extends { id: string; close(): Promise<void>
   }
   await snapshot.release();
   // The pool refills after the answer, so its launches never share the CPU with this fork's.
-  if (pool && key) {
-    const parkMs = pool.parkMs;
-    const refill = (n: number): Promise<Array<GatedLaunch<S>>> => launchGated(Array.from({ length: n }, () => gatedOf({ sandboxId: `sb-${crypto.randomBytes(6).toString('hex')}`, rolloutId: POOL_ROLLOUT_ID }, parkMs)), launchOpts);
-    setImmediate(() => pool.fill(key, refill));
-  }
+  if (side) setImmediate(() => side.pool.fill(side.key, side.launch));
   return { branches, lost, frozenMs, copiedBytes: snapshot.copiedBytes, parentClosed };
 }
 

@@ -20,7 +20,7 @@ import { restoreCommand } from './shell-state.js';
 import { GATE_NAME, type GatedBranch, type SnapshotHold } from './branch-fs.js';
 import type { ForkPool } from './fork-pool.js';
 import type { Mounter } from './mounter.js';
-import { forkSandbox, shellStateName, type BranchStart, type ForkBranchRequest, type ForkParent, type ForkResult, type HostOwner } from './host-fork.js';
+import { forkSandbox, prewarmFork, shellStateName, type BranchStart, type ForkBranchRequest, type ForkParent, type ForkResult, type HostOwner } from './host-fork.js';
 import { chownTree, makeSandboxFs, pinDir, removeSandboxFs, unpinDir, type SandboxFs } from './sandbox-fs.js';
 import { isRoot } from './sandbox-user.js';
 import { writeSeccompFilter } from './seccomp.js';
@@ -720,6 +720,17 @@ export class HostSandbox {
       close: () => this.close(),
     };
     return forkSandbox(parent, req, { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost, pool: ctx.pool ?? null, mounter: ctx.mounter ?? null, create: (r, c) => HostSandbox.create(r, c) });
+  }
+
+  /**
+   * Parks up to `n` branches of this sandbox's configuration in the host's fork pool, ahead of its
+   * first fork (Sandbox.prewarmFork, #26): host-fork.ts `prewarmFork`. Answers how many are
+   * parked or starting for it; 0 when its forks could not use them (closed, no freezer group,
+   * the `none` driver, or no pooled fast path). Never throws; the sandbox itself is not touched.
+   */
+  prewarmFork(n: number, ctx: { stateDir: string; owner: HostOwner; onLost: (sandboxId: string) => (reason: string) => void; pool: ForkPool<HostSandbox> | null; mounter: Mounter | null }): number {
+    if (this.closing || !this.cgroup?.freezerDir || this.req.driver === 'none') return 0;
+    return prewarmFork({ req: this.req, uid: this.uid }, n, { ...ctx, create: (r, c) => HostSandbox.create(r, c) });
   }
 
   /** Writes a fork's captured shell state into the control dir, for the shell's start to restore: shell-state.ts. */

@@ -6,6 +6,7 @@ import type { UdsChannel } from '../ipc/uds-channel.js';
 import {
   SandboxBashResultSchema,
   SandboxEditorResultSchema,
+  SandboxForkPrewarmResultSchema,
   SandboxForkResultSchema,
   SandboxInterruptResultSchema,
   SandboxPythonResultSchema,
@@ -230,6 +231,16 @@ export class SandboxClient implements Sandbox {
       throw new CancelledError();
     }
     return { branches, lost: out.lost, frozenMs: out.frozenMs, copiedBytes: out.copiedBytes };
+  }
+
+  /**
+   * Parks up to `n` fork branches of this sandbox's configuration on its host (Sandbox.prewarmFork).
+   * @throws ValidationError for `n` not an integer in 1..64; SandboxError when the sandbox is lost or closed.
+   */
+  async prewarmFork(n: number): Promise<number> {
+    if (!Number.isInteger(n) || n < 1 || n > 64) throw new ValidationError('prewarmFork: n must be an integer from 1 to 64', [{ path: 'n', message: `must be an integer from 1 to 64, got ${JSON.stringify(n)}` }]);
+    if (!this.adopt) return 0;
+    return SandboxForkPrewarmResultSchema.parse(await this.call({ type: 'sandbox.forkPrewarm', n }, GRACE_MS)).parked;
   }
 
   /** Kills every process of the sandbox, removes its workdir. Idempotent; never throws. */

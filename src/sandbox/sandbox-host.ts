@@ -142,6 +142,9 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
         return {};
       case 'sandbox.integrity':
         return { result: await handleIntegrity(sb, req) };
+      case 'sandbox.forkPrewarm':
+        // Launches in the background (the pool's): answered at once, the sandbox untouched.
+        return { parked: sb.prewarmFork(req.n, { stateDir: opts.stateDir, owner, onLost: notifyLost, pool, mounter }) };
       case 'sandbox.fork': {
         const ids = req.branches.map((b) => b.sandboxId);
         if (new Set(ids).size !== ids.length || ids.some((id) => sandboxes.has(id) || creating.has(id))) throw new SandboxError('a fork branch id is already in use', { code: 'SANDBOX_EXISTS' });

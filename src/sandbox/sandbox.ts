@@ -144,6 +144,19 @@ export interface Sandbox {
    */
   fork?(req: SandboxForkRequest, signal?: AbortSignal): Promise<SandboxFork>;
   /**
+   * Tree rollouts (#26): asks this sandbox's host to park up to `n` fork branches of its
+   * configuration (shells started, waiting at their gates) ahead of its first fork, which then
+   * takes them instead of launching its own (a warm fork). Resolves at once with how many are
+   * parked or starting for it, the launches going on in the background; 0 when its forks cannot
+   * use them (an image sandbox, the unshare driver, the host's fork pool disabled, an LLM-proxied
+   * sandbox) or the host already pools 4 other prewarmed configurations awaiting their first
+   * forks (fork-pool.ts `prewarm`). Nothing of this sandbox changes;
+   * the parked branches are the host's, closed when unused (docs/sandboxes.md, "Forks").
+   * Optional: a sandbox that cannot fork has none.
+   * @throws SandboxError when the sandbox is lost or closed.
+   */
+  prewarmFork?(n: number): Promise<number>;
+  /**
    * Calls `listener` each time the sandbox's shell exits on its own (the model's `exit`, or a
    * command that ended the shell), with the shell's exit code, and returns what unsubscribes it.
    * The sandbox is not lost: its next bash or Python call starts a new shell (a kill of the

@@ -8,6 +8,7 @@ import { createSandboxProvider, type HostSandboxProvider } from '../../../src/sa
 import { ImageStore } from '../../../src/sandbox/images/image-store.js';
 import type { Sandbox } from '../../../src/sandbox/sandbox.js';
 import { missingTools } from '../../helpers/system-tools.js';
+import { pooledIds } from './pool-dirs.js';
 
 /**
  * Forks of image sandboxes (#26): the parent's overlay upper dir (its changes to the image root,
@@ -44,6 +45,13 @@ describe.skipIf(why !== null)(`image sandbox forks${why ? ` (skipped: ${why})` :
       expect(fs.readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(dir);
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('a fork prewarm of an image sandbox answers 0 and parks nothing (its branches are made after the snapshot: no pool)', async () => {
+    const sb = await provider.create({ image: 'py' }, { rolloutId: 'r-img-prewarm' });
+    onTestFinished(() => sb.close());
+    expect(await sb.prewarmFork!(2)).toBe(0);
+    expect(pooledIds(path.join(dir, 'state'))).toEqual([]);
   });
 
   it.each([true, false])('keepParent %s: branches see the parent changes to the image root (a new file, an edit, a deletion) and diverge', async (keepParent) => {

@@ -164,10 +164,91 @@ describe('ForkPool', () => {
     expect(pool.enabled).toBe(false);
   });
 
+  it('a prewarm parks min(n, size) branches of a configuration before any fork, which takes them; the fork then fills to size', async () => {
+    const pool = new ForkPool<{ close(): Promise<void> }>({ size: 4, idleMs: 60_000 }, new ManualClock(0));
+    const l = launcher();
+    expect(pool.prewarm('k', l.launch, 2)).toBe(2);
+    await settle();
+    expect(l.batches).toEqual([2]);
+    expect(pool.stats()).toMatchObject({ keys: 1, parked: 2, starting: 0 });
+    // Asked again (a retried attempt): nothing more launched; n past size is capped at size.
+    expect(pool.prewarm('k', l.launch, 2)).toBe(2);
+    await settle();
+    expect(l.batches).toEqual([2]);
+    expect(pool.prewarm('k', l.launch, 9)).toBe(4);
+    await settle();
+    expect(l.batches).toEqual([2, 2]);
+    expect(pool.stats().parked).toBe(4);
+    const got = pool.take('k', 2);
+    expect(got).toEqual([l.made[0]!.launch, l.made[1]!.launch]);
+    expect(pool.stats()).toMatchObject({ hits: 2, misses: 0, parked: 2 });
+    pool.fill('k', l.launch);
+    await settle();
+    expect(l.batches).toEqual([2, 2, 2]);
+    // A prewarm never lowers a configuration a fork keeps at size.
+    pool.take('k', 3);
+    expect(pool.prewarm('k', l.launch, 1)).toBe(1);
+    await settle();
+    expect(l.batches).toEqual([2, 2, 2, 3]);
+    await pool.close();
+  });
+
+  it('at 4 configurations a prewarm evicts the least recently used one but never one prewarmed and still waiting for its fork (none such: it answers 0)', async () => {
+    const clock = new ManualClock(0);
+    const pool = new ForkPool<{ close(): Promise<void> }>({ size: 1, idleMs: 600_000 }, clock);
+    const ls = [0, 1, 2, 3].map(() => launcher());
+    for (const [i, l] of ls.entries()) {
+      await clock.advance(1000);
+      pool.fill(`f${i}`, l.launch);
+    }
+    await settle();
+    // Four prewarms replace the four forked configurations, oldest first.
+    const pre = [0, 1, 2, 3].map(() => launcher());
+    for (const [i, l] of pre.entries()) {
+      await clock.advance(1000);
+      expect(pool.prewarm(`p${i}`, l.launch, 1)).toBe(1);
+      await settle();
+      expect(ls.map((x) => x.made[0]!.refused)).toEqual(ls.map((_, j) => j <= i));
+    }
+    // A fifth finds only prewarmed configurations awaiting their forks: refused, nothing launched.
+    const e = launcher();
+    expect(pool.prewarm('e', e.launch, 1)).toBe(0);
+    await settle();
+    expect(e.batches).toEqual([]);
+    expect(pre.every((l) => !l.made[0]!.refused)).toBe(true);
+    // Once `p0` forked it may go: the next prewarm evicts it.
+    await clock.advance(1000);
+    pool.take('p0', 1);
+    await clock.advance(1000);
+    expect(pool.prewarm('e', e.launch, 1)).toBe(1);
+    await settle();
+    expect(pool.stats()).toMatchObject({ keys: 4 });
+    expect(pre.slice(1).every((l) => !l.made[0]!.refused)).toBe(true);
+    await pool.close();
+  });
+
+  it('prewarmed branches never taken are closed with their configuration after idleMs, and by close()', async () => {
+    const clock = new ManualClock(0);
+    const pool = new ForkPool<{ close(): Promise<void> }>({ size: 2, idleMs: 10_000 }, clock);
+    const a = launcher();
+    const b = launcher();
+    pool.prewarm('a', a.launch, 2);
+    await settle();
+    await clock.advance(10_000 + 2_500);
+    expect(a.made.map((f) => f.refused)).toEqual([true, true]);
+    pool.prewarm('b', b.launch, 2);
+    await settle();
+    await pool.close();
+    expect(b.made.map((f) => f.refused)).toEqual([true, true]);
+    expect(pool.stats()).toMatchObject({ keys: 0, parked: 0 });
+  });
+
   it('size 0 is disabled: no take, no fill', async () => {
     const pool = new ForkPool<{ close(): Promise<void> }>({ size: 0, idleMs: 60_000 }, new ManualClock(0));
     const l = launcher();
     pool.fill('k', l.launch);
+    await settle();
+    expect(pool.prewarm('k', l.launch, 2)).toBe(0);
     await settle();
     expect(l.batches).toEqual([]);
     expect(pool.enabled).toBe(false);
