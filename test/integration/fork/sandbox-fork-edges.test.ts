@@ -83,10 +83,12 @@ describe.skipIf(!ok)('sandbox fork edges', () => {
   it('refuses a fork while a command runs (SANDBOX_BUSY), leaving the command and the sandbox as they were', async () => {
     const sb = await provider.create({}, { rolloutId: 'r-busy' });
     onTestFinished(() => sb.close());
-    const running = sb.bash({ command: 'sleep 60; echo done' });
+    const running = sb.bash({ command: 'sleep 60 & echo $! > started; wait $!; echo done' });
     const err = await sb.fork!({ rolloutIds: ['r-busy-0'] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SandboxError);
     expect((err as SandboxError).code).toBe('SANDBOX_BUSY');
+    // The kill must find the sleep: on a loaded machine the shell may not have started it yet.
+    await until(async () => /^\d+\n$/.test(await sb.readFile('started').catch(() => '')));
     await sb.signalProcesses!('SIGKILL');
     await running;
     expect(await run(sb, 'echo still here')).toBe('still here');

@@ -41,9 +41,10 @@ export function isGone(pid: number): boolean {
 }
 
 /** Polls `fn` on the event loop (no timing assertion: the test timeout bounds it). */
-export async function until<T>(fn: () => T | undefined | null | false, stepMs = 10): Promise<T> {
+export async function until<T>(fn: () => T | undefined | null | false | Promise<T | undefined | null | false>, stepMs = 10): Promise<T> {
   for (;;) {
-    const v = fn();
+    // Awaited: an async condition is its promise's value, not the (always truthy) promise.
+    const v = await fn();
     if (v) return v;
     // The poll step of a wait-until (the state polled has no event), not a synchronising sleep.
     await new Promise((r) => setTimeout(r, stepMs));
