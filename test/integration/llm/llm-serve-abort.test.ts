@@ -69,17 +69,21 @@ describe('abort and resume against llm-serve --tiny', () => {
     rt.resumeGeneration();
     const res = await h.result;
 
-    expect(res.outcome, JSON.stringify(res.error)).toBe('truncated');
     const samples = ((await (await fetch(`${url}/debug/samples`)).json()) as { samples: LlamaSample[] }).samples.filter((s) => s.instanceId === 'abort-1');
-    expect(samples.map((s) => s.finishReason)).toEqual(['abort', 'length']);
+    // The continuation ends at the length limit, or earlier on an end token: the tiny model's
+    // weights are random, and where the abort cut (so what the continuation samples) varies.
+    expect(samples.map((s) => s.finishReason)).toEqual(['abort', expect.stringMatching(/^(length|stop)$/)]);
     const [partial, cont] = samples as [LlamaSample, LlamaSample];
+    if (cont.finishReason === 'length') expect(res.outcome, JSON.stringify(res.error)).toBe('truncated');
+    else expect(res.error, JSON.stringify(res.error)).toBeNull();
     const turn = res.trajectory.turns[0]!;
     // The continuation was asked for on the prompt + the partial ids, for the tokens left.
     expect(cont.promptIds).toEqual([...partial.promptIds, ...partial.outputIds]);
     expect(turn.promptIds).toEqual(partial.promptIds);
     expect(turn.outputIds).toEqual([...partial.outputIds, ...cont.outputIds]);
     expect(turn.logprobs).toEqual([...partial.logprobs, ...cont.logprobs]);
-    expect(turn.outputIds).toHaveLength(300);
+    expect(turn.outputIds).toHaveLength(cont.finishReason === 'length' ? 300 : partial.outputIds.length + cont.outputIds.length);
+    expect(turn.finishReason).toBe(cont.finishReason);
     expect(turn.weightVersion).toBe(2);
     const runs = res.trajectory.weightVersions!.filter((r) => r.tokens > 0);
     expect(partial.outputIds.length).toBeGreaterThanOrEqual(4);

@@ -62,17 +62,22 @@ describe.skipIf(!haveTools('python3'))('a proxied generation aborted by a weight
 
     expect([res.outcome, res.finish], JSON.stringify(res.error)).toEqual(['completed', 'no_tool_call']);
     const samples = ((await (await fetch(`${url}/debug/samples`)).json()) as { samples: LlamaSample[] }).samples.filter((s) => s.instanceId === 'harness-abort-1');
-    expect(samples.map((s) => s.finishReason)).toEqual(['abort', 'length']);
+    // The continuation ends at the length limit, or earlier on an end token: the tiny model's
+    // weights are random, and where the abort cut (so what the continuation samples) varies.
+    expect(samples.map((s) => s.finishReason)).toEqual(['abort', expect.stringMatching(/^(length|stop)$/)]);
     const [partial, cont] = samples as [LlamaSample, LlamaSample];
-    // The harness saw one answer of all 300 tokens, cut by its length, never `abort`.
-    expect(res.evalDetails?.output).toBe('once 200 length 300\n');
+    const total = partial.outputIds.length + cont.outputIds.length;
+    if (cont.finishReason === 'length') expect(total).toBe(300);
+    // The harness saw one answer of every token (all 300, cut by its length, unless the model
+    // ended it), never `abort`.
+    expect(res.evalDetails?.output).toBe(`once 200 ${cont.finishReason} ${total}\n`);
     expect(res.trajectory.turns).toHaveLength(1);
     const turn = res.trajectory.turns[0]!;
     expect(cont.promptIds).toEqual([...partial.promptIds, ...partial.outputIds]);
     expect(turn.promptIds).toEqual(partial.promptIds);
     expect(turn.outputIds).toEqual([...partial.outputIds, ...cont.outputIds]);
     expect(turn.logprobs).toEqual([...partial.logprobs, ...cont.logprobs]);
-    expect(turn.finishReason).toBe('length');
+    expect(turn.finishReason).toBe(cont.finishReason);
     expect(res.trajectory.diagnostics.continuity).toBe('token-exact');
     const runs = res.trajectory.weightVersions!.filter((r) => r.tokens > 0);
     expect(partial.outputIds.length).toBeGreaterThanOrEqual(4);
