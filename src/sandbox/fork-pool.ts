@@ -164,7 +164,7 @@ export class ForkPool<S extends { close(): Promise<void> }> {
     let pool = this.pools.get(key);
     if (!pool) {
       if (this.pools.size >= MAX_KEYS) {
-        const old = [...this.pools].filter(([, p]) => !p.awaited).reduce<[string, KeyPool<S>] | null>((a, b) => (a === null || b[1].lastUse < a[1].lastUse ? b : a), null);
+        const old = this.leastRecent((p) => !p.awaited);
         if (old === null) return 0;
         this.drop(old[0], old[1]);
       }
@@ -239,9 +239,16 @@ export class ForkPool<S extends { close(): Promise<void> }> {
 
   private evict(): void {
     while (this.pools.size > MAX_KEYS) {
-      const [key, pool] = [...this.pools].reduce((a, b) => (b[1].lastUse < a[1].lastUse ? b : a));
+      const [key, pool] = this.leastRecent()!;
       this.drop(key, pool);
     }
+  }
+
+  /** The least recently forked configuration among those `admit` admits (the first on a tie); null when none. */
+  private leastRecent(admit: (pool: KeyPool<S>) => boolean = () => true): [string, KeyPool<S>] | null {
+    let out: [string, KeyPool<S>] | null = null;
+    for (const entry of this.pools) if (admit(entry[1]) && (out === null || entry[1].lastUse < out[1].lastUse)) out = entry;
+    return out;
   }
 
   private drop(key: string, pool: KeyPool<S>): void {

@@ -230,8 +230,10 @@ export async function forkSandbox<S extends { id: string; close(): Promise<void>
     if (l.status === 'fulfilled') launched = l.value;
     if (s.status === 'fulfilled') snapshot = s.value;
     // A launch that failed leaves the taken branches to end here.
-    if (l.status === 'rejected') await new EarlyBranches<S>(taken).abort();
-    if (l.status === 'rejected') throw l.reason;
+    if (l.status === 'rejected') {
+      await new EarlyBranches<S>(taken).abort();
+      throw l.reason;
+    }
     if (s.status === 'rejected') throw s.reason;
     shellState = capture.parse(await captured);
     frozenAt = systemClock.now();
