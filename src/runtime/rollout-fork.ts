@@ -119,6 +119,10 @@ export class ForkCoordinator {
         { path: 'atTurn', message: `${when}: the next turn boundary is ${next}` },
       ]);
     }
+    // The host parks the branches while the rollout works its way to the boundary (its LLM call,
+    // its action), so the fork there takes them warm: without this, the first fork of a rollout
+    // with no tree plan launches its own (the pool learns a configuration from a fork).
+    if (att.sandbox) this.prewarm(s, att.sandbox, n);
     return new Promise<ForkOutcome>((resolve, reject) => {
       // Resolved only by make() below, with this runtime's sessions.
       att.forkRequested({ n, continueParent: opts.continueParent ?? true, turn: next, resolve: resolve as (o: ForkOutcomeOf<unknown>) => void, reject });
@@ -162,21 +166,23 @@ export class ForkCoordinator {
   }
 
   /**
-   * The sandbox of tree root `s` is ready (#26): asks its host to park `width` branches for the
-   * fork its plan makes at its first branch turn (Sandbox.prewarmFork), so that fork takes them
-   * warm instead of launching its own (a rollout's first fork is otherwise always cold: a host's
-   * fork pool learns a configuration from a fork). Fire and forget: a failure is only warned
+   * Asks the host of `sb`, the sandbox of `s`, to park `n` branches (Sandbox.prewarmFork) for a
+   * fork to come (#26): a tree root's first, at its first branch turn (`n` is its plan's width;
+   * called once its sandbox is ready), or one asked for with {@link request} (at the request,
+   * ahead of its boundary). That fork takes them warm instead of launching its own (a rollout's
+   * first fork is otherwise always cold: a host's fork pool learns a configuration from a fork).
+   * Nothing for a plain rollout without an `n`. Fire and forget: a failure is only warned
    * about. Neither a failure nor a discard can matter: the parked branches belong to the host's
    * pool, not to the rollout (their leases name no rollout until a fork takes them), so a fork
    * that finds none launches its own as it always did, and ones never taken (the rollout ended
    * first, or failed and retried, or its sandbox was lost) are closed by the pool after its
-   * `idleMs`, at its eviction or at the host's exit. Only roots: a branch's configuration is its
-   * parent's, already pooled by the fork that made it.
+   * `idleMs`, at its eviction or at the host's exit. A tree's prewarm is its root's only: a branch's
+   * configuration is its parent's, already pooled by the fork that made it (for a branch's
+   * requested fork, a prewarm only tops the pool up to `n`: it never parks past what is there).
    */
-  prewarm(s: RolloutSession, sb: Sandbox): void {
-    const plan = s.treePlan;
-    if (plan === null || !sb.prewarmFork) return;
-    sb.prewarmFork(Math.min(plan.width, MAX_PREWARM)).catch((err: unknown) => {
+  prewarm(s: RolloutSession, sb: Sandbox, n = s.treePlan?.width ?? 0): void {
+    if (n < 1 || !sb.prewarmFork) return;
+    sb.prewarmFork(Math.min(n, MAX_PREWARM)).catch((err: unknown) => {
       process.emitWarning(`rollout ${s.id}: the fork prewarm of its sandbox failed (its first fork will launch its own branches): ${toRolloutError(err).message}`, { code: 'ROLLOUT_FORK_PREWARM' });
     });
   }

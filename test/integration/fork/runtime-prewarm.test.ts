@@ -69,6 +69,31 @@ describe.skipIf(!ok)('tree rollouts prewarm their first fork', () => {
     await expect.poll(() => stateEntries(stateDir)).toEqual([]);
   }, 120_000);
 
+  it("a fork asked for ahead of its boundary (a rollout with no tree plan) takes branches its host parked at the request", async () => {
+    stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rt-prewarm-req-'));
+    fs.chmodSync(stateDir, 0o711);
+    provider = createSandboxProvider({ driver: 'bwrap', hosts: 1, stateDir, timeouts: { bashMs: 20_000, noOutputMs: 20_000 } });
+    const codec = new TestCodec();
+    const llm = new TreeOracle(codec);
+    rt = createRuntime({ handlers: [createTestHandler()], codec, llm, sandboxes: provider });
+    // The rollout is in its second LLM call when the fork is asked for: the boundary is turn 2.
+    llm.hold('r', 1);
+    const h = rt.submit({ data_source: 'scripted', trajectory_id: 'r', oracle: [bash('export V=root; echo r > r.txt'), bash('echo $V; cat r.txt'), finish] });
+    await expect.poll(() => llm.waiting.has('r:1'), { timeout: 30_000 }).toBe(true);
+    expect(pooledIds(stateDir)).toEqual([]);
+    const fork = rt.fork(h.id, { n: 2 });
+    // No fork has happened (the call is held): only the request's prewarm can have parked these.
+    await expect.poll(() => parkedAtGate(stateDir).length, { timeout: 60_000 }).toBe(2);
+    const parked = pooledIds(stateDir);
+    llm.open('r', 1);
+    const f = await fork;
+    // The branches run in the parked sandboxes: their leases now name the branch rollouts.
+    expect(parked.map(leaseRollout).sort()).toEqual([...f.rolloutIds].sort());
+    const results = await Promise.all([h.result, ...f.rollouts.map((b) => b.result)]);
+    expect(results.map((r) => r.outcome)).toEqual(['completed', 'completed', 'completed']);
+    await expect.poll(() => stateEntries(stateDir)).toEqual([]);
+  }, 120_000);
+
   it('a plain rollout (no tree) parks nothing', async () => {
     stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rt-prewarm-plain-'));
     fs.chmodSync(stateDir, 0o711);
