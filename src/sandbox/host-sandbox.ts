@@ -1,15 +1,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import { SandboxError, TaskError } from '../errors.js';
 import type { SandboxCreate } from '../protocol/sandbox.js';
 import { PidsCgroup } from './cgroup.js';
-import { buildEnter, buildLaunch, TRUSTED_PATH, type LaunchPlan } from './drivers.js';
+import { buildEnter, buildLaunch, type LaunchPlan } from './drivers.js';
 import { Editor } from './editor.js';
 import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
-import { entrypointFailed, imageCwd, imageEnv, mountImageRoot, toWorkspaceAlias, type ImageMount } from './images/image-root.js';
+import { entrypointFailed, imageCwd, mountImageRoot, toWorkspaceAlias, type ImageMount } from './images/image-root.js';
 import { overlayDirs, releaseOverlay } from './images/overlay-mount.js';
-import { descendants, isLive, killAll, parentOf, processStartTime } from './proc.js';
+import { descendants, killAll, processStartTime } from './proc.js';
 import { PtySession } from './pty-session.js';
 import { PythonRepl, REPL_DRIVER, REPL_PYTHON_FLAGS } from './python-repl.js';
 import { SANDBOX_DNS, UserNet } from './network.js';
@@ -20,39 +19,17 @@ import { restoreCommand } from './shell-state.js';
 import { GATE_NAME, type GatedBranch, type SnapshotHold } from './branch-fs.js';
 import type { ForkPool } from './fork-pool.js';
 import type { Mounter } from './mounter.js';
+import { findShell, strayLister } from './host-procs.js';
+import { launchEnv, leaseFor, sandboxPath, seed } from './host-launch.js';
 import { forkSandbox, prewarmFork, shellStateName, type BranchStart, type ForkBranchRequest, type ForkParent, type ForkResult, type HostOwner } from './host-fork.js';
 import { chownTree, makeSandboxFs, pinDir, removeSandboxFs, unpinDir, type SandboxFs } from './sandbox-fs.js';
 import { isRoot } from './sandbox-user.js';
 import { writeSeccompFilter } from './seccomp.js';
 import type { BashRequest, BashResult, EditorRequest, EditorResult, PythonResult } from './sandbox.js';
 import { readWorkspaceFile, writeWorkspaceFile } from './workspace-fs.js';
-import { WORKSPACE, checkFileKeys, fileKeysError } from './workspace-path.js';
+import { WORKSPACE } from './workspace-path.js';
 
 export type { HostOwner, BranchStart } from './host-fork.js';
-
-/** The sandbox's PATH unless its image or task names another. */
-const BASE_PATH = TRUSTED_PATH;
-
-/** A new sandbox's lease, written to its file before anything of it runs (stale cleanup finds it by this). */
-function leaseFor(req: SandboxCreate, owner: HostOwner, at: { dir: string; workdir: string; cgroup: PidsCgroup | null }): Lease {
-  const lease: Lease = {
-    sandboxId: req.sandboxId,
-    runtimeId: owner.runtimeId,
-    ownerPid: owner.ownerPid,
-    ownerStart: owner.ownerStart,
-    rolloutId: req.rolloutId,
-    hostPid: process.pid,
-    hostStart: processStartTime(process.pid),
-    ptyPid: null,
-    ptyStart: null,
-    cgroup: at.cgroup?.dir ?? null,
-    dir: at.dir,
-    workdir: at.workdir,
-    createdAt: new Date().toISOString(),
-  };
-  writeLease(lease);
-  return lease;
-}
 
 /**
  * One sandbox inside a sandbox host: its directory (workspace, control files, lease), its
@@ -298,7 +275,7 @@ export class HostSandbox {
       resolvConf: this.req.spec.network ? path.join(this.ctlDir, 'resolv.conf') : null,
       // Not root: bwrap binds the socket itself (as root the host mounted it into the control dir).
       llmSocket: this.req.spec.llmProxy && !this.proxyMounted ? this.req.spec.llmProxy.socketPath : null,
-      sandboxPath: this.sandboxPath(),
+      sandboxPath: sandboxPath(this.req),
       roBinds: this.harnessBinds,
       // The image's Entrypoint runs the shell as Docker runs a command (`docker run IMAGE bash`):
       // once per shell, so an entrypoint that prepares the environment and `exec "$@"` does so.
@@ -324,40 +301,6 @@ export class HostSandbox {
     return this.req.driver === 'none' ? null : this.req.sandboxUid;
   }
 
-  /**
-   * The environment a launch or REPL entry is spawned with: the sandbox's, but with PATH the
-   * trusted one for every driver that contains (the sandbox's own PATH goes in the plan and is
-   * applied at the last step: drivers.ts, `LaunchPlan.sandboxPath`).
-   */
-  private env(home: string): Record<string, string> {
-    const env = this.sandboxEnv(home);
-    return this.req.driver === 'none' ? env : { ...env, PATH: TRUSTED_PATH };
-  }
-
-  /** The PATH the sandbox's own processes see: the task's, else the image's, else ours. */
-  private sandboxPath(): string {
-    return this.req.spec.env?.PATH ?? imageEnv(this.req.image).PATH ?? BASE_PATH;
-  }
-
-  /** What the sandbox's own processes see (the image's Env, then the task's env, over ours). */
-  private sandboxEnv(home: string): Record<string, string> {
-    return {
-      HOME: home,
-      TERM: 'dumb',
-      LANG: 'C.UTF-8',
-      LC_ALL: 'C.UTF-8',
-      PAGER: 'cat',
-      GIT_PAGER: 'cat',
-      PYTHONUNBUFFERED: '1',
-      PYTHONDONTWRITEBYTECODE: '1',
-      ...imageEnv(this.req.image),
-      ...(this.req.spec.env ?? {}),
-      PATH: this.sandboxPath(),
-      // Last: the task's env cannot point the harness elsewhere.
-      ...(this.req.spec.llmProxy ? { OPENAI_BASE_URL: this.llmProxyUrl!, OPENAI_API_KEY: this.req.spec.llmProxy.token } : {}),
-    };
-  }
-
   private async startShell(timeoutMs = this.req.tools.startTimeoutMs): Promise<void> {
     // The `none` driver's shell shares the host's network: one listener on a host port, made
     // before the shell so its environment can name the port.
@@ -380,7 +323,7 @@ export class HostSandbox {
         firstCommand: restore ? restoreCommand(path.posix.join(launch.ctlInside, restore.name), restore.lastExit, restore.gate && path.posix.join(launch.ctlInside, restore.gate)) : undefined,
         argv: launch.argv,
         cwd: launch.hostCwd,
-        env: this.env(launch.home),
+        env: launchEnv(this.req, launch.home, this.llmProxyUrl),
         ctlHostDir: this.ctlDir,
         ctlInsideDir: launch.ctlInside,
         bashTimeoutMs: this.req.tools.bashTimeoutMs,
@@ -406,7 +349,7 @@ export class HostSandbox {
     this.lease.ptyPid = this.pty.pid;
     this.lease.ptyStart = processStartTime(this.pty.pid);
     writeLease(this.lease);
-    this.shellPid = this.findShell();
+    this.shellPid = findShell(this.pty.pid, this.cgroup, Boolean(this.req.image?.entrypoint?.length));
     this.shellStart = processStartTime(this.shellPid ?? this.pty.pid);
     if (this.req.spec.network && this.req.driver !== 'none') {
       // A fresh namespace (first start, or after `exit`) needs its own user-mode network.
@@ -424,41 +367,6 @@ export class HostSandbox {
         timeoutMs: this.req.tools.startTimeoutMs,
       });
     }
-  }
-
-  /** Host pid of the sandboxed bash (the deepest-first `bash` under the launcher). */
-  private findShell(): number | null {
-    const launcher = this.pty!.pid;
-    if (this.cgroup && !this.req.image?.entrypoint?.length) {
-      // The sandbox's pids cgroup lists its few processes in one small file, where descendants()
-      // reads every process's stat on the machine (~20 ms at load 8, per branch of a fork, after
-      // its shell is ready): the shallowest bash whose parents lead to this launcher (a dying one
-      // of a shell before, after `exit`, has no such parents).
-      let best: { pid: number; depth: number } | null = null;
-      for (const pid of this.cgroup.pids()) {
-        if (readComm(pid) !== 'bash') continue;
-        let p: number | null = pid;
-        let depth = 0;
-        while (p !== null && p > 1 && p !== launcher && depth < 16) {
-          p = parentOf(p);
-          depth++;
-        }
-        if (p === launcher && (!best || depth < best.depth)) best = { pid, depth };
-      }
-      if (best) return best.pid;
-    }
-    // Behind an image's Entrypoint (itself maybe a bash script running the shell as a child),
-    // the shell is the deepest bash, not the first.
-    const pids = this.req.image?.entrypoint?.length ? descendants(this.pty!.pid).reverse() : descendants(this.pty!.pid);
-    for (const pid of pids) {
-      try {
-        if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'bash') return pid;
-      } catch {
-        // gone
-      }
-    }
-    // `none` driver: the launcher itself exec'd into bash.
-    return this.pty!.pid;
   }
 
   private alive(): PtySession {
@@ -567,7 +475,7 @@ export class HostSandbox {
       const home = buildLaunch(plan).home;
       // Inside a namespace the REPL takes the shell's cwd (buildEnter); its spawn starts in /, not
       // on a host path through the workspace's ancestors, which the sandbox may have swapped.
-      this.repl = new PythonRepl({ argv, env: this.env(home), cwd: inside ? '/' : this.workdir, maxOutputChars: this.req.tools.maxOutputChars });
+      this.repl = new PythonRepl({ argv, env: launchEnv(this.req, home, this.llmProxyUrl), cwd: inside ? '/' : this.workdir, maxOutputChars: this.req.tools.maxOutputChars });
     }
     this.pythonRunning++;
     try {
@@ -656,28 +564,9 @@ export class HostSandbox {
     return signalled.size;
   }
 
-  /**
-   * The processes of the sandbox that are not its shell or REPL (with the chain between the
-   * launcher and the shell, and the network helper): what {@link interrupt} signals and what a
-   * fork cannot carry. A function: it lists them anew at each call.
-   */
+  /** The sandbox's stray processes (host-procs.ts `strayLister`): all but its shell, REPL, their chain and its network helper. */
   private strays(launcher: number, opts: { cgroupOnly?: boolean } = {}): () => number[] {
-    const keep = new Set<number>([launcher]);
-    if (this.net) keep.add(this.net.pid);
-    if (this.shellPid) keep.add(this.shellPid);
-    const replPid = this.repl?.pid;
-    const replTree = replPid ? [replPid, ...descendants(replPid)] : [];
-    for (const p of replTree) keep.add(p);
-    // The namespace's init (inner bwrap) sits between the launcher and the shell: keep the chain.
-    for (let p = this.shellPid ? parentOf(this.shellPid) : null; p && p !== launcher && p > 1; p = parentOf(p)) keep.add(p);
-    // cgroupOnly (a fork's inventory, its parent frozen): every process of the sandbox is in its
-    // pids group (joined before the first exec, inherited), read from one file rather than a scan
-    // of every process's stat (~20 ms on a loaded machine, while the parent is frozen).
-    if (opts.cgroupOnly && this.cgroup) {
-      const cgroup = this.cgroup;
-      return () => cgroup.pids().filter((p) => !keep.has(p) && isLive(p));
-    }
-    return () => [...new Set([...descendants(launcher), ...(this.cgroup?.pids() ?? [])])].filter((p) => !keep.has(p) && isLive(p));
+    return strayLister(launcher, { netPid: this.net?.pid ?? null, shellPid: this.shellPid, replPid: this.repl?.pid ?? null }, this.cgroup, opts);
   }
 
   /**
@@ -773,52 +662,3 @@ export class HostSandbox {
   }
 }
 
-async function seed(workdir: string, req: SandboxCreate): Promise<void> {
-  const spec = req.spec;
-  if (spec.gitRepo) {
-    await new Promise<void>((resolve, reject) => {
-      const git = spawn('git', ['clone', '--quiet', '--no-hardlinks', '--', spec.gitRepo!, workdir], {
-        stdio: ['ignore', 'ignore', 'pipe'],
-        env: { ...process.env, GIT_TERMINAL_PROMPT: '0' },
-      });
-      let err = '';
-      git.stderr.on('data', (d: Buffer) => (err += d.toString()));
-      git.on('error', (e) => reject(new TaskError(`git clone failed: ${e.message}`, { code: 'SEED_FAILED', stage: 'init' })));
-      // git names the host workdir in its errors: the task sees /workspace.
-      git.on('close', (code) => (code === 0 ? resolve() : reject(new TaskError(`git clone of ${spec.gitRepo} failed: ${err.trim().split(workdir).join(WORKSPACE)}`, { code: 'SEED_FAILED', stage: 'init' }))));
-    });
-  }
-  if (spec.seedDir) {
-    if (!fs.existsSync(spec.seedDir) || !fs.statSync(spec.seedDir).isDirectory()) {
-      throw new TaskError(`seedDir ${spec.seedDir} is not a directory`, { code: 'SEED_FAILED', stage: 'init' });
-    }
-    // A copy, never a shared mount: sandboxes of one group must not see each other's edits.
-    try {
-      fs.cpSync(spec.seedDir, workdir, { recursive: true, verbatimSymlinks: true, force: true });
-    } catch (err) {
-      // Node's message names host paths under the state dir: only the code goes out.
-      const code = (err as NodeJS.ErrnoException).code ?? (err as Error).name;
-      throw new TaskError(`copying seedDir ${spec.seedDir} into ${WORKSPACE} failed (${code})`, { code: 'SEED_FAILED', stage: 'init' });
-    }
-  }
-  const files = Object.entries(spec.files ?? {});
-  const bad = checkFileKeys(files.map(([k]) => k));
-  if (bad.length) throw fileKeysError(bad);
-  for (const [rel, content] of files) {
-    try {
-      await writeWorkspaceFile(workdir, rel, content, 'SEED_FAILED');
-    } catch (err) {
-      const key = JSON.stringify(rel.length > 200 ? `${rel.slice(0, 200)}...` : rel);
-      throw new TaskError(`files: key ${key}: ${(err as Error).message}`, { code: 'SEED_FAILED', stage: 'init' });
-    }
-  }
-}
-
-/** A process's `comm` (its executable's name, as ps shows it), or null when it is gone. */
-function readComm(pid: number): string | null {
-  try {
-    return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
-  } catch {
-    return null;
-  }
-}
