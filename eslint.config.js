@@ -58,7 +58,7 @@ export default tseslint.config(
     // One clock (STYLE.md §5): the runtime process reads time and arms timers only through the
     // injected Clock (src/clock.ts: now, setTimeout, every, sleep), so every time-dependent test
     // can run on ManualClock. Outside that rule: the clock itself, the CLI (a process's edge), the
-    // sandbox host process (its own process on its own clock: host-sandbox, pty-session,
+    // sandbox host process (its own process on its own clock: host-sandbox, host-shell, pty-session,
     // python-repl, cgroup, network, sandbox-host, the in-sandbox forwarder and its listener
     // hand-off, and the integrity monitor it runs per action), lease.ts (compares a file's mtime,
     // which is wall-clock by nature), remove-tree.ts
@@ -68,7 +68,7 @@ export default tseslint.config(
     ignores: [
       'src/clock.ts',
       'src/cli/**',
-      'src/sandbox/{sandbox-host,host-sandbox,pty-session,python-repl,cgroup,network,llm-proxy-forwarder,llm-listener-handoff,lease,remove-tree}.ts',
+      'src/sandbox/{sandbox-host,host-sandbox,host-shell,pty-session,python-repl,cgroup,network,llm-proxy-forwarder,llm-listener-handoff,lease,remove-tree}.ts',
       'src/sandbox/images/**',
       'src/sandbox/integrity/**',
     ],

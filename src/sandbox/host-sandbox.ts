@@ -3,24 +3,21 @@ import path from 'node:path';
 import { SandboxError, TaskError } from '../errors.js';
 import type { SandboxCreate } from '../protocol/sandbox.js';
 import { PidsCgroup } from './cgroup.js';
-import { buildEnter, buildLaunch, type LaunchPlan } from './drivers.js';
+import type { LaunchPlan } from './drivers.js';
 import { Editor } from './editor.js';
 import { removeSandboxDir, sandboxesDir, writeLease, type Lease } from './lease.js';
 import { entrypointFailed, imageCwd, mountImageRoot, toWorkspaceAlias, type ImageMount } from './images/image-root.js';
 import { overlayDirs, releaseOverlay } from './images/overlay-mount.js';
-import { descendants, killAll, processStartTime } from './proc.js';
-import { PtySession } from './pty-session.js';
-import { PythonRepl, REPL_DRIVER, REPL_PYTHON_FLAGS } from './python-repl.js';
-import { SANDBOX_DNS, UserNet } from './network.js';
-import { LLM_PROXY_URL, LlmProxyForwarder, checkProxySocket, mountProxySocket } from './llm-proxy-forwarder.js';
+import { REPL_DRIVER } from './python-repl.js';
+import { SANDBOX_DNS } from './network.js';
+import { checkProxySocket, mountProxySocket } from './llm-proxy-forwarder.js';
 import { mountHarnessStore } from './harness-mount.js';
 import { ForkSnapshot } from './fork-snapshot.js';
-import { restoreCommand } from './shell-state.js';
 import { GATE_NAME, type GatedBranch, type SnapshotHold } from './branch-fs.js';
 import type { ForkPool } from './fork-pool.js';
 import type { Mounter } from './mounter.js';
-import { findShell, strayLister } from './host-procs.js';
-import { launchEnv, leaseFor, sandboxPath, seed } from './host-launch.js';
+import { HostShell } from './host-shell.js';
+import { leaseFor, sandboxPath, seed } from './host-launch.js';
 import { forkSandbox, prewarmFork, shellStateName, type BranchStart, type ForkBranchRequest, type ForkParent, type ForkResult, type HostOwner } from './host-fork.js';
 import { chownTree, makeSandboxFs, pinDir, removeSandboxFs, unpinDir, type SandboxFs } from './sandbox-fs.js';
 import { isRoot } from './sandbox-user.js';
@@ -33,7 +30,8 @@ export type { HostOwner, BranchStart } from './host-fork.js';
 
 /**
  * One sandbox inside a sandbox host: its directory (workspace, control files, lease), its
- * cgroup, its pty shell, its Python REPL (on first use) and its editor.
+ * cgroup, its editor and its forks; its pty shell, its Python REPL (on first use) and their
+ * namespace helpers are its {@link HostShell} (host-shell.ts).
  *
  * Close path (the only one): kill the pty's launcher (bwrap's --die-with-parent then kills the
  * namespace's init, which takes every process of the pid namespace with it), kill every
@@ -41,33 +39,20 @@ export type { HostOwner, BranchStart } from './host-fork.js';
  * the directory.
  */
 export class HostSandbox {
-  private pty: PtySession | null = null;
-  private repl: PythonRepl | null = null;
   private editor: Editor;
+  /** Its shell, REPL and namespace helpers (host-shell.ts). */
+  private readonly shell: HostShell;
   private closing = false;
-  private shellPid: number | null = null;
-  /** The shell's start time (/proc stat), to know its pid still names it when the REPL enters. */
-  private shellStart: string | null = null;
-  private net: UserNet | null = null;
-  private forwarder: LlmProxyForwarder | null = null;
   /** True when the proxy socket was bind-mounted into the control dir by this (root) host. */
   private proxyMounted = false;
   /** The harness store's binds for the driver (non-root; as root they are mounted into the control dir): harness-mount.ts. */
   private harnessBinds: Array<[string, string]> = [];
   /** An image sandbox's mounted root and its user inside (images/image-root.ts). */
   private imageMount: ImageMount | null = null;
-  /** Exit code when the shell exited on its own (`exit`), until it is restarted. */
-  private selfExit: number | null = null;
-  /** Python cells in flight (queued or running): a fork waits for none. */
-  private pythonRunning = 0;
   /** A fork branch's snapshot (its workspace's lower layer), released at close. */
   private snapshot: ForkSnapshot | null = null;
-  /** A fork's shell state for the next shell start to restore (its file in the control dir, and a gated branch's gate), once. */
-  private pendingRestore: { name: string; lastExit: number | null; gate?: string } | null = null;
   /** A gated branch's snapshot hold (GatedBranch.hold), until {@link snapshot} takes it over. */
   private branchHold: SnapshotHold | null = null;
-  /** The control dir as the shell sees it (set at each shell start). */
-  private ctlInside = '/run/rollout';
 
   readonly id: string;
   readonly workdir: string;
@@ -104,6 +89,20 @@ export class HostSandbox {
     this.lease = o.lease;
     this.onLost = o.onLost;
     this.editor = new Editor(o.workdir, { rootFd: null, asUid: this.uid });
+    this.shell = new HostShell({
+      id: o.id,
+      req: o.req,
+      ctlDir: o.ctlDir,
+      workdir: o.workdir,
+      cgroup: o.cgroup,
+      lease: o.lease,
+      seccompFile: o.seccompFile,
+      imageMounted: () => this.imageMount !== null,
+      closing: () => this.closing,
+      plan: () => this.plan(),
+      restoreWorkdirMode: () => this.restoreWorkdirMode(),
+      onLost: o.onLost,
+    });
   }
 
   /**
@@ -179,8 +178,8 @@ export class HostSandbox {
       sb.holdWorkdir();
       sb.prepareControlDir();
       // A branch's shell restores the parent's state on its init line (no second round trip).
-      if (branchOf) sb.pendingRestore = sb.writeShellState(branchOf.shellState, branchOf.lastExit);
-      await sb.startShell().catch((err: unknown) => {
+      if (branchOf) sb.shell.restoreOnStart(sb.writeShellState(branchOf.shellState, branchOf.lastExit));
+      await sb.shell.start().catch((err: unknown) => {
         throw entrypointFailed(req.image, err);
       });
       for (const cmd of branchOf ? [] : (req.spec.setup ?? [])) {
@@ -213,9 +212,9 @@ export class HostSandbox {
     try {
       sb.prepareControlDir();
       // The fork writes the state file (its last line the parent's status) before it opens the gate.
-      sb.pendingRestore = { name: shellStateName(req.sandboxId), lastExit: null, gate: GATE_NAME };
+      sb.shell.restoreOnStart({ name: shellStateName(req.sandboxId), lastExit: null, gate: GATE_NAME });
       // A pooled branch may wait at its gate as long as it stays in the pool.
-      await sb.startShell(req.tools.startTimeoutMs + (gated.parkMs ?? 0));
+      await sb.shell.start(req.tools.startTimeoutMs + (gated.parkMs ?? 0));
       sb.snapshot = gated.hold.snapshot;
       // Only now is the overlay under the workspace path: the fd must hold it, not the empty dir it covers.
       sb.holdWorkdir();
@@ -290,144 +289,12 @@ export class HostSandbox {
 
   /** `OPENAI_BASE_URL` inside the sandbox, or undefined without `spec.llmProxy`. */
   get llmProxyUrl(): string | undefined {
-    if (!this.req.spec.llmProxy) return undefined;
-    // Fixed inside a namespace (known before the listener exists: the shell's env names it).
-    if (this.req.driver !== 'none') return LLM_PROXY_URL;
-    return this.forwarder ? `http://127.0.0.1:${this.forwarder.port}/v1` : undefined;
+    return this.shell.llmProxyUrl;
   }
 
   /** The sandbox's host uid, or null (not root, or the `none` driver). */
   private get uid(): number | null {
     return this.req.driver === 'none' ? null : this.req.sandboxUid;
-  }
-
-  private async startShell(timeoutMs = this.req.tools.startTimeoutMs): Promise<void> {
-    // The `none` driver's shell shares the host's network: one listener on a host port, made
-    // before the shell so its environment can name the port.
-    if (this.req.spec.llmProxy && this.req.driver === 'none' && !this.forwarder && !this.llmProxyDone) this.forwarder = await LlmProxyForwarder.openOnHost(this.req.spec.llmProxy.socketPath);
-    const launch = buildLaunch(this.plan());
-    if (launch.argsData !== undefined) {
-      const file = this.plan().argsFile!;
-      fs.rmSync(file, { force: true });
-      fs.writeFileSync(file, launch.argsData, { mode: 0o600, flag: 'wx' });
-    }
-    // An image's workdir was resolved when it was mounted (and an overlay in a namespace of its
-    // own is reached through /proc/<pid>/root, which realpath would drop); re-resolving it now
-    // would follow whatever links the sandbox has put on its way since.
-    const hostWorkdir = this.imageMount ? this.workdir : fs.realpathSync(this.workdir);
-    this.ctlInside = launch.ctlInside;
-    const restore = this.pendingRestore;
-    this.pendingRestore = null;
-    this.pty = await PtySession.start(
-      {
-        firstCommand: restore ? restoreCommand(path.posix.join(launch.ctlInside, restore.name), restore.lastExit, restore.gate && path.posix.join(launch.ctlInside, restore.gate)) : undefined,
-        argv: launch.argv,
-        cwd: launch.hostCwd,
-        env: launchEnv(this.req, launch.home, this.llmProxyUrl),
-        ctlHostDir: this.ctlDir,
-        ctlInsideDir: launch.ctlInside,
-        bashTimeoutMs: this.req.tools.bashTimeoutMs,
-        noOutputTimeoutMs: this.req.tools.noOutputTimeoutMs,
-        maxOutputChars: this.req.tools.maxOutputChars,
-        // The unshare and none drivers show the host path; the model always sees /workspace.
-        mapCwd: (cwd) => (cwd === hostWorkdir || cwd.startsWith(`${hostWorkdir}/`) ? WORKSPACE + cwd.slice(hostWorkdir.length) : cwd),
-        onExit: (e) => {
-          if (this.closing) return;
-          // A normal exit is the shell's own doing (`exit` typed by the model): the next bash
-          // call starts a fresh shell. Death by a signal means the sandbox was killed: lost.
-          if (!e.signal) {
-            this.selfExit = e.exitCode;
-            this.shellExitListener?.(e.exitCode);
-          } else this.onLost(`the sandbox shell was killed (signal ${e.signal})`);
-        },
-      },
-      timeoutMs,
-    ).finally(() => {
-      if (restore) fs.rmSync(path.join(this.ctlDir, restore.name), { force: true });
-      if (restore?.gate) fs.rmSync(path.join(this.ctlDir, restore.gate), { force: true });
-    });
-    this.lease.ptyPid = this.pty.pid;
-    this.lease.ptyStart = processStartTime(this.pty.pid);
-    writeLease(this.lease);
-    this.shellPid = findShell(this.pty.pid, this.cgroup, Boolean(this.req.image?.entrypoint?.length));
-    this.shellStart = processStartTime(this.shellPid ?? this.pty.pid);
-    if (this.req.spec.network && this.req.driver !== 'none') {
-      // A fresh namespace (first start, or after `exit`) needs its own user-mode network.
-      this.net?.close();
-      this.net = null;
-      this.net = await UserNet.attach(this.shellPid ?? this.pty.pid);
-    }
-    if (this.req.spec.llmProxy && this.req.driver !== 'none' && !this.llmProxyDone) {
-      // Each network namespace (a restarted shell has a fresh one) gets its own listener.
-      this.forwarder?.close();
-      this.forwarder = null;
-      this.forwarder = await LlmProxyForwarder.open(this.shellPid ?? this.pty.pid, this.req.spec.llmProxy.socketPath, {
-        bringLoopbackUp: this.req.driver === 'unshare',
-        // A helper process start, like the shell's: bounded by the sandbox's start timeout.
-        timeoutMs: this.req.tools.startTimeoutMs,
-      });
-    }
-  }
-
-  private alive(): PtySession {
-    if (this.closing || !this.pty || (this.pty.exited && this.selfExit === null)) throw new SandboxError(`sandbox ${this.id} is closed or lost`, { code: 'SANDBOX_LOST' });
-    return this.pty;
-  }
-
-  /**
-   * Runs a bash tool call. When the command ends the shell (`exit`), a new shell is started
-   * and the result says so; the exit code is the shell's.
-   * @throws SandboxError when the sandbox was killed or is closed.
-   */
-  async bash(req: BashRequest): Promise<BashResult> {
-    if (this.selfExit !== null && !this.closing) await this.restartShell();
-    const pty = this.alive();
-    try {
-      return await pty.exec(req);
-    } catch (err) {
-      if (this.selfExit === null || this.closing) throw err;
-      const code = this.selfExit;
-      await this.restartShell();
-      return {
-        output: `[The shell exited with code ${code}. A new shell was started in ${WORKSPACE}: variables, functions, background jobs, /tmp and the Python REPL were reset.]`,
-        exitCode: code,
-        cwd: WORKSPACE,
-        timedOut: false,
-        truncated: false,
-      };
-    }
-  }
-
-  private async restartShell(): Promise<void> {
-    this.selfExit = null;
-    // The policy may have taken its own workspace's rights away (`chmod 000 /workspace`): a new
-    // shell could not enter it, and the eval that follows would be an infra-error for what the
-    // policy did (#28 §5.5). Its owner gets them back; nothing else of its mode changes.
-    this.restoreWorkdirMode();
-    // The old pid namespace died with its shell; the REPL (inside it) is gone too.
-    this.repl?.dispose();
-    this.repl = null;
-    this.pty?.dispose();
-    if (this.cgroup) killAll(this.cgroup.pids());
-    await this.startShell();
-  }
-
-  /**
-   * A fresh shell: every process of the sandbox ends (the shell, the REPL, whatever they left
-   * running; with the shell's namespaces, its /tmp and /dev/shm go too) and a new shell starts
-   * on the same root and workspace. Nothing of the old shell's state — functions, aliases,
-   * traps, PROMPT_COMMAND, variables, keystrokes queued on its terminal — reaches the new one,
-   * and it has no LLM proxy listener (a reset is for an eval, after the agent's loop).
-   * @throws SandboxError when the sandbox is gone or the new shell does not start.
-   */
-  async resetShell(): Promise<void> {
-    this.alive();
-    // A reset is for an eval, after the agent's loop: the new shell gets no LLM proxy listener
-    // (its helper process is most of a reset's cost; the proxy has ended by then anyway).
-    this.llmProxyDone = true;
-    this.forwarder?.close();
-    this.forwarder = null;
-    await this.restartShell();
   }
 
   /** Gives the workspace root's owner rwx again through the fd held since start (never a path the sandbox could swap). */
@@ -436,53 +303,32 @@ export class HostSandbox {
     const mode = fs.fstatSync(this.workdirFd).mode & 0o7777;
     if ((mode & 0o700) !== 0o700) fs.fchmodSync(this.workdirFd, mode | 0o700);
   }
-
-  /** Told each time the shell exits on its own (see {@link onShellExit}). */
-  private shellExitListener: ((exitCode: number) => void) | null = null;
-
   /**
-   * Sets the one listener told each time the sandbox's shell exits on its own (the model's
-   * `exit`; not a kill, which is a loss, nor a close or reset), with its exit code. The sandbox
-   * host forwards it to the runtime as `sandbox.shellExit`.
+   * Runs a bash tool call (host-shell.ts): when the command ends the shell (`exit`), a new shell
+   * is started and the result says so; the exit code is the shell's.
+   * @throws SandboxError when the sandbox was killed or is closed.
    */
-  onShellExit(listener: (exitCode: number) => void): void {
-    this.shellExitListener = listener;
+  bash(req: BashRequest): Promise<BashResult> {
+    return this.shell.bash(req);
   }
 
-  /** Set by {@link resetShell}: shells from then on get no LLM proxy listener. */
-  private llmProxyDone = false;
+  /**
+   * A fresh shell (host-shell.ts `reset`): every process of the sandbox ends and a new shell
+   * starts on the same root and workspace, with nothing of the old one's state.
+   * @throws SandboxError when the sandbox is gone or the new shell does not start.
+   */
+  resetShell(): Promise<void> {
+    return this.shell.reset();
+  }
+
+  /** Sets the one listener told each time the shell exits on its own (host-shell.ts `onExit`). */
+  onShellExit(listener: (exitCode: number) => void): void {
+    this.shell.onExit(listener);
+  }
 
   /** Runs a Python cell, starting the REPL on first use. @throws SandboxError when the sandbox is gone. */
-  async python(code: string, timeoutMs?: number): Promise<PythonResult> {
-    // A shell that ended (`exit`) took its namespaces, and the REPL in them, along: a new shell
-    // first, as `bash` does. Its old pid may already be another process's (32,768 pids cycle
-    // fast), and entering that one's namespaces would run the REPL outside this sandbox.
-    if (this.selfExit !== null && !this.closing) await this.restartShell();
-    this.alive();
-    if (!this.repl) {
-      const target = this.shellPid ?? this.pty!.pid;
-      if (processStartTime(target) !== this.shellStart) throw new SandboxError(`sandbox ${this.id}: its shell is gone`, { code: 'SANDBOX_LOST' });
-      const plan = this.plan();
-      const inside = this.req.driver !== 'none';
-      const argv = buildEnter(plan, target, [
-        'python3',
-        ...REPL_PYTHON_FLAGS,
-        inside ? '/run/rollout/repl.py' : path.join(this.ctlDir, 'repl.py'),
-        inside ? WORKSPACE : this.workdir,
-        inside && this.seccompFile ? `/run/rollout/${path.basename(this.seccompFile)}` : '',
-        plan.sandboxPath,
-      ]);
-      const home = buildLaunch(plan).home;
-      // Inside a namespace the REPL takes the shell's cwd (buildEnter); its spawn starts in /, not
-      // on a host path through the workspace's ancestors, which the sandbox may have swapped.
-      this.repl = new PythonRepl({ argv, env: launchEnv(this.req, home, this.llmProxyUrl), cwd: inside ? '/' : this.workdir, maxOutputChars: this.req.tools.maxOutputChars });
-    }
-    this.pythonRunning++;
-    try {
-      return await this.repl.run(code, timeoutMs ?? this.req.tools.pythonTimeoutMs);
-    } finally {
-      this.pythonRunning--;
-    }
+  python(code: string, timeoutMs?: number): Promise<PythonResult> {
+    return this.shell.python(code, timeoutMs);
   }
 
   /**
@@ -501,7 +347,7 @@ export class HostSandbox {
     return {
       readPaths: this.req.driver !== 'unshare',
       cgroup: own && this.cgroup ? path.relative('/sys/fs/cgroup/pids', this.cgroup.dir).replace(/^(?!\/)/, '/') : null,
-      netPid: own ? (this.shellPid ?? this.pty?.pid ?? null) : null,
+      netPid: own ? this.shell.pid : null,
       network: this.req.spec.network ?? false,
       inside: this.req.image ? imageCwd(this.req.image) : own ? WORKSPACE : this.workdir,
     };
@@ -509,7 +355,7 @@ export class HostSandbox {
 
   /** Runs an editor command on the workspace (link-safe, bounded: editor.ts). */
   editorOp(req: EditorRequest): Promise<EditorResult> {
-    this.alive();
+    this.shell.alive();
     // Link-safe by construction (every component opened with O_NOFOLLOW relative to its parent's
     // fd); new files take the workspace root's owner, the sandbox's uid. Not wrapped in a
     // seteuid: glibc applies it to every thread, so the thread pool's I/O for other sandboxes
@@ -519,54 +365,23 @@ export class HostSandbox {
 
   /** Reads a workspace file. @throws TaskError when the path leaves the workspace, is missing or not a regular file. */
   readFile(p: string): Promise<string> {
-    this.alive();
+    this.shell.alive();
     return readWorkspaceFile(this.workdir, toWorkspaceAlias(this.req.image, p), { rootFd: this.workdirFd });
   }
 
   /** Writes a workspace file, creating directories. @throws TaskError when the path leaves the workspace. */
   writeFile(p: string, content: string): Promise<void> {
-    this.alive();
+    this.shell.alive();
     return writeWorkspaceFile(this.workdir, toWorkspaceAlias(this.req.image, p), content, 'WRITE_FAILED', { rootFd: this.workdirFd });
   }
 
   /**
-   * Signals every process of the sandbox except the shell and the REPL (the foreground command,
-   * background jobs, daemons that left its process group or double-forked to the namespace's
-   * init): found as descendants of the launcher and as members of the sandbox's cgroup.
-   *
-   * `SIGKILL` (the default, used on cancel and to end a harness) is a sweep that leaves nothing:
-   * forks are held off in the cgroup (`pids.max` 0) while it runs, and it repeats until no victim
-   * is left alive (bounded, ~1 s), so a process that forks as fast as it can, or traps every other
-   * signal, is gone when it resolves. The shell then prints its marker and is ready again.
-   * `SIGINT` is sent once, to let a harness that handles it finish its writes.
-   *
-   * Resolves with how many distinct processes were signalled.
+   * Signals every process of the sandbox except the shell and the REPL (host-shell.ts
+   * `interrupt`: `SIGKILL` sweeps until none is left, `SIGINT` is sent once). Resolves with how
+   * many distinct processes were signalled.
    */
-  async interrupt(signal: 'SIGINT' | 'SIGKILL' = 'SIGKILL'): Promise<number> {
-    if (!this.pty || this.closing) return 0;
-    const victims = this.strays(this.pty.pid);
-    if (signal === 'SIGINT') return killAll(victims(), 'SIGINT');
-    const signalled = new Set<number>();
-    const release = this.cgroup?.holdForks();
-    try {
-      // A SIGKILLed process is listed until it has exited: the sweep waits for that, re-killing
-      // whatever a fork in flight before the hold (or a kernel without the cgroup) added.
-      for (let pass = 0; pass < 100; pass++) {
-        const left = victims();
-        if (left.length === 0) break;
-        killAll(left);
-        for (const p of left) signalled.add(p);
-        await new Promise((r) => setTimeout(r, 10));
-      }
-    } finally {
-      release?.();
-    }
-    return signalled.size;
-  }
-
-  /** The sandbox's stray processes (host-procs.ts `strayLister`): all but its shell, REPL, their chain and its network helper. */
-  private strays(launcher: number, opts: { cgroupOnly?: boolean } = {}): () => number[] {
-    return strayLister(launcher, { netPid: this.net?.pid ?? null, shellPid: this.shellPid, replPid: this.repl?.pid ?? null }, this.cgroup, opts);
+  interrupt(signal: 'SIGINT' | 'SIGKILL' = 'SIGKILL'): Promise<number> {
+    return this.shell.interrupt(signal);
   }
 
   /**
@@ -578,9 +393,9 @@ export class HostSandbox {
    *   running) and no branch or snapshot is left.
    */
   async fork(req: { branches: ForkBranchRequest[]; keepParent: boolean }, ctx: { stateDir: string; owner: HostOwner; onLost: (sandboxId: string) => (reason: string) => void; pool?: ForkPool<HostSandbox> | null; mounter?: Mounter | null }): Promise<ForkResult<HostSandbox>> {
-    if (this.selfExit !== null && !this.closing) await this.restartShell();
-    const pty = this.alive();
-    if (pty.busy || this.pythonRunning > 0) throw new SandboxError(`sandbox ${this.id} is running a command: a fork waits for a turn boundary`, { code: 'SANDBOX_BUSY' });
+    await this.shell.restartIfExited();
+    const pty = this.shell.alive();
+    if (this.shell.busy) throw new SandboxError(`sandbox ${this.id} is running a command: a fork waits for a turn boundary`, { code: 'SANDBOX_BUSY' });
     const cgroup = this.cgroup;
     if (!cgroup?.freezerDir || this.req.driver === 'none') {
       throw new SandboxError(`sandbox ${this.id} cannot be frozen: ${this.req.driver === 'none' ? "the 'none' driver has no cgroup" : 'no cgroup freezer controller (cgroup v1 freezer) is mounted'}`, { code: 'FREEZE_UNAVAILABLE' });
@@ -603,9 +418,9 @@ export class HostSandbox {
         return { fd, done: () => fs.closeSync(fd) };
       },
       // Read while frozen: the pids group's file, no scan of every process.
-      strays: () => (this.pty ? this.strays(this.pty.pid, { cgroupOnly: true })() : []),
-      replStarted: () => Boolean(this.repl?.pid),
-      shellPid: () => this.shellPid,
+      strays: () => this.shell.strays({ cgroupOnly: true })(),
+      replStarted: () => this.shell.replStarted,
+      shellPid: () => this.shell.bashPid,
       close: () => this.close(),
     };
     return forkSandbox(parent, req, { stateDir: ctx.stateDir, owner: ctx.owner, onLost: ctx.onLost, pool: ctx.pool ?? null, mounter: ctx.mounter ?? null, create: (r, c) => HostSandbox.create(r, c) });
@@ -633,20 +448,7 @@ export class HostSandbox {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
-    const tree = this.pty ? [this.pty.pid, ...descendants(this.pty.pid)] : [];
-    if (this.repl?.pid) tree.push(this.repl.pid, ...descendants(this.repl.pid));
-    this.repl?.dispose();
-    this.pty?.dispose();
-    this.net?.close();
-    this.forwarder?.close();
-    if (this.pty) {
-      try {
-        process.kill(-this.pty.pid, 'SIGKILL');
-      } catch {
-        // no group
-      }
-    }
-    killAll(tree);
+    this.shell.kill();
     await this.cgroup?.killAllAndRemove();
     if (this.pinnedWorkdir) unpinDir(this.pinnedWorkdir);
     if (this.workdirFd !== null) fs.closeSync(this.workdirFd);
