@@ -6,7 +6,10 @@ export default defineConfig({
     // Integration and e2e tests start real processes, ptys and servers; two workers
     // match the two cores of the CI machine.
     maxWorkers: 2,
-    testTimeout: 30_000,
+    // A test that starts a CLI process (`rollout run`, `serve`, `worker`: ~20 s each at load 10
+    // on two cores, through tsx) may take as long as the CLI's own start ceiling, 60 s; a test
+    // that starts more than one says so itself.
+    testTimeout: 60_000,
     // Hooks start real servers (rollout serve, Redis, engines), whose own start-up ceiling is
     // 60 s on a loaded machine: the hook waits that long before vitest gives up on it.
     hookTimeout: 90_000,

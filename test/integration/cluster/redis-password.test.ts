@@ -81,7 +81,8 @@ describe.runIf(bin !== null)('a Redis password kept out of banners and argv (ins
     expect(gw.out()).toContain(`gateway on ${redisUrl}`);
     // argv, as `ps` shows it to everyone: the URL only.
     for (const c of [gw.child, worker.child]) expect(readCmdline(c.pid!)).not.toContain(PASSWORD);
-  });
+    // Two CLI processes started one after the other, then a rollout through both.
+  }, 120_000);
 
   it('redacts a password given in the URL itself from the banner', async () => {
     const withPass = `redis://:${encodeURIComponent(PASSWORD)}@127.0.0.1:${port}`;
