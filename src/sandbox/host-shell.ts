@@ -93,7 +93,7 @@ export class HostShell {
     return (this.pty?.busy ?? false) || this.pythonRunning > 0;
   }
 
-  /** A shell that exited on its own is started again (a fork's first step, as a call's). */
+  /** A shell that exited on its own is started again (the first step of a call or a fork). */
   async restartIfExited(): Promise<void> {
     if (this.selfExit !== null && !this.sb.closing()) await this.restart();
   }
@@ -179,19 +179,19 @@ export class HostShell {
     this.sb.lease.ptyPid = this.pty.pid;
     this.sb.lease.ptyStart = processStartTime(this.pty.pid);
     writeLease(this.sb.lease);
-    this.shellPid = findShell(this.pty.pid, this.sb.cgroup, Boolean(this.sb.req.image?.entrypoint?.length));
-    this.shellStart = processStartTime(this.shellPid ?? this.pty.pid);
+    const shellPid = (this.shellPid = findShell(this.pty.pid, this.sb.cgroup, Boolean(this.sb.req.image?.entrypoint?.length)));
+    this.shellStart = processStartTime(shellPid);
     if (this.sb.req.spec.network && this.sb.req.driver !== 'none') {
       // A fresh namespace (first start, or after `exit`) needs its own user-mode network.
       this.net?.close();
       this.net = null;
-      this.net = await UserNet.attach(this.shellPid ?? this.pty.pid);
+      this.net = await UserNet.attach(shellPid);
     }
     if (this.sb.req.spec.llmProxy && this.sb.req.driver !== 'none' && !this.llmProxyDone) {
       // Each network namespace (a restarted shell has a fresh one) gets its own listener.
       this.forwarder?.close();
       this.forwarder = null;
-      this.forwarder = await LlmProxyForwarder.open(this.shellPid ?? this.pty.pid, this.sb.req.spec.llmProxy.socketPath, {
+      this.forwarder = await LlmProxyForwarder.open(shellPid, this.sb.req.spec.llmProxy.socketPath, {
         bringLoopbackUp: this.sb.req.driver === 'unshare',
         // A helper process start, like the shell's: bounded by the sandbox's start timeout.
         timeoutMs: this.sb.req.tools.startTimeoutMs,
@@ -210,7 +210,7 @@ export class HostShell {
    * @throws SandboxError when the sandbox was killed or is closed.
    */
   async bash(req: BashRequest): Promise<BashResult> {
-    if (this.selfExit !== null && !this.sb.closing()) await this.restart();
+    await this.restartIfExited();
     const pty = this.alive();
     try {
       return await pty.exec(req);
@@ -229,7 +229,7 @@ export class HostShell {
   }
 
   /** Ends the shell's processes and starts a new one (after `exit`, or for a reset). */
-  async restart(): Promise<void> {
+  private async restart(): Promise<void> {
     this.selfExit = null;
     // The policy may have taken its own workspace's rights away (`chmod 000 /workspace`): a new
     // shell could not enter it, and the eval that follows would be an infra-error for what the
@@ -275,7 +275,7 @@ export class HostShell {
     // A shell that ended (`exit`) took its namespaces, and the REPL in them, along: a new shell
     // first, as `bash` does. Its old pid may already be another process's (32,768 pids cycle
     // fast), and entering that one's namespaces would run the REPL outside this sandbox.
-    if (this.selfExit !== null && !this.sb.closing()) await this.restart();
+    await this.restartIfExited();
     this.alive();
     if (!this.repl) {
       const target = this.shellPid ?? this.pty!.pid;
