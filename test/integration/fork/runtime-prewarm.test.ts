@@ -39,14 +39,20 @@ function leaseRollout(id: string): string | null {
   }
 }
 
+/** A runtime on bwrap sandboxes of a provider of its own (its fork pool starts empty), state in a fresh dir. */
+function start(prefix: string): { rt: EmbeddedRuntime; llm: TreeOracle } {
+  stateDir = fs.mkdtempSync(path.join(os.tmpdir(), `${prefix}-`));
+  fs.chmodSync(stateDir, 0o711);
+  provider = createSandboxProvider({ driver: 'bwrap', hosts: 1, stateDir, timeouts: { bashMs: 20_000, noOutputMs: 20_000 } });
+  const codec = new TestCodec();
+  const llm = new TreeOracle(codec);
+  rt = createRuntime({ handlers: [createTestHandler()], codec, llm, sandboxes: provider });
+  return { rt, llm };
+}
+
 describe.skipIf(!ok)('tree rollouts prewarm their first fork', () => {
   it("a tree root's host parks width branches before its first branch turn, and the fork there takes them all", async () => {
-    stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rt-prewarm-'));
-    fs.chmodSync(stateDir, 0o711);
-    provider = createSandboxProvider({ driver: 'bwrap', hosts: 1, stateDir, timeouts: { bashMs: 20_000, noOutputMs: 20_000 } });
-    const codec = new TestCodec();
-    const llm = new TreeOracle(codec);
-    rt = createRuntime({ handlers: [createTestHandler()], codec, llm, sandboxes: provider });
+    const { rt, llm } = start('rt-prewarm');
     // The root waits before its first call (its sandbox is made by then); its branches before their first.
     llm.hold('0', 0);
     llm.hold('0.1.0', 1);
@@ -70,12 +76,7 @@ describe.skipIf(!ok)('tree rollouts prewarm their first fork', () => {
   }, 120_000);
 
   it("a fork asked for ahead of its boundary (a rollout with no tree plan) takes branches its host parked at the request", async () => {
-    stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rt-prewarm-req-'));
-    fs.chmodSync(stateDir, 0o711);
-    provider = createSandboxProvider({ driver: 'bwrap', hosts: 1, stateDir, timeouts: { bashMs: 20_000, noOutputMs: 20_000 } });
-    const codec = new TestCodec();
-    const llm = new TreeOracle(codec);
-    rt = createRuntime({ handlers: [createTestHandler()], codec, llm, sandboxes: provider });
+    const { rt, llm } = start('rt-prewarm-req');
     // The rollout is in its second LLM call when the fork is asked for: the boundary is turn 2.
     llm.hold('r', 1);
     const h = rt.submit({ data_source: 'scripted', trajectory_id: 'r', oracle: [bash('export V=root; echo r > r.txt'), bash('echo $V; cat r.txt'), finish] });
@@ -95,11 +96,7 @@ describe.skipIf(!ok)('tree rollouts prewarm their first fork', () => {
   }, 120_000);
 
   it('a plain rollout (no tree) parks nothing', async () => {
-    stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rt-prewarm-plain-'));
-    fs.chmodSync(stateDir, 0o711);
-    provider = createSandboxProvider({ driver: 'bwrap', hosts: 1, stateDir, timeouts: { bashMs: 20_000, noOutputMs: 20_000 } });
-    const codec = new TestCodec();
-    rt = createRuntime({ handlers: [createTestHandler()], codec, llm: new TreeOracle(codec), sandboxes: provider });
+    const { rt } = start('rt-prewarm-plain');
     const r = await rt.submit({ data_source: 'scripted', oracle: [bash('echo a'), finish] }).result;
     expect(r.outcome).toBe('completed');
     expect(pooledIds(stateDir)).toEqual([]);
