@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createSandboxProvider, type HostSandboxProvider } from '../../../src/sandbox/index.js';
 import type { Sandbox } from '../../../src/sandbox/sandbox.js';
+import type { UdsChannel } from '../../../src/ipc/uds-channel.js';
 import { killAll } from '../../../src/sandbox/proc.js';
 import { mountsUnder } from '../../../src/sandbox/remove-tree.js';
 import { forkProvider, forkSkip, run } from './fork-kit.js';
@@ -130,5 +131,35 @@ describe.skipIf(!ok)('the fork pool', () => {
     expect(pooledIds(stateDir)).toEqual([]);
   });
 
-  it.todo('a close of the id the runtime proposed for a branch reaches the pooled branch that replaced it (sandbox-host.ts forkAliases: only a fork call that timed out as the host answered sends one) (#26)');
+  it('a close of the id the runtime proposed for a branch reaches the pooled branch that replaced it, and no other sandbox', async () => {
+    // Only a fork call that timed out as the host answered sends such a close
+    // (SandboxClient.fork closes the ids it proposed; sandbox-host.ts maps them through
+    // forkAliases): the test plays that client on the parent's own channel, the fork's reply
+    // never adopted, since the timeout (180 s) cannot be met on cue.
+    const { stateDir, p } = provider('sbx-pool-alias-');
+    const [b0, b1] = (await forkedOnce(p)) as [Sandbox, Sandbox];
+    await expect.poll(() => parkedAtGate(stateDir).length, { timeout: 60_000 }).toBe(4);
+    const parked = pooledIds(stateDir);
+    const channel = (b0 as unknown as { channel: UdsChannel }).channel;
+    const proposed = ['sb-alias-test-0', 'sb-alias-test-1'];
+    const reply = (await channel.request({ type: 'sandbox.fork', sandboxId: b0.id, keepParent: true, branches: proposed.map((sandboxId, i) => ({ sandboxId, rolloutId: `r-alias-${i}` })) }, { timeoutMs: 60_000 })) as unknown as { branches: string[] };
+    const made = reply.branches;
+    // The pool served the fork: its branches are parked ids, not the proposed ones, and run.
+    expect(made).toHaveLength(2);
+    for (const id of made) expect(parked).toContain(id);
+    for (const id of proposed) expect(sandboxEntries(stateDir)).not.toContain(id);
+    expect(made.map((id) => leaseRollout(stateDir, id))).toEqual(['r-alias-0', 'r-alias-1']);
+    for (const id of made) expect(cgroupDirs(id).length).toBeGreaterThan(0);
+    // The timed-out client's cleanup: closes of the proposed ids end the branches behind them.
+    for (const sandboxId of proposed) await channel.request({ type: 'sandbox.close', sandboxId }, { timeoutMs: 60_000 });
+    for (const id of made) {
+      expect(sandboxEntries(stateDir)).not.toContain(id);
+      expect(cgroupDirs(id)).toEqual([]);
+    }
+    // A second close of a proposed id finds nothing (the alias went with its branch), and the
+    // parent and its sibling are untouched.
+    await channel.request({ type: 'sandbox.close', sandboxId: proposed[0]! }, { timeoutMs: 60_000 });
+    expect(await run(b0, 'pwd; echo $V')).toBe('/workspace/d\nv1');
+    expect(await run(b1, 'echo alive')).toBe('alive');
+  });
 });
