@@ -219,12 +219,39 @@ export const SandboxForkResultSchema = z.object({
 export const SandboxForkPrewarmSchema = z.object({ type: z.literal('sandbox.forkPrewarm'), id: z.number().int(), sandboxId: z.string(), n: z.number().int().min(1).max(64) });
 export const SandboxForkPrewarmResultSchema = z.object({ type: z.literal('sandbox.forkPrewarm.result'), id: z.number().int(), parked: z.number().int().nonnegative() });
 
+/** Counters of a host's fork pool (src/sandbox/fork-pool.ts), for metrics. */
+export const ForkPoolStatsSchema = z.object({
+  /** Configurations with a pool. */
+  keys: z.number().int().nonnegative(),
+  /** Parked branches, all configurations. */
+  parked: z.number().int().nonnegative(),
+  /** Branches being launched into the pool. */
+  starting: z.number().int().nonnegative(),
+  /**
+   * Since the host started: branches forks took from the pool, and branches forks of a
+   * configuration the pool serves had to launch themselves (a fork the pool cannot serve, or any
+   * fork with the pool disabled, counts in neither).
+   */
+  hits: z.number().int().nonnegative(),
+  misses: z.number().int().nonnegative(),
+  /** Parked branches found dead or expired and closed instead of handed out. */
+  discarded: z.number().int().nonnegative(),
+});
+export type ForkPoolStats = z.infer<typeof ForkPoolStatsSchema>;
+/** The counters of a host without a pool, and the start of a sum over hosts. */
+export const NO_POOL_STATS: Readonly<ForkPoolStats> = Object.freeze({ keys: 0, parked: 0, starting: 0, hits: 0, misses: 0, discarded: 0 });
+
+/** The host's own counters (no sandbox): its fork pool's, all zero when it has none. */
+export const HostStatsSchema = z.object({ type: z.literal('host.stats'), id: z.number().int() });
+export const HostStatsResultSchema = z.object({ type: z.literal('host.stats.result'), id: z.number().int(), forkPool: ForkPoolStatsSchema });
+
 export const SandboxCloseSchema = z.object({ type: z.literal('sandbox.close'), id: z.number().int(), sandboxId: z.string() });
 export const SandboxCloseResultSchema = z.object({ type: z.literal('sandbox.close.result'), id: z.number().int() });
 
 /** Every request a host accepts. */
 export const HostRequestSchema = z.discriminatedUnion('type', [
   HostHelloSchema,
+  HostStatsSchema,
   SandboxCreateSchema,
   SandboxBashSchema,
   SandboxPythonSchema,

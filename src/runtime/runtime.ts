@@ -6,6 +6,7 @@ import type { BackendInfo, BackendSpec, LlmClient, ManagedLlmClient } from '../l
 import { memberSeed } from '../llm/member-seed.js';
 import type { RolloutResult } from '../protocol/trajectory.js';
 import type { SandboxProvider } from '../sandbox/sandbox.js';
+import type { ForkPoolStats } from '../protocol/sandbox.js';
 import { ValidationError } from '../errors.js';
 import { systemClock } from '../clock.js';
 import { defaults } from './defaults.js';
@@ -77,6 +78,13 @@ export interface EmbeddedRuntime extends Omit<Runtime, 'fork'>, ForkControl {
    * does not hold.
    */
   codecOf(id: string): ChatCodec | undefined;
+  /**
+   * The sandbox hosts' fork pools summed (#26): branches parked and starting now, and the forks'
+   * takes from the pools (hits), launches of their own (misses) and dead parked branches closed
+   * (discarded) since each host started. Null when the sandbox provider has no fork pools (an
+   * injected provider without `forkPoolStats`).
+   */
+  forkPoolStats(): Promise<ForkPoolStats | null>;
 }
 
 function isManaged(llm: LlmClient): llm is ManagedLlmClient {
@@ -246,6 +254,7 @@ export function createRuntime(input: RuntimeOptionsInput = {}): EmbeddedRuntime 
     removeBackend: (id) => managed().removeBackend(id),
     drainBackend: (id) => managed().drainBackend(id),
     listBackends: () => (isManaged(llm) ? llm.listBackends() : []),
+    forkPoolStats: async () => (sandboxes.forkPoolStats ? sandboxes.forkPoolStats() : null),
     setWeightVersion: (version, backendId) => {
       if (!isWeightVersion(version)) throw new ValidationError('weight version must be a finite number or a non-empty string of at most 200 characters', [{ path: 'version', message: 'expected a number or a string' }]);
       managed().setWeightVersion(version, backendId);

@@ -1,5 +1,6 @@
 import { every, systemClock, type Clock } from '../clock.js';
 import { removeGatedLeftovers, type GatedLaunch } from './branch-fs.js';
+import type { ForkPoolStats } from '../protocol/sandbox.js';
 
 /** What {@link ForkPool} is configured with (sandbox options `forkPool`, sent in `host.hello`). */
 export interface ForkPoolOptions {
@@ -7,21 +8,6 @@ export interface ForkPoolOptions {
   size: number;
   /** A configuration with no fork for this long has its parked branches closed. */
   idleMs: number;
-}
-
-/** Counters of a host's fork pool, for tests and metrics. */
-export interface ForkPoolStats {
-  /** Configurations with a pool. */
-  keys: number;
-  /** Parked branches, all configurations. */
-  parked: number;
-  /** Branches being launched into the pool. */
-  starting: number;
-  /** Branches forks took from the pool, and branches they had to launch themselves. */
-  hits: number;
-  misses: number;
-  /** Parked branches found dead and closed instead of handed out. */
-  discarded: number;
 }
 
 interface Parked<S> {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { once } from 'node:events';
 import { ProtocolError, SandboxError } from '../errors.js';
 import { UdsChannel, type WireMessage } from '../ipc/uds-channel.js';
-import { HostRequestSchema, type HostRequest } from '../protocol/sandbox.js';
+import { HostRequestSchema, NO_POOL_STATS, type HostRequest } from '../protocol/sandbox.js';
 import { ForkPool } from './fork-pool.js';
 import { HostSandbox, type HostOwner } from './host-sandbox.js';
 import { Mounter } from './mounter.js';
@@ -89,6 +89,7 @@ export async function runSandboxHost(opts: SandboxHostOptions): Promise<number> 
       return { pid: process.pid };
     }
     if (!owner) throw new ProtocolError('host.hello must come first', { code: 'NO_HELLO' });
+    if (req.type === 'host.stats') return { forkPool: pool?.stats() ?? NO_POOL_STATS };
     if (req.type === 'sandbox.create') {
       if (sandboxes.has(req.sandboxId) || creating.has(req.sandboxId)) throw new SandboxError(`sandbox ${req.sandboxId} exists`, { code: 'SANDBOX_EXISTS' });
       creating.add(req.sandboxId);

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { systemClock, type Clock } from '../clock.js';
 import { CancelledError, SandboxError, TaskError } from '../errors.js';
 import { UdsChannel } from '../ipc/uds-channel.js';
-import { SandboxCreateResultSchema, SandboxLostSchema, SandboxShellExitSchema, SandboxSpecSchema } from '../protocol/sandbox.js';
+import { HostStatsResultSchema, NO_POOL_STATS, SandboxCreateResultSchema, SandboxLostSchema, SandboxShellExitSchema, SandboxSpecSchema, type ForkPoolStats } from '../protocol/sandbox.js';
 import { harnessLimits } from './harness-mount.js';
 import { detectDriver, type DriverDetection } from './drivers.js';
 import { ImageStore } from './images/image-store.js';
@@ -25,6 +25,9 @@ import { packagePath } from '../package-root.js';
 
 // From the package root, so the built dist/ finds it as the sources do (src/package-root.ts).
 const BIN = packagePath('bin', 'rollout.js');
+/** A host's answer to `host.stats` (a metrics scrape): past it, that host is left out of the sum. */
+const STATS_TIMEOUT_MS = 5_000;
+const POOL_STAT_KEYS = Object.keys(NO_POOL_STATS) as (keyof ForkPoolStats)[];
 
 interface Host {
   index: number;
@@ -49,6 +52,8 @@ export interface HostSandboxProvider extends SandboxProvider {
   readonly reaped: Promise<ReapReport>;
   /** Live host processes (for tests and metrics). */
   hostPids(): number[];
+  /** Its hosts' fork pools summed (`host.stats`); a host that does not answer in 5 s is left out. */
+  forkPoolStats(): Promise<ForkPoolStats>;
 }
 
 /**
@@ -205,6 +210,20 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}, clock: Cl
     options,
     reaped,
     hostPids: () => hosts.filter((h) => h.channel?.isOpen).map((h) => h.proc!.pid!),
+
+    async forkPoolStats(): Promise<ForkPoolStats> {
+      // Hosts up now; one that does not answer in time (busy, wedged) is left out of the sum,
+      // not waited for: a metrics scrape must not hang on a host.
+      const replies = await Promise.allSettled(
+        hosts.filter((h) => h.channel?.isOpen).map(async (h) => HostStatsResultSchema.parse(await h.channel.request({ type: 'host.stats' }, { timeoutMs: STATS_TIMEOUT_MS })).forkPool),
+      );
+      const sum = { ...NO_POOL_STATS };
+      for (const r of replies) {
+        if (r.status !== 'fulfilled') continue;
+        for (const k of POOL_STAT_KEYS) sum[k] += r.value[k];
+      }
+      return sum;
+    },
 
     async create(spec: SandboxSpec, opts: { rolloutId: string; signal?: AbortSignal | undefined }): Promise<Sandbox> {
       if (closed) throw new SandboxError('sandbox provider is closed', { code: 'PROVIDER_CLOSED' });

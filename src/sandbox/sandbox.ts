@@ -205,4 +205,9 @@ export interface SandboxProvider {
   create(spec: SandboxSpec, opts: { rolloutId: string; signal?: AbortSignal | undefined }): Promise<Sandbox>;
   /** Closes every sandbox it made and its host processes. */
   close(): Promise<void>;
+  /**
+   * Its hosts' fork pools (#26) summed: parked and starting branches now, and the forks' takes
+   * (hits, misses) and discards since each host started. Absent: a provider without fork pools.
+   */
+  forkPoolStats?(): Promise<import('../protocol/sandbox.js').ForkPoolStats>;
 }

@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RolloutEvent } from '../protocol/events.js';
 import type { ServiceRuntime } from './service-runtime.js';
+import type { ForkPoolStats } from '../protocol/sandbox.js';
 
 const REWARD_BUCKETS = [-1, 0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 2];
 const TOKEN_BUCKETS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768];
@@ -112,6 +113,45 @@ export class ServiceMetrics {
         for (const b of self.runtime?.listBackends?.() ?? []) this.set({ backend: b.id }, b.state === 'degraded' ? 1 : 0);
       },
     });
+    // The fork pools of the sandbox hosts (#26): how many branches wait parked, and whether forks
+    // find them there. Without fork pools (an injected provider, a gateway) the labelled series
+    // have no sample and the discard count reads 0.
+    new Gauge({
+      name: 'rollout_fork_pool_branches',
+      help: 'Fork branches in the sandbox hosts\' fork pools, by state (parked: ready for a fork; starting: being launched)',
+      labelNames: ['state'],
+      registers,
+      async collect() {
+        this.reset();
+        const st = await self.poolStats();
+        if (!st) return;
+        this.set({ state: 'parked' }, st.parked);
+        this.set({ state: 'starting' }, st.starting);
+      },
+    });
+    new Counter({
+      name: 'rollout_fork_pool_takes_total',
+      help: 'Fork branches by where they came from: the fork pool (hit) or launched by the fork itself (miss); per host since it started',
+      labelNames: ['result'],
+      registers,
+      async collect() {
+        this.reset();
+        const st = await self.poolStats();
+        if (!st) return;
+        this.inc({ result: 'hit' }, st.hits);
+        this.inc({ result: 'miss' }, st.misses);
+      },
+    });
+    new Counter({
+      name: 'rollout_fork_pool_discarded_total',
+      help: 'Parked fork branches found dead or expired and closed instead of handed out',
+      registers,
+      async collect() {
+        const st = await self.poolStats();
+        this.reset();
+        if (st) this.inc(st.discarded);
+      },
+    });
     new Gauge({
       name: 'rollout_backend_served',
       help: 'LLM requests served per backend',
@@ -123,6 +163,26 @@ export class ServiceMetrics {
       },
     });
   }
+
+  /**
+   * The sandbox hosts' fork pools (#26), asked once per scrape: the three series' collects run
+   * together (prom-client gathers a registry's metrics concurrently) and share one round of
+   * `host.stats` requests. Null without pools or when the runtime cannot tell.
+   */
+  private poolStats(): Promise<ForkPoolStats | null> {
+    this.poolScrape ??= (async () => {
+      try {
+        return (await this.runtime?.forkPoolStats?.()) ?? null;
+      } catch {
+        // The provider already leaves out a host that does not answer; a closed one answers null.
+        return null;
+      } finally {
+        this.poolScrape = null;
+      }
+    })();
+    return this.poolScrape;
+  }
+  private poolScrape: Promise<ForkPoolStats | null> | null = null;
 
   /** The runtime whose status the gauges read (null while stopped). */
   setRuntime(runtime: ServiceRuntime | null): void {

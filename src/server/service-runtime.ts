@@ -42,6 +42,8 @@ export type ServiceRuntime = Runtime &
      * machine (absent on a `--redis` gateway): lets a task naming a missing image be refused at submit.
      */
     readonly imageStore?: string;
+    /** The sandbox hosts' fork pools summed (an embedded runtime), for `/metrics`; null without pools. */
+    forkPoolStats?(): Promise<import('../protocol/sandbox.js').ForkPoolStats | null>;
     /** The cluster's live workers (a gateway), for the operational log. */
     workerIds?(): readonly string[];
     /** The cluster's live workers' last heartbeats (a gateway), for Polar's `/nodes`. */

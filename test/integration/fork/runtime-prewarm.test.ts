@@ -90,6 +90,8 @@ describe.skipIf(!ok)('tree rollouts prewarm their first fork', () => {
     const f = await fork;
     // The branches run in the parked sandboxes: their leases now name the branch rollouts.
     expect(parked.map(leaseRollout).sort()).toEqual([...f.rolloutIds].sort());
+    // The runtime's view of its hosts' pools (what /metrics shows): both branches were hits.
+    expect(await rt.forkPoolStats()).toMatchObject({ hits: 2, misses: 0 });
     const results = await Promise.all([h.result, ...f.rollouts.map((b) => b.result)]);
     expect(results.map((r) => r.outcome)).toEqual(['completed', 'completed', 'completed']);
     await expect.poll(() => stateEntries(stateDir)).toEqual([]);

@@ -59,8 +59,13 @@ describe.skipIf(!ok)('the fork pool', () => {
     // Filled after the first fork: 4 (the default size), every shell at its gate.
     await expect.poll(() => parkedAtGate(stateDir).length, { timeout: 60_000 }).toBe(4);
     const parked = pooledIds(stateDir);
+    // The host's counters (host.stats, summed by the provider: /metrics reads them): the first
+    // fork found an empty pool and launched its 2 branches itself.
+    // (Polled: a shell waits at its gate a moment before the host counts its launch done.)
+    await expect.poll(() => p.forkPoolStats(), { timeout: 60_000 }).toEqual({ keys: 1, parked: 4, starting: 0, hits: 0, misses: 2, discarded: 0 });
     expect((await b0.bash({ command: 'echo b0 > from-b0; (exit 5)' })).exitCode).toBe(5);
     const fork = await b0.fork!({ rolloutIds: ['r-c0', 'r-c1', 'r-c2'] });
+    expect(await p.forkPoolStats()).toMatchObject({ keys: 1, hits: 3, misses: 2, discarded: 0 });
     const [c0, c1, c2] = fork.branches as [Sandbox, Sandbox, Sandbox];
     onTestFinished(() => Promise.all(fork.branches.map((b) => b.close())).then(() => undefined));
     expect(parked).toEqual(expect.arrayContaining(fork.branches.map((b) => b.id)));
@@ -91,6 +96,7 @@ describe.skipIf(!ok)('the fork pool', () => {
     // Its directory, cgroups and mounts go; a new one takes its place.
     await expect.poll(() => sandboxEntries(stateDir).includes(victim), { timeout: 60_000 }).toBe(false);
     expect(cgroupDirs(victim)).toEqual([]);
+    await expect.poll(async () => (await p.forkPoolStats()).discarded, { timeout: 60_000 }).toBe(1);
     await expect.poll(() => parkedAtGate(stateDir).length, { timeout: 60_000 }).toBe(4);
     const fork = await b0.fork!({ rolloutIds: ['r-d0', 'r-d1', 'r-d2', 'r-d3'] });
     onTestFinished(() => Promise.all(fork.branches.map((b) => b.close())).then(() => undefined));
@@ -129,6 +135,8 @@ describe.skipIf(!ok)('the fork pool', () => {
     expect(await run(fork.branches[0]!, 'pwd; echo $V')).toBe('/workspace/d\nv1');
     expect(fork.branches[0]!.id).not.toBe(b0.id);
     expect(pooledIds(stateDir)).toEqual([]);
+    // A disabled pool counts nothing: its forks never ask it (a miss is a fork a pool could have served).
+    expect(await p.forkPoolStats()).toEqual({ keys: 0, parked: 0, starting: 0, hits: 0, misses: 0, discarded: 0 });
   });
 
   it('a close of the id the runtime proposed for a branch reaches the pooled branch that replaced it, and no other sandbox', async () => {

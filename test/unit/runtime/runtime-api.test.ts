@@ -142,6 +142,20 @@ describe('close', () => {
   });
 });
 
+describe('fork pool counters', () => {
+  it('are null with an injected provider that has no fork pools, and the provider\'s own sum when it has them', async () => {
+    r = rig();
+    expect(await r.rt.forkPoolStats()).toBeNull();
+    const stats = { keys: 1, parked: 2, starting: 0, hits: 3, misses: 1, discarded: 0 };
+    const rt = createRuntime({ codec: new TestCodec(), llm: new ScriptedPolicy({ codec: new TestCodec() }), sandboxes: { create: () => Promise.reject(new Error('unused')), close: async () => {}, forkPoolStats: async () => stats } });
+    try {
+      expect(await rt.forkPoolStats()).toEqual(stats);
+    } finally {
+      await rt.close();
+    }
+  });
+});
+
 describe('backends', () => {
   it('throws a clear TypeError when the LLM client is not a backend pool', () => {
     r = rig();

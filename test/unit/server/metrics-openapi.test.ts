@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startHarness, post, get, task, heldTask, type Harness } from './harness.js';
 import { ServiceMetrics } from '../../../src/server/metrics.js';
+import type { ServiceRuntime } from '../../../src/server/service-runtime.js';
+import type { ForkPoolStats } from '../../../src/protocol/sandbox.js';
 
 let h: Harness;
 afterEach(async () => {
@@ -64,6 +66,42 @@ describe('/metrics', () => {
     expect(text).toMatch(/^rollout_reward_bucket\{le="0.5",data_source="code"\} 1$/m);
     expect(text).toMatch(/^rollout_tokens_per_turn_bucket\{le="128"\} 1$/m);
     expect(text).toMatch(/^rollout_truncations_total\{finish="max_iterations"\} 1$/m);
+  });
+
+  it("reads the sandbox hosts' fork pools once per scrape, and shows no pool series when the runtime has none or cannot tell", async () => {
+    const m = new ServiceMetrics();
+    let calls = 0;
+    let answer: () => Promise<ForkPoolStats | null> = async () => ({ keys: 2, parked: 5, starting: 1, hits: 7, misses: 3, discarded: 1 });
+    const stage = { active: 0, waiting: 0, limit: 1 };
+    m.setRuntime({
+      status: () => ({ queued: 0, live: 0, stages: { init: stage, run: stage, eval: stage } }),
+      forkPoolStats: () => {
+        calls++;
+        return answer();
+      },
+    } as unknown as ServiceRuntime);
+    let text = (await m.text()).body;
+    expect(calls).toBe(1);
+    expect(text).toMatch(/^rollout_fork_pool_branches\{state="parked"\} 5$/m);
+    expect(text).toMatch(/^rollout_fork_pool_branches\{state="starting"\} 1$/m);
+    expect(text).toMatch(/^rollout_fork_pool_takes_total\{result="hit"\} 7$/m);
+    expect(text).toMatch(/^rollout_fork_pool_takes_total\{result="miss"\} 3$/m);
+    expect(text).toMatch(/^rollout_fork_pool_discarded_total 1$/m);
+    // The next scrape asks again (the host's counters moved).
+    answer = async () => ({ keys: 2, parked: 4, starting: 0, hits: 8, misses: 3, discarded: 1 });
+    text = (await m.text()).body;
+    expect(calls).toBe(2);
+    expect(text).toMatch(/^rollout_fork_pool_takes_total\{result="hit"\} 8$/m);
+    // A runtime without pools (null) or whose provider failed: no labelled sample, and the scrape still answers.
+    for (const a of [async () => null, () => Promise.reject(new Error('host gone'))]) {
+      answer = a;
+      text = (await m.text()).body;
+      expect(text).toMatch(/^rollout_queue_depth 0$/m);
+      expect(text).not.toMatch(/^rollout_fork_pool_branches\{/m);
+      expect(text).not.toMatch(/^rollout_fork_pool_takes_total\{/m);
+      expect(text).toMatch(/^rollout_fork_pool_discarded_total 0$/m);
+    }
+    expect(calls).toBe(4);
   });
 });
 
