@@ -37,6 +37,8 @@ export class ServiceMetrics {
   private readonly live = new Map<string, { dataSource: string; groupId: string | null }>();
   /** Open groups: members submitted, members ended, and whether the ended rewards still agree. */
   private readonly openGroups = new Map<string, { submitted: number; ended: number; first: number | null; differ: boolean }>();
+  /** The fork-pool counters of the scrape in progress ({@link poolStats}). */
+  private poolScrape: Promise<ForkPoolStats | null> | null = null;
   readonly httpRequests: Counter<'route' | 'status'>;
   readonly wsConnections: Gauge;
   readonly wsDropped: Counter<'reason'>;
@@ -182,7 +184,6 @@ export class ServiceMetrics {
     })();
     return this.poolScrape;
   }
-  private poolScrape: Promise<ForkPoolStats | null> | null = null;
 
   /** The runtime whose status the gauges read (null while stopped). */
   setRuntime(runtime: ServiceRuntime | null): void {
