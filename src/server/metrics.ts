@@ -124,8 +124,9 @@ export class ServiceMetrics {
       labelNames: ['state'],
       registers,
       async collect() {
-        this.reset();
+        // Reset after the await: two scrapes at once must not add their counts up.
         const st = await self.poolStats();
+        this.reset();
         if (!st) return;
         this.set({ state: 'parked' }, st.parked);
         this.set({ state: 'starting' }, st.starting);
@@ -137,8 +138,8 @@ export class ServiceMetrics {
       labelNames: ['result'],
       registers,
       async collect() {
-        this.reset();
         const st = await self.poolStats();
+        this.reset();
         if (!st) return;
         this.inc({ result: 'hit' }, st.hits);
         this.inc({ result: 'miss' }, st.misses);
