@@ -177,7 +177,8 @@ export class ServiceMetrics {
       try {
         return (await this.runtime?.forkPoolStats?.()) ?? null;
       } catch {
-        // The provider already leaves out a host that does not answer; a closed one answers null.
+        // Not expected (the host provider leaves out a host that does not answer, and a closed one
+        // sums no host), but a runtime of another kind must not fail the whole scrape.
         return null;
       } finally {
         this.poolScrape = null;
