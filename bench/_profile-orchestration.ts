@@ -28,6 +28,8 @@ const TOTAL = Number(process.env.ORCH_TOTAL ?? 5_000);
 const RUNS = Number(process.env.ORCH_PROFILE_RUNS ?? 5);
 const ALLOC = process.env.ORCH_ALLOC === '1';
 const TOP = Number(process.env.ORCH_ALLOC_TOP ?? 40);
+/** With ORCH_ALLOC: leave out what scavenges collected, so only what outlived them (was promoted, or is still live) counts. */
+const PROMOTED = process.env.ORCH_ALLOC_PROMOTED === '1';
 const IN_FLIGHT = 1_000;
 
 async function once(): Promise<number> {
@@ -99,7 +101,7 @@ if (ALLOC) {
   session = new Session();
   session.connect();
   await session.post('HeapProfiler.enable');
-  await session.post('HeapProfiler.startSampling', { samplingInterval: 128, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  await session.post('HeapProfiler.startSampling', { samplingInterval: 128, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: !PROMOTED });
 }
 const c0 = process.cpuUsage();
 const rates: number[] = [];

@@ -44,6 +44,8 @@ interface TurnRecord {
   /** The client's own arrays, handed out by build() for small trajectories instead of slices of the flat list. */
   outputIds: number[];
   logprobs: number[];
+  /** The prompt as the turn's request read it ({@link TrajectoryBuilder.promptIds}), when it did: build() hands it out. */
+  prompt: number[] | undefined;
   /** Prompt = tokens[0, promptLen); output = tokens[promptLen, promptLen + outputLen). */
   promptLen: number;
   outputLen: number;
@@ -56,6 +58,14 @@ interface TurnRecord {
  * prompts are stored as lengths into the flat list, so memory stays linear in the conversation;
  * {@link build} materializes the {@link Trajectory}.
  *
+ * The token record is the last flat prompt made (an exact-size array, never changed once made)
+ * followed by the arrays appended since, kept as the codec and the client returned them (so the
+ * callers must not change an array they have handed in). The flat list is made when it is read
+ * ({@link promptIds}: each turn's request) and at {@link build}, which hands each turn the prompt
+ * its request read. A record grown in place would copy itself on every growth (V8 grows an array
+ * by half again), and every copy a rollout holds across an await is copied again by the
+ * scavenger: most of what the orchestration benchmark's GC did (docs/core.md).
+ *
  * Invariants: `tokens`, the mask and the logprobs always have the same length; the prompt of
  * turn k is a prefix of the prompt of turn k+1 (earlier turns are never re-tokenized).
  *
@@ -65,11 +75,17 @@ interface TurnRecord {
  * split per message.
  */
 export class TrajectoryBuilder {
-  private readonly tokens: number[] = [];
+  /** The flat record up to its last read; never changed once made. */
+  private flat: number[] = [];
+  /** The arrays appended after {@link flat}, in order. */
+  private tail: number[][] = [];
+  /** Tokens in the record: `flat.length` + the tail's lengths. */
+  private n = 0;
   private readonly turns: TurnRecord[] = [];
   private readonly messages: Message[] = [];
-  /** Per continuation: [index of its last message, start, end) in `tokens`, flat. */
-  private readonly contIds: number[] = [];
+  /** Per continuation: the index of its last message, and its templated ids (handed out as that message's `token_ids`). */
+  private readonly contAt: number[] = [];
+  private readonly contIds: number[][] = [];
   private tools: ToolSchema[] = [];
   private readonly drift: { turn: number; position: number; expected: number | null; actual: number | null }[] = [];
   private lastOutput: number[] = [];
@@ -87,7 +103,7 @@ export class TrajectoryBuilder {
 
   /** Number of tokens so far (the length of the next prompt). */
   get length(): number {
-    return this.tokens.length;
+    return this.n;
   }
 
   /** Assistant turns recorded. */
@@ -96,11 +112,12 @@ export class TrajectoryBuilder {
   }
 
   /**
-   * The current prompt: every token so far. A live view — callers must not mutate it, and it
-   * changes on the next append.
+   * The current prompt: every token so far, as one array made on the first read after an append
+   * (the turn's request reads it; build() hands it out as that turn's `promptIds`). Callers must
+   * not mutate it; later appends do not change it.
    */
   get promptIds(): readonly number[] {
-    return this.tokens;
+    return this.tokens();
   }
 
   /** What the model sampled last (for `codec.encodeContinuation`). */
@@ -132,11 +149,13 @@ export class TrajectoryBuilder {
 
   /** Starts the trajectory with the first messages, the tools and their prompt ids. Call once. */
   start(messages: Message[], tools: ToolSchema[], promptIds: number[]): void {
-    if (this.tokens.length || this.messages.length) throw new Error('TrajectoryBuilder.start called twice');
+    if (this.n || this.messages.length) throw new Error('TrajectoryBuilder.start called twice');
     this.tools = tools;
     if (this.chatView) this.chatView.tools = tools;
     this.messages.push(...messages);
-    this.append(promptIds);
+    // The codec's array is the record's first flat list: the first request reads it as it is.
+    this.flat = promptIds;
+    this.n = promptIds.length;
     this.checkDrift();
   }
 
@@ -167,22 +186,24 @@ export class TrajectoryBuilder {
       latencyMs,
       outputIds,
       logprobs: turn.logprobs,
-      promptLen: this.tokens.length,
+      prompt: this.tail.length === 0 ? this.flat : undefined,
+      promptLen: this.n,
       outputLen: outputIds.length,
       messageIndex: this.messages.length,
     });
     this.messages.push(assistant);
-    const tokens = this.tokens;
-    for (let i = 0; i < outputIds.length; i++) tokens.push(outputIds[i]!);
+    this.push(outputIds);
     this.lastOutput = outputIds;
   }
 
   /** Appends the observation messages and their templated ids (mask 0). */
   addContinuation(messages: Message[], ids: number[]): void {
-    const start = this.tokens.length;
     this.messages.push(...messages);
     this.append(ids);
-    if (messages.length) this.contIds.push(this.messages.length - 1, start, this.tokens.length);
+    if (messages.length) {
+      this.contAt.push(this.messages.length - 1);
+      this.contIds.push(ids);
+    }
     if (this.unseenServerPrompt) this.checkServerRender();
     else this.checkDrift();
   }
@@ -195,17 +216,19 @@ export class TrajectoryBuilder {
 
   /**
    * A copy of this builder as it is now, which grows apart from it (tree rollouts, #26): a
-   * branch's own token record starts from its parent's tokens, turns and messages. O(tokens),
-   * once per branch. Throws after {@link build}.
+   * branch's own token record starts from its parent's tokens, turns and messages (shared, as
+   * neither changes them). Throws after {@link build}.
    */
   fork(): TrajectoryBuilder {
     this.assertOpen();
     const b = new TrajectoryBuilder(this.opts);
-    const t = this.tokens;
-    for (let i = 0; i < t.length; i++) b.tokens.push(t[i]!);
+    b.flat = this.flat;
+    b.tail = this.tail.slice();
+    b.n = this.n;
     // Records and messages are not changed once appended (build() copies what it decorates).
     b.turns.push(...this.turns);
     b.messages.push(...this.messages);
+    b.contAt.push(...this.contAt);
     b.contIds.push(...this.contIds);
     b.drift.push(...this.drift);
     b.tools = this.tools;
@@ -217,18 +240,20 @@ export class TrajectoryBuilder {
 
   /**
    * Materializes the trajectory and ends the builder (later appends throw). The flat `tokens`
-   * are the builder's own array, handed over without a copy; `lossMask` and `logprobs` are made
-   * here in one pass.
+   * are made here (or are the last prompt read, when nothing was appended since); `lossMask` and
+   * `logprobs` are made here in one pass.
    * Per-turn `promptIds` / `outputIds` / `logprobs` and the messages' `input_ids` / `token_ids` /
    * `logprobs` are, once their total passes 65,536 ids, enumerable getters that slice the flat
    * list on first read and cache it: the per-turn prompts are quadratic in the number of turns,
    * and a trainer reading only the flat list never pays for them. JSON.stringify and
    * structuredClone read them like plain fields. Below that, per-turn `outputIds` / `logprobs`
-   * are the arrays the LLM client returned (same values as the flat list's span), not copies.
+   * are the arrays the LLM client returned (same values as the flat list's span), not copies,
+   * and a turn's `promptIds` the array its request read, when it read one. A continuation's
+   * `token_ids` are always the codec's own array.
    */
   build(): Trajectory {
+    const tokens = this.tokens();
     this.finished = true;
-    const tokens = this.tokens;
     const recs = this.turns;
     // Mask and logprobs are made here, once, rather than grown on every turn.
     const n = tokens.length;
@@ -253,7 +278,7 @@ export class TrajectoryBuilder {
       // rather than slices of the flat list.
       for (let i = 0; i < recs.length; i++) {
         const t = recs[i]!;
-        const promptIds = tokens.slice(0, t.promptLen);
+        const promptIds = t.prompt ?? tokens.slice(0, t.promptLen);
         turns[i] = {
           backendId: t.backendId,
           weightVersion: t.weightVersion,
@@ -273,17 +298,17 @@ export class TrajectoryBuilder {
         nm.logprobs = t.logprobs;
         messages[t.messageIndex] = nm as Message;
       }
-      const c = this.contIds;
-      for (let k = 0; k < c.length; k += 3) {
-        const nm = Object.assign({}, messages[c[k]!]!) as Record<string, unknown>;
-        nm.token_ids = tokens.slice(c[k + 1], c[k + 2]);
-        messages[c[k]!] = nm as Message;
+      for (let k = 0; k < this.contAt.length; k++) {
+        const at = this.contAt[k]!;
+        const nm = Object.assign({}, messages[at]!) as Record<string, unknown>;
+        nm.token_ids = this.contIds[k];
+        messages[at] = nm as Message;
       }
     } else {
       for (let i = 0; i < recs.length; i++) {
         const t = recs[i]!;
         const o = { backendId: t.backendId, weightVersion: t.weightVersion, finishReason: t.finishReason, latencyMs: t.latencyMs, tokenSource: t.tokenSource, logprobSemantics: t.logprobSemantics } as AssistantTurn;
-        lazy(o, 'promptIds', () => tokens.slice(0, t.promptLen));
+        lazy(o, 'promptIds', () => t.prompt ?? tokens.slice(0, t.promptLen));
         lazy(o, 'outputIds', () => tokens.slice(t.promptLen, t.promptLen + t.outputLen));
         lazy(o, 'logprobs', () => lps.slice(t.promptLen, t.promptLen + t.outputLen));
         turns[i] = o;
@@ -292,12 +317,9 @@ export class TrajectoryBuilder {
         lazy(m, 'token_ids', () => o.outputIds);
         lazy(m, 'logprobs', () => o.logprobs);
       }
-      const c = this.contIds;
-      for (let k = 0; k < c.length; k += 3) {
-        const a = c[k + 1]!;
-        const b = c[k + 2]!;
-        const m = (messages[c[k]!] = { ...messages[c[k]!]! });
-        lazy(m, 'token_ids', () => tokens.slice(a, b));
+      for (let k = 0; k < this.contAt.length; k++) {
+        const at = this.contAt[k]!;
+        messages[at] = { ...messages[at]!, token_ids: this.contIds[k] } as Message;
       }
     }
     // Versions per token, run-length (one entry per version change, not per token), from the records.
@@ -323,8 +345,24 @@ export class TrajectoryBuilder {
 
   private append(ids: number[]): void {
     this.assertOpen();
-    const tokens = this.tokens;
-    for (let i = 0; i < ids.length; i++) tokens.push(ids[i]!);
+    this.push(ids);
+  }
+
+  /** Appends an array to the record without copying it. */
+  private push(ids: number[]): void {
+    if (ids.length === 0) return;
+    this.tail.push(ids);
+    this.n += ids.length;
+  }
+
+  /** The flat record, made from the last one and the tail when something was appended since. */
+  private tokens(): number[] {
+    const tail = this.tail;
+    if (tail.length === 0) return this.flat;
+    // concat copies packed arrays with one memcpy each, into an exact-size array.
+    this.flat = this.flat.concat(...tail);
+    this.tail = [];
+    return this.flat;
   }
 
   private assertOpen(): void {
@@ -337,7 +375,7 @@ export class TrajectoryBuilder {
    * is what the later turns extend).
    */
   private checkEnginePrompt(engine: number[]): void {
-    const ours = this.tokens;
+    const ours = this.tokens();
     const n = Math.max(engine.length, ours.length);
     for (let i = 0; i < n; i++) {
       if (engine[i] !== ours[i]) {
@@ -365,7 +403,7 @@ export class TrajectoryBuilder {
     } catch {
       return;
     }
-    const f = findDrift(this.turns.length, expected, this.tokens);
+    const f = findDrift(this.turns.length, expected, this.tokens());
     if (f) this.drift.push(f);
   }
 
@@ -374,7 +412,7 @@ export class TrajectoryBuilder {
     const codec = this.opts.codec;
     if (!this.opts.detectDrift || !codec?.renderFull) return;
     const expected = codec.renderFull(this.messages, this.tools, this.opts.enableThinking === undefined ? undefined : { enableThinking: this.opts.enableThinking });
-    const actual = this.tokens;
+    const actual = this.tokens();
     const n = Math.max(expected.length, actual.length);
     for (let i = 0; i < n; i++) {
       if (expected[i] !== actual[i]) {

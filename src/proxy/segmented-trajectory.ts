@@ -90,7 +90,7 @@ export class SegmentedTrajectory {
     return n;
   }
 
-  /** The prompt to sample next (a live view; valid until the next call). */
+  /** The prompt to sample next (one array; later appends do not change it). */
   get promptIds(): readonly number[] {
     return this.current?.b.promptIds ?? [];
   }

@@ -145,7 +145,7 @@ export class AttemptSteps {
       rolloutId: id,
       instance: s.instance,
       turn,
-      // A live view of the builder's tokens: it does not change while the call is in flight.
+      // The builder's prompt, made once per turn; build() hands it out as this turn's promptIds.
       promptIds: b.promptIds as number[],
       maxTokens,
       sampling: s.sampling,

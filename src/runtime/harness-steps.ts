@@ -74,7 +74,7 @@ export class HarnessSteps {
       call = next;
     }
     run.traj.place(call.messages, call.tools, call.enableThinking);
-    // A live view of the record: it grows by the output once the turn is added, so its length is read now.
+    // The record's prompt as one array (later appends do not change it).
     const promptIds = run.traj.promptIds;
     const promptLen = promptIds.length;
     const room = att.maxModelLen - promptLen;

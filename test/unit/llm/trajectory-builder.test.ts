@@ -90,6 +90,43 @@ describe('TrajectoryBuilder', () => {
     expect(JSON.parse(JSON.stringify(t.turns[1])).outputIds).toEqual([7, 8]);
   });
 
+  it('hands each turn the prompt its request read, which later appends leave as it was', () => {
+    const b = new TrajectoryBuilder();
+    const prompt = codec.encodePrompt(msgs, []);
+    b.start(msgs, [], prompt);
+    const read1 = b.promptIds;
+    const out1 = codec.encodeAssistant({ content: 'a' });
+    b.addTurn({ outputIds: out1, logprobs: out1.map(() => -1), backendId: 'b', weightVersion: null, finishReason: 'stop', latencyMs: 0 }, { role: 'assistant', content: 'a' });
+    expect(read1).toEqual(prompt);
+    const obs = [{ role: 'tool' as const, content: 'x' }];
+    const cont = codec.encodeContinuation(obs, out1);
+    b.addContinuation(obs, cont);
+    const read2 = b.promptIds;
+    // Made once per append, not per read.
+    expect(b.promptIds).toBe(read2);
+    expect(read2).toEqual([...prompt, ...out1, ...cont]);
+    const out2 = codec.encodeAssistant({ content: 'b' });
+    b.addTurn({ outputIds: out2, logprobs: out2.map(() => -1), backendId: 'b', weightVersion: null, finishReason: 'stop', latencyMs: 0 }, { role: 'assistant', content: 'b' });
+    expect(read2).toHaveLength(prompt.length + out1.length + cont.length);
+    const t = b.build();
+    expect(t.turns[0]!.promptIds).toBe(read1);
+    expect(t.turns[1]!.promptIds).toBe(read2);
+    expect(t.messages[2]!.token_ids).toBe(cont);
+    expect(t.tokens).toEqual([...read2, ...out2]);
+  });
+
+  it('grows a fork and its parent apart from their shared record', () => {
+    const parent = new TrajectoryBuilder();
+    const { prompt, out1, cont, out2 } = twoTurns(parent);
+    const child = parent.fork();
+    parent.addContinuation([{ role: 'tool', content: 'p' }], [1, 2]);
+    child.addContinuation([{ role: 'tool', content: 'c' }], [3]);
+    expect(parent.promptIds).toEqual([...prompt, ...out1, ...cont, ...out2, 1, 2]);
+    expect(child.promptIds).toEqual([...prompt, ...out1, ...cont, ...out2, 3]);
+    expect(child.build().turns[1]!.promptIds).toEqual([...prompt, ...out1, ...cont]);
+    expect(parent.build().tokens).toHaveLength(prompt.length + out1.length + cont.length + out2.length + 2);
+  });
+
   it('refuses appends once built', () => {
     const b = new TrajectoryBuilder();
     twoTurns(b);
