@@ -135,7 +135,7 @@ export async function runToolCall(
       // The thought already sits in the assistant message's tool call: nothing to run, nothing to return (as the reference's think tool).
       const a = thinkArgs.safeParse(call.arguments);
       if (!a.success) return policyError(call, `Error: invalid arguments for think: ${issues(a.error)}`);
-      return finished(call, t0, { content: '', exitCode: null });
+      return finished(call, clock.now() - t0, { content: '', exitCode: null });
     }
     case 'execute_bash': {
       const a = bashArgs.safeParse(call.arguments);

@@ -1,4 +1,4 @@
-import { systemClock } from '../../../src/clock.js';
+import { ManualClock, systemClock } from '../../../src/clock.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ActContext } from '../../../src/proxy/agent-contract.js';
 import { defineToolAgent, toolAgentAct } from '../../../src/handlers/tool-agent.js';
@@ -86,9 +86,11 @@ describe('toolAgentAct', () => {
 
   it('records a think call and returns an empty observation without touching the sandbox (#10.3)', async () => {
     const { ctx } = await ctxWith([{ name: 'think', arguments: { thought: 'first list the files' } }], { sandbox: false });
+    ctx.clock = new ManualClock();
     const r = await toolAgentAct(ctx, tools);
     expect(r.stop).toBeNull();
-    expect(r.observations[0]).toMatchObject({ name: 'think', content: '' });
+    // Its latency is the time it took (none on a clock that did not move), not the clock's reading.
+    expect(r.observations[0]).toMatchObject({ name: 'think', content: '', latencyMs: 0 });
     expect(r.observations[0]!.error).toBeFalsy();
     expect(r.messages[0]).toMatchObject({ role: 'tool', name: 'think', content: '' });
     const bad = await ctxWith([{ name: 'think', arguments: {} }], { sandbox: false });
