@@ -12,6 +12,13 @@
  * started as the main module, Node 20 exits 13 (unsettled top-level await) once the inspector
  * session is open.
  *
+ * Every sampled object is kept, so keep the run short (`ORCH_PROFILE_RUNS=1 ORCH_TOTAL=3000`):
+ * with the defaults the profile's transfer takes minutes.
+ *
+ * `ORCH_ALLOC_PROMOTED=1` (with `ORCH_ALLOC=1`): leaves out the objects scavenges collected, so
+ * only what outlived them counts — what was promoted to the old generation (or is still live):
+ * the bytes the GC copied twice and a mark-compact then collected.
+ *
  * `ORCH_LIVE=1`: instead, the bytes a *parked* rollout keeps alive (ORCH_TOTAL rollouts parked
  * in llmCalling, the policy never answering; live objects only, after a full GC), by the
  * function that allocated them: what the scavenger copies and promotes for every rollout in
@@ -109,7 +116,11 @@ for (let i = 0; i < RUNS; i++) rates.push(Math.round(await once()));
 const c = process.cpuUsage(c0);
 const out: Record<string, unknown> = { rates, cpu_us_per_rollout: Math.round((c.user + c.system) / (TOTAL * RUNS)) };
 if (session) {
+  // An inspector reply does not keep the event loop alive: a large profile's would otherwise
+  // arrive after Node gave up on the top-level await (exit 13).
+  const alive = setInterval(() => {}, 1_000);
   const { profile } = (await session.post('HeapProfiler.stopSampling')) as unknown as { profile: { head: HeapNode } };
+  clearInterval(alive);
   const n = TOTAL * RUNS;
   const perRollout = (m: Map<string, number>) =>
     [...m].sort((a, b) => b[1] - a[1]).slice(0, TOP).map(([k, v]) => `${Math.round(v / n)}\t${k}`);
