@@ -58,13 +58,16 @@ interface TurnRecord {
  * prompts are stored as lengths into the flat list, so memory stays linear in the conversation;
  * {@link build} materializes the {@link Trajectory}.
  *
- * The token record is the last flat prompt made (an exact-size array, never changed once made)
- * followed by the arrays appended since, kept as the codec and the client returned them (so the
- * callers must not change an array they have handed in). The flat list is made when it is read
- * ({@link promptIds}: each turn's request) and at {@link build}, which hands each turn the prompt
- * its request read. A record grown in place would copy itself on every growth (V8 grows an array
- * by half again), and every copy a rollout holds across an await is copied again by the
- * scavenger: most of what the orchestration benchmark's GC did (docs/core.md).
+ * The token record, while the per-turn prompts total at most {@link KEPT_PROMPTS_LIMIT} ids, is
+ * the last flat prompt made (an exact-size array, never changed once made) followed by the arrays
+ * appended since, kept as the codec and the client returned them (so the callers must not change
+ * an array they have handed in). The flat list is made when it is read ({@link promptIds}: each
+ * turn's request) and at {@link build}, which hands each turn the prompt its request read: the
+ * copies the eager build would make anyway, made once. A record grown in place would copy itself
+ * on every growth (V8 grows an array by half again), and every copy a rollout holds across an
+ * await is copied again by the scavenger: most of what the orchestration benchmark's GC did
+ * (docs/core.md). Past the limit a copy per turn would be quadratic in the turns, so the record
+ * becomes one array of the builder's own that grows in place, and `promptIds` a live view of it.
  *
  * Invariants: `tokens`, the mask and the logprobs always have the same length; the prompt of
  * turn k is a prefix of the prompt of turn k+1 (earlier turns are never re-tokenized).
@@ -81,6 +84,10 @@ export class TrajectoryBuilder {
   private tail: number[][] = [];
   /** Tokens in the record: `flat.length` + the tail's lengths. */
   private n = 0;
+  /** The per-turn prompt ids kept so far (each turn's `prompt`). */
+  private keptIds = 0;
+  /** Past {@link KEPT_PROMPTS_LIMIT}: `flat` is the builder's own array, appended to in place, and the tail stays empty. */
+  private inPlace = false;
   private readonly turns: TurnRecord[] = [];
   private readonly messages: Message[] = [];
   /** Per continuation: the index of its last message, and its templated ids (handed out as that message's `token_ids`). */
@@ -112,9 +119,11 @@ export class TrajectoryBuilder {
   }
 
   /**
-   * The current prompt: every token so far, as one array made on the first read after an append
-   * (the turn's request reads it; build() hands it out as that turn's `promptIds`). Callers must
-   * not mutate it; later appends do not change it.
+   * The current prompt: every token so far. Callers must not mutate it. While the per-turn
+   * prompts total at most {@link KEPT_PROMPTS_LIMIT} ids it is one array made on the first read
+   * after an append (the turn's request reads it; build() hands it out as that turn's
+   * `promptIds`), which later appends do not change; past that, a live view of the record, which
+   * changes on the next append.
    */
   get promptIds(): readonly number[] {
     return this.tokens();
@@ -186,7 +195,7 @@ export class TrajectoryBuilder {
       latencyMs,
       outputIds,
       logprobs: turn.logprobs,
-      prompt: this.tail.length === 0 ? this.flat : undefined,
+      prompt: this.keepPrompt(),
       promptLen: this.n,
       outputLen: outputIds.length,
       messageIndex: this.messages.length,
@@ -217,14 +226,17 @@ export class TrajectoryBuilder {
   /**
    * A copy of this builder as it is now, which grows apart from it (tree rollouts, #26): a
    * branch's own token record starts from its parent's tokens, turns and messages (shared, as
-   * neither changes them). Throws after {@link build}.
+   * neither changes them, except a record grown in place, which is copied). Throws after
+   * {@link build}.
    */
   fork(): TrajectoryBuilder {
     this.assertOpen();
     const b = new TrajectoryBuilder(this.opts);
-    b.flat = this.flat;
+    b.flat = this.inPlace ? this.flat.slice() : this.flat;
     b.tail = this.tail.slice();
     b.n = this.n;
+    b.keptIds = this.keptIds;
+    b.inPlace = this.inPlace;
     // Records and messages are not changed once appended (build() copies what it decorates).
     b.turns.push(...this.turns);
     b.messages.push(...this.messages);
@@ -348,11 +360,34 @@ export class TrajectoryBuilder {
     this.push(ids);
   }
 
-  /** Appends an array to the record without copying it. */
+  /** Appends an array to the record: kept as it is, or copied onto a record grown in place. */
   private push(ids: number[]): void {
     if (ids.length === 0) return;
-    this.tail.push(ids);
     this.n += ids.length;
+    if (!this.inPlace) {
+      this.tail.push(ids);
+      return;
+    }
+    const flat = this.flat;
+    for (let i = 0; i < ids.length; i++) flat.push(ids[i]!);
+  }
+
+  /**
+   * The prompt of the turn being added, kept for build() when the record is one array (no tail)
+   * and the kept prompts stay within {@link KEPT_PROMPTS_LIMIT}. The first turn past the limit
+   * turns the record into one array of the builder's own, grown in place from then on.
+   */
+  private keepPrompt(): number[] | undefined {
+    if (this.inPlace) return undefined;
+    if (this.keptIds + this.n <= KEPT_PROMPTS_LIMIT) {
+      if (this.tail.length > 0) return undefined;
+      this.keptIds += this.n;
+      return this.flat;
+    }
+    // A new array: the current one may be a kept prompt or the codec's.
+    this.flat = this.tail.length === 0 ? this.flat.slice() : this.tokens();
+    this.inPlace = true;
+    return undefined;
   }
 
   /** The flat record, made from the last one and the tail when something was appended since. */
@@ -425,6 +460,13 @@ export class TrajectoryBuilder {
 
 /** Above this many per-turn prompt ids in total, per-turn arrays are sliced on first read. */
 const EAGER_LIMIT = 1 << 16;
+
+/**
+ * The per-turn prompts a running builder keeps for build() (ids in all, 128 KB): past it the record
+ * grows in place, as a copy per turn would be quadratic in the turns and the prompts would be
+ * held for the whole rollout.
+ */
+const KEPT_PROMPTS_LIMIT = 1 << 14;
 
 /**
  * A zero-filled array already in V8's double representation, so writing logprobs into it does

@@ -115,6 +115,30 @@ describe('TrajectoryBuilder', () => {
     expect(t.tokens).toEqual([...read2, ...out2]);
   });
 
+  it('grows a long record in place once the kept per-turn prompts pass their limit, with the same trajectory', () => {
+    const b = new TrajectoryBuilder();
+    b.start(msgs, [], Array.from({ length: 6000 }, (_, i) => i % 97));
+    const reads: (readonly number[])[] = [];
+    for (let k = 0; k < 4; k++) {
+      reads.push(b.promptIds);
+      b.addTurn({ outputIds: [7, 8], logprobs: [-1, -2], backendId: 'b', weightVersion: null, finishReason: 'stop', latencyMs: 0 }, { role: 'assistant', content: '' });
+      b.addContinuation([{ role: 'tool', content: '' }], [9]);
+    }
+    // Turns 0 and 1 (6,000 + 6,003 ids) are kept as read; turn 2 would pass 16,384: from then on
+    // the record grows in place and a read is a live view of it.
+    expect(reads[1]).toHaveLength(6003);
+    expect(reads[2]).toHaveLength(6006);
+    expect(reads[3]).toHaveLength(6012);
+    const t = b.build();
+    expect(t.tokens).toBe(reads[3]);
+    expect(t.turns[0]!.promptIds).toBe(reads[0]);
+    expect(t.turns[1]!.promptIds).toBe(reads[1]);
+    expect(t.turns[2]!.promptIds).toEqual(t.tokens.slice(0, 6006));
+    expect(t.turns[3]!.promptIds).toEqual(t.tokens.slice(0, 6009));
+    expect(t.tokens.slice(6009)).toEqual([7, 8, 9]);
+    expect(t.lossMask.slice(6006)).toEqual([1, 1, 0, 1, 1, 0]);
+  });
+
   it('grows a fork and its parent apart from their shared record', () => {
     const parent = new TrajectoryBuilder();
     const { prompt, out1, cont, out2 } = twoTurns(parent);
@@ -125,6 +149,20 @@ describe('TrajectoryBuilder', () => {
     expect(child.promptIds).toEqual([...prompt, ...out1, ...cont, ...out2, 3]);
     expect(child.build().turns[1]!.promptIds).toEqual([...prompt, ...out1, ...cont]);
     expect(parent.build().tokens).toHaveLength(prompt.length + out1.length + cont.length + out2.length + 2);
+  });
+
+  it('gives a fork of a record grown in place its own copy', () => {
+    const parent = new TrajectoryBuilder();
+    parent.start(msgs, [], Array.from({ length: 9000 }, () => 5));
+    for (let k = 0; k < 2; k++) {
+      parent.addTurn({ outputIds: [7], logprobs: [-1], backendId: 'b', weightVersion: null, finishReason: 'stop', latencyMs: 0 }, { role: 'assistant', content: '' });
+      parent.addContinuation([{ role: 'tool', content: '' }], [9]);
+    }
+    const child = parent.fork();
+    parent.addContinuation([{ role: 'tool', content: 'p' }], [1]);
+    child.addContinuation([{ role: 'tool', content: 'c' }], [2, 3]);
+    expect(parent.promptIds.slice(9004)).toEqual([1]);
+    expect(child.promptIds.slice(9004)).toEqual([2, 3]);
   });
 
   it('refuses appends once built', () => {
