@@ -310,12 +310,6 @@ export class TrajectoryBuilder {
         nm.logprobs = t.logprobs;
         messages[t.messageIndex] = nm as Message;
       }
-      for (let k = 0; k < this.contAt.length; k++) {
-        const at = this.contAt[k]!;
-        const nm = Object.assign({}, messages[at]!) as Record<string, unknown>;
-        nm.token_ids = this.contIds[k];
-        messages[at] = nm as Message;
-      }
     } else {
       for (let i = 0; i < recs.length; i++) {
         const t = recs[i]!;
@@ -329,10 +323,13 @@ export class TrajectoryBuilder {
         lazy(m, 'token_ids', () => o.outputIds);
         lazy(m, 'logprobs', () => o.logprobs);
       }
-      for (let k = 0; k < this.contAt.length; k++) {
-        const at = this.contAt[k]!;
-        messages[at] = { ...messages[at]!, token_ids: this.contIds[k] } as Message;
-      }
+    }
+    // Each continuation's templated ids, the codec's own array, on its last message (any size).
+    for (let k = 0; k < this.contAt.length; k++) {
+      const at = this.contAt[k]!;
+      const nm = Object.assign({}, messages[at]!) as Record<string, unknown>;
+      nm.token_ids = this.contIds[k];
+      messages[at] = nm as Message;
     }
     // Versions per token, run-length (one entry per version change, not per token), from the records.
     // A resumed turn contributes one span per version it was sampled at.
