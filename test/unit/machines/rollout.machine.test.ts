@@ -15,6 +15,8 @@ const tick = () => new Promise<void>((r) => setImmediate(r));
 /** The machine with hand-driven actors, recording every action it runs. */
 function harness(guards: { initSlotHeld?: () => boolean } = {}) {
   const log: string[] = [];
+  /** Every state the machine reported entering (`stateEntered`). */
+  const states: string[] = [];
   const pending: Record<string, ReturnType<typeof deferred<unknown>>> = {};
   // Typed `any` output: each stub stands in for actors of different output types.
   const actor = (name: string) =>
@@ -42,6 +44,7 @@ function harness(guards: { initSlotHeld?: () => boolean } = {}) {
     guards,
     actors: { initRollout: actor('initRollout'), runLoop, evaluate: actor('evaluate') },
     actions: {
+      stateEntered: (_, p: { state: string }) => states.push(p.state),
       requestSlot: (_, p: { stage: Stage }) => log.push(`request:${p.stage}`),
       withdrawSlot: (_, p: { stage: Stage }) => log.push(`withdraw:${p.stage}`),
       releaseSlot: (_, p: { stage: Stage }) => log.push(`release:${p.stage}`),
@@ -65,7 +68,7 @@ function harness(guards: { initSlotHeld?: () => boolean } = {}) {
     pending[name]!.reject(err);
     await tick();
   };
-  return { a, log, leaf, settle, fail, loopStarts: () => loopStarts };
+  return { a, log, states, leaf, settle, fail, loopStarts: () => loopStarts };
 }
 
 /** Drives a fresh machine to `target` along the happy path. */
@@ -219,6 +222,18 @@ describe('rollout machine', () => {
     expect(h.leaf()).toBe('done');
     expect(h.log.slice(-3)).toEqual(['exit:eval', 'release:eval', 'ended:done']);
     expect(h.a.getSnapshot().status).toBe('done');
+  });
+
+  it('reports every state it enters once, in order, and not the running parent', async () => {
+    const h = await driveTo('evaluating');
+    await h.settle('evaluate', undefined);
+    expect(h.states).toEqual(['queued', 'initializing', 'waitingRun', 'llmCalling', 'acting', 'waitingEval', 'evaluating', 'done']);
+  });
+
+  it('reports the final state it is cancelled into, after the state it left', async () => {
+    const h = await driveTo('running.acting');
+    h.a.send({ type: 'CANCEL' });
+    expect(h.states.slice(-2)).toEqual(['acting', 'cancelled']);
   });
 
   it('moves evaluating → failed when evaluation rejects', async () => {
