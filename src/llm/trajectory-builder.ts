@@ -207,8 +207,9 @@ export class TrajectoryBuilder {
 
   /** Appends the observation messages and their templated ids (mask 0). */
   addContinuation(messages: Message[], ids: number[]): void {
+    this.assertOpen();
     this.messages.push(...messages);
-    this.append(ids);
+    this.push(ids);
     if (messages.length) {
       this.contAt.push(this.messages.length - 1);
       this.contIds.push(ids);
@@ -350,11 +351,6 @@ export class TrajectoryBuilder {
       minWeightVersion: range.min,
       maxWeightVersion: range.max,
     };
-  }
-
-  private append(ids: number[]): void {
-    this.assertOpen();
-    this.push(ids);
   }
 
   /** Appends an array to the record: kept as it is, or copied onto a record grown in place. */
