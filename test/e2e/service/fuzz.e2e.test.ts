@@ -90,6 +90,72 @@ function makeCase(r: () => number): Case {
   }
 }
 
+/**
+ * One malformed request to the routes waves 2 and 3 added (buffers, forks, trees, prefixes, token
+ * texts, weights, Polar's task API): a body of the wrong shape, an unknown id, a bad query.
+ */
+function makeLaterCase(r: () => number): Case {
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
+  const str = (n: number): string => Array.from({ length: n }, () => String.fromCharCode(32 + Math.floor(r() * 94))).join('');
+  const junk = (): unknown => pick([() => str(8), () => true, () => [1, 'a'], () => ({ [str(5)]: str(3) }), () => -1, () => 1.5, () => ''])();
+  const notObject = (): string => pick(['{', '[1,', 'nul', '\u0000', JSON.stringify([junk()]), JSON.stringify(str(6)), '7', '['.repeat(3000)]);
+  // Ids no route knows, hostile ones among them (dots, encoded NULs and slashes, a long one).
+  const id = (): string => pick([`nope-${Math.floor(r() * 1e9)}`, '..', '%2e%2e', '%00', '%2F..%2Fetc', 'a'.repeat(3000), encodeURIComponent(str(6))]);
+  const inst = shellInstances()[0]!;
+  switch (Math.floor(r() * 10)) {
+    case 0:
+      return {
+        method: 'POST',
+        path: '/v1/buffers',
+        body: pick([
+          notObject(),
+          JSON.stringify({ instances: junk() }),
+          JSON.stringify({ instances: [junk()] }),
+          JSON.stringify({ instances: [inst], n: pick([0, -2, 'x', 1.5]) }),
+          JSON.stringify({ instances: [inst], groups: pick([0, -1, 'all', [2]]) }),
+          JSON.stringify({ instances: [inst], [str(6)]: junk() }),
+        ]),
+      };
+    case 1: {
+      const [method, tail, body] = pick([
+        ['GET', '', undefined],
+        ['DELETE', '', undefined],
+        ['POST', '/instances', JSON.stringify({ instances: [inst] })],
+        ['POST', '/take', JSON.stringify({ max: 1 })],
+        ['POST', '/ack', JSON.stringify({ leases: ['x'] })],
+        ['POST', '/release', JSON.stringify({ leases: ['x'] })],
+        ['POST', `/groups/${id()}/stop`, '{}'],
+      ] as const);
+      return { method, path: `/v1/buffers/${id()}${tail}`, body };
+    }
+    case 2:
+      return { method: 'POST', path: `/v1/rollouts/${id()}/fork`, body: pick(['{}', JSON.stringify({ at_turn: 1 }), notObject()]) };
+    case 3:
+      return { method: 'GET', path: pick([`/v1/groups/${id()}/tree`, `/v1/prefixes/${id()}`, `/v1/rollouts/${id()}/tokens`, `/tasks/${id()}/sessions`, `/rollout/task/${id()}`]) };
+    case 4:
+      return { method: 'POST', path: '/v1/weights', body: pick([notObject(), JSON.stringify({ version: pick([{ a: 1 }, [1], true]) }), JSON.stringify({ version: 'v1', backends: junk() })]) };
+    case 5:
+      return { method: pick(['PUT', 'PATCH', 'DELETE']), path: pick(['/v1/weights', '/v1/weights/pause', '/v1/buffers', '/rollout/task/submit', '/nodes']) };
+    case 6:
+      return { method: 'DELETE', path: `/rollout/task/${id()}` };
+    case 7:
+      return { method: 'GET', path: `/tasks?${pick([`limit=${pick(['-1', 'nope', '1e400', '', '0', '1001', '2.5'])}`, `since=${pick(['nope', '1e400', ''])}`])}` };
+    default:
+      return {
+        method: 'POST',
+        path: '/rollout/task/submit',
+        body: pick([
+          notObject(),
+          '{}',
+          JSON.stringify({ task: junk(), agent: { harness: 'codex' } }),
+          JSON.stringify({ task: { id: 't', prompt: 'p' }, agent: { harness: str(7) }, num_samples: 1 }),
+          JSON.stringify({ task: { id: 't', prompt: 'p' }, agent: { harness: 'codex' }, num_samples: pick([0, -1, 'two', 1.5]) }),
+          JSON.stringify({ task: { id: 't', prompt: 'p' }, agent: { harness: 'codex', import_path: 'pkg.Agent' }, num_samples: 1 }),
+        ]),
+      };
+  }
+}
+
 function send(base: URL, c: Case): Promise<number> {
   return new Promise((resolve, reject) => {
     const req = request(
@@ -135,5 +201,25 @@ describe('fuzzing rollout serve', () => {
     }, 25_000);
     const outcomes = await Promise.all(accepted.map(async (id) => (await api(server.url, 'GET', `/v1/rollouts/${id}`)).body.outcome));
     expect(outcomes).toEqual(Array(20).fill('completed'));
+  });
+
+  it('answers 1,000 malformed requests to the buffer, fork, tree, prefix, token, weight and Polar task routes with 4xx', async () => {
+    const base = new URL(server.url);
+    const r = rng(20261202);
+    const cases = Array.from({ length: 1000 }, () => makeLaterCase(r));
+    const bad: { c: Case; status: number }[] = [];
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < cases.length) {
+        const c = cases[next++]!;
+        const status = await send(base, c);
+        if (status < 400 || status >= 500) bad.push({ c: { ...c, path: c.path.slice(0, 80), body: c.body?.slice(0, 80) }, status });
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, worker));
+    expect(bad).toEqual([]);
+    expect((await api(server.url, 'GET', '/healthz')).body).toMatchObject({ status: 'ok', runtime: 'running' });
+    // Nothing malformed was admitted: no buffer, no Polar task, no rollout beyond the first test's.
+    expect((await api(server.url, 'GET', '/tasks')).body).toMatchObject({ tasks: [] });
   });
 });
