@@ -84,7 +84,6 @@ export class GatewayBackends implements BackendControl {
     const msg: ClusterControl = { type: 'weight-version', version, ...(backendId !== undefined ? { backendId } : {}) };
     this.write((m) => {
       for (const b of this.mirror.values()) if (backendId === undefined || b.id === backendId) m.hset(this.keys.backends, b.id, JSON.stringify(b));
-      if (backendId === undefined) m.hset(this.keys.settings, 'weightVersion', JSON.stringify(version));
       m.publish(this.keys.control, JSON.stringify(msg));
     }, false);
   }

@@ -19,7 +19,7 @@ export class ClusterKeys {
   get backends(): string {
     return `${this.prefix}:backends`;
   }
-  /** Hash: `weightVersion`, `paused` — cluster-wide settings a late worker reads at start. */
+  /** Hash: `paused`, `generation` — cluster-wide settings a late worker reads at start (weight versions live in the registry, per backend). */
   get settings(): string {
     return `${this.prefix}:settings`;
   }

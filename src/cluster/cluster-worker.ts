@@ -83,6 +83,13 @@ export class ClusterWorker {
   private readonly sink: EventSink;
   /** The cluster-wide pause (the settings' `paused`, pause/resume notices); the node's own health pauses apart. */
   private clusterPaused = false;
+  /**
+   * Notices handled so far, by the setting they change. A settings read that one of them overtook
+   * (the notice came in on the subscriber connection before the read's answer) may be older than
+   * that notice: what it read of that setting is not used, and the notices, each published in the
+   * transaction that writes its setting, bring this node to the cluster's state.
+   */
+  private readonly notices = { paused: 0, generation: 0 };
   private readonly health: NodeHealth | null;
 
   private readonly runtime: ServiceRuntime;
@@ -176,16 +183,13 @@ export class ClusterWorker {
     this.sub.on('message', (_ch: string, msg: string) => this.onControl(msg));
     await this.sub.subscribe(this.keys.control);
     await this.syncRegistry();
+    // Each backend's weight version came with the registry: a cluster-wide version is written to
+    // every registered backend's entry, and a later one set for one backend or a backend added
+    // since must not be overwritten by it.
+    const seen = { ...this.notices };
     const settings = await this.redis.hgetall(this.keys.settings);
-    if (settings['weightVersion'] !== undefined) {
-      try {
-        this.backendControl()?.setWeightVersion?.(JSON.parse(settings['weightVersion']) as string | number);
-      } catch {
-        this.log('ignoring a malformed weightVersion setting');
-      }
-    }
-    this.clusterPaused = settings['paused'] === '1';
-    if (settings['generation'] !== undefined) {
+    if (seen.paused === this.notices.paused) this.clusterPaused = settings['paused'] === '1';
+    if (settings['generation'] !== undefined && seen.generation === this.notices.generation) {
       try {
         const g = JSON.parse(settings['generation']) as { paused: boolean; epoch: string };
         this.applyGeneration(g.paused === true, String(g.epoch));
@@ -242,14 +246,17 @@ export class ClusterWorker {
       const data = parsed.data;
       // One round trip: is there a result already (the job was put back after its node
       // committed, then died), a cancel marker, a cluster-wide pause?
-      const [done, cancelMark, paused] = await Promise.all([
+      const pauseNotices = this.notices.paused;
+      const [done, cancelMark, pausedSetting] = await Promise.all([
         this.redis.exists(this.keys.result(id)),
         this.redis.get(this.keys.cancel(id)),
         this.redis.hget(this.keys.settings, 'paused'),
       ]);
       if (done) return { committed: false };
       const marker = this.cancels.get(id) || cancelMark;
-      if (!marker && paused === '1') {
+      // Overtaken by a resume, the read's "paused" would pause this node after it: for good.
+      const paused = pauseNotices === this.notices.paused ? pausedSetting === '1' : this.clusterPaused;
+      if (!marker && paused) {
         // Paused while this job was already on its way here: hand it back untouched.
         this.worker?.pause(true).catch((err: Error) => this.log(`pause: ${err.message}`));
         return this.handBack(job, token);
@@ -349,14 +356,17 @@ export class ClusterWorker {
           .catch((err: Error) => this.log(`weight version: ${err.message}`));
         return;
       case 'pause':
+        this.notices.paused++;
         this.clusterPaused = true;
         this.worker?.pause(true).catch((err: Error) => this.log(`pause: ${err.message}`));
         return;
       case 'resume':
+        this.notices.paused++;
         this.clusterPaused = false;
         this.resumeIfAllowed();
         return;
       case 'generation':
+        this.notices.generation++;
         this.applyGeneration(msg.paused, msg.epoch);
         // The gateway waits for this node's word: say it now, not at the next beat.
         void this.heartbeat().catch(() => undefined);

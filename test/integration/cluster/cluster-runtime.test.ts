@@ -1,4 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { ClusterKeys } from '../../../src/cluster/cluster-keys.js';
 import { ClusterRuntime } from '../../../src/cluster/cluster-runtime.js';
 import { ClusterWorker } from '../../../src/cluster/cluster-worker.js';
 import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
@@ -146,6 +148,21 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
     expect(workers.every((w) => w.running === 0)).toBe(true);
   });
 
+  it('a worker that joins later stamps each backend with the version the gateway lists for it, one set for that backend after a cluster-wide one too', async () => {
+    const g = await gateway();
+    g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
+    g.setWeightVersion(7);
+    g.setWeightVersion(8, 'oracle');
+    await g.flushed();
+    const w = await worker();
+    const versions = (bs: readonly { id: string; weightVersion: string | number | null }[]): Record<string, string | number | null> => Object.fromEntries(bs.map((b) => [b.id, b.weightVersion]));
+    expect(versions(g.listBackends())).toEqual({ oracle: 8 });
+    expect(versions(w.observed.listBackends?.() ?? [])).toEqual({ oracle: 8 });
+    const r = await g.submit(instance('late-version')).result;
+    expect(r.outcome).toBe('completed');
+    expect(new Set(r.trajectory.turns.map((t) => t.weightVersion))).toEqual(new Set([8]));
+  });
+
   it('holds new jobs on every worker while paused and runs them after resume', async () => {
     const g = await gateway();
     g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
@@ -162,6 +179,89 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
     await expect.poll(() => w.paused, { timeout: 30_000 }).toBe(false);
     expect((await h.result).outcome).toBe('completed');
   });
+
+  it('a resume whose notice overtakes a job\'s read of the pause setting does not leave the node paused: the job runs', async () => {
+    // The race: a job is fetched while the cluster pause is set but its notice is still on its
+    // way; its settings read goes out, the gateway resumes, and the resume notice (on the
+    // subscriber connection) is handled before the read's answer, which still says paused.
+    // Pausing on that answer used to outlast the resume for good: the job was handed back and no
+    // node took it again. Here the read's answer is held until the notice has been handled.
+    const g = await gateway();
+    g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
+    const w = await worker();
+    const node = w as unknown as { redis: Redis; onControl(raw: string): void };
+    let resumeHandled!: () => void;
+    const handled = new Promise<void>((r) => (resumeHandled = r));
+    const onControl = node.onControl.bind(w);
+    node.onControl = (raw) => {
+      onControl(raw);
+      if ((JSON.parse(raw) as { type: string }).type === 'resume') resumeHandled();
+    };
+    let readOut!: () => void;
+    const reading = new Promise<void>((r) => (readOut = r));
+    const hget = node.redis.hget.bind(node.redis) as (key: string, field: string) => Promise<string | null>;
+    let held = false;
+    (node.redis as unknown as { hget: (key: string, field: string) => Promise<string | null> }).hget = async (key, field) => {
+      const v = await hget(key, field);
+      if (field === 'paused' && !held) {
+        held = true;
+        readOut();
+        await handled;
+      }
+      return v;
+    };
+    // The pause as the settings have it, its notice not yet sent.
+    await node.redis.hset(new ClusterKeys(opts().prefix).settings, 'paused', '1');
+    const h = g.submit(instance('overtaken'));
+    await reading;
+    await g.resume();
+    await handled;
+    expect((await h.result).outcome).toBe('completed');
+    expect(w.paused).toBe(false);
+  }, 30_000);
+
+  it('a worker whose start-up read of the settings a resume overtakes starts taking jobs', async () => {
+    // The same race at start: the worker subscribes, then reads the settings (paused), and the
+    // resume notice is handled before that read's answer. Applying the answer paused the new
+    // node until the next resume.
+    const g = await gateway();
+    g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
+    await g.pause();
+    const proto = ClusterWorker.prototype as unknown as { onControl(raw: string): void };
+    const redisProto = Redis.prototype as unknown as { hgetall(key: string): Promise<Record<string, string>> };
+    const { onControl } = proto;
+    const { hgetall } = redisProto;
+    let resumeHandled!: () => void;
+    const handled = new Promise<void>((r) => (resumeHandled = r));
+    let readOut!: () => void;
+    const reading = new Promise<void>((r) => (readOut = r));
+    const settingsKey = new ClusterKeys(opts().prefix).settings;
+    let held = false;
+    proto.onControl = function (this: ClusterWorker, raw: string) {
+      onControl.call(this, raw);
+      if ((JSON.parse(raw) as { type: string }).type === 'resume') resumeHandled();
+    };
+    redisProto.hgetall = async function (this: Redis, key: string) {
+      const v = await hgetall.call(this, key);
+      if (key === settingsKey && !held) {
+        held = true;
+        readOut();
+        await handled;
+      }
+      return v;
+    };
+    try {
+      const starting = worker();
+      await reading;
+      await g.resume();
+      await starting;
+      expect((await g.submit(instance('started')).result).outcome).toBe('completed');
+    } finally {
+      proto.onControl = onControl;
+      // ioredis defines its commands on a prototype further up: take the shadow away.
+      delete (redisProto as { hgetall?: unknown }).hgetall;
+    }
+  }, 30_000);
 
   it('refuses a bad instance with a ValidationError naming the field, before anything reaches Redis', async () => {
     const g = await gateway();
