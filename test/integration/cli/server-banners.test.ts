@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 
 /**
  * The real engine (`rollout llm-serve --tiny`) and the service (`rollout serve`) as child
@@ -35,12 +35,16 @@ function start(args: string[], untilLine: RegExp): Promise<{ url: string; out: (
 }
 
 /** A port nothing listens on (bound, then released). */
-async function deadPort(): Promise<number> {
-  const srv = createServer();
+/**
+ * A backend address nothing answers at: every connection is reset. The port stays held until
+ * `close`: a port closed and left free could be taken by another process's server (a second
+ * suite on the machine) while the test waits for the backend to be marked down.
+ */
+async function deadBackend(): Promise<{ url: string; close(): Promise<void> }> {
+  const srv = createServer((socket) => socket.resetAndDestroy());
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
   const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
+  return { url: `http://127.0.0.1:${port}`, close: () => new Promise((r) => srv.close(() => r())) };
 }
 
 let engine: { url: string; out: () => string };
@@ -100,7 +104,9 @@ describe('rollout run against the real engine', { timeout: 180_000 }, () => {
 describe('rollout serve', { timeout: 180_000 }, () => {
   it('prints a banner, and shows a dead backend down (degraded, not probing forever) in /v1/backends, /status and /metrics', async () => {
     const host = new URL(engine.url).host;
-    const dead = `http://127.0.0.1:${await deadPort()}`;
+    const deadServer = await deadBackend();
+    onTestFinished(() => deadServer.close());
+    const dead = deadServer.url;
     const serve = await start(['serve', '--port', '0', '--sandbox', 'none', '--backend', `vllm+http://${host}`, '--backend', dead], /^\s+sandbox .*\n/m);
     const out = serve.out();
     expect(out).toMatch(new RegExp(`^\\s+visualizer\\s+${serve.url}/visualizer$`, 'm'));
