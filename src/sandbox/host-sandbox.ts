@@ -448,8 +448,9 @@ export class HostSandbox {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
-    this.shell.kill();
+    const helpersGone = this.shell.kill();
     await this.cgroup?.killAllAndRemove();
+    await helpersGone;
     if (this.pinnedWorkdir) unpinDir(this.pinnedWorkdir);
     if (this.workdirFd !== null) fs.closeSync(this.workdirFd);
     this.workdirFd = null;

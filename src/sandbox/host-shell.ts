@@ -100,14 +100,15 @@ export class HostShell {
 
   /**
    * Ends every process of the shell, its REPL and helpers, for the sandbox's close: the pty's
-   * process group killed, then every descendant seen before.
+   * process group killed, then every descendant seen before. Resolves once the user-mode network
+   * helper (a host process outside the sandbox's cgroup) has exited.
    */
-  kill(): void {
+  kill(): Promise<void> {
     const tree = this.pty ? [this.pty.pid, ...descendants(this.pty.pid)] : [];
     if (this.repl?.pid) tree.push(this.repl.pid, ...descendants(this.repl.pid));
     this.repl?.dispose();
     this.pty?.dispose();
-    this.net?.close();
+    const netGone = this.net?.close();
     this.forwarder?.close();
     if (this.pty) {
       try {
@@ -117,6 +118,7 @@ export class HostShell {
       }
     }
     killAll(tree);
+    return netGone ?? Promise.resolve();
   }
 
   /** `OPENAI_BASE_URL` inside the sandbox, or undefined without `spec.llmProxy`. */
@@ -183,7 +185,7 @@ export class HostShell {
     this.shellStart = processStartTime(shellPid);
     if (this.sb.req.spec.network && this.sb.req.driver !== 'none') {
       // A fresh namespace (first start, or after `exit`) needs its own user-mode network.
-      this.net?.close();
+      await this.net?.close();
       this.net = null;
       this.net = await UserNet.attach(shellPid);
     }

@@ -62,7 +62,7 @@ export class UserNet {
         });
       });
     } catch (err) {
-      net.close();
+      void net.close();
       const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
       throw new SandboxError(
         missing ? 'network: true needs slirp4netns (Debian package slirp4netns)' : `slirp4netns failed: ${(err as Error).message} ${stderr.trim()}`,
@@ -73,10 +73,17 @@ export class UserNet {
     return net;
   }
 
-  /** Stops the helper (the sandbox loses its network). Idempotent. */
-  close(): void {
+  /**
+   * Stops the helper (the sandbox loses its network). Idempotent. Resolves once the process has
+   * exited (a SIGKILL is delivered when the process next runs: on a loaded machine that is not at
+   * once), so a closed sandbox leaves no helper behind.
+   */
+  close(): Promise<void> {
     for (const s of this.proc.stdio) (s as { destroy?: () => void } | null)?.destroy?.();
-    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGKILL');
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return Promise.resolve();
+    const exited = new Promise<void>((resolve) => this.proc.once('exit', () => resolve()));
+    this.proc.kill('SIGKILL');
+    return exited;
   }
 }
 
