@@ -1,5 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { SandboxError } from '../errors.js';
+import { exited } from './proc.js';
 
 /** Address of the user-mode DNS forwarder inside the sandbox (slirp4netns' default 10.0.2.3). */
 export const SANDBOX_DNS = '10.0.2.3';
@@ -80,10 +81,9 @@ export class UserNet {
    */
   close(): Promise<void> {
     for (const s of this.proc.stdio) (s as { destroy?: () => void } | null)?.destroy?.();
-    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return Promise.resolve();
-    const exited = new Promise<void>((resolve) => this.proc.once('exit', () => resolve()));
-    this.proc.kill('SIGKILL');
-    return exited;
+    const gone = exited(this.proc);
+    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGKILL');
+    return gone;
   }
 }
 

@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 
 /**
@@ -95,4 +96,10 @@ export function parentOf(pid: number): number | null {
   } catch {
     return null;
   }
+}
+
+/** Resolves once the child has exited (at once when it already has). */
+export function exited(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => proc.once('exit', () => resolve()));
 }

@@ -14,7 +14,7 @@ import { withWarmPools } from './warm-pool.js';
 import { serveLlmListenerOffers } from './llm-listener-handoff.js';
 import { reapDeadHostSandboxes } from './images/orphan-reap.js';
 import { hostsDir, reapSandbox, reapStale, sandboxesDir, type ReapReport } from './lease.js';
-import { processStartTime } from './proc.js';
+import { exited, processStartTime } from './proc.js';
 import { asSandboxFault, SandboxClient } from './sandbox-client.js';
 import { checkRootfs, privateMountsPrefix } from './sandbox-fs.js';
 import { sandboxUidFor } from './sandbox-user.js';
@@ -297,10 +297,10 @@ export function createSandboxProvider(input: SandboxOptionsInput = {}, clock: Cl
         every.map(async (h) => {
           const proc = h.proc;
           if (!proc) return;
-          const exited = proc.exitCode !== null || proc.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => proc.once('exit', () => r()));
+          const gone = exited(proc);
           if (h.channel?.isOpen) await h.channel.close();
           const t = clock.setTimeout(() => proc.kill('SIGKILL'), 5000);
-          await exited;
+          await gone;
           clock.clearTimeout(t);
         }),
       );

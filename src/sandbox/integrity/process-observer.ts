@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import { exited } from '../proc.js';
 import { OBSERVER_SOURCE } from './observer-helper.js';
 
 export { MAX_NET_ADDRESSES, NET_PACKET_BUDGET } from './observer-helper.js';
@@ -68,9 +69,9 @@ export class ProcessObserver {
     ProcessObserver.shared = null;
     const obs = await p?.catch(() => null);
     if (!obs || obs.proc.exitCode !== null || obs.proc.signalCode !== null) return;
-    const exited = new Promise((resolve) => obs.proc.once('exit', resolve));
+    const gone = exited(obs.proc);
     obs.proc.stdin!.end();
-    await exited;
+    await gone;
   }
 
   /** The host's observer, started once. @throws Error when it cannot start (no python3, not root). */
