@@ -32,10 +32,17 @@ interface Case {
 const BODY_ROUTES = ['/process', '/cancel', '/add_llm_server', '/v1/rollouts', '/v1/batches', '/v1/backends'];
 const EMPTY_ROUTES = ['/start', '/stop', '/clear_llm_server'];
 
+/** Draws from the seeded `r`: an element of a list, a string of `n` printable characters. */
+function draws(r: () => number): { pick<T>(xs: readonly T[]): T; str(n: number): string } {
+  return {
+    pick: (xs) => xs[Math.floor(r() * xs.length)]!,
+    str: (n) => Array.from({ length: n }, () => String.fromCharCode(32 + Math.floor(r() * 94))).join(''),
+  };
+}
+
 /** One request that must be refused with a 4xx. */
 function makeCase(r: () => number): Case {
-  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
-  const str = (n: number): string => Array.from({ length: n }, () => String.fromCharCode(32 + Math.floor(r() * 94))).join('');
+  const { pick, str } = draws(r);
   const junk = (): unknown => pick([() => Math.floor(r() * 1e6), () => str(8), () => null, () => true, () => [1, 'a'], () => ({ [str(5)]: str(3) })])();
   const inst = shellInstances()[0]!;
   switch (Math.floor(r() * 12)) {
@@ -95,8 +102,7 @@ function makeCase(r: () => number): Case {
  * texts, weights, Polar's task API): a body of the wrong shape, an unknown id, a bad query.
  */
 function makeLaterCase(r: () => number): Case {
-  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
-  const str = (n: number): string => Array.from({ length: n }, () => String.fromCharCode(32 + Math.floor(r() * 94))).join('');
+  const { pick, str } = draws(r);
   const junk = (): unknown => pick([() => str(8), () => true, () => [1, 'a'], () => ({ [str(5)]: str(3) }), () => -1, () => 1.5, () => ''])();
   const notObject = (): string => pick(['{', '[1,', 'nul', '\u0000', JSON.stringify([junk()]), JSON.stringify(str(6)), '7', '['.repeat(3000)]);
   // Ids no route knows, hostile ones among them (dots, encoded NULs and slashes, a long one).
