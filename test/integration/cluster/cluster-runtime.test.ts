@@ -7,6 +7,7 @@ import { createQwen3Codec } from '../../../src/llm/qwen3-codec.js';
 import { serviceRuntimeFactory } from '../../../src/server/runtime-factory.js';
 import { MemorySandboxProvider } from '../../../src/testing/memory-sandbox.js';
 import type { RolloutEvent } from '../../../src/protocol/events.js';
+import type { ServiceRuntime } from '../../../src/server/service-runtime.js';
 import { redisServerPath, startRedis, type TestRedis } from '../../helpers/redis-server.js';
 
 const hasRedis = redisServerPath() !== null;
@@ -220,26 +221,24 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
     expect(w.paused).toBe(false);
   }, 30_000);
 
-  it('a worker whose start-up read of the settings a resume overtakes starts taking jobs', async () => {
-    // The same race at start: the worker subscribes, then reads the settings (paused), and the
-    // resume notice is handled before that read's answer. Applying the answer paused the new
-    // node until the next resume.
-    const g = await gateway();
-    g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
-    await g.pause();
+  /**
+   * Starts a worker whose start-up read of the settings is held until it has handled a control
+   * notice of type `notice`; `whileHeld` runs (and sends that notice) once the read is out.
+   */
+  async function workerWithOvertakenStartRead(notice: 'resume' | 'generation', whileHeld: () => Promise<void> | void, w: () => Promise<ClusterWorker> = worker): Promise<ClusterWorker> {
     const proto = ClusterWorker.prototype as unknown as { onControl(raw: string): void };
     const redisProto = Redis.prototype as unknown as { hgetall(key: string): Promise<Record<string, string>> };
     const { onControl } = proto;
     const { hgetall } = redisProto;
-    let resumeHandled!: () => void;
-    const handled = new Promise<void>((r) => (resumeHandled = r));
+    let noticeHandled!: () => void;
+    const handled = new Promise<void>((r) => (noticeHandled = r));
     let readOut!: () => void;
     const reading = new Promise<void>((r) => (readOut = r));
     const settingsKey = new ClusterKeys(opts().prefix).settings;
     let held = false;
     proto.onControl = function (this: ClusterWorker, raw: string) {
       onControl.call(this, raw);
-      if ((JSON.parse(raw) as { type: string }).type === 'resume') resumeHandled();
+      if ((JSON.parse(raw) as { type: string }).type === notice) noticeHandled();
     };
     redisProto.hgetall = async function (this: Redis, key: string) {
       const v = await hgetall.call(this, key);
@@ -251,16 +250,60 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
       return v;
     };
     try {
-      const starting = worker();
+      const starting = w();
       await reading;
-      await g.resume();
-      await starting;
-      expect((await g.submit(instance('started')).result).outcome).toBe('completed');
+      await whileHeld();
+      return await starting;
     } finally {
       proto.onControl = onControl;
       // ioredis defines its commands on a prototype further up: take the shadow away.
       delete (redisProto as { hgetall?: unknown }).hgetall;
     }
+  }
+
+  it('a worker whose start-up read of the settings a resume overtakes starts taking jobs', async () => {
+    // The same race at start: the worker subscribes, then reads the settings (paused), and the
+    // resume notice is handled before that read's answer. Applying the answer paused the new
+    // node until the next resume.
+    const g = await gateway();
+    g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
+    await g.pause();
+    await workerWithOvertakenStartRead('resume', () => g.resume());
+    expect((await g.submit(instance('started')).result).outcome).toBe('completed');
+  }, 30_000);
+
+  it('a worker whose start-up read of the settings a generation resume overtakes acknowledges that resume and its LLM calls go', async () => {
+    // The generation pause the same way: the read says paused (the first epoch), the resume's
+    // notice (a second epoch) is handled first. Applying the answer held the node's LLM calls
+    // under the stale epoch, which the gateway's drain never saw acknowledged.
+    const g = await gateway();
+    g.addBackend({ id: 'oracle', url: 'oracle:', protocol: 'prorl' });
+    g.pauseGeneration();
+    // The pause is in the settings (its send is not awaited) before the worker reads them.
+    const reader = new Redis(redis.url);
+    try {
+      await expect.poll(async () => (JSON.parse((await reader.hget(new ClusterKeys(opts().prefix).settings, 'generation')) ?? '{}') as { paused?: boolean }).paused).toBe(true);
+    } finally {
+      reader.disconnect();
+    }
+    const runtimes: ServiceRuntime[] = [];
+    const factory = serviceRuntimeFactory({ codec, sandboxes: () => new MemorySandboxProvider(), retainEvents: 0 });
+    const start = async (): Promise<ClusterWorker> => {
+      const w = await ClusterWorker.start(opts(), {
+        capacity: 4,
+        createRuntime: async () => {
+          const rt = await factory();
+          runtimes.push(rt);
+          return rt;
+        },
+      });
+      open.push(w);
+      return w;
+    };
+    await workerWithOvertakenStartRead('generation', () => g.resumeGeneration(), start);
+    expect(runtimes.map((r) => r.generationPaused)).toEqual([false]);
+    await expect.poll(() => g.generationDrain().acked, { timeout: 10_000 }).toBe(true);
+    expect((await g.submit(instance('generation-started')).result).outcome).toBe('completed');
   }, 30_000);
 
   it('refuses a bad instance with a ValidationError naming the field, before anything reaches Redis', async () => {
