@@ -4,7 +4,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
+import { spawn } from 'node:child_process';
 import { createSandboxProvider, type HostSandboxProvider, type Sandbox } from '../../../src/sandbox/index.js';
+import { UserNet } from '../../../src/sandbox/network.js';
 import { testDriver } from './helpers.js';
 import { missingTools, skipNote } from '../../helpers/system-tools.js';
 
@@ -87,6 +89,27 @@ describe.runIf(driver !== 'none')(`network with the ${driver} driver`, () => {
     await sb.close();
     const left = slirpPids().filter((p) => before.includes(p));
     expect(left).toEqual([]);
+  });
+
+  it.skipIf(noSlirp !== null)('UserNet.close resolves only once the helper has exited and been reaped, not when its SIGKILL is sent', async () => {
+    // Deterministic form of the race loaded round 16 found: right after the close's promise
+    // resolves (no event-loop turn between), the helper's /proc entry is gone. A close that
+    // resolved on sending the signal leaves at least a zombie there until Node reaps it.
+    const target = spawn('unshare', ['-rn', 'sh', '-c', 'echo ready; exec sleep 60'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const [line] = (await once(target.stdout!, 'data')) as [Buffer];
+      expect(line.toString()).toBe('ready\n');
+      const helper = await UserNet.attach(target.pid!);
+      expect(fs.existsSync(`/proc/${helper.pid}`)).toBe(true);
+      await helper.close();
+      expect(fs.existsSync(`/proc/${helper.pid}`)).toBe(false);
+      // Idempotent: a second close resolves too.
+      await helper.close();
+    } finally {
+      const gone = once(target, 'exit');
+      target.kill('SIGKILL');
+      await gone;
+    }
   });
 });
 
