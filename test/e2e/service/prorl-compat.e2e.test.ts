@@ -104,7 +104,7 @@ describe('ProRL clients, unchanged', { timeout: 120_000 }, () => {
     });
     expect(results.some((r) => r.finish === true)).toBe(true);
     expect(new Set(results.map((r) => r.rollout_id)).size).toBe(256);
-  }, 180_000);
+  }, 360_000);
 
   it('runs two live jobs with one job_id as two rollouts, and /cancel of it reaches both', async () => {
     const label = 'owner/repo#1 x';

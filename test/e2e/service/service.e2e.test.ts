@@ -36,7 +36,7 @@ describe('rollout serve, end to end', () => {
     const batch = await api(server.url, 'POST', '/v1/batches', { instances: Array.from({ length: 16 }, (_, i) => instances[i % instances.length]), n: 4, sampling_params: sampling });
     expect(batch.status).toBe(202);
     expect(batch.body.rollout_ids).toHaveLength(64);
-    await until(() => w.results().size === 64, 80_000);
+    await until(() => w.results().size === 64, 200_000);
     w.close();
     const outcomes = [...w.results().values()].map((e) => e.outcome);
     expect(new Set(outcomes)).toEqual(new Set(['completed']));
@@ -55,7 +55,7 @@ describe('rollout serve, end to end', () => {
     const last = t.turns[t.turns.length - 1];
     expect([...last.promptIds, ...last.outputIds]).toEqual(t.tokens);
     expect(t.lossMask.filter((m: number) => m === 1).length).toBe(t.turns.reduce((n: number, x: { outputIds: number[] }) => n + x.outputIds.length, 0));
-  }, 90_000);
+  }, 240_000);
 
   it('cancelling mid-run frees every slot and sandbox', async () => {
     llmB = await startFakeLlmServer({ tasks: SHELL_TASKS, latencyMs: 60_000 });
@@ -90,11 +90,11 @@ describe('rollout serve, end to end', () => {
     const batch = await api(server.url, 'POST', '/v1/batches', { instances: shellInstances().slice(0, 4), n: 4, sampling_params: sampling });
     await until(() => w.events.some((e) => e.type === 'llm.end' && e.backendId === new URL(victim.url).host));
     await victim.kill();
-    await until(() => w.results().size === 16, 80_000);
+    await until(() => w.results().size === 16, 200_000);
     w.close();
     expect([...w.results().values()].map((e) => e.outcome)).toEqual(Array(16).fill('completed'));
     expect(batch.body.rollout_ids).toHaveLength(16);
-  }, 90_000);
+  }, 240_000);
 
   it('resumes the event stream after a reconnect from the cursor with no gap and no duplicate', async () => {
     server = await serve(['--backend', llmA.url, '--sandbox', SANDBOX]);

@@ -96,7 +96,10 @@ describe('multi-turn rollouts per model family (tool-calling where the template 
       const body = (await (await fetch(`${s.url}/debug/samples`)).json()) as { samples: LlamaSample[] };
       for (const x of body.samples) samples.set(`${x.instanceId}|${x.turn}`, x);
     }
-  }, 240_000);
+    // A hang ceiling, not a timing: five real engines start here (~8 s of CPU each, most of it
+    // node-llama-cpp's load), 65 s for the whole file alone on a quiet 2-core machine, ~240 s
+    // with two suites at once (loaded round 17 hit the old 240 s ceiling).
+  }, 600_000);
 
   afterAll(async () => {
     await stopServerProcesses();
