@@ -40,10 +40,18 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
     open.push(g);
     return g;
   }
-  async function worker(capacity = 4): Promise<ClusterWorker> {
+  /** Starts a worker; `runtimes`, when given, gets the runtime it makes (to see what it applied). */
+  async function worker(capacity = 4, runtimes?: ServiceRuntime[]): Promise<ClusterWorker> {
+    const factory = serviceRuntimeFactory({ codec, sandboxes: () => new MemorySandboxProvider(), retainEvents: 0 });
     const w = await ClusterWorker.start(opts(), {
       capacity,
-      createRuntime: serviceRuntimeFactory({ codec, sandboxes: () => new MemorySandboxProvider(), retainEvents: 0 }),
+      createRuntime: runtimes
+        ? async () => {
+            const rt = await factory();
+            runtimes.push(rt);
+            return rt;
+          }
+        : factory,
     });
     open.push(w);
     return w;
@@ -287,20 +295,7 @@ describe.skipIf(!hasRedis)('ClusterRuntime + ClusterWorker in one process (insta
       reader.disconnect();
     }
     const runtimes: ServiceRuntime[] = [];
-    const factory = serviceRuntimeFactory({ codec, sandboxes: () => new MemorySandboxProvider(), retainEvents: 0 });
-    const start = async (): Promise<ClusterWorker> => {
-      const w = await ClusterWorker.start(opts(), {
-        capacity: 4,
-        createRuntime: async () => {
-          const rt = await factory();
-          runtimes.push(rt);
-          return rt;
-        },
-      });
-      open.push(w);
-      return w;
-    };
-    await workerWithOvertakenStartRead('generation', () => g.resumeGeneration(), start);
+    await workerWithOvertakenStartRead('generation', () => g.resumeGeneration(), () => worker(4, runtimes));
     expect(runtimes.map((r) => r.generationPaused)).toEqual([false]);
     await expect.poll(() => g.generationDrain().acked, { timeout: 10_000 }).toBe(true);
     expect((await g.submit(instance('generation-started')).result).outcome).toBe('completed');

@@ -7,6 +7,7 @@ import { once } from 'node:events';
 import { spawn } from 'node:child_process';
 import { createSandboxProvider, type HostSandboxProvider, type Sandbox } from '../../../src/sandbox/index.js';
 import { UserNet } from '../../../src/sandbox/network.js';
+import { exited } from '../../../src/sandbox/proc.js';
 import { testDriver } from './helpers.js';
 import { missingTools, skipNote } from '../../helpers/system-tools.js';
 
@@ -106,7 +107,7 @@ describe.runIf(driver !== 'none')(`network with the ${driver} driver`, () => {
       // Idempotent: a second close resolves too.
       await helper.close();
     } finally {
-      const gone = once(target, 'exit');
+      const gone = exited(target);
       target.kill('SIGKILL');
       await gone;
     }
